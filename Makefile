@@ -1,0 +1,74 @@
+# Project setup contract: `make serve` runs the explorer, `make test` runs everything CI runs.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+PORT ?= 5006
+VENV := .venv
+PY := $(VENV)/bin/python
+# Written only after a successful install, so an interrupted install is retried next time.
+VENV_STAMP := $(VENV)/.installed
+CHROMIUM := /usr/bin/chromium
+NOTEBOOKS := $(wildcard notebooks/*.ipynb)
+BENCHMARKS := $(wildcard benchmarks/*.py)
+
+.PHONY: help serve chromium test lint format bench clean distclean
+
+help:
+	@echo "make serve     serve the explorer at http://127.0.0.1:$(PORT)/ (PORT=... to change)"
+	@echo "make test      ruff check + pytest (unit, browser, notebooks)"
+	@echo "make lint      ruff check + ruff format --check"
+	@echo "make format    ruff format + ruff check --fix"
+	@echo "make bench     run every benchmarks/*.py and print its output"
+	@echo "make clean     remove caches and test results (distclean: the venv too)"
+
+# The venv is (re)built whenever pyproject.toml changes.
+$(VENV): $(VENV_STAMP)
+
+$(VENV_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -e '.[test]'
+	touch $(VENV_STAMP)
+
+serve: $(VENV)
+	@echo "Explorer: http://127.0.0.1:$(PORT)/"
+	$(PY) -m explorer --address 127.0.0.1 --port $(PORT)
+
+# Browser tests drive Debian's Chromium (Playwright's own browser downloads are not used).
+chromium:
+	@if [ -x $(CHROMIUM) ]; then \
+		echo "chromium: $(CHROMIUM) present"; \
+	else \
+		if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium; \
+	fi
+
+test: $(VENV) chromium
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest tests $(if $(NOTEBOOKS),--nbmake notebooks)
+
+lint: $(VENV)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: $(VENV)
+	@status=0; \
+	for script in $(BENCHMARKS); do \
+		echo "== $$script"; \
+		$(PY) "$$script" || { echo "!! $$script failed"; status=1; }; \
+	done; \
+	[ -n "$(BENCHMARKS)" ] || echo "no benchmarks/*.py scripts"; \
+	exit $$status
+
+clean:
+	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
+	rm -rf .pytest_cache .ruff_cache test-results *.egg-info build dist
+
+distclean: clean
+	rm -rf $(VENV)

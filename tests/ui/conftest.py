@@ -1,0 +1,198 @@
+"""Browser-test fixtures: a served explorer, Debian's Chromium via Playwright, console capture.
+
+Fixtures (use them by name in a test's arguments):
+
+- ``app_url`` (session): base URL (``http://127.0.0.1:PORT``, no trailing slash) of the explorer
+  started as ``python -m explorer --port PORT --address 127.0.0.1`` in a subprocess; killed at
+  the end of the session. Its output goes to ``test-results/explorer-server.log``.
+- ``browser`` (session): a Playwright ``Browser`` on ``/usr/bin/chromium`` (override with the
+  ``CHROMIUM`` environment variable). Playwright's own browser builds are never used.
+- ``console_errors`` (function): list of strings, one per console ``error`` message or uncaught
+  page exception seen by ``page``.
+- ``page`` (function): a fresh Playwright ``Page`` (own context, 1280x900) whose console errors
+  land in ``console_errors``.
+- ``open_app`` (function): ``open_app(path="/", wait_for=None)`` navigates ``page`` to
+  ``app_url + path``, waits until Bokeh has rendered the document (and ``wait_for``, a selector,
+  is visible) and returns the page.
+- ``screenshot`` (function): ``screenshot(name)`` saves a full-page PNG of ``page`` as
+  ``test-results/screenshots/<name>.png`` and returns the path.
+
+Plain helpers: :func:`save_screenshot`, :func:`wait_for_panel`, :func:`free_port`.
+
+Playwright locators pierce Panel's open shadow roots, so CSS selectors such as
+``.mechanism-list`` (from a component's ``css_classes``) and ``get_by_role`` work directly.
+pytest-playwright's plugin is disabled (``-p no:playwright`` in pyproject) because its
+``browser``/``page`` fixtures want Playwright's downloaded browser builds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RESULTS_DIR = REPO_ROOT / "test-results"
+SCREENSHOT_DIR = RESULTS_DIR / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SERVER_START_TIMEOUT_S = 90.0
+PAGE_TIMEOUT_MS = 60_000
+
+# Console errors that say nothing about our app, as regexes; each entry needs a reason. Empty:
+# the app loads nothing from outside this machine (BootstrapTemplate, not FastListTemplate,
+# whose design links web fonts from a CDN and fails offline).
+IGNORED_CONSOLE_ERRORS: list[re.Pattern[str]] = []
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_until_serving(url: str, process: subprocess.Popen, log_path: Path) -> None:
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    last_error = ""
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(
+                f"explorer exited with status {process.returncode} before serving; "
+                f"log:\n{log_path.read_text(errors='replace')}"
+            )
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError) as exc:
+            last_error = str(exc)
+        time.sleep(0.25)
+    pytest.fail(
+        f"explorer did not answer {url} within {SERVER_START_TIMEOUT_S:.0f}s ({last_error}); "
+        f"log:\n{log_path.read_text(errors='replace')}"
+    )
+
+
+@pytest.fixture(scope="session")
+def app_url() -> Iterator[str]:
+    """Serve the explorer in a subprocess for the whole session; yield its base URL."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log_path = RESULTS_DIR / "explorer-server.log"
+    command = [sys.executable, "-m", "explorer", "--port", str(port), "--address", "127.0.0.1"]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_serving(base + "/", process, log_path)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Headless Debian Chromium driven by Playwright's sync API."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"no Chromium at {CHROMIUM}: run `make chromium` (or set CHROMIUM=path)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def console_errors() -> list[str]:
+    """Console errors and uncaught exceptions seen by ``page`` during the test."""
+    return []
+
+
+@pytest.fixture
+def page(browser, console_errors: list[str]) -> Iterator[object]:
+    """A fresh page in its own browser context; console errors go to ``console_errors``."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    page = context.new_page()
+
+    def on_console(message) -> None:
+        if message.type != "error":
+            return
+        location = message.location.get("url", "") if message.location else ""
+        text = f"{message.text} [{location}]" if location else message.text
+        if not any(pattern.search(text) for pattern in IGNORED_CONSOLE_ERRORS):
+            console_errors.append(text)
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda error: console_errors.append(f"uncaught: {error}"))
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def wait_for_panel(page, wait_for: str | None = None) -> None:
+    """Wait until Bokeh has rendered the served document (and ``wait_for`` is visible)."""
+    page.wait_for_function(
+        "() => window.Bokeh !== undefined && Bokeh.documents.length > 0"
+        " && Bokeh.documents[0].roots().length > 0"
+    )
+    if wait_for is not None:
+        page.locator(wait_for).first.wait_for(state="visible")
+
+
+@pytest.fixture
+def open_app(page, app_url: str) -> Callable[..., object]:
+    """``open_app(path="/", wait_for=None)``: load a page of the served app and wait for it."""
+
+    def open_path(path: str = "/", wait_for: str | None = None):
+        page.goto(app_url + path, wait_until="load")
+        wait_for_panel(page, wait_for)
+        return page
+
+    return open_path
+
+
+def save_screenshot(page, name: str) -> Path:
+    """Save a full-page PNG as ``test-results/screenshots/<name>.png``; return its path."""
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOT_DIR / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+@pytest.fixture
+def screenshot(page) -> Callable[[str], Path]:
+    """``screenshot(name)``: save a full-page PNG of ``page``; returns the path."""
+    return lambda name: save_screenshot(page, name)
