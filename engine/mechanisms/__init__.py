@@ -1,0 +1,18 @@
+"""Mechanisms: the base contract, the registry, and one module per family.
+
+Importing this package registers every mechanism; ``registry_names()`` lists them.
+"""
+
+from engine.mechanisms import baselines  # noqa: F401  (registers the baselines)
+from engine.mechanisms.base import (
+    Measurement,
+    Mechanism,
+    Plan,
+    get,
+    mechanism_class,
+    register,
+    registry_names,
+)
+
+__all__ = ["Measurement", "Mechanism", "Plan", "get", "mechanism_class", "register",
+           "registry_names"]

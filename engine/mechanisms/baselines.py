@@ -1,0 +1,170 @@
+"""Data-independent baselines: identity, workload, H2, HB and wavelet.
+
+On multi-attribute domains, H2, HB and wavelet use the Kronecker product of the per-attribute
+strategies (identity on attributes of size 1). Definitions follow the HDMM spec section 7.3:
+
+* H2: the binary hierarchy with its root, all weights 1 (Hay et al.);
+* HB: the hierarchy with the branching factor b* minimising
+  ``(b-1) h**3 - 2 (b+1) h**2 / 3``, ``h = ceil(log_b n)``, without its root (Qardaji et al.);
+* wavelet: the unweighted Haar matrix (Privelet); for n not a power of two, the Haar matrix
+  of the next power of two restricted to the first n cells.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import param
+
+from engine.error import trace_term
+from engine.linalg.matrix import Dense, Identity, Kron, Matrix
+from engine.mechanisms.base import Mechanism, Plan, register, registered_name
+from engine.privacy import Privacy
+from engine.progress import Progress
+from engine.workloads.workload import Workload
+
+
+def hierarchy(n: int, b: int) -> np.ndarray:
+    """The hierarchical strategy ``hier(n, b)``: the root, then its children's hierarchies.
+
+    With ``n = m b + r``, the first r children cover m+1 cells and the rest m cells.
+    """
+    if n == 1:
+        return np.ones((1, 1))
+    if n <= b:
+        return np.vstack([np.ones((1, n)), np.eye(n)])
+    m, r = divmod(n, b)
+    sizes = [m + 1] * r + [m] * (b - r)
+    blocks = [hierarchy(s, b) for s in sizes]
+    rows = sum(blk.shape[0] for blk in blocks)
+    out = np.zeros((1 + rows, n))
+    out[0] = 1.0
+    row, col = 1, 0
+    for blk in blocks:
+        out[row:row + blk.shape[0], col:col + blk.shape[1]] = blk
+        row += blk.shape[0]
+        col += blk.shape[1]
+    return out
+
+
+def levels(n: int, b: int) -> int:
+    """Smallest h with ``b**h >= n`` (the height of a b-ary tree over n leaves)."""
+    h, cap = 0, 1
+    while cap < n:
+        cap *= b
+        h += 1
+    return h
+
+
+def hb_branching(n: int) -> int:
+    """Qardaji et al.'s branching factor: argmin over b of ``(b-1) h^3 - 2 (b+1) h^2 / 3``."""
+    if n <= 2:
+        return 2
+    best, best_b = math.inf, 2
+    for b in range(2, n + 1):
+        h = levels(n, b)
+        cost = (b - 1) * h**3 - 2 * (b + 1) * h**2 / 3
+        if cost < best:
+            best, best_b = cost, b
+    return best_b
+
+
+def haar(n: int) -> np.ndarray:
+    """Unweighted Haar matrix for n cells: ``H_n = [H_{n/2} kron [1,1]; I_{n/2} kron [1,-1]]``."""
+    size = 1 << max(0, (n - 1).bit_length())
+    H = np.ones((1, 1))
+    while H.shape[1] < size:
+        half = H.shape[1]
+        H = np.vstack([np.kron(H, [1.0, 1.0]), np.kron(np.eye(half), [1.0, -1.0])])
+    H = H[:, :n]
+    return H[np.any(H != 0, axis=1)]
+
+
+def _plan_from_strategy(name: str, workload: Workload, privacy: Privacy, A: Matrix,
+                        details: dict) -> Plan:
+    return Plan(mechanism=name, workload=workload, privacy=privacy, strategy=A,
+                trace=trace_term(workload, A),
+                sensitivity={1: A.sensitivity(1), 2: A.sensitivity(2)}, details=details)
+
+
+class PerAttributeBaseline(Mechanism):
+    """A Kronecker product of one fixed 1-D strategy per attribute."""
+
+    def factor(self, n: int) -> Matrix:
+        """The 1-D strategy for an attribute of n cells."""
+        raise NotImplementedError(type(self).__name__ + " must define factor")
+
+    def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
+        factors = [self.factor(n) if n > 1 else Identity(1) for n in workload.domain.shape]
+        A = Kron(factors)
+        return _plan_from_strategy(self.name, workload, privacy, A,
+                                   {"kind": "kron", "factors": factors})
+
+
+@register
+class IdentityMechanism(PerAttributeBaseline):
+    """Measure every cell once (the Laplace/Gaussian histogram)."""
+
+    name = registered_name("identity")
+    title = "Identity"
+    description = "noisy count of every cell, then add up the cells each query needs"
+
+    def factor(self, n: int) -> Matrix:
+        return Identity(n)
+
+
+@register
+class H2Mechanism(PerAttributeBaseline):
+    """Binary hierarchical intervals (Hay et al. 2010)."""
+
+    name = registered_name("h2")
+    title = "H2"
+    description = "noisy counts of a binary tree of intervals on every attribute"
+
+    def factor(self, n: int) -> Matrix:
+        return Dense(hierarchy(n, 2))
+
+
+@register
+class HBMechanism(PerAttributeBaseline):
+    """Hierarchy with the optimised branching factor, without its root (Qardaji et al.)."""
+
+    name = registered_name("hb")
+    title = "HB"
+    description = "noisy counts of a tree of intervals with a tuned branching factor"
+
+    def factor(self, n: int) -> Matrix:
+        return Dense(hierarchy(n, hb_branching(n))[1:])
+
+
+@register
+class WaveletMechanism(PerAttributeBaseline):
+    """Haar wavelet coefficients (Privelet, Xiao et al.)."""
+
+    name = registered_name("wavelet")
+    title = "Wavelet"
+    description = "noisy Haar wavelet coefficients on every attribute"
+
+    def factor(self, n: int) -> Matrix:
+        return Dense(haar(n))
+
+
+@register
+class WorkloadMechanism(Mechanism):
+    """The matrix mechanism with A = W: measure the workload itself, then least squares."""
+
+    name = registered_name("workload")
+    title = "Workload"
+    description = "noisy answers to the queries themselves, made consistent by least squares"
+    max_sensitivity_cells = param.Integer(default=50_000_000, bounds=(1, None), doc=(
+        "Largest domain on which the sensitivity is computed exactly; beyond it, the sum of "
+        "the terms' sensitivities (an upper bound) is used."))
+
+    def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
+        A = workload.matrix
+        exact = workload.domain.size <= self.max_sensitivity_cells
+        sens = {p: A.sensitivity(p) if exact else A.sensitivity_bound(p) for p in (1, 2)}
+        return Plan(mechanism=self.name, workload=workload, privacy=privacy, strategy=A,
+                    trace=trace_term(workload, A), sensitivity=sens,
+                    details={"kind": "workload", "exact_sensitivity": exact})

@@ -1,0 +1,413 @@
+"""One-dimensional query blocks over a single attribute of size n.
+
+Every block is an implicit :class:`~engine.linalg.Matrix` with closed-form Gram, column norms
+and Frobenius norm, so that e.g. all ranges on n = 4096 (8.4M queries) never materialise.
+Rows use 0-based cells; ranges are inclusive ``[a, b]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.linalg.matrix import Dense, Identity, Matrix, Ones
+
+
+def _as2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
+    x = np.asarray(x, dtype=float)
+    return (x[:, None], True) if x.ndim == 1 else (x, False)
+
+
+def _out(y: np.ndarray, squeeze: bool) -> np.ndarray:
+    return y[:, 0] if squeeze else y
+
+
+def _csum(x: np.ndarray) -> np.ndarray:
+    """Cumulative sums with a leading zero row: cs[k] = sum of x[:k]."""
+    return np.concatenate([np.zeros((1,) + x.shape[1:]), np.cumsum(x, axis=0)])
+
+
+class Block(Matrix):
+    """Base of the 1-D blocks: ``spec()`` returns its scenario-spec form."""
+
+    n: int
+
+    def spec(self) -> Any:
+        """The block as a scenario-spec value."""
+        raise NotImplementedError(type(self).__name__ + " must define spec")
+
+    def gram(self) -> Matrix:
+        return Dense(self.gram_array())
+
+    def gram_array(self) -> np.ndarray:
+        """The n x n Gram matrix as a numpy array (closed form where one exists)."""
+        d = self.dense()
+        return d.T @ d
+
+
+class IdentityBlock(Identity, Block):
+    """One query per cell."""
+
+    def spec(self) -> Any:
+        return "identity"
+
+    def gram_array(self) -> np.ndarray:
+        return np.eye(self.n)
+
+    def gram(self) -> Matrix:
+        return Identity(self.n)
+
+
+class TotalBlock(Ones, Block):
+    """The single query that counts every cell."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(1, n)
+
+    def spec(self) -> Any:
+        return "total"
+
+    def gram_array(self) -> np.ndarray:
+        return np.ones((self.n, self.n))
+
+    def gram(self) -> Matrix:
+        return Ones(self.n, self.n)
+
+
+class PrefixBlock(Block):
+    """Row a counts cells ``[0, a]`` (the empirical CDF); needs an ordered attribute."""
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n, self.n)
+
+    def matvec(self, x):
+        x2, sq = _as2d(x)
+        return _out(np.cumsum(x2, axis=0), sq)
+
+    def rmatvec(self, y):
+        y2, sq = _as2d(y)
+        return _out(np.cumsum(y2[::-1], axis=0)[::-1], sq)
+
+    def dense(self) -> np.ndarray:
+        return np.tril(np.ones((self.n, self.n)))
+
+    def gram_array(self) -> np.ndarray:
+        i = np.arange(self.n)
+        return (self.n - np.maximum.outer(i, i)).astype(float)
+
+    def column_norms(self, p: int) -> np.ndarray:
+        c = (self.n - np.arange(self.n)).astype(float)
+        return c if p == 1 else np.sqrt(c)
+
+    def fro2(self) -> float:
+        return self.n * (self.n + 1) / 2
+
+    def spec(self) -> Any:
+        return "prefix"
+
+
+class SuffixBlock(Block):
+    """Row a counts cells ``[a, n-1]``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n, self.n)
+
+    def matvec(self, x):
+        x2, sq = _as2d(x)
+        return _out(np.cumsum(x2[::-1], axis=0)[::-1], sq)
+
+    def rmatvec(self, y):
+        y2, sq = _as2d(y)
+        return _out(np.cumsum(y2, axis=0), sq)
+
+    def dense(self) -> np.ndarray:
+        return np.triu(np.ones((self.n, self.n)))
+
+    def gram_array(self) -> np.ndarray:
+        i = np.arange(self.n)
+        return (np.minimum.outer(i, i) + 1).astype(float)
+
+    def column_norms(self, p: int) -> np.ndarray:
+        c = (np.arange(self.n) + 1).astype(float)
+        return c if p == 1 else np.sqrt(c)
+
+    def fro2(self) -> float:
+        return self.n * (self.n + 1) / 2
+
+    def spec(self) -> Any:
+        return "suffix"
+
+
+class AllRangeBlock(Block):
+    """All n(n+1)/2 ranges ``[a, b]``, rows ordered by a then b."""
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n * (self.n + 1) // 2, self.n)
+
+    def matvec(self, x):
+        x2, sq = _as2d(x)
+        cs = _csum(x2)
+        a, b = np.triu_indices(self.n)
+        return _out(cs[b + 1] - cs[a], sq)
+
+    def rmatvec(self, y):
+        y2, sq = _as2d(y)
+        n = self.n
+        a, b = np.triu_indices(n)
+        out = np.empty((n, y2.shape[1]))
+        for k in range(y2.shape[1]):
+            Y = np.zeros((n, n))
+            Y[a, b] = y2[:, k]
+            # x_j = sum_{a <= j <= b} Y[a, b]
+            S = np.cumsum(Y[:, ::-1], axis=1)[:, ::-1]  # S[a, j] = sum_{b >= j} Y[a, b]
+            out[:, k] = np.triu(S).sum(axis=0)
+        return _out(out, sq)
+
+    def dense(self) -> np.ndarray:
+        self.check_dense()
+        a, b = np.triu_indices(self.n)
+        j = np.arange(self.n)
+        return ((j >= a[:, None]) & (j <= b[:, None])).astype(float)
+
+    def gram_array(self) -> np.ndarray:
+        i = np.arange(self.n)
+        return ((np.minimum.outer(i, i) + 1) * (self.n - np.maximum.outer(i, i))).astype(float)
+
+    def column_norms(self, p: int) -> np.ndarray:
+        j = np.arange(self.n)
+        c = ((j + 1) * (self.n - j)).astype(float)
+        return c if p == 1 else np.sqrt(c)
+
+    def fro2(self) -> float:
+        n = self.n
+        return n * (n + 1) * (n + 2) / 6
+
+    def spec(self) -> Any:
+        return "all_range"
+
+
+class WidthRangeBlock(Block):
+    """All n-k+1 ranges ``[a, a+k-1]`` of width k."""
+
+    def __init__(self, n: int, width: int) -> None:
+        self.n, self.width = int(n), int(width)
+        if not 1 <= self.width <= self.n:
+            raise ValueError(f"width must lie in 1..{self.n}, got {width}")
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n - self.width + 1, self.n)
+
+    def matvec(self, x):
+        x2, sq = _as2d(x)
+        cs = _csum(x2)
+        k = self.width
+        return _out(cs[k:] - cs[:-k], sq)
+
+    def rmatvec(self, y):
+        y2, sq = _as2d(y)
+        cs = _csum(y2)  # x_j = sum_{a = max(0, j-k+1)}^{min(j, n-k)} y_a
+        j = np.arange(self.n)
+        lo = np.maximum(0, j - self.width + 1)
+        hi = np.minimum(j, self.n - self.width)
+        return _out(cs[hi + 1] - cs[lo], sq)
+
+    def dense(self) -> np.ndarray:
+        a = np.arange(self.shape[0])[:, None]
+        j = np.arange(self.n)
+        return ((j >= a) & (j < a + self.width)).astype(float)
+
+    def gram_array(self) -> np.ndarray:
+        i = np.arange(self.n)
+        lo = np.maximum(0, np.maximum.outer(i, i) - self.width + 1)
+        hi = np.minimum(np.minimum.outer(i, i), self.n - self.width)
+        return np.maximum(0, hi - lo + 1).astype(float)
+
+    def column_norms(self, p: int) -> np.ndarray:
+        c = np.diag(self.gram_array()).copy()
+        return c if p == 1 else np.sqrt(c)
+
+    def fro2(self) -> float:
+        return float(self.width * (self.n - self.width + 1))
+
+    def spec(self) -> Any:
+        return {"block": "range", "width": self.width}
+
+
+class CircularRangeBlock(Block):
+    """Ranges on a circular domain (e.g. hour of day).
+
+    With ``width`` k: the n windows ``{a, a+1, ..., a+k-1} mod n``. Without: every circular
+    window of every width 1..n-1 starting at every cell, plus the full range once.
+    """
+
+    def __init__(self, n: int, width: int | None = None) -> None:
+        self.n = int(n)
+        self.width = None if width is None else int(width)
+        if self.width is not None and not 1 <= self.width <= self.n:
+            raise ValueError(f"width must lie in 1..{self.n}, got {width}")
+
+    def _widths(self) -> list[int]:
+        return [self.width] if self.width is not None else list(range(1, self.n))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        if self.width is not None:
+            return (self.n, self.n)
+        return (self.n * (self.n - 1) + 1, self.n)
+
+    def _window_sums(self, x2: np.ndarray, k: int) -> np.ndarray:
+        ext = np.concatenate([x2, x2[: k - 1]]) if k > 1 else x2
+        cs = _csum(ext)
+        return cs[k:k + self.n] - cs[:self.n]
+
+    def matvec(self, x):
+        x2, sq = _as2d(x)
+        parts = [self._window_sums(x2, k) for k in self._widths()]
+        if self.width is None:
+            parts.append(x2.sum(axis=0, keepdims=True))
+        return _out(np.concatenate(parts), sq)
+
+    def rmatvec(self, y):
+        y2, sq = _as2d(y)
+        out = np.zeros((self.n, y2.shape[1]))
+        pos = 0
+        for k in self._widths():
+            ya = y2[pos:pos + self.n]
+            pos += self.n
+            # cell j is in windows starting at j-k+1 .. j (mod n)
+            ext = np.concatenate([ya[self.n - k + 1:], ya]) if k > 1 else ya
+            cs = _csum(ext)
+            out += cs[k:k + self.n] - cs[:self.n]
+        if self.width is None:
+            out += y2[pos:pos + 1]
+        return _out(out, sq)
+
+    def gram_array(self) -> np.ndarray:
+        i = np.arange(self.n)
+        d = (i[None, :] - i[:, None]) % self.n
+        total = np.zeros((self.n, self.n))
+        for k in self._widths():
+            total += np.maximum(0, k - d) + np.maximum(0, k - (self.n - d)) * (d > 0)
+        if self.width is None:
+            total += 1.0
+        return total
+
+    def column_norms(self, p: int) -> np.ndarray:
+        c = np.diag(self.gram_array()).copy()
+        return c if p == 1 else np.sqrt(c)
+
+    def fro2(self) -> float:
+        return float(np.trace(self.gram_array()))
+
+    def spec(self) -> Any:
+        return "circular_range" if self.width is None else {"block": "circular_range",
+                                                            "width": self.width}
+
+
+class PermutedBlock(Block):
+    """Another block with its columns permuted: ``W[:, perm]`` (HDMM's permuted range)."""
+
+    def __init__(self, base: Block, seed: int) -> None:
+        self.base, self.seed = base, int(seed)
+        self.n = base.shape[1]
+        self.perm = np.random.RandomState(self.seed).permutation(self.n)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.base.shape
+
+    def matvec(self, x):
+        x = np.asarray(x, dtype=float)
+        z = np.empty_like(x)
+        z[self.perm] = x
+        return self.base.matvec(z)
+
+    def rmatvec(self, y):
+        return self.base.rmatvec(y)[self.perm]
+
+    def dense(self) -> np.ndarray:
+        return self.base.dense()[:, self.perm]
+
+    def gram_array(self) -> np.ndarray:
+        return self.base.gram_array()[np.ix_(self.perm, self.perm)]
+
+    def column_norms(self, p: int) -> np.ndarray:
+        return self.base.column_norms(p)[self.perm]
+
+    def fro2(self) -> float:
+        return self.base.fro2()
+
+    def spec(self) -> Any:
+        return {"block": "permuted", "of": self.base.spec(), "seed": self.seed}
+
+
+class MatrixBlock(Dense, Block):
+    """Explicit rows over the attribute's cells."""
+
+    def __init__(self, rows: Any, source: dict[str, Any] | None = None) -> None:
+        super().__init__(np.asarray(rows, dtype=float))
+        self.n = self.shape[1]
+        self._source = source
+
+    def spec(self) -> Any:
+        if self._source is not None:
+            return dict(self._source)
+        return {"block": "matrix", "rows": self.array.tolist()}
+
+    def gram_array(self) -> np.ndarray:
+        return self.array.T @ self.array
+
+    def gram(self) -> Matrix:
+        return Dense(self.gram_array())
+
+
+def random_predicates(n: int, count: int, p: float, seed: int) -> np.ndarray:
+    """``count`` random 0/1 predicates over n cells, each cell included with probability p.
+
+    Empty rows are redrawn so every query counts something.
+    """
+    rng = np.random.default_rng(seed)
+    rows = rng.random((count, n)) < p
+    empty = ~rows.any(axis=1)
+    while empty.any():
+        rows[empty] = rng.random((int(empty.sum()), n)) < p
+        empty = ~rows.any(axis=1)
+    return rows.astype(float)
+
+
+def random_block(n: int, count: int, p: float, seed: int) -> MatrixBlock:
+    """A block of random predicates (see :func:`random_predicates`)."""
+    return MatrixBlock(random_predicates(n, count, p, seed),
+                       source={"block": "random", "count": count, "p": p, "seed": seed})
+
+
+#: Short plain-language explanation of each block, for menus and docs.
+BLOCK_HELP = {
+    "identity": "one count per value",
+    "total": "a single count over all values",
+    "prefix": "counts of values <= v for every v (a CDF); ordered attributes",
+    "suffix": "counts of values >= v for every v; ordered attributes",
+    "all_range": "every interval [a, b]; ordered attributes",
+    "range": "every interval of a fixed width (option: width)",
+    "circular_range": "intervals that wrap around (e.g. hour of day); option: width",
+    "permuted": "another block with its values shuffled (options: of, seed)",
+    "random": "random subsets of values (options: count, p, seed)",
+    "matrix": "explicit 0/1 (or weighted) rows over the values (option: rows)",
+}
+
+ORDERED_BLOCKS = ("prefix", "suffix", "all_range", "range", "circular_range")
+
