@@ -1,0 +1,7 @@
+"""``python -m engine``: the command line of CONTRACT.md."""
+
+import sys
+
+from engine.cli import main
+
+sys.exit(main())

@@ -1,0 +1,227 @@
+"""Command line: ``python -m engine validate|bound|compare|run|census`` (see CONTRACT.md).
+
+Bad input exits with status 2 and one line on stderr that names the field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from engine.errors import NotApplicable, SpecError
+from engine.privacy import NOISE_TYPES, Privacy
+from engine.scenario import Scenario, parse_mechanisms
+
+
+class UsageError(Exception):
+    """A command-line mistake (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _add_privacy_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--noise", choices=NOISE_TYPES, help="noise family")
+    p.add_argument("--epsilon", type=float, help="privacy loss eps (> 0)")
+    p.add_argument("--delta", type=float, help="delta in (0, 1) for gaussian noise")
+    p.add_argument("--rho", type=float, help="zCDP rho (> 0)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m engine``."""
+    parser = _Parser(prog="python -m engine", description="DP matrix-mechanism workbench.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    v = sub.add_parser("validate", help="check a scenario spec")
+    v.add_argument("spec")
+    b = sub.add_parser("bound", help="SVD lower bound of the workload")
+    b.add_argument("spec")
+    _add_privacy_flags(b)
+    b.add_argument("--json", action="store_true")
+    c = sub.add_parser("compare", help="expected error of every mechanism")
+    c.add_argument("spec")
+    c.add_argument("--mechanism", action="append", default=None, help="repeatable")
+    _add_privacy_flags(c)
+    c.add_argument("--json", action="store_true")
+    r = sub.add_parser("run", help="run a mechanism on data")
+    r.add_argument("spec")
+    r.add_argument("--data", required=True, help="CSV with one column per attribute, "
+                                                 "or 'adult' for the bundled data")
+    r.add_argument("--mechanism", default=None)
+    _add_privacy_flags(r)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--json", action="store_true")
+    k = sub.add_parser("census", help="hierarchical group-size release")
+    src = k.add_mutually_exclusive_group()
+    src.add_argument("--data", help="hierarchy CSV")
+    src.add_argument("--synthetic", help="e.g. 'levels=1,6,30;groups=20000;max_size=50;seed=0'")
+    k.add_argument("--variant", required=True)
+    _add_privacy_flags(k)
+    k.add_argument("--trials", type=int, default=1)
+    k.add_argument("--seed", type=int, default=0)
+    k.add_argument("--json", action="store_true")
+    return parser
+
+
+def privacy_from_flags(base: Privacy, args: argparse.Namespace) -> Privacy:
+    """The spec's privacy level overridden by ``--noise/--epsilon/--delta/--rho``."""
+    values: dict[str, Any] = base.to_spec()
+    noise = args.noise or ("zcdp" if args.rho is not None and args.epsilon is None
+                           else values["noise"])
+    spec: dict[str, Any] = {"noise": noise}
+    if noise in ("laplace", "gaussian"):
+        spec["epsilon"] = args.epsilon if args.epsilon is not None else values.get("epsilon",
+                                                                                   1.0)
+    if noise == "gaussian":
+        spec["delta"] = args.delta if args.delta is not None else values.get("delta", 1e-6)
+        if "calibration" in values:
+            spec["calibration"] = values["calibration"]
+    if noise == "zcdp":
+        spec["rho"] = args.rho if args.rho is not None else values.get("rho", 0.5)
+    for flag in ("epsilon", "delta", "rho"):
+        if getattr(args, flag) is not None and flag not in spec:
+            raise SpecError(f"--{flag}: not a parameter of {noise} noise")
+    return Privacy.from_spec(spec, where="privacy flags")
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f"{x:.{digits}g}" if abs(x) >= 1e5 else f"{x:.{digits}f}"
+
+
+def cmd_validate(args: argparse.Namespace) -> dict[str, Any]:
+    s = Scenario.load(args.spec)
+    return {"valid": True, "queries": s.workload.num_queries, "domain_size": s.domain.size,
+            "terms": len(s.workload.terms), "privacy": s.privacy.describe()}
+
+
+def cmd_bound(args: argparse.Namespace) -> dict[str, Any]:
+    from engine.bounds import svd_bound
+
+    s = Scenario.load(args.spec)
+    privacy = privacy_from_flags(s.privacy, args)
+    b = svd_bound(s.workload)
+    return {"queries": s.workload.num_queries, "domain_size": s.domain.size,
+            "noise": privacy.noise, "privacy": privacy.describe(), "method": b.method,
+            "svd_bound": b.value, "svd_bound_rmse": b.rmse(s.workload, privacy),
+            **({"reason": b.reason} if b.value is None else {})}
+
+
+def cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
+    from engine.compare import compare
+
+    s = Scenario.load(args.spec)
+    privacy = privacy_from_flags(s.privacy, args)
+    mechs = parse_mechanisms(args.mechanism, "--mechanism") if args.mechanism else (
+        s.mechanisms or None)
+    return compare(s.workload, privacy, mechs).to_json()
+
+
+def workload_errors(workload: Any, estimate: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+    """RMSE over queries, and mean L1 / mean L2 / max L1 over the workload's terms (tables)."""
+    err = np.asarray(estimate, float) - np.asarray(truth, float)
+    parts = workload.split(err)
+    l1 = np.array([np.abs(p).sum() for p in parts])
+    l2 = np.array([np.sqrt((p**2).sum()) for p in parts])
+    return {"rmse": float(np.sqrt(np.mean(err**2))), "mean_l1": float(l1.mean()),
+            "mean_l2": float(l2.mean()), "max_l1": float(l1.max())}
+
+
+def _load_data(path: str, domain: Any) -> Any:
+    from engine.data import load_adult, load_csv
+
+    if path == "adult":
+        data = load_adult()
+        missing = [n for n in domain.names if n not in data.domain.names]
+        if missing:
+            raise SpecError(f"--data adult: the spec's attributes {missing} are not in Adult")
+        return data.project(domain.names)
+    return load_csv(path, domain)
+
+
+def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
+    from engine.mechanisms import get
+
+    s = Scenario.load(args.spec)
+    privacy = privacy_from_flags(s.privacy, args)
+    name = args.mechanism or (s.mechanisms[0] if s.mechanisms else "hdmm")
+    parse_mechanisms([name], "--mechanism")
+    data = _load_data(args.data, s.domain)
+    rng = np.random.default_rng(args.seed)
+    mech = get(name)
+    start = time.perf_counter()
+    if mech.data_dependent:
+        result = mech.run(s.workload, privacy, data, rng)
+        errors = result.errors
+        rho = result.rho_spent
+    else:
+        plan = mech.plan(s.workload, privacy)
+        estimate = plan.run(data, rng)
+        names = s.domain.names
+        truth = s.workload.answer_from_marginals(lambda ax: data.marginal([names[i] for i in ax]))
+        errors = workload_errors(s.workload, estimate, truth)
+        rho = privacy.zcdp_rho()
+    return {"mechanism": name, "records": data.records, "rho_spent": rho,
+            "seconds": time.perf_counter() - start, "errors": errors}
+
+
+def cmd_census(args: argparse.Namespace) -> dict[str, Any]:
+    from engine.census_cli import census_command
+
+    return census_command(args)
+
+
+COMMANDS = {"validate": cmd_validate, "bound": cmd_bound, "compare": cmd_compare,
+            "run": cmd_run, "census": cmd_census}
+
+
+def _print_table(command: str, doc: dict[str, Any]) -> None:
+    if command == "compare":
+        print(f"{doc['queries']:,} queries over {doc['domain_size']:,} cells, {doc['noise']} "
+              f"noise; SVD bound RMSE {_fmt(doc['svd_bound_rmse'])}")
+        width = max(len(r["mechanism"]) for r in doc["results"])
+        print(f"{'mechanism':<{width}}  {'rmse':>12}  {'x bound':>8}  {'plan s':>8}")
+        for r in doc["results"]:
+            if r.get("error"):
+                print(f"{r['mechanism']:<{width}}  {r['error']}")
+                continue
+            ratio = r.get("ratio_to_bound")
+            print(f"{r['mechanism']:<{width}}  {_fmt(r['rmse']):>12}  {_fmt(ratio, 3):>8}  "
+                  f"{r['plan_seconds']:>8.3f}")
+        return
+    for key, value in doc.items():
+        if isinstance(value, dict):
+            for k, v in value.items():
+                print(f"{key}.{k}: {_fmt(v) if isinstance(v, float) else v}")
+        else:
+            print(f"{key}: {_fmt(value) if isinstance(value, float) else value}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 for bad input, 1 for not applicable)."""
+    try:
+        args = build_parser().parse_args(argv)
+        doc = COMMANDS[args.command](args)
+    except (UsageError, SpecError) as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    except NotApplicable as exc:
+        print(f"not applicable: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    if getattr(args, "json", False):
+        print(json.dumps(doc))
+    elif args.command == "validate":
+        print(f"valid: {doc['queries']:,} queries over {doc['domain_size']:,} cells "
+              f"({doc['terms']} terms), {doc['privacy']}")
+    else:
+        _print_table(args.command, doc)
+    return 0

@@ -1,0 +1,161 @@
+"""Compare mechanisms on one workload and privacy level, against the SVD bound.
+
+Example:
+    >>> from engine.scenario import Scenario
+    >>> s = Scenario.from_spec({"domain": {"x": 64}, "workload": [{"product": {"x": "prefix"}}],
+    ...                         "privacy": {"noise": "laplace", "epsilon": 1}})
+    >>> c = compare(s.workload, s.privacy, ["identity", "h2"])
+    >>> [(r.mechanism, round(r.rmse, 2)) for r in c.rows]
+    [('identity', 8.06), ('h2', 9.42)]
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.bounds import Bound, svd_bound
+from engine.errors import Cancelled, NotApplicable
+from engine.mechanisms import Plan, get, mechanism_class, registry_names
+from engine.privacy import Privacy
+from engine.progress import Progress
+from engine.workloads.workload import Workload
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One mechanism's outcome: its plan and RMSE, or why it does not apply."""
+
+    mechanism: str
+    title: str
+    plan: Plan | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def rmse(self) -> float | None:
+        """RMSE at the comparison's privacy level (None when not applicable)."""
+        if self.plan is None:
+            return None
+        r = self.plan.rmse()
+        return r if math.isfinite(r) else None
+
+
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    """Every mechanism's plan for a workload at a privacy level, with the SVD bound."""
+
+    workload: Workload
+    privacy: Privacy
+    bound: Bound
+    rows: tuple[ComparisonRow, ...] = field(default_factory=tuple)
+
+    @property
+    def bound_rmse(self) -> float | None:
+        """The SVD lower bound as an RMSE (None where not computable)."""
+        return self.bound.rmse(self.workload, self.privacy)
+
+    def with_privacy(self, privacy: Privacy) -> Comparison:
+        """Every plan re-calibrated to ``privacy`` (a rescale, never a re-plan)."""
+        rows = tuple(ComparisonRow(r.mechanism, r.title,
+                                   None if r.plan is None else r.plan.with_privacy(privacy),
+                                   r.error, r.seconds) for r in self.rows)
+        return Comparison(self.workload, privacy, self.bound, rows)
+
+    def best(self) -> ComparisonRow | None:
+        """The applicable mechanism with the lowest RMSE."""
+        ok = [r for r in self.rows if r.rmse is not None]
+        return min(ok, key=lambda r: r.rmse) if ok else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``compare --json`` document of CONTRACT.md."""
+        p = self.privacy
+        doc: dict[str, Any] = {"queries": self.workload.num_queries,
+                               "domain_size": self.workload.domain.size, "noise": p.noise}
+        if p.noise in ("laplace", "gaussian"):
+            doc["epsilon"] = float(p.epsilon)
+        if p.noise == "gaussian":
+            doc["delta"] = float(p.delta)
+        if p.noise == "zcdp":
+            doc["rho"] = float(p.rho)
+        doc["svd_bound_rmse"] = self.bound_rmse
+        results = []
+        for r in self.rows:
+            item: dict[str, Any] = {"mechanism": r.mechanism, "rmse": r.rmse,
+                                    "plan_seconds": round(r.seconds, 6)}
+            if r.error is not None:
+                item["error"] = r.error
+            elif r.rmse is not None and self.bound_rmse:
+                item["ratio_to_bound"] = r.rmse / self.bound_rmse
+            results.append(item)
+        doc["results"] = results
+        return doc
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One flat dict per mechanism (for tables and CSV export)."""
+        out = []
+        bound = self.bound_rmse
+        for r in self.rows:
+            out.append({"mechanism": r.mechanism, "title": r.title, "rmse": r.rmse,
+                        "ratio_to_bound": (r.rmse / bound) if (r.rmse is not None and bound)
+                        else None,
+                        "plan_seconds": r.seconds, "note": r.error or ""})
+        return out
+
+
+def default_mechanisms() -> tuple[str, ...]:
+    """Every registered data-independent mechanism."""
+    return tuple(n for n in registry_names() if not mechanism_class(n).data_dependent)
+
+
+def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | None = None,
+            params: Mapping[str, Mapping[str, Any]] | None = None,
+            progress: Progress | None = None,
+            on_row: Callable[[ComparisonRow], None] | None = None) -> Comparison:
+    """Plan every mechanism on ``workload`` at ``privacy``.
+
+    Args:
+        workload: the workload.
+        privacy: the privacy level.
+        mechanisms: registered names (default: every data-independent one).
+        params: optional knobs per mechanism name.
+        progress: passed to each mechanism's optimiser; cancellation stops the comparison.
+        on_row: called with each finished row (for live displays).
+    """
+    names = tuple(mechanisms) if mechanisms is not None else default_mechanisms()
+    rows = []
+    for name in names:
+        cls = mechanism_class(name)
+        start = time.perf_counter()
+        try:
+            if cls.data_dependent:
+                raise NotApplicable("data-dependent: run it on data (python -m engine run)")
+            plan = get(name, **dict((params or {}).get(name, {}))).plan(workload, privacy,
+                                                                         progress)
+            row = ComparisonRow(name, cls.title or name, plan, None, plan.plan_seconds)
+            if not math.isfinite(plan.rmse()):
+                row = ComparisonRow(name, cls.title or name, None,
+                                    "not applicable: the strategy does not support the workload",
+                                    plan.plan_seconds)
+        except Cancelled:
+            raise
+        except (ValueError, MemoryError) as exc:  # NotApplicable, SpecError, size guards
+            msg = str(exc) if str(exc).startswith("not applicable") else \
+                f"not applicable: {exc}"
+            row = ComparisonRow(name, cls.title or name, None, msg,
+                                time.perf_counter() - start)
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+    return Comparison(workload, privacy, svd_bound(workload), tuple(rows))
+
+
+def compare_scenario(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Parse a scenario spec and return its ``compare --json`` document."""
+    from engine.scenario import Scenario
+
+    s = Scenario.from_spec(spec)
+    return compare(s.workload, s.privacy, s.mechanisms or None).to_json()
