@@ -18,6 +18,7 @@ import numpy as np
 import param
 
 from engine.error import trace_term
+from engine.linalg.marginals import MarginalStrategy, key_of
 from engine.linalg.matrix import Dense, Identity, Kron, Matrix
 from engine.mechanisms.base import Mechanism, Plan, register, registered_name
 from engine.privacy import Privacy
@@ -162,9 +163,31 @@ class WorkloadMechanism(Mechanism):
         "the terms' sensitivities (an upper bound) is used."))
 
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
+        marginal = as_marginal_strategy(workload)
+        if marginal is not None:
+            return _plan_from_strategy(self.name, workload, privacy, marginal,
+                                       {"kind": "marginals", "theta": marginal.theta})
         A = workload.matrix
         exact = workload.domain.size <= self.max_sensitivity_cells
         sens = {p: A.sensitivity(p) if exact else A.sensitivity_bound(p) for p in (1, 2)}
         return Plan(mechanism=self.name, workload=workload, privacy=privacy, strategy=A,
                     trace=trace_term(workload, A), sensitivity=sens,
                     details={"kind": "workload", "exact_sensitivity": exact})
+
+
+def as_marginal_strategy(workload: Workload) -> MarginalStrategy | None:
+    """The workload as ``M(theta)`` when it is a union of distinct weighted marginals.
+
+    Then least squares on A = W has closed-form error (rank on the marginal eigenspaces) on
+    any domain size; None for other workloads.
+    """
+    d = len(workload.domain)
+    theta = np.zeros(2**d)
+    for t in workload.terms:
+        if not t.is_product or not all(f.is_identity() for f in t.factors):
+            return None
+        key = key_of(t.attrs, d)
+        if theta[key] != 0:
+            return None  # a repeated marginal is not a plain M(theta) stack
+        theta[key] = t.weight
+    return MarginalStrategy(theta, workload.domain.shape)
