@@ -127,3 +127,27 @@ def residual_covariance(tau: AttrSet, shape: Sequence[int]) -> np.ndarray:
     for k in tau:
         V = np.kron(V, np.eye(shape[k] - 1) + 1.0)
     return V
+
+
+def smear_into(component: np.ndarray, tau: AttrSet, gamma: AttrSet,
+               shape: Sequence[int]) -> np.ndarray:
+    """Broadcast an array over ``tau`` (full attribute sizes) into the marginal over ``gamma``.
+
+    Applies ``smear`` on every axis of ``gamma`` outside ``tau``; ``recon(z, tau, gamma, shape)``
+    equals ``smear_into(recon(z, tau, tau, shape), tau, gamma, shape)``. Centring a residual once
+    and smearing it into many supersets is how lazy GReM updates stay ``O(n_gamma)`` per target
+    (spec aim_grem.md 2.4).
+
+    Args:
+        component: array over ``tau`` with shape ``(n_k for k in tau)``.
+        tau: its attribute set (a subset of gamma).
+        gamma: the target attribute set.
+        shape: sizes of every attribute of the domain (indexed by attribute).
+
+    Returns:
+        A read-only broadcast view with shape ``(n_k for k in gamma)``.
+    """
+    smear = math.prod(shape[k] for k in gamma if k not in tau)
+    positions = tuple(ax for ax, k in enumerate(gamma) if k not in tau)
+    m = np.expand_dims(np.asarray(component, dtype=float), positions) / smear
+    return np.broadcast_to(m, tuple(shape[k] for k in gamma))
