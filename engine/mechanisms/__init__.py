@@ -3,7 +3,10 @@
 Importing this package registers every mechanism; ``registry_names()`` lists them.
 """
 
-from engine.mechanisms import baselines  # noqa: F401  (registers the baselines)
+from engine.mechanisms import (
+    aim_grem,  # noqa: F401  (registers aim-grem)
+    baselines,  # noqa: F401  (registers the baselines)
+)
 from engine.mechanisms.base import (
     Measurement,
     Mechanism,
