@@ -1,0 +1,141 @@
+"""The ``census`` subcommand: run hierarchical-pgsr on a hierarchy and report its errors.
+
+``python -m engine census [--data CSV | --synthetic SPEC] --variant NAME [privacy flags]
+[--trials T] [--seed S] [--json]`` (CONTRACT.md). :func:`census_command` takes the parsed
+arguments and returns the JSON document
+``{"variant", "violations", "rmse", "rmse_by_level": [...], "seconds", ...}`` averaged over
+the trials (extra keys: sds, per-level L1, the privacy unit, the hierarchy's shape).
+:func:`add_census_arguments` declares the flags on an argparse (sub)parser.
+
+Privacy: pure eps-DP at the *individual* level (one person joining or leaving a group); the
+``--noise`` flag must be ``laplace`` (the pure-eps family; the integer double-geometric
+sampler is used unless ``--sampler laplace``). Bad input raises ``SpecError`` with one line
+naming the flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from engine.errors import SpecError, suggest
+from engine.mechanisms.hierarchical.evaluate import evaluate
+from engine.mechanisms.hierarchical.io import load_hierarchy_csv
+from engine.mechanisms.hierarchical.mechanism import VARIANTS, HierarchicalPGSR
+from engine.mechanisms.hierarchical.model import Hierarchy
+from engine.mechanisms.hierarchical.noise import NOISE_KINDS, SPLITS
+from engine.mechanisms.hierarchical.synthetic import synthetic_census
+
+DEFAULT_SYNTHETIC = "levels=1,6,30;groups=20000;max_size=50;seed=0"
+
+
+def add_census_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Declare the ``census`` flags on ``parser`` (returned for chaining)."""
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--data", metavar="CSV", help="hierarchy CSV (see engine."
+                        "mechanisms.hierarchical.io for the format)")
+    source.add_argument("--synthetic", metavar="SPEC", help="synthetic census spec, e.g. "
+                        f"'{DEFAULT_SYNTHETIC}' (default) or 'preset=toy'")
+    parser.add_argument("--variant", default="dp", help=f"one of {', '.join(VARIANTS)}")
+    parser.add_argument("--noise", default=None, help="privacy family: laplace (pure eps; "
+                        "the only one supported)")
+    parser.add_argument("--epsilon", type=float, default=None, help="total eps (default 1)")
+    parser.add_argument("--delta", type=float, default=None, help="not used (pure eps-DP)")
+    parser.add_argument("--rho", type=float, default=None, help="not used (pure eps-DP)")
+    parser.add_argument("--trials", type=int, default=5, help="Monte Carlo trials (default 5)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the noise (default 0)")
+    parser.add_argument("--split", default="uniform", help=f"budget split: {', '.join(SPLITS)}")
+    parser.add_argument("--weights", default=None,
+                        help="per-level budget weights for --split user, e.g. 1,2,4")
+    parser.add_argument("--sampler", default="geometric",
+                        help=f"noise sampler: {', '.join(NOISE_KINDS)}")
+    parser.add_argument("--max-size", dest="max_size", type=int, default=None,
+                        help="top size bucket for --data (default: largest size seen)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def census_command(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the ``census`` subcommand and return its JSON document.
+
+    Args:
+        args: parsed flags (missing optional attributes take the defaults above).
+
+    Raises:
+        SpecError: bad input (one line naming the flag).
+    """
+    variant = getattr(args, "variant", "dp") or "dp"
+    if variant not in VARIANTS:
+        raise SpecError(f"--variant: unknown {variant!r}{suggest(variant, VARIANTS)}; "
+                        f"allowed: {', '.join(VARIANTS)}")
+    noise = getattr(args, "noise", None)
+    if noise not in (None, "laplace"):
+        raise SpecError(f"--noise: hierarchical-pgsr is pure eps-DP; use --noise laplace "
+                        f"(got {noise!r})")
+    if getattr(args, "rho", None) is not None:
+        raise SpecError("--rho: hierarchical-pgsr is pure eps-DP; give --epsilon")
+    epsilon = getattr(args, "epsilon", None)
+    epsilon = 1.0 if epsilon is None else float(epsilon)
+    if not epsilon > 0:
+        raise SpecError(f"--epsilon: must be positive, got {epsilon!r}")
+    trials = getattr(args, "trials", 5)
+    trials = 5 if trials is None else int(trials)
+    if trials < 1:
+        raise SpecError(f"--trials: must be >= 1, got {trials}")
+    seed = int(getattr(args, "seed", 0) or 0)
+    split = getattr(args, "split", "uniform") or "uniform"
+    if split not in SPLITS:
+        raise SpecError(f"--split: unknown {split!r}{suggest(split, SPLITS)}; allowed: "
+                        f"{', '.join(SPLITS)}")
+    weights = _weights(getattr(args, "weights", None))
+    if split == "user" and weights is None:
+        raise SpecError("--weights: required with --split user (one number per level)")
+    sampler = getattr(args, "sampler", "geometric") or "geometric"
+    if sampler not in NOISE_KINDS:
+        raise SpecError(f"--sampler: unknown {sampler!r}; allowed: {', '.join(NOISE_KINDS)}")
+    hierarchy = load_census_hierarchy(getattr(args, "data", None),
+                                      getattr(args, "synthetic", None),
+                                      getattr(args, "max_size", None))
+    if weights is not None and len(weights) != hierarchy.tree.depth:
+        raise SpecError(f"--weights: expected {hierarchy.tree.depth} numbers (one per level), "
+                        f"got {len(weights)}")
+    mech = HierarchicalPGSR(variant=variant, noise=sampler, split=split,
+                            level_weights=list(weights or []))
+    result = evaluate(hierarchy, mech, epsilon, trials, seed).summary()
+    result.update({"hierarchy": hierarchy.name or "csv",
+                   "regions_by_level": list(hierarchy.tree.level_sizes),
+                   "size_buckets": hierarchy.sizes.k, "groups": hierarchy.total})
+    return result
+
+
+def load_census_hierarchy(data: str | None, synthetic: str | None,
+                          max_size: int | None = None) -> Hierarchy:
+    """The hierarchy named by ``--data`` or ``--synthetic`` (default: a small synthetic)."""
+    if data and synthetic:
+        raise SpecError("--data/--synthetic: give one of them, not both")
+    if data:
+        return load_hierarchy_csv(data, max_size=max_size)
+    try:
+        return synthetic_census(synthetic or DEFAULT_SYNTHETIC)
+    except SpecError as exc:
+        raise SpecError(f"--synthetic: {exc}") from None
+
+
+def _weights(text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        return [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise SpecError(f"--weights: expected comma-separated numbers, got {text!r}") from None
+
+
+def format_census(result: dict[str, Any]) -> str:
+    """A short human-readable report of :func:`census_command`'s document."""
+    levels = ", ".join(f"{x:.3g}" for x in result["rmse_by_level"])
+    return (f"{result['variant']} ({result.get('title', '')}) at eps={result['epsilon']:g}, "
+            f"{result['trials']} trials, privacy unit: {result['privacy_unit']}\n"
+            f"  RMSE per (size, region) query: {result['rmse']:.4g} "
+            f"(sd {result['rmse_sd']:.2g}); by level: {levels}\n"
+            f"  consistency violations: {result['violations']:g}; "
+            f"seconds per release: {result['seconds']:.3g}")
