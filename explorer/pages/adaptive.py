@@ -1,0 +1,438 @@
+"""Adaptive (data-dependent) page: run AIM+GReM on real data and compare it with ResidualPlanner.
+
+The page is a view-model (parameters: data set, workload, privacy, rounds cap, comparisons) plus
+its view. All maths lives in the engine (``engine.mechanisms.aim_grem``); the page only builds
+engine objects, runs them off the event loop in a worker thread, and shows the per-round log,
+the comparison table and a CSV export. A user CSV is only accepted with a public domain file
+(JSON or YAML): the domain is never inferred from the private records.
+
+Mount it with ``from explorer.pages.adaptive import AdaptivePage``.
+
+Example:
+    >>> page = AdaptivePage(attributes=["age", "sex", "race"], max_rounds=10)
+    >>> page.run()
+    >>> [row["method"] for row in page.results]
+    ['AIM+GReM', 'ResidualPlanner (batch)']
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+import panel as pn
+import param
+
+ADULT = "Adult (bundled)"
+UPLOAD = "Uploaded CSV + domain"
+#: seconds between live updates of the chart and progress bar while a run is going.
+LIVE_INTERVAL = 0.3
+
+
+def _engine() -> Any:
+    # Imported lazily so that the page module loads (and shows errors) even if the engine
+    # is broken; see explorer/pages/overview.py.
+    from engine.mechanisms import aim_grem
+
+    return aim_grem
+
+
+def adult_attributes() -> list[str]:
+    """Attribute names of the bundled Adult domain (public; no records read)."""
+    from engine.data import adult_domain
+
+    return list(adult_domain().names)
+
+
+def parse_domain(text: str, filename: str = "domain") -> Any:
+    """A public domain from JSON or YAML text (``{attribute: size | {size, labels, ...}}``).
+
+    Raises:
+        SpecError: unreadable text or a bad domain entry (one line naming the field).
+    """
+    import yaml
+
+    from engine.domain import Domain
+    from engine.errors import SpecError
+
+    try:
+        spec = json.loads(text) if filename.lower().endswith(".json") else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SpecError(f"{filename}: cannot read the domain: {first}") from None
+    if isinstance(spec, dict) and "domain" in spec and isinstance(spec["domain"], dict):
+        spec = spec["domain"]
+    if not isinstance(spec, dict) or not spec:
+        raise SpecError(f"{filename}: expected a mapping attribute -> size or "
+                        "{size, kind, labels, bin_edges}")
+    return Domain.from_spec(spec)
+
+
+class AdaptivePage(pn.viewable.Viewer):
+    """Adaptive (data-dependent) marginal release: AIM+GReM against ResidualPlanner."""
+
+    title = param.String(default="Adaptive (data-dependent)", constant=True,
+                         doc="Page title.")
+    dataset = param.Selector(default=ADULT, objects=[ADULT, UPLOAD],
+                             doc="The records to release marginals of.")
+    csv_file = param.Bytes(default=None, doc="Uploaded CSV (header row, one column per "
+                                             "domain attribute).")
+    csv_name = param.String(default="data.csv", doc="Name of the uploaded CSV.")
+    domain_file = param.Bytes(default=None, doc="Uploaded public domain (JSON or YAML).")
+    domain_name = param.String(default="domain.json", doc="Name of the uploaded domain file.")
+    attributes = param.ListSelector(default=["age", "workclass", "education-num", "sex",
+                                             "race", "income>50K"], objects=[],
+                                    doc="Attributes the workload covers (empty = all); fewer "
+                                        "attributes run faster.")
+    way = param.Selector(default=2, objects=[2, 3], doc="All k-way marginals over the chosen "
+                                                        "attributes.")
+    epsilon = param.Number(default=1.0, bounds=(0.001, 100.0), softbounds=(0.01, 10.0),
+                           doc="Privacy loss eps of the (eps, delta) guarantee.")
+    delta = param.Number(default=1e-9, bounds=(1e-15, 0.1), doc="delta of the (eps, delta) "
+                                                                "guarantee.")
+    max_rounds = param.Integer(default=None, bounds=(1, 100_000), allow_None=True,
+                               doc="Rounds cap (empty: the paper's schedule); the budget is "
+                                   "spread over about this many rounds.")
+    seed = param.Integer(default=0, bounds=(0, None), doc="Seed of the run's noise.")
+    compare_rp = param.Boolean(default=True, doc="Also run the batch ResidualPlanner on the "
+                                                 "same data and budget.")
+    compare_pgm = param.Boolean(default=False, doc="Also run AIM+PGM (needs the optional mbi "
+                                                   "package: install .[pgm]).")
+    post_processing = param.Selector(default="raw", objects=["raw", "clip", "clip+rescale"],
+                                     doc="Post-processing of the estimates for the errors "
+                                         "shown (raw is the paper's output).")
+
+    # ----- outputs (set by runs; read by the view and by tests)
+    running = param.Boolean(default=False, doc="A run is in progress.")
+    status = param.String(default="Choose data and a workload, then Run.", doc="Status line.")
+    error = param.String(default="", doc="Last error message (one line).")
+    progress = param.Number(default=0.0, bounds=(0.0, 100.0),
+                            doc="Share of the budget spent by AIM+GReM (percent).")
+    rounds = param.List(default=[], doc="AIM+GReM per-round log (rows).")
+    results = param.List(default=[], doc="Comparison rows, one per method.")
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.param.attributes.objects = adult_attributes()
+        self._progress: Any = None
+        self._thread: threading.Thread | None = None
+        self._doc: Any = None
+        self._pending: list[dict[str, Any]] = []
+        self._last_push = 0.0
+        self._lock = threading.Lock()
+        self._view: pn.viewable.Viewable | None = None
+
+    # ------------------------------------------------------------------ engine objects
+    def load_data(self) -> Any:
+        """The chosen records as an ``engine.data.Dataset`` (restricted to the attributes).
+
+        Raises:
+            SpecError: missing uploads, a bad domain file or a CSV that does not fit it.
+        """
+        from engine.data import load_adult, load_csv
+        from engine.errors import SpecError
+
+        if self.dataset == ADULT:
+            data = load_adult()
+        else:
+            if not self.domain_file:
+                raise SpecError("domain: upload a public domain file (JSON or YAML); the "
+                                "domain is never inferred from the private records")
+            if not self.csv_file:
+                raise SpecError("data: upload a CSV file")
+            domain = parse_domain(self.domain_file.decode("utf-8"), self.domain_name)
+            data = load_csv(io.StringIO(self.csv_file.decode("utf-8")), domain,
+                            ignore_extra=True, source=self.csv_name)
+        chosen = [a for a in self.attributes if a in data.domain.names]
+        return data.project(chosen) if chosen else data
+
+    def workload(self, data: Any) -> Any:
+        """All ``way``-way marginals over the data's attributes.
+
+        Raises:
+            SpecError: fewer attributes than the marginal order.
+        """
+        from engine.errors import SpecError
+        from engine.workloads import Workload
+
+        if len(data.domain.names) < self.way:
+            raise SpecError(f"attributes: all {self.way}-way marginals need at least {self.way} "
+                            f"attributes, got {len(data.domain.names)}")
+        return Workload.marginals(data.domain, k=int(self.way))
+
+    def privacy(self) -> Any:
+        """The Gaussian (eps, delta) level; the engine converts it to zCDP rho."""
+        from engine.privacy import Privacy
+
+        return Privacy(noise="gaussian", epsilon=float(self.epsilon), delta=float(self.delta))
+
+    @staticmethod
+    def pgm_available() -> bool:
+        """True when AIM+PGM can run (mbi and JAX installed)."""
+        from engine.mechanisms.aim_grem.pgm import available
+
+        return available()
+
+    # ------------------------------------------------------------------------ running
+    def run(self) -> None:
+        """Run everything now, in the calling thread (used by tests and notebooks)."""
+        self._prepare()
+        self._job()
+
+    def start(self) -> None:
+        """Run in a worker thread, pushing live updates to the page's document."""
+        if self.running:
+            return
+        self._doc = pn.state.curdoc
+        self._prepare()
+        self._thread = threading.Thread(target=self._job, name="aim-grem-run", daemon=True)
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Ask the running AIM+GReM to stop at its next round."""
+        if self._progress is not None:
+            self._progress.cancel()
+            self.status = "Cancelling..."
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until a started run has finished (for tests)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _prepare(self) -> None:
+        from engine.progress import Progress
+
+        self._progress = Progress()
+        self._pending = []
+        self.param.update(running=True, error="", progress=0.0, rounds=[], results=[],
+                          status="Loading data...")
+
+    def _dispatch(self, fn: Callable[[], None]) -> None:
+        """Apply a view-model change on the document's event loop when served."""
+        doc = self._doc
+        if doc is not None and doc.session_context is not None:
+            doc.add_next_tick_callback(fn)
+        else:
+            fn()
+
+    def _on_round(self, record: Any, rho: float, label: Callable[[Any], str]) -> None:
+        row = {"round": record.round, "marginal": label(record.marginal),
+               "rho_used": record.rho_used, "rho_round": record.rho_round,
+               "sigma": record.sigma, "expected_l1": record.expected_l1,
+               "workload_error": record.workload_error, "annealed": record.annealed,
+               "skipped": len(record.skipped)}
+        with self._lock:
+            self._pending.append(row)
+        now = time.perf_counter()
+        if now - self._last_push >= LIVE_INTERVAL or record.final:
+            self._last_push = now
+            share = min(100.0, 100.0 * record.rho_used / rho)
+            self._dispatch(lambda: self._flush(share, f"Round {record.round}: "
+                                                      f"{row['marginal']}"))
+
+    def _flush(self, share: float | None = None, status: str | None = None) -> None:
+        with self._lock:
+            new, self._pending = self._pending, []
+        changes: dict[str, Any] = {}
+        if new:
+            changes["rounds"] = self.rounds + new
+        if share is not None:
+            changes["progress"] = share
+        if status is not None:
+            changes["status"] = status
+        self.param.update(**changes)
+
+    def _job(self) -> None:
+        import numpy as np
+
+        from engine.errors import Cancelled
+        from engine.mechanisms.aim_grem.mechanism import (
+            AIMGReM,
+            marginal_counter,
+            marginal_sets,
+            zcdp_budget,
+        )
+
+        engine = _engine()
+        rows: list[dict[str, Any]] = []
+        try:
+            data = self.load_data()
+            workload = self.workload(data)
+            privacy = self.privacy()
+            rho = zcdp_budget(privacy)
+            truth = marginal_counter(data, workload.domain)
+            names = workload.domain.names
+
+            def label(gamma: Any) -> str:
+                return " x ".join(names[k] for k in gamma)
+
+            self._dispatch(lambda: setattr(self, "status", "Running AIM+GReM..."))
+            mech = AIMGReM(max_rounds=self.max_rounds)
+            ours = mech.run(workload, privacy, data, np.random.default_rng(self.seed),
+                            progress=self._progress,
+                            on_round=lambda r: self._on_round(r, rho, label))
+            self._dispatch(lambda: self._flush(100.0, "AIM+GReM done"))
+            rows.append(self._row("AIM+GReM", ours, truth))
+            if self.compare_rp:
+                self._dispatch(lambda: setattr(self, "status", "Running ResidualPlanner..."))
+                base = engine.run_residual_planner(workload, privacy, data,
+                                                   np.random.default_rng(self.seed))
+                rows.append(self._row("ResidualPlanner (batch)", base, truth))
+            if self.compare_pgm:
+                from engine.mechanisms.aim_grem.pgm import aim_pgm
+
+                self._dispatch(lambda: setattr(self, "status", "Running AIM+PGM..."))
+                sets, _ = marginal_sets(workload)
+                pgm = aim_pgm(workload.domain, sets, truth, rho,
+                              np.random.default_rng(self.seed), progress=self._progress)
+                rows.append(self._row("AIM+PGM", pgm, truth))
+            done = (f"Done: {len(ours.rounds)} rounds, rho = {ours.rho_spent:.6g} spent of "
+                    f"{rho:.6g} (eps = {self.epsilon:g}, delta = {self.delta:g}).")
+            self._dispatch(lambda: self._finish(rows, done, ""))
+        except Cancelled:
+            self._dispatch(lambda: self._finish(rows, "Cancelled: nothing was released.", ""))
+        except Exception as exc:  # shown as a one-line error; the user's settings stay
+            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            self._dispatch(lambda: self._finish(rows, "Failed.", message))
+
+    def _row(self, method: str, result: Any, truth: Any) -> dict[str, Any]:
+        errors = result.errors(truth, post_processing=self.post_processing)
+        row = {"method": method, "seconds": round(result.seconds, 3),
+               "rounds": len(result.rounds), "rho spent": result.rho_spent,
+               "post-processing": self.post_processing}
+        row.update(errors.as_dict())
+        return row
+
+    def _finish(self, rows: list[dict[str, Any]], status: str, error: str) -> None:
+        self._flush()
+        self.param.update(results=rows, status=status, error=error, running=False)
+        if error and pn.state.notifications is not None:
+            pn.state.notifications.error(error)
+
+    # ---------------------------------------------------------------------- outputs
+    def results_frame(self) -> pd.DataFrame:
+        """The comparison table (one row per method; errors labelled raw or / N)."""
+        return pd.DataFrame(self.results)
+
+    def rounds_frame(self) -> pd.DataFrame:
+        """The AIM+GReM per-round log."""
+        return pd.DataFrame(self.rounds)
+
+    def csv_export(self) -> io.StringIO:
+        """The comparison table and the round log as one CSV document."""
+        buffer = io.StringIO()
+        buffer.write("# comparison (errors against the true data: evaluation only)\n")
+        self.results_frame().to_csv(buffer, index=False)
+        buffer.write("\n# AIM+GReM rounds\n")
+        self.rounds_frame().to_csv(buffer, index=False)
+        buffer.seek(0)
+        return buffer
+
+    def chart(self) -> Any:
+        """Per-round HoloViews chart: selected marginal, budget spent and current error."""
+        import holoviews as hv
+        import holoviews.plotting.bokeh  # noqa: F401  (registers the backend; no notebook JS)
+
+        frame = self.rounds_frame()
+        if frame.empty:
+            frame = pd.DataFrame({"round": [], "marginal": [], "rho_used": [],
+                                  "workload_error": []})
+        opts = {"responsive": True, "height": 220, "tools": ["hover"]}
+        selected = hv.Scatter(frame, "round", "marginal", label="selected marginal").opts(
+            title="Selected marginal", size=6, **opts)
+        budget = hv.Curve(frame, "round", "rho_used").opts(
+            title="Budget spent (zCDP rho)", **opts)
+        error = hv.Curve(frame, "round", "workload_error").opts(
+            title="Mean L1 error of the workload (vs true data, evaluation only)", **opts)
+        return hv.Layout([selected, budget, error]).cols(1)
+
+    # ------------------------------------------------------------------------- view
+    def __panel__(self) -> pn.viewable.Viewable:
+        if self._view is not None:
+            return self._view
+        upload_csv = pn.widgets.FileInput(accept=".csv", label="CSV records")
+        upload_domain = pn.widgets.FileInput(accept=".json,.yaml,.yml", label="Domain (JSON/YAML)")
+
+        def take_csv(event: Any) -> None:
+            self.param.update(csv_file=event.new, csv_name=upload_csv.filename or "data.csv")
+
+        def take_domain(event: Any) -> None:
+            self.param.update(domain_file=event.new,
+                              domain_name=upload_domain.filename or "domain.json")
+            try:
+                names = list(parse_domain(event.new.decode("utf-8"), self.domain_name).names)
+            except Exception as exc:  # shown, not raised: the user fixes the file
+                self.error = str(exc).splitlines()[0]
+                return
+            self.param.attributes.objects = names
+            self.attributes = [a for a in self.attributes if a in names]
+
+        def take_dataset(event: Any) -> None:
+            if event.new == ADULT:
+                self.param.attributes.objects = adult_attributes()
+
+        upload_csv.param.watch(take_csv, "value")
+        upload_domain.param.watch(take_domain, "value")
+        self.param.watch(take_dataset, "dataset")
+
+        run = pn.widgets.Button(label="Run", color="primary")
+        cancel = pn.widgets.Button(label="Cancel", color="warning")
+        run.on_click(lambda event: self.start())
+        cancel.on_click(lambda event: self.cancel())
+        run.disabled = self.param.running
+        cancel.disabled = self.param.running.rx.not_()
+        pgm_note = ("" if self.pgm_available() else
+                    "AIM+PGM needs the optional mbi package (`pip install .[pgm]`).")
+        controls = pn.Column(
+            pn.widgets.RadioButtonGroup.from_param(self.param.dataset, label="Data"),
+            pn.Column(upload_csv, upload_domain,
+                      pn.pane.Markdown("The domain must be public: it is never inferred from "
+                                       "the records."),
+                      visible=self.param.dataset.rx() == UPLOAD),
+            pn.widgets.MultiChoice.from_param(self.param.attributes, label="Attributes"),
+            pn.widgets.RadioButtonGroup.from_param(self.param.way, label="Marginals (k-way)"),
+            pn.widgets.FloatInput.from_param(self.param.epsilon, label="epsilon", step=0.1),
+            pn.widgets.FloatInput.from_param(self.param.delta, label="delta"),
+            pn.widgets.IntInput.from_param(self.param.max_rounds, label="Rounds cap"),
+            pn.widgets.IntInput.from_param(self.param.seed, label="Seed"),
+            pn.widgets.Checkbox.from_param(self.param.compare_rp,
+                                           label="Compare with ResidualPlanner"),
+            pn.widgets.Checkbox.from_param(self.param.compare_pgm, label="Compare with AIM+PGM",
+                                           disabled=not self.pgm_available()),
+            pn.pane.Markdown(pgm_note),
+            pn.widgets.Select.from_param(self.param.post_processing,
+                                         label="Post-processing for errors"),
+            pn.Row(run, cancel),
+            width=320,
+        )
+        bar = pn.indicators.Progress(value=self.param.progress.rx.pipe(lambda v: int(round(v))),
+                                     max=100, sizing_mode="stretch_width")
+        download = pn.widgets.FileDownload(callback=self.csv_export, filename="aim_grem.csv",
+                                           label="Download CSV", color="success")
+        # HTML tables: bokeh's ColumnDataSource (Tabulator) trips pandas 3 deprecations.
+        table = pn.pane.DataFrame(self.param.results.rx.pipe(pd.DataFrame), index=False,
+                                  sizing_mode="stretch_width")
+        rounds = pn.pane.DataFrame(self.param.rounds.rx.pipe(lambda r: pd.DataFrame(r).tail(50)),
+                                   index=False, sizing_mode="stretch_width")
+        chart = pn.pane.HoloViews(pn.bind(lambda _: self.chart(), self.param.rounds),
+                                  sizing_mode="stretch_width")
+        body = pn.Column(
+            pn.pane.Markdown(
+                f"# {self.title}\n\nAIM+GReM (Fuentes, Mullins et al.) chooses which marginals "
+                "to measure from the private data itself, measures residuals with budgets set "
+                "by Conditional ResidualPlanner and reconstructs with GReM-MLE. Errors compare "
+                "against the true data (evaluation only); estimates are the raw, possibly "
+                "negative output unless a post-processing is chosen."),
+            pn.pane.Markdown(self.param.status),
+            pn.pane.Alert(self.param.error, alert_type="danger",
+                          visible=self.param.error.rx.bool()),
+            bar, table, download, chart, rounds,
+            sizing_mode="stretch_width",
+        )
+        self._view = pn.Row(controls, body, sizing_mode="stretch_width")
+        return self._view
