@@ -20,7 +20,8 @@ import numpy as np
 from engine.errors import NotApplicable
 from engine.linalg.marginals import MarginalStrategy, marginal_trace, marginal_weights
 from engine.linalg.matrix import Dense, Kron, Matrix
-from engine.linalg.pinv import psd_pinv, supports
+from engine.linalg.pinv import is_positive_definite, psd_pinv, supports
+from engine.linalg.spectral import GramSpectrum, gram_spectrum
 from engine.privacy import Privacy
 from engine.workloads.blocks import AllRangeBlock, Block, WidthRangeBlock
 from engine.workloads.term import Term
@@ -36,38 +37,92 @@ def _gram_array(M: Matrix) -> np.ndarray:
     return M.gram_array() if isinstance(M, Block) else M.gram().dense()
 
 
-def _kron_pinvs(strategy: Kron) -> list[np.ndarray]:
-    return [psd_pinv(_gram_array(f)) for f in strategy.factors]
+class FactorInverse:
+    """The pseudo-inverse of one Kronecker strategy factor's Gram ``G = A_i^T A_i``, applied
+    to the factors of workload terms.
 
+    When G is diagonal in a known orthogonal basis (identity, Haar; see
+    :mod:`engine.linalg.spectral`) traces are evaluated in that basis in O(n**2) without any
+    n x n inverse; otherwise an explicit pseudo-inverse is formed once (O(n**3)).
+    """
 
-def _kron_term_trace(term: Term, factor_grams: list[np.ndarray], pinvs: list[np.ndarray]
-                     ) -> float:
-    """``tr[(A^T A)^+ W_j^T W_j]`` for one term under a Kronecker strategy (inf if unsupported)."""
-    total = 1.0
-    for i in range(len(term.domain.shape)):
-        if i in term.attrs:
-            continue
-        P = pinvs[i]  # Total factor: tr[P 1 1^T] = sum(P); supported iff 1 in range(A_i)
-        ones = np.ones((P.shape[0], P.shape[0]))
-        if not supports(ones, factor_grams[i]):
+    def __init__(self, A: Matrix) -> None:
+        self.A = A
+        self.n = A.shape[1]
+        self.spectrum: GramSpectrum | None = gram_spectrum(A)
+        self._gram: np.ndarray | None = None
+        self._pinv: np.ndarray | None = None
+        self._full_rank: bool | None = None
+
+    @property
+    def gram(self) -> np.ndarray:
+        """``A_i^T A_i`` as an explicit array (formed on first use)."""
+        if self._gram is None:
+            self._gram = _gram_array(self.A)
+        return self._gram
+
+    def pinv(self) -> np.ndarray:
+        """The explicit pseudo-inverse of the Gram (formed on first use)."""
+        if self._pinv is None:
+            self._pinv = (self.spectrum.pinv() if self.spectrum is not None
+                          else psd_pinv(self.gram))
+        return self._pinv
+
+    def full_rank(self) -> bool:
+        """True when the Gram is invertible (then it supports every query)."""
+        if self._full_rank is None:
+            self._full_rank = (bool(self.spectrum.live().all()) if self.spectrum is not None
+                               else is_positive_definite(self.gram))
+        return self._full_rank
+
+    def trace(self, block: Matrix | None) -> float:
+        """``tr[G^+ V]`` for the Gram V of a term factor (None: the total query ``1 1^T``);
+        inf when the factor's queries are not in the row space of A_i."""
+        if self.spectrum is not None:
+            spec = self.spectrum
+            if block is None:
+                q = spec.total_forms()
+            elif spec.basis is None:  # standard basis: the forms are the column norms
+                q = block.column_norms(2) ** 2
+            else:
+                q = spec.quadratic_forms(_quadratic(block))
+            return spec.trace_with(q)
+        V = np.ones((self.n, self.n)) if block is None else _gram_array(block)
+        if not self.full_rank() and not supports(V, self.gram):
             return math.inf
-        total *= float(P.sum())
+        return float((self.pinv() * V).sum())
+
+
+def _quadratic(block: Matrix):
+    """Column-wise ``||B x||**2`` for a term factor B."""
+    if isinstance(block, Block):
+        return block.gram_quadratic
+
+    def quad(X: np.ndarray) -> np.ndarray:
+        Y = block.matvec(X)
+        return (Y * Y).sum(axis=0)
+
+    return quad
+
+
+def _kron_term_trace(term: Term, solvers: list[FactorInverse]) -> float:
+    """``tr[(A^T A)^+ W_j^T W_j]`` for one term under a Kronecker strategy (inf if unsupported)."""
+    parts = [solvers[i].trace(None) for i in range(len(term.domain.shape))
+             if i not in term.attrs]
     if term.is_product:
-        for i, f in zip(term.attrs, term.factors, strict=True):
-            V = _gram_array(f)
-            if not supports(V, factor_grams[i]):
-                return math.inf
-            total *= float((pinvs[i] * V).sum())
-        return total
+        parts += [solvers[i].trace(f) for i, f in zip(term.attrs, term.factors, strict=True)]
+        return math.inf if any(math.isinf(p) for p in parts) else math.prod(parts)
+    if any(math.isinf(p) for p in parts):
+        return math.inf
     P = np.ones((1, 1))
     Gs = np.ones((1, 1))
     for i in term.attrs:
-        P = np.kron(P, pinvs[i])
-        Gs = np.kron(Gs, factor_grams[i])
+        P = np.kron(P, solvers[i].pinv())
+        Gs = np.kron(Gs, solvers[i].gram)
     V = term.query.gram().dense()
     if not supports(V, Gs):
         return math.inf
-    return total * float((P * V).sum())
+    return math.prod(parts) * float((P * V).sum())
 
 
 def trace_term(workload: Workload, strategy: Matrix) -> float:
@@ -80,9 +135,8 @@ def trace_term(workload: Workload, strategy: Matrix) -> float:
     if isinstance(strategy, Kron) and len(strategy.factors) == d and all(
             f.shape[1] == n for f, n in zip(strategy.factors, workload.domain.shape,
                                             strict=True)):
-        grams = [_gram_array(f) for f in strategy.factors]
-        pinvs = [psd_pinv(G) for G in grams]
-        return float(sum(t.weight**2 * _kron_term_trace(t, grams, pinvs)
+        solvers = [FactorInverse(f) for f in strategy.factors]
+        return float(sum(t.weight**2 * _kron_term_trace(t, solvers)
                          for t in workload.terms))
     if isinstance(strategy, MarginalStrategy):
         w = marginal_weights(workload.factor_grams())
@@ -146,7 +200,7 @@ def per_query_variances(workload: Workload, strategy: Matrix) -> np.ndarray:
                             f"up to {QUERY_LIMIT:,}")
     d = len(workload.domain)
     if isinstance(strategy, Kron) and len(strategy.factors) == d:
-        pinvs = _kron_pinvs(strategy)
+        pinvs = [FactorInverse(f).pinv() for f in strategy.factors]
         parts = []
         for t in workload.terms:
             scale = t.weight**2

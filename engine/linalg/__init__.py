@@ -12,10 +12,11 @@ from engine.linalg.matrix import (
     Kron,
     Matrix,
     Ones,
+    Sparse,
     Sum,
     VStack,
     kmatvec,
 )
 
-__all__ = ["DENSE_GUARD", "Dense", "Identity", "Kron", "Matrix", "Ones", "Sum", "VStack",
+__all__ = ["DENSE_GUARD", "Dense", "Identity", "Kron", "Matrix", "Ones", "Sparse", "Sum", "VStack",
            "kmatvec"]

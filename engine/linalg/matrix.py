@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from functools import cached_property
 
 import numpy as np
+import scipy.sparse as sp
 
 #: Largest number of entries ``dense()`` will materialise (8 bytes each: 400 MB).
 DENSE_GUARD = 50_000_000
@@ -138,6 +139,60 @@ class Dense(Matrix):
 
     def __repr__(self) -> str:
         return f"Dense({self.shape[0]}x{self.shape[1]})"
+
+
+class Sparse(Matrix):
+    """An explicit sparse matrix (stored as scipy CSR), e.g. a hierarchy or Haar strategy:
+    products, norms and Grams cost O(non-zeros) instead of O(rows x columns)."""
+
+    def __init__(self, matrix: sp.spmatrix | sp.sparray | np.ndarray) -> None:
+        m = sp.csr_matrix(matrix, dtype=float)
+        if m.ndim != 2:
+            raise ValueError(f"Sparse: expected a 2-D matrix, got shape {m.shape}")
+        self.matrix = m
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (int(self.matrix.shape[0]), int(self.matrix.shape[1]))
+
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(self.matrix @ np.asarray(x, dtype=float))
+
+    def rmatvec(self, y: np.ndarray) -> np.ndarray:
+        return np.asarray(self.matrix.T @ np.asarray(y, dtype=float))
+
+    def dense(self) -> np.ndarray:
+        self.check_dense()
+        return self.matrix.toarray()
+
+    def gram(self) -> Matrix:
+        n = self.shape[1]
+        if n * n > DENSE_GUARD:
+            raise ValueError(f"refusing to form a {n:,} x {n:,} Gram matrix explicitly")
+        return Dense((self.matrix.T @ self.matrix).toarray())
+
+    def column_norms(self, p: int) -> np.ndarray:
+        m = abs(self.matrix) if p == 1 else self.matrix.multiply(self.matrix)
+        c = np.asarray(m.sum(axis=0)).ravel()
+        return c if p == 1 else np.sqrt(c)
+
+    def fro2(self) -> float:
+        return float((self.matrix.data**2).sum())
+
+    def trace(self) -> float:
+        return float(self.matrix.diagonal().sum())
+
+    def is_total(self) -> bool:
+        m = self.matrix
+        return m.shape[0] == 1 and m.nnz == m.shape[1] and bool(np.all(m.data == 1.0))
+
+    def is_identity(self) -> bool:
+        m = self.matrix
+        return (m.shape[0] == m.shape[1] and m.nnz == m.shape[0]
+                and bool(np.all(m.diagonal() == 1.0)))
+
+    def __repr__(self) -> str:
+        return f"Sparse({self.shape[0]}x{self.shape[1]}, nnz={self.matrix.nnz})"
 
 
 class Identity(Matrix):

@@ -16,37 +16,53 @@ import math
 
 import numpy as np
 import param
+import scipy.sparse as sp
 
 from engine.error import trace_term
 from engine.linalg.marginals import MarginalStrategy, key_of
-from engine.linalg.matrix import Dense, Identity, Kron, Matrix
+from engine.linalg.matrix import Identity, Kron, Matrix, Sparse
+from engine.linalg.spectral import haar_rows
 from engine.mechanisms.base import Mechanism, Plan, register, registered_name
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
 
 
-def hierarchy(n: int, b: int) -> np.ndarray:
-    """The hierarchical strategy ``hier(n, b)``: the root, then its children's hierarchies.
+def hierarchy_intervals(n: int, b: int) -> list[tuple[int, int]]:
+    """The rows of ``hier(n, b)`` as half-open cell intervals ``[start, stop)``, in row order:
+    the root, then each child's hierarchy (depth first).
 
-    With ``n = m b + r``, the first r children cover m+1 cells and the rest m cells.
+    With ``n = m b + r``, the first r children cover m+1 cells and the rest m cells; a single
+    cell is a leaf.
     """
-    if n == 1:
-        return np.ones((1, 1))
-    if n <= b:
-        return np.vstack([np.ones((1, n)), np.eye(n)])
-    m, r = divmod(n, b)
-    sizes = [m + 1] * r + [m] * (b - r)
-    blocks = [hierarchy(s, b) for s in sizes]
-    rows = sum(blk.shape[0] for blk in blocks)
-    out = np.zeros((1 + rows, n))
-    out[0] = 1.0
-    row, col = 1, 0
-    for blk in blocks:
-        out[row:row + blk.shape[0], col:col + blk.shape[1]] = blk
-        row += blk.shape[0]
-        col += blk.shape[1]
+    out: list[tuple[int, int]] = []
+
+    def visit(start: int, size: int) -> None:
+        out.append((start, start + size))
+        if size == 1:
+            return
+        m, r = divmod(size, b)
+        for child in [m + 1] * r + [m] * (b - r):
+            if child:
+                visit(start, child)
+                start += child
+
+    visit(0, n)
     return out
+
+
+def hierarchy_matrix(n: int, b: int) -> sp.csr_matrix:
+    """``hier(n, b)`` as a sparse 0/1 matrix (one row per tree node)."""
+    iv = np.array(hierarchy_intervals(n, b), dtype=np.int64)
+    lengths = iv[:, 1] - iv[:, 0]
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = np.arange(indptr[-1]) - np.repeat(indptr[:-1] - iv[:, 0], lengths)
+    return sp.csr_matrix((np.ones(indptr[-1]), indices, indptr), shape=(len(iv), n))
+
+
+def hierarchy(n: int, b: int) -> np.ndarray:
+    """The hierarchical strategy ``hier(n, b)`` as a dense array (see hierarchy_matrix)."""
+    return hierarchy_matrix(n, b).toarray()
 
 
 def levels(n: int, b: int) -> int:
@@ -71,15 +87,18 @@ def hb_branching(n: int) -> int:
     return best_b
 
 
-def haar(n: int) -> np.ndarray:
-    """Unweighted Haar matrix for n cells: ``H_n = [H_{n/2} kron [1,1]; I_{n/2} kron [1,-1]]``."""
+def haar_matrix(n: int) -> sp.csr_matrix:
+    """Sparse unweighted Haar matrix for n cells, ``H_n = [H_{n/2} kron [1,1];
+    I_{n/2} kron [1,-1]]``; for n not a power of two, that of the next power of two restricted
+    to the first n cells (rows left empty dropped)."""
     size = 1 << max(0, (n - 1).bit_length())
-    H = np.ones((1, 1))
-    while H.shape[1] < size:
-        half = H.shape[1]
-        H = np.vstack([np.kron(H, [1.0, 1.0]), np.kron(np.eye(half), [1.0, -1.0])])
-    H = H[:, :n]
-    return H[np.any(H != 0, axis=1)]
+    H = haar_rows(size)[:, :n].tocsr()
+    return H[np.diff(H.indptr) > 0]
+
+
+def haar(n: int) -> np.ndarray:
+    """The unweighted Haar matrix as a dense array (see haar_matrix)."""
+    return haar_matrix(n).toarray()
 
 
 def _plan_from_strategy(name: str, workload: Workload, privacy: Privacy, A: Matrix,
@@ -124,7 +143,7 @@ class H2Mechanism(PerAttributeBaseline):
     description = "noisy counts of a binary tree of intervals on every attribute"
 
     def factor(self, n: int) -> Matrix:
-        return Dense(hierarchy(n, 2))
+        return Sparse(hierarchy_matrix(n, 2))
 
 
 @register
@@ -136,7 +155,7 @@ class HBMechanism(PerAttributeBaseline):
     description = "noisy counts of a tree of intervals with a tuned branching factor"
 
     def factor(self, n: int) -> Matrix:
-        return Dense(hierarchy(n, hb_branching(n))[1:])
+        return Sparse(hierarchy_matrix(n, hb_branching(n))[1:])
 
 
 @register
@@ -148,7 +167,7 @@ class WaveletMechanism(PerAttributeBaseline):
     description = "noisy Haar wavelet coefficients on every attribute"
 
     def factor(self, n: int) -> Matrix:
-        return Dense(haar(n))
+        return Sparse(haar_matrix(n))
 
 
 @register

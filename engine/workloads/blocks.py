@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.linalg as sla
 
-from engine.linalg.matrix import Dense, Identity, Matrix, Ones
+from engine.linalg.matrix import DENSE_GUARD, Dense, Identity, Matrix, Ones
 
 
 def _as2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -45,6 +46,25 @@ class Block(Matrix):
         d = self.dense()
         return d.T @ d
 
+    def gram_eigenvalues(self) -> np.ndarray:
+        """The n eigenvalues of ``W^T W`` (squared singular values of W, zeros included),
+        in ascending order; closed forms where they exist (the SVD bound needs only these)."""
+        return np.linalg.eigvalsh(self.gram_array())
+
+    def gram_quadratic(self, X: np.ndarray) -> np.ndarray | float:
+        """``x^T W^T W x = ||W x||**2`` for a vector x, or for every column of a 2-D X.
+
+        Used to evaluate error in a known eigenbasis of a strategy
+        (:mod:`engine.linalg.spectral`); blocks with many rows override it with a closed form.
+        """
+        X2, sq = _as2d(X)
+        if self.shape[0] * X2.shape[1] <= DENSE_GUARD:
+            Y = self.matvec(X2)
+            q = (Y * Y).sum(axis=0)
+        else:
+            q = (X2 * (self.gram_array() @ X2)).sum(axis=0)
+        return float(q[0]) if sq else q
+
 
 class IdentityBlock(Identity, Block):
     """One query per cell."""
@@ -54,6 +74,9 @@ class IdentityBlock(Identity, Block):
 
     def gram_array(self) -> np.ndarray:
         return np.eye(self.n)
+
+    def gram_eigenvalues(self) -> np.ndarray:
+        return np.ones(self.n)
 
     def gram(self) -> Matrix:
         return Identity(self.n)
@@ -70,6 +93,11 @@ class TotalBlock(Ones, Block):
 
     def gram_array(self) -> np.ndarray:
         return np.ones((self.n, self.n))
+
+    def gram_eigenvalues(self) -> np.ndarray:
+        out = np.zeros(self.n)
+        out[-1] = self.n
+        return out
 
     def gram(self) -> Matrix:
         return Ones(self.n, self.n)
@@ -99,6 +127,9 @@ class PrefixBlock(Block):
     def gram_array(self) -> np.ndarray:
         i = np.arange(self.n)
         return (self.n - np.maximum.outer(i, i)).astype(float)
+
+    def gram_eigenvalues(self) -> np.ndarray:
+        return _prefix_eigenvalues(self.n)
 
     def column_norms(self, p: int) -> np.ndarray:
         c = (self.n - np.arange(self.n)).astype(float)
@@ -135,6 +166,10 @@ class SuffixBlock(Block):
     def gram_array(self) -> np.ndarray:
         i = np.arange(self.n)
         return (np.minimum.outer(i, i) + 1).astype(float)
+
+    def gram_eigenvalues(self) -> np.ndarray:
+        # the suffix block is the prefix block with its cells reversed
+        return _prefix_eigenvalues(self.n)
 
     def column_norms(self, p: int) -> np.ndarray:
         c = (np.arange(self.n) + 1).astype(float)
@@ -186,6 +221,22 @@ class AllRangeBlock(Block):
         i = np.arange(self.n)
         return ((np.minimum.outer(i, i) + 1) * (self.n - np.maximum.outer(i, i))).astype(float)
 
+    def gram_eigenvalues(self) -> np.ndarray:
+        # W^T W = (n+1) T^-1 with T = tridiag(-1, 2, -1), whose eigenvalues are
+        # 4 sin^2(k pi / (2n+2)), k = 1..n
+        k = np.arange(self.n, 0, -1)
+        return (self.n + 1) / (4.0 * np.sin(k * np.pi / (2 * self.n + 2)) ** 2)
+
+    def gram_quadratic(self, X: np.ndarray) -> np.ndarray | float:
+        # A range [a, b] answers S[b+1] - S[a] on the n+1 prefix sums S of x, so the sum of
+        # squared answers over all ranges is the sum of squared pairwise differences of S,
+        # (n+1) * sum (S - mean S)^2: O(n) per column instead of O(n^2) answers.
+        X2, sq = _as2d(X)
+        S = _csum(X2)
+        S -= S.mean(axis=0, keepdims=True)
+        q = (self.n + 1) * (S * S).sum(axis=0)
+        return float(q[0]) if sq else q
+
     def column_norms(self, p: int) -> np.ndarray:
         j = np.arange(self.n)
         c = ((j + 1) * (self.n - j)).astype(float)
@@ -236,8 +287,23 @@ class WidthRangeBlock(Block):
         hi = np.minimum(np.minimum.outer(i, i), self.n - self.width)
         return np.maximum(0, hi - lo + 1).astype(float)
 
+    def gram_eigenvalues(self) -> np.ndarray:
+        u = self.width - 1  # the Gram is banded: cells further apart share no range
+        if 4 * u >= self.n:
+            return np.linalg.eigvalsh(self.gram_array())
+        band = np.zeros((u + 1, self.n))
+        for t in range(u + 1):  # superdiagonal t holds entries (i, i + t)
+            i = np.arange(self.n - t)
+            lo = np.maximum(0, i + t - self.width + 1)
+            hi = np.minimum(i, self.n - self.width)
+            band[u - t, t:] = np.maximum(0, hi - lo + 1)
+        return sla.eigvals_banded(band, lower=False, check_finite=False)
+
     def column_norms(self, p: int) -> np.ndarray:
-        c = np.diag(self.gram_array()).copy()
+        # cell j lies in the ranges starting at max(0, j-k+1) .. min(j, n-k)
+        j = np.arange(self.n)
+        c = (np.minimum(j, self.n - self.width) - np.maximum(0, j - self.width + 1) + 1
+             ).astype(float)
         return c if p == 1 else np.sqrt(c)
 
     def fro2(self) -> float:
@@ -296,22 +362,37 @@ class CircularRangeBlock(Block):
             out += y2[pos:pos + 1]
         return _out(out, sq)
 
+    def _gram_column(self) -> np.ndarray:
+        """First column of the (circulant) Gram: windows shared by cells 0 and d."""
+        d = np.arange(self.n)
+        c = np.zeros(self.n)
+        for k in self._widths():
+            c += np.maximum(0, k - d) + np.maximum(0, k - (self.n - d)) * (d > 0)
+        if self.width is None:
+            c += 1.0
+        return c
+
     def gram_array(self) -> np.ndarray:
         i = np.arange(self.n)
-        d = (i[None, :] - i[:, None]) % self.n
-        total = np.zeros((self.n, self.n))
-        for k in self._widths():
-            total += np.maximum(0, k - d) + np.maximum(0, k - (self.n - d)) * (d > 0)
-        if self.width is None:
-            total += 1.0
-        return total
+        return self._gram_column()[(i[None, :] - i[:, None]) % self.n]
+
+    def gram_eigenvalues(self) -> np.ndarray:
+        # a symmetric circulant is diagonalised by the DFT: eigenvalues = fft of a column
+        return np.sort(np.fft.fft(self._gram_column()).real)
+
+    def gram_quadratic(self, X: np.ndarray) -> np.ndarray | float:
+        X2, sq = _as2d(X)
+        lam = np.fft.fft(self._gram_column()).real
+        q = (lam[:, None] * np.abs(np.fft.fft(X2, axis=0)) ** 2).sum(axis=0) / self.n
+        return float(q[0]) if sq else q
 
     def column_norms(self, p: int) -> np.ndarray:
-        c = np.diag(self.gram_array()).copy()
+        # every cell lies in the same number of windows (the Gram is circulant)
+        c = np.full(self.n, self._gram_column()[0])
         return c if p == 1 else np.sqrt(c)
 
     def fro2(self) -> float:
-        return float(np.trace(self.gram_array()))
+        return float(self.n * self._gram_column()[0])
 
     def spec(self) -> Any:
         return "circular_range" if self.width is None else {"block": "circular_range",
@@ -345,6 +426,15 @@ class PermutedBlock(Block):
     def gram_array(self) -> np.ndarray:
         return self.base.gram_array()[np.ix_(self.perm, self.perm)]
 
+    def gram_eigenvalues(self) -> np.ndarray:
+        return self.base.gram_eigenvalues()
+
+    def gram_quadratic(self, X: np.ndarray) -> np.ndarray | float:
+        X = np.asarray(X, dtype=float)
+        Z = np.empty_like(X)
+        Z[self.perm] = X
+        return self.base.gram_quadratic(Z)
+
     def column_norms(self, p: int) -> np.ndarray:
         return self.base.column_norms(p)[self.perm]
 
@@ -373,6 +463,12 @@ class MatrixBlock(Dense, Block):
 
     def gram(self) -> Matrix:
         return Dense(self.gram_array())
+
+
+def _prefix_eigenvalues(n: int) -> np.ndarray:
+    """Squared singular values of the n x n prefix matrix, ``1 / (4 sin^2((2k-1) pi/(4n+2)))``."""
+    k = np.arange(n, 0, -1)
+    return 1.0 / (4.0 * np.sin((2 * k - 1) * np.pi / (4 * n + 2)) ** 2)
 
 
 def random_predicates(n: int, count: int, p: float, seed: int) -> np.ndarray:
