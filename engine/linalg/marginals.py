@@ -222,7 +222,8 @@ class MarginalStrategy(Matrix):
         return np.full(math.prod(self.domain_shape), self.sensitivity(p))
 
     def fro2(self) -> float:
-        return float((self.theta**2 * characteristic(self.domain_shape)).sum())
+        # every column of Q(a) holds exactly one 1, so ||Q(a)||_F^2 = n for every a
+        return float(math.prod(self.domain_shape) * (self.theta**2).sum())
 
     def pinv_apply(self, y: np.ndarray) -> np.ndarray:
         """Least-squares ``x = M(theta)^+ y = G(theta**2)^+ M(theta).T y``."""
