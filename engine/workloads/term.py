@@ -100,6 +100,18 @@ class MarginalQuery(Matrix):
         t = x.reshape(self.domain_shape + batch).sum(axis=self.others)
         return self.query.matvec(t.reshape((-1,) + batch))
 
+    def column_norms(self, p: int) -> np.ndarray:
+        # a cell's column is the query's column of the marginal cell it falls in
+        marginal = tuple(self.domain_shape[i] for i in self.attrs)
+        c = np.expand_dims(self.query.column_norms(p).reshape(marginal), self.others)
+        return np.broadcast_to(c, self.domain_shape).reshape(-1)
+
+    def sensitivity(self, p: int) -> float:
+        return self.query.sensitivity(p)
+
+    def fro2(self) -> float:
+        return self.query.fro2() * math.prod(self.domain_shape[i] for i in self.others)
+
     def rmatvec(self, y: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=float)
         batch = y.shape[1:] if y.ndim == 2 else ()

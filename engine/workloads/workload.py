@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -130,8 +131,15 @@ class Workload:
         return self.matrix.dense()
 
     def fro2(self) -> float:
-        """Squared Frobenius norm ``||W||_F**2`` (closed form per term)."""
-        return float(sum(t.weight**2 * t.query.fro2() for t in self.terms))
+        """Squared Frobenius norm ``||W||_F**2`` (closed form per term).
+
+        A term's matrix over the full domain repeats each column of its query Q once per cell
+        of the attributes outside the term, so it contributes ``||Q||_F**2`` times their size.
+        """
+        shape = self.domain.shape
+        return float(sum(t.weight**2 * t.query.fro2()
+                         * math.prod(n for i, n in enumerate(shape) if i not in t.attrs)
+                         for t in self.terms))
 
     def sensitivity(self, p: int) -> float:
         """L1 (p=1) or L2 (p=2) sensitivity of ``x -> W x`` (see ``VStack.sensitivity``)."""
