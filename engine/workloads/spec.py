@@ -99,6 +99,10 @@ def parse_block(spec: Any, attr: Attribute, where: str) -> Block:
         name, opts = spec, {}
     elif isinstance(spec, Mapping):
         if "block" not in spec:
+            for key in spec:  # a misspelt 'block' key is the likely mistake: name it
+                hint = suggest(str(key), ("block",))
+                if hint:
+                    raise SpecError(f"{where}.{key}: unknown key{hint}")
             raise SpecError(f"{where}.block: missing (one of {', '.join(BLOCK_NAMES)})")
         name, opts = spec["block"], {k: v for k, v in spec.items() if k != "block"}
     else:
