@@ -389,12 +389,14 @@ class AdaptivePage(pn.viewable.Viewer):
         pgm_note = ("" if self.pgm_available() else
                     "AIM+PGM needs the optional mbi package (`pip install .[pgm]`).")
         controls = pn.Column(
+            pn.pane.Markdown("**Data**", margin=(0, 10)),
             pn.widgets.RadioButtonGroup.from_param(self.param.dataset, label="Data"),
             pn.Column(upload_csv, upload_domain,
                       pn.pane.Markdown("The domain must be public: it is never inferred from "
                                        "the records."),
                       visible=self.param.dataset.rx() == UPLOAD),
             pn.widgets.MultiChoice.from_param(self.param.attributes, label="Attributes"),
+            pn.pane.Markdown("**Workload: all k-way marginals**", margin=(0, 10)),
             pn.widgets.RadioButtonGroup.from_param(self.param.way, label="Marginals (k-way)"),
             pn.widgets.FloatInput.from_param(self.param.epsilon, label="epsilon", step=0.1),
             pn.widgets.FloatInput.from_param(self.param.delta, label="delta"),
