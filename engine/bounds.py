@@ -47,11 +47,19 @@ def svd_bound_explicit(V: np.ndarray) -> float:
 def svd_bound_factor(block: Matrix) -> float:
     """``SVDB`` of one Kronecker factor from the eigenvalues of its Gram (closed forms for the
     1-D blocks that have them: all-range, prefix, circular, ...)."""
+    n = block.shape[1]
     if isinstance(block, Block):
         lam = block.gram_eigenvalues()
+    elif isinstance(block, Identity):
+        lam = np.ones(n)
+    elif isinstance(block, Ones):  # m rows of ones: one eigenvalue m n, the rest zero
+        lam = np.zeros(n)
+        lam[-1] = block.m * n
     else:
         lam = np.linalg.eigvalsh(block.gram().dense())
-    return float(np.sqrt(np.clip(lam, 0.0, None)).sum() ** 2 / block.shape[1])
+    # round-off "zeros" would add sqrt(eps) each to an SVD *lower* bound: drop them
+    tol = 10.0 * n * np.finfo(float).eps * max(float(lam.max(initial=0.0)), 0.0)
+    return float(np.sqrt(np.where(lam > tol, lam, 0.0)).sum() ** 2 / n)
 
 
 def _marginal_like(block: Matrix) -> bool:

@@ -18,12 +18,23 @@ import math
 import numpy as np
 
 from engine.errors import NotApplicable
-from engine.linalg.marginals import MarginalStrategy, marginal_trace, marginal_weights
+from engine.linalg.marginals import (
+    MarginalStrategy,
+    marginal_trace,
+    marginal_weights,
+    pinv_weights,
+)
 from engine.linalg.matrix import Dense, Kron, Matrix
 from engine.linalg.pinv import is_positive_definite, psd_pinv, supports
 from engine.linalg.spectral import GramSpectrum, gram_spectrum
 from engine.privacy import Privacy
-from engine.workloads.blocks import AllRangeBlock, Block, WidthRangeBlock
+from engine.workloads.blocks import (
+    AllRangeBlock,
+    Block,
+    MatrixBlock,
+    PermutedBlock,
+    WidthRangeBlock,
+)
 from engine.workloads.term import Term
 from engine.workloads.workload import Workload
 
@@ -219,11 +230,63 @@ def per_query_variances(workload: Workload, strategy: Matrix) -> np.ndarray:
                 vec = np.einsum("ij,jk,ik->i", W, P, W)
             parts.append(scale * vec)
         return np.concatenate(parts)
+    if isinstance(strategy, MarginalStrategy) and workload.is_product_union:
+        return _marginal_query_variances(workload, strategy)
     if workload.domain.size > EXPLICIT_LIMIT:
-        raise NotApplicable("per-query variances on large domains need a Kronecker strategy")
+        raise NotApplicable("per-query variances on large domains need a Kronecker or "
+                            "marginal strategy")
     P = psd_pinv(strategy.gram().dense())
     W = workload.dense()
     return np.einsum("ij,jk,ik->i", W, P, W)
+
+
+#: Largest (marginals x queries) product evaluated for marginal per-query variances.
+MARGINAL_VARIANCE_LIMIT = 200_000_000
+
+
+def _row_sums_and_squares(block: Matrix) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a term factor: ``(sum of entries)**2`` and the squared norm."""
+    ones = np.ones(block.shape[1])
+    sums = np.asarray(block.matvec(ones), dtype=float)
+    base = block
+    while isinstance(base, PermutedBlock):
+        base = base.base
+    if isinstance(base, Block) and not isinstance(base, MatrixBlock):
+        return sums**2, sums  # the structured blocks have 0/1 entries
+    D = block.dense()
+    return sums**2, (D * D).sum(axis=1)
+
+
+def _marginal_query_variances(workload: Workload, strategy: MarginalStrategy) -> np.ndarray:
+    """``w^T G(eta) w`` with ``G(eta) = M(theta)^T M(theta)^+`` for product-term rows w.
+
+    For a Kronecker row, ``w^T H(a) w`` factorises: ``(sum w_i)**2`` on attributes outside a,
+    ``||w_i||**2`` on those in a (Total factors: ``n_i**2`` and ``n_i``).
+    """
+    shape = workload.domain.shape
+    d = len(shape)
+    eta = pinv_weights(strategy.theta**2, shape)
+    keys = np.flatnonzero(eta)
+    if keys.size * workload.num_queries > MARGINAL_VARIANCE_LIMIT:
+        raise NotApplicable(f"per-query variances of {workload.num_queries:,} queries under "
+                            f"{keys.size:,} marginal eigenspaces exceed the work limit")
+    parts = []
+    for t in workload.terms:
+        pairs: list[tuple[np.ndarray, np.ndarray]] = []
+        it = iter(t.factors)
+        for i in range(d):
+            if i in t.attrs:
+                pairs.append(_row_sums_and_squares(next(it)))
+            else:
+                pairs.append((np.array([float(shape[i]) ** 2]), np.array([float(shape[i])])))
+        vec = np.zeros(t.num_queries)
+        for a in keys:
+            row = np.ones(1)
+            for i, (clear, kept) in enumerate(pairs):
+                row = np.kron(row, kept if (a >> (d - 1 - i)) & 1 else clear)
+            vec += eta[a] * row
+        parts.append(t.weight**2 * vec)
+    return np.concatenate(parts)
 
 
 def monte_carlo_tse(workload: Workload, strategy: Matrix, privacy: Privacy, trials: int,

@@ -46,9 +46,16 @@ def is_positive_definite(G: np.ndarray, rcond: float = RCOND) -> bool:
 
 
 def psd_sqrt_trace(G: np.ndarray) -> float:
-    """``tr(G^(1/2))`` for a symmetric PSD matrix (negative round-off eigenvalues clipped)."""
+    """``tr(G^(1/2))`` for a symmetric PSD matrix.
+
+    Eigenvalues at round-off level (below ``10 n eps`` times the largest) are zeroed: their
+    square roots (about ``1e-7 sqrt(lam_max)`` each) would otherwise add up to a visible
+    overestimate for rank-deficient Grams, and an SVD *lower* bound must not overestimate.
+    """
     lam = np.linalg.eigvalsh((G + G.T) / 2.0)
-    return float(np.sqrt(np.clip(lam, 0.0, None)).sum())
+    tol = 10.0 * max(G.shape[0], 1) * np.finfo(float).eps * max(float(lam.max(initial=0.0)),
+                                                                0.0)
+    return float(np.sqrt(np.where(lam > tol, lam, 0.0)).sum())
 
 
 def supports(V: np.ndarray, G: np.ndarray, rtol: float = 1e-8) -> bool:
