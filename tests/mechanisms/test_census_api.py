@@ -341,3 +341,16 @@ def test_census_command_reads_csv(tmp_path):
 def test_census_command_errors(argv, match):
     with pytest.raises(SpecError, match=match):
         census_command(_args(*argv))
+
+
+def test_topdown_with_one_qp_per_parent_matches_the_closed_form():
+    from engine.mechanisms.hierarchical.topdown import topdown_postprocess
+
+    h = synthetic_census("levels=1,3,7;groups=2000;max_size=15;seed=2")
+    meas = HierarchicalPGSR(variant="topdown").measure(h, 0.5, np.random.default_rng(4))
+    closed = topdown_postprocess(h.tree, meas.values, h.total)
+    qp = topdown_postprocess(h.tree, meas.values, h.total, projection="qp")
+    for a, b in zip(closed.levels, qp.levels, strict=True):
+        assert np.array_equal(a, b)
+    with pytest.raises(SpecError, match="projection"):
+        topdown_postprocess(h.tree, meas.values, h.total, projection="lp")

@@ -83,6 +83,15 @@ class Evaluation:
         return self.l1_by_level_trials.mean(axis=0)
 
     @property
+    def rmse_size_level(self) -> np.ndarray:
+        """``(L, k)`` RMSE per (level, size) cell over regions and trials (the heat map)."""
+        return np.sqrt(self.mse_size_level)
+
+    def query_rmse(self, level: int) -> np.ndarray:
+        """``(regions, k)`` Monte Carlo RMSE of every (size, region) query of a level."""
+        return np.sqrt(self.query_mse[level])
+
+    @property
     def violations(self) -> float:
         """Mean #CV over trials."""
         return float(self.violations_trials.mean())

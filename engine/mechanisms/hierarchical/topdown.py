@@ -15,11 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.errors import NotApplicable, SpecError
 from engine.mechanisms.hierarchical.model import RegionTree
 from engine.progress import Progress, report
 
-#: decimals kept before largest-remainder rounding, so float noise cannot reorder ties
-SNAP_DECIMALS = 9
+#: decimals kept before largest-remainder rounding, so float or solver noise (~1e-8) cannot
+#: reorder tied remainders
+SNAP_DECIMALS = 6
 
 
 def simplex_projection(y: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -65,8 +67,38 @@ class TopDownResult:
     seconds: float
 
 
+def qp_projection(y: np.ndarray, targets: np.ndarray, solver: str = "CLARABEL") -> np.ndarray:
+    """:func:`simplex_projection` solved as one QP per parent with cvxpy.
+
+    This is how the Census TopDown (and the paper's baseline) solves each parent's L2
+    program. The solver's answer is polished with its own active set (the KKT conditions
+    give ``x = max(y - theta, 0)`` with theta fixed by the positive entries), so that ties
+    in the later rounding are decided as in the closed form and not by solver noise.
+    """
+    import cvxpy as cp
+
+    y = np.asarray(y, dtype=float)
+    X = cp.Variable(y.shape, nonneg=True)
+    problem = cp.Problem(cp.Minimize(cp.sum_squares(X - y)),
+                         [cp.sum(X, axis=1) == np.asarray(targets, dtype=float)])
+    problem.solve(solver=solver)
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        raise NotApplicable(f"TopDown QP: solver {solver} ended with status {problem.status}")
+    x = np.asarray(X.value, dtype=float)
+    active = x > 1e-6 * np.maximum(1.0, np.abs(y).max(axis=1, keepdims=True))
+    count = np.maximum(active.sum(axis=1), 1)
+    theta = (np.where(active, y, 0.0).sum(axis=1) - targets) / count
+    out = np.where(active, np.maximum(y - theta[:, None], 0.0), 0.0)
+    out[np.asarray(targets) <= 0] = 0.0
+    return out
+
+
+PROJECTIONS = ("closed-form", "qp")
+
+
 def topdown_postprocess(tree: RegionTree, noisy: Sequence[np.ndarray], total: int,
-                        progress: Progress | None = None) -> TopDownResult:
+                        progress: Progress | None = None, projection: str = "closed-form"
+                        ) -> TopDownResult:
     """Run TopDown on noisy per-level histograms.
 
     Args:
@@ -74,10 +106,16 @@ def topdown_postprocess(tree: RegionTree, noisy: Sequence[np.ndarray], total: in
         noisy: per level, ``(regions, buckets)`` noisy values.
         total: the public n.
         progress: one report per parent region; cancellable.
+        projection: ``closed-form`` (sort-based simplex projection) or ``qp`` (one cvxpy
+            QP per parent, like the Census implementation); same result.
     """
+    if projection not in PROJECTIONS:
+        raise SpecError(f"projection: unknown {projection!r}; allowed: "
+                        f"{', '.join(PROJECTIONS)}")
+    project = simplex_projection if projection == "closed-form" else qp_projection
     start = time.perf_counter()
     root = np.asarray(noisy[0], dtype=float)
-    x = simplex_projection(root, np.array([float(total)]))
+    x = project(root, np.array([float(total)]))
     levels = [largest_remainder(x, np.array([total]))]
     step = 0
     for lev in range(tree.depth - 1):
@@ -87,7 +125,7 @@ def topdown_postprocess(tree: RegionTree, noisy: Sequence[np.ndarray], total: in
             span = tree.children(lev, p)
             rows = child_noisy[span.start:span.stop].T  # (sizes, children)
             target = levels[lev][p]
-            proj = simplex_projection(rows, target.astype(float))
+            proj = project(rows, target.astype(float))
             out[span.start:span.stop] = largest_remainder(proj, target).T
             step += 1
             report(progress, step, 0.0, f"TopDown level {lev + 2}")

@@ -1,0 +1,453 @@
+"""Census hierarchy page: consistent private group-size releases (hierarchical-pgsr).
+
+Pick or generate a region hierarchy (nation -> states -> counties), set eps and how it is
+split over the levels, choose PGSR variants and run Monte Carlo trials in a worker thread.
+The page shows per-level error bars, an error heat map over size x level, consistency
+violations and runtimes, and a map-free tree view of one region's released vs true counts.
+Every number comes from ``engine.mechanisms.hierarchical``; this module only arranges it.
+
+Privacy unit: one *individual* joining or leaving a group (household); the number of groups
+n is public. The page says so next to the controls.
+
+Example:
+    >>> page = CensusPage(synthetic_spec="levels=1,2,4;groups=200;max_size=5;seed=0",
+    ...                   variants=["dp"], trials=2)
+    >>> page.run()
+    >>> list(page.results_frame()["variant"])
+    ['dp']
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+import panel as pn
+import param
+
+SYNTHETIC = "synthetic"
+EXAMPLE = "running example"
+UPLOAD = "upload CSV"
+DEFAULT_SPEC = "levels=1,6,30;groups=20000;max_size=50;seed=0"
+VARIANT_CHOICES = ["dp", "cdp", "chain", "relaxed", "topdown", "gls"]
+PRIVACY_NOTE = ("**Privacy unit: one individual** (a person joining or leaving a household); "
+                "pure eps-DP, the number of groups n is public. Under the *group* unit (a whole "
+                "household added or removed) the matrix-mechanism pages' sensitivities apply.")
+#: most size buckets drawn in the tree view (the rest are summarised in the table)
+TREE_SIZES = 40
+
+
+def _hier() -> Any:
+    import engine.mechanisms.hierarchical as hier
+
+    return hier
+
+
+class CensusPage(pn.viewable.Viewer):
+    """Census hierarchy: PGSR variants on a generated or uploaded region hierarchy."""
+
+    title = param.String(default="Census hierarchy", constant=True, doc="Page title.")
+    source = param.Selector(default=SYNTHETIC, objects=[SYNTHETIC, EXAMPLE, UPLOAD],
+                            doc="Where the hierarchy comes from.")
+    synthetic_spec = param.String(default=DEFAULT_SPEC,
+                                  doc="Synthetic census: levels (regions per level), groups "
+                                      "(n), max_size (top bucket), seed.")
+    csv_file = param.Bytes(default=None, doc="Uploaded hierarchy CSV (levels..., size[, count]).")
+    csv_name = param.String(default="hierarchy.csv", doc="Name of the uploaded CSV.")
+    epsilon = param.Number(default=1.0, bounds=(1e-4, 100.0), softbounds=(0.05, 5.0),
+                           doc="Total privacy budget eps (pure eps-DP).")
+    split = param.Selector(default="uniform", objects=["uniform", "user", "inverse-variance"],
+                           doc="How eps is split over the levels.")
+    level_weights = param.String(default="", doc="Budget weights per level, root first, "
+                                                 "e.g. 1,1,2 (for the user split).")
+    noise = param.Selector(default="geometric", objects=["geometric", "laplace"],
+                           doc="Integer double-geometric or Laplace noise.")
+    variants = param.ListSelector(default=["dp", "cdp", "topdown", "relaxed"],
+                                  objects=VARIANT_CHOICES, doc="Variants to compare.")
+    trials = param.Integer(default=5, bounds=(1, 500), doc="Monte Carlo trials per variant.")
+    seed = param.Integer(default=0, bounds=(0, None), doc="Seed of the noise.")
+    heat_variant = param.Selector(default="dp", objects=VARIANT_CHOICES,
+                                  doc="Variant shown in the heat map and tree view.")
+    region = param.Selector(default=None, objects=[], allow_None=True,
+                            doc="Region shown in the tree view.")
+
+    # ----- outputs (set by runs; read by the view and by tests)
+    running = param.Boolean(default=False, doc="A run is in progress.")
+    status = param.String(default="Choose a hierarchy and variants, then Run.",
+                          doc="Status line.")
+    error = param.String(default="", doc="Last error message (one line).")
+    progress = param.Number(default=0.0, bounds=(0.0, 100.0), doc="Share of trials done (%).")
+    results = param.List(default=[], doc="One summary row per variant.")
+    description = param.String(default="", doc="One line describing the hierarchy.")
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.hierarchy: Any = None
+        self.evaluations: dict[str, Any] = {}
+        self._progress: Any = None
+        self._thread: threading.Thread | None = None
+        self._doc: Any = None
+        self._view: pn.viewable.Viewable | None = None
+
+    # ----------------------------------------------------------------- engine objects
+    def load_hierarchy(self) -> Any:
+        """The hierarchy chosen by ``source`` (a SpecError names what is wrong)."""
+        hier = _hier()
+        if self.source == EXAMPLE:
+            return hier.running_example()
+        if self.source == UPLOAD:
+            import io
+
+            from engine.errors import SpecError
+            from engine.mechanisms.hierarchical.io import load_hierarchy_csv
+
+            if not self.csv_file:
+                raise SpecError("upload: choose a hierarchy CSV first")
+            text = io.StringIO(self.csv_file.decode("utf-8"))
+            h = load_hierarchy_csv(text)
+            return h
+        return hier.synthetic_census(self.synthetic_spec)
+
+    def weights(self) -> list[float]:
+        """Parsed ``level_weights`` (empty unless the split is user-set)."""
+        from engine.errors import SpecError
+
+        if self.split != "user":
+            return []
+        try:
+            return [float(x) for x in self.level_weights.split(",") if x.strip()]
+        except ValueError:
+            raise SpecError(f"level weights: expected numbers like 1,1,2, got "
+                            f"{self.level_weights!r}") from None
+
+    def mechanism(self, variant: str) -> Any:
+        """The configured engine mechanism for one variant."""
+        hier = _hier()
+        return hier.HierarchicalPGSR(variant=variant, noise=self.noise, split=self.split,
+                                     level_weights=self.weights())
+
+    # ------------------------------------------------------------------------ running
+    def run(self) -> None:
+        """Run everything now, in the calling thread (tests and notebooks)."""
+        self._prepare()
+        self._job()
+
+    def start(self) -> None:
+        """Run in a worker thread; updates reach the page on its event loop."""
+        if self.running:
+            return
+        self._doc = pn.state.curdoc
+        self._prepare()
+        self._thread = threading.Thread(target=self._job, name="census-run", daemon=True)
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Stop the running trials (finished variants are kept)."""
+        if self._progress is not None:
+            self._progress.cancel()
+            self.status = "Cancelling..."
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until a started run has finished (tests)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _prepare(self) -> None:
+        from engine.progress import Progress
+
+        self._progress = Progress()
+        self.evaluations = {}
+        self.param.update(running=True, error="", progress=0.0, results=[],
+                          status="Loading the hierarchy...")
+
+    def _dispatch(self, fn: Callable[[], None]) -> None:
+        doc = self._doc
+        if doc is not None and doc.session_context is not None:
+            doc.add_next_tick_callback(fn)
+        else:
+            fn()
+
+    def _job(self) -> None:
+        from engine.errors import Cancelled
+        from engine.mechanisms.hierarchical.evaluate import evaluate
+
+        rows: list[dict[str, Any]] = []
+        status, error = "", ""
+        try:
+            hierarchy = self.load_hierarchy()
+            variants = [v for v in VARIANT_CHOICES if v in self.variants]
+            if not variants:
+                raise ValueError("variants: choose at least one variant")
+            mechs = {v: self.mechanism(v) for v in variants}
+            self._dispatch(lambda: self._loaded(hierarchy))
+            total = len(variants) * self.trials
+            for j, v in enumerate(variants):
+                def tick(done: int, trials: int, j: int = j, v: str = v) -> None:
+                    share = 100.0 * (j * self.trials + done) / total
+                    self._dispatch(lambda: self.param.update(
+                        progress=share, status=f"{v}: trial {done}/{trials}"))
+
+                ev = evaluate(hierarchy, mechs[v], self.epsilon, self.trials, self.seed,
+                              self._progress, on_trial=tick)
+                self.evaluations[v] = ev
+                rows.append(self._row(ev))
+                self._dispatch(lambda r=list(rows): self.param.update(results=r))
+            status = (f"Done: {len(rows)} variant(s) x {self.trials} trial(s) at "
+                      f"eps = {self.epsilon:g}.")
+        except Cancelled:
+            status = f"Cancelled: {len(rows)} variant(s) finished."
+        except Exception as exc:  # shown on the page: the user fixes the input
+            error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            status = "Stopped by an error."
+        self._dispatch(lambda: self._finish(rows, status, error))
+
+    def _loaded(self, hierarchy: Any) -> None:
+        self.hierarchy = hierarchy
+        labels = [hierarchy.tree.label(lev, i) for lev in range(hierarchy.tree.depth)
+                  for i in range(hierarchy.tree.level_sizes[lev])]
+        self.param.region.objects = labels
+        if self.region not in labels:
+            self.region = labels[0]
+        self.description = hierarchy.describe()
+
+    def _finish(self, rows: list[dict[str, Any]], status: str, error: str) -> None:
+        done = [r["variant"] for r in rows]
+        changes: dict[str, Any] = {"running": False, "results": rows, "status": status,
+                                   "error": error}
+        if done and self.heat_variant not in done:
+            changes["heat_variant"] = done[0]
+        if rows:
+            changes["progress"] = 100.0
+        self.param.update(**changes)
+
+    @staticmethod
+    def _row(ev: Any) -> dict[str, Any]:
+        s = ev.summary()
+        row = {"variant": ev.variant, "mechanism": s.get("title", ev.variant),
+               "rmse": s["rmse"], "rmse_sd": s["rmse_sd"], "violations": s["violations"],
+               "negative_cells": s["negative_cells"], "seconds": s["seconds"]}
+        for lev, value in enumerate(s["rmse_by_level"]):
+            row[f"rmse_level_{lev + 1}"] = value
+        if not s.get("eps_dp", True):
+            row["mechanism"] += " (NOT eps-DP)"
+        return row
+
+    # ------------------------------------------------------------------ view-model data
+    def results_frame(self) -> pd.DataFrame:
+        """One row per finished variant."""
+        return pd.DataFrame(self.results)
+
+    def level_frame(self) -> pd.DataFrame:
+        """Long frame for the error bars: variant, level, rmse, sd, l1."""
+        rows = []
+        for v, ev in self.evaluations.items():
+            names = self.hierarchy.tree.level_names
+            for lev, (m, s, l1) in enumerate(zip(ev.rmse_by_level, ev.rmse_by_level_sd,
+                                                 ev.l1_by_level, strict=True)):
+                rows.append({"variant": v, "level": f"{lev + 1} {names[lev]}",
+                             "rmse": float(m), "sd": float(s), "l1": float(l1)})
+        return pd.DataFrame(rows, columns=["variant", "level", "rmse", "sd", "l1"])
+
+    def heatmap_frame(self, variant: str | None = None) -> pd.DataFrame:
+        """Long frame for the heat map: size bucket, level, RMSE."""
+        ev = self.evaluations.get(variant or self.heat_variant)
+        if ev is None:
+            return pd.DataFrame(columns=["size", "level", "rmse"])
+        labels = self.hierarchy.sizes.labels
+        names = self.hierarchy.tree.level_names
+        rows = [{"size": labels[i], "level": f"{lev + 1} {names[lev]}", "rmse": float(x)}
+                for lev, row in enumerate(ev.rmse_size_level) for i, x in enumerate(row)]
+        return pd.DataFrame(rows)
+
+    def _region_index(self, label: str | None) -> tuple[int, int]:
+        tree = self.hierarchy.tree
+        for lev in range(tree.depth):
+            for i in range(tree.level_sizes[lev]):
+                if tree.label(lev, i) == label:
+                    return lev, i
+        return 0, 0
+
+    def tree_frame(self, region: str | None = None, variant: str | None = None
+                   ) -> pd.DataFrame:
+        """The region and its children: per size, true and released counts (last trial)."""
+        ev = self.evaluations.get(variant or self.heat_variant)
+        if ev is None or self.hierarchy is None:
+            return pd.DataFrame(columns=["region", "role", "size", "true", "released"])
+        tree, labels = self.hierarchy.tree, self.hierarchy.sizes.labels
+        lev, idx = self._region_index(region or self.region)
+        nodes = [(lev, idx, "selected")]
+        nodes += [(lev + 1, c, "child") for c in tree.children(lev, idx)]
+        rows = []
+        for node_lev, node, role in nodes:
+            true = self.hierarchy.levels[node_lev][node]
+            released = ev.last_release.levels[node_lev][node]
+            for i, label in enumerate(labels):
+                rows.append({"region": tree.names[node_lev][node], "role": role, "size": label,
+                             "true": float(true[i]), "released": float(released[i])})
+        return pd.DataFrame(rows)
+
+    def breadcrumb(self, region: str | None = None) -> str:
+        """Markdown path of the region (root first) with its level names."""
+        if self.hierarchy is None:
+            return ""
+        tree = self.hierarchy.tree
+        lev, idx = self._region_index(region or self.region)
+        parts = [f"{tree.level_names[i]} **{name}**" for i, name in
+                 enumerate(tree.path(lev, idx))]
+        children = len(tree.children(lev, idx))
+        tail = f" -- {children} {tree.level_names[lev + 1]}(s) below" if children else " (leaf)"
+        return " / ".join(parts) + tail
+
+    # ------------------------------------------------------------------------- charts
+    def error_bars_chart(self) -> Any:
+        """Per-level RMSE (mean over trials) with +-1 sd error bars, one colour per variant."""
+        import holoviews as hv
+        import holoviews.plotting.bokeh  # noqa: F401  (registers the backend)
+
+        frame = self.level_frame()
+        if frame.empty:
+            return hv.Curve([]).opts(title="Per-level RMSE (run to fill)", responsive=True,
+                                     height=260)
+        overlays = []
+        for v, part in frame.groupby("variant", sort=False):
+            scatter = hv.Scatter(part, "level", ["rmse", "sd", "l1"], label=v).opts(
+                size=8, tools=["hover"])
+            bars = hv.ErrorBars(part, "level", ["rmse", "sd"])
+            curve = hv.Curve(part, "level", "rmse", label=v)
+            overlays += [curve, scatter, bars]
+        return hv.Overlay(overlays).opts(title="RMSE per (size, region) query, by level "
+                                               "(mean +- sd over trials)",
+                                         responsive=True, height=300, logy=True,
+                                         legend_position="right", ylabel="RMSE",
+                                         shared_axes=False)
+
+    def heatmap_chart(self, variant: str | None = None) -> Any:
+        """RMSE over size x level for one variant."""
+        import holoviews as hv
+        import holoviews.plotting.bokeh  # noqa: F401  (registers the backend)
+
+        frame = self.heatmap_frame(variant)
+        name = variant or self.heat_variant
+        return hv.HeatMap(frame, ["size", "level"], "rmse").opts(
+            title=f"RMSE by size x level ({name})", responsive=True, height=260,
+            cmap="viridis", colorbar=True, tools=["hover"], xrotation=90,
+            shared_axes=False)
+
+    def tree_chart(self, region: str | None = None, variant: str | None = None) -> Any:
+        """Released vs true counts of the selected region, per size (first sizes shown)."""
+        import holoviews as hv
+        import holoviews.plotting.bokeh  # noqa: F401  (registers the backend)
+
+        frame = self.tree_frame(region, variant)
+        sel = frame[frame["role"] == "selected"].head(TREE_SIZES)
+        long = pd.concat([sel.assign(series="true", count=sel["true"]),
+                          sel.assign(series="released", count=sel["released"])])
+        if long.empty:
+            long = pd.DataFrame({"size": [], "series": [], "count": []})
+        return hv.Bars(long, ["size", "series"], "count").opts(
+            title=f"{region or self.region}: released vs true (last trial)", responsive=True,
+            height=260, tools=["hover"], xrotation=90, multi_level=False, shared_axes=False)
+
+    # ------------------------------------------------------------------------- view
+    def __panel__(self) -> pn.viewable.Viewable:
+        if self._view is not None:
+            return self._view
+        upload = pn.widgets.FileInput(accept=".csv", label="Hierarchy CSV")
+
+        def take_csv(event: Any) -> None:
+            self.param.update(csv_file=event.new, csv_name=upload.filename or "hierarchy.csv",
+                              source=UPLOAD)
+
+        upload.param.watch(take_csv, "value")
+        run = pn.widgets.Button(label="Run trials", color="primary")
+        cancel = pn.widgets.Button(label="Cancel", color="warning")
+        run.on_click(lambda event: self.start())
+        cancel.on_click(lambda event: self.cancel())
+        run.disabled = self.param.running
+        cancel.disabled = self.param.running.rx.not_()
+        controls = pn.Column(
+            pn.widgets.RadioButtonGroup.from_param(self.param.source, label="Hierarchy"),
+            pn.widgets.TextInput.from_param(self.param.synthetic_spec, label="Synthetic spec",
+                                            visible=self.param.source.rx() == SYNTHETIC),
+            pn.Column(upload, pn.pane.Markdown(
+                "CSV header: the level names, then `size` and optionally `count`; one row "
+                "per (leaf, size) with its count, or one row per group."),
+                visible=self.param.source.rx() == UPLOAD),
+            pn.widgets.FloatInput.from_param(self.param.epsilon, label="epsilon", step=0.1),
+            pn.widgets.Select.from_param(self.param.split, label="Budget split over levels"),
+            pn.widgets.TextInput.from_param(self.param.level_weights,
+                                            label="Level weights (root first)",
+                                            visible=self.param.split.rx() == "user"),
+            pn.widgets.Select.from_param(self.param.noise, label="Noise"),
+            pn.widgets.CheckBoxGroup.from_param(self.param.variants, label="Variants"),
+            pn.widgets.IntInput.from_param(self.param.trials, label="Trials"),
+            pn.widgets.IntInput.from_param(self.param.seed, label="Seed"),
+            pn.Row(run, cancel),
+            pn.pane.Markdown(PRIVACY_NOTE),
+            width=320,
+        )
+        bar = pn.indicators.Progress(value=self.param.progress.rx.pipe(lambda v: int(round(v))),
+                                     max=100, sizing_mode="stretch_width")
+        table = pn.pane.DataFrame(self.param.results.rx.pipe(pd.DataFrame), index=False,
+                                  sizing_mode="stretch_width", float_format="{:.4g}".format)
+        bars = pn.pane.HoloViews(pn.bind(lambda _: self.error_bars_chart(), self.param.results),
+                                 sizing_mode="stretch_width")
+        heat = pn.pane.HoloViews(pn.bind(lambda _r, v: self.heatmap_chart(v),
+                                         self.param.results, self.param.heat_variant),
+                                 sizing_mode="stretch_width")
+        tree = pn.pane.HoloViews(pn.bind(lambda _r, v, reg: self.tree_chart(reg, v),
+                                         self.param.results, self.param.heat_variant,
+                                         self.param.region), sizing_mode="stretch_width")
+        crumb = pn.pane.Markdown(pn.bind(lambda _r, reg: self.breadcrumb(reg),
+                                         self.param.results, self.param.region))
+        children = pn.pane.DataFrame(
+            pn.bind(lambda _r, v, reg: self._children_table(reg, v), self.param.results,
+                    self.param.heat_variant, self.param.region),
+            index=False, sizing_mode="stretch_width")
+        body = pn.Column(
+            pn.pane.Markdown(
+                f"# {self.title}\n\nPrivate group-size histograms (how many households of "
+                "each size) for every region of a hierarchy, released consistently: counts "
+                "are non-negative integers, parents equal the sums of their children and every "
+                "level sums to the public n (Fioretto, Van Hentenryck & Zhu 2021). Errors are "
+                "Monte Carlo RMSE per (size, region) query against the true data "
+                "(evaluation only)."),
+            pn.pane.Markdown(self.param.description),
+            pn.pane.Markdown(self.param.status),
+            pn.pane.Alert(self.param.error, alert_type="danger",
+                          visible=self.param.error.rx.bool()),
+            bar, table, bars,
+            pn.widgets.Select.from_param(self.param.heat_variant, label="Variant for the heat "
+                                                                        "map and tree view"),
+            heat,
+            pn.pane.Markdown("## Tree view"),
+            pn.widgets.Select.from_param(self.param.region, label="Region"),
+            crumb, tree, children,
+            sizing_mode="stretch_width",
+        )
+        self._view = pn.Row(controls, body, sizing_mode="stretch_width")
+        return self._view
+
+    def _children_table(self, region: str | None, variant: str | None) -> pd.DataFrame:
+        """Per child region: true and released totals and L1 distance (last trial)."""
+        frame = self.tree_frame(region, variant)
+        if frame.empty:
+            return pd.DataFrame(columns=["region", "role", "true groups", "released groups",
+                                         "L1 distance"])
+        frame = frame.assign(diff=(frame["released"] - frame["true"]).abs())
+        out = frame.groupby(["region", "role"], sort=False).agg(
+            true=("true", "sum"), released=("released", "sum"), l1=("diff", "sum"))
+        return out.reset_index().rename(columns={"true": "true groups",
+                                                 "released": "released groups",
+                                                 "l1": "L1 distance"})
+
+
+def census_page() -> CensusPage:
+    """A fresh page (one per browser session)."""
+    return CensusPage()
+
+
+if __name__.startswith("bokeh"):  # `panel serve explorer/pages/census.py`
+    census_page().servable()

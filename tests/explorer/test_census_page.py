@@ -1,0 +1,111 @@
+"""The census hierarchy page's view-model, without a browser."""
+
+from __future__ import annotations
+
+import holoviews as hv
+import panel as pn
+import pytest
+
+from engine.mechanisms.hierarchical import synthetic_census
+from engine.mechanisms.hierarchical.io import write_hierarchy_csv
+from explorer.pages.census import EXAMPLE, UPLOAD, CensusPage
+
+SPEC = "levels=1,2,5;groups=300;max_size=6;seed=1"
+
+
+@pytest.fixture
+def page() -> CensusPage:
+    p = CensusPage(synthetic_spec=SPEC, variants=["dp", "relaxed", "gls"], trials=3, seed=2)
+    p.run()
+    return p
+
+
+def test_run_fills_results_and_frames(page):
+    assert page.error == "" and not page.running and page.progress == 100.0
+    frame = page.results_frame()
+    assert list(frame["variant"]) == ["dp", "relaxed", "gls"]
+    assert set(frame.columns) >= {"rmse", "rmse_sd", "violations", "seconds", "rmse_level_1",
+                                  "rmse_level_3"}
+    by = frame.set_index("variant")
+    assert by.loc["dp", "violations"] == 0
+    assert by.loc["gls", "negative_cells"] >= 0
+    assert page.description.startswith(SPEC)
+    levels = page.level_frame()
+    assert len(levels) == 9 and list(levels["level"][:3]) == ["1 nation", "2 state",
+                                                              "3 county"]
+    # the level frame carries the engine's numbers unchanged
+    ev = page.evaluations["dp"]
+    assert levels[levels["variant"] == "dp"]["rmse"].tolist() == pytest.approx(
+        ev.rmse_by_level.tolist())
+
+
+def test_heatmap_and_tree_view(page):
+    heat = page.heatmap_frame("dp")
+    assert len(heat) == 3 * 7 and set(heat["level"]) == {"1 nation", "2 state", "3 county"}
+    assert page.region == "nation"
+    assert len(page.param.region.objects) == 1 + 2 + 5
+    tree = page.tree_frame("nation", "dp")
+    assert set(tree["role"]) == {"selected", "child"}
+    selected = tree[tree["role"] == "selected"]
+    assert selected["true"].sum() == 300 and selected["released"].sum() == 300
+    children = page._children_table("nation", "dp")
+    assert children["released groups"].iloc[1:].sum() == 300  # children sum to the parent
+    leaf = page.param.region.objects[-1]
+    assert "(leaf)" in page.breadcrumb(leaf) and "nation **nation**" in page.breadcrumb(leaf)
+    assert set(page.tree_frame(leaf, "dp")["role"]) == {"selected"}
+
+
+def test_charts_are_holoviews_objects(page):
+    assert isinstance(page.error_bars_chart(), hv.Overlay)
+    assert isinstance(page.heatmap_chart("relaxed"), hv.HeatMap)
+    assert isinstance(page.tree_chart("nation", "dp"), hv.Bars)
+    empty = CensusPage()
+    assert isinstance(empty.error_bars_chart(), hv.Curve)
+    assert empty.tree_frame().empty and empty.heatmap_frame().empty
+
+
+def test_panel_view_builds(page):
+    view = page.__panel__()
+    assert isinstance(view, pn.Row)
+    assert page.__panel__() is view
+    texts = "\n".join(str(m.object) for m in view.select(pn.pane.Markdown))
+    assert "Privacy unit: one individual" in texts
+    assert view.select(pn.pane.HoloViews)
+
+
+def test_errors_are_shown_not_raised():
+    bad = CensusPage(synthetic_spec="levels=2,3", variants=["dp"], trials=1)
+    bad.run()
+    assert bad.error.startswith("synthetic.levels") and "\n" not in bad.error
+    assert bad.results == [] and not bad.running
+    none = CensusPage(source=UPLOAD, variants=["dp"], trials=1)
+    none.run()
+    assert "choose a hierarchy CSV" in none.error
+    weights = CensusPage(synthetic_spec=SPEC, split="user", level_weights="1,x",
+                         variants=["dp"], trials=1)
+    weights.run()
+    assert weights.error.startswith("level weights")
+
+
+def test_upload_example_split_and_worker_thread(tmp_path):
+    path = tmp_path / "h.csv"
+    write_hierarchy_csv(synthetic_census(SPEC), path)
+    page = CensusPage(source=UPLOAD, csv_file=path.read_bytes(), variants=["cdp", "topdown"],
+                      split="user", level_weights="1,1,2", trials=2)
+    page.start()
+    page.wait(120)
+    assert page.error == "" and [r["variant"] for r in page.results] == ["cdp", "topdown"]
+    assert page.evaluations["cdp"].report["epsilon_by_level"] == pytest.approx(
+        [0.25, 0.25, 0.5])
+    assert page.heat_variant == "cdp"
+    example = CensusPage(source=EXAMPLE, variants=["chain"], trials=2)
+    example.run()
+    assert example.results[0]["violations"] == 0 and example.region == "US"
+
+
+def test_cancel_keeps_finished_variants():
+    page = CensusPage(synthetic_spec=SPEC, variants=["dp", "gls"], trials=2)
+    page._prepare()
+    page._progress.cancel()
+    page._job()
+    assert page.status.startswith("Cancelled") and not page.running
