@@ -37,6 +37,8 @@ from engine.mechanisms.hierarchical.model import RegionTree
 from engine.progress import Progress, report
 
 _INF = np.inf
+#: most slopes merged at once (8 bytes each): larger parents are processed in size-row blocks
+CHUNK_CELLS = 16_000_000
 
 
 @dataclass(frozen=True)
@@ -295,13 +297,25 @@ def _solve(tree: RegionTree, noisy: list[np.ndarray], total: int, w: np.ndarray,
     levels_t: list[_Level | None] = [None] * L
     step = 0
 
-    def children_of(lev: int, p: int) -> _Tables:
-        """Tables of the children (at level lev + 1) of region p of level lev."""
+    def children_of(lev: int, p: int, rows: slice) -> _Tables:
+        """Tables of the children (at level lev + 1) of region p of level lev, some sizes."""
         span = tree.children(lev, p)
         sl = slice(span.start, span.stop)
         if lev + 1 == L - 1:
-            return _leaf_tables(noisy[L - 1][sl], hw[L - 1], total, w[L - 1])
-        return levels_t[lev + 1].tables[sl]
+            return _leaf_tables(noisy[L - 1][sl, rows], hw[L - 1], total, w[L - 1])
+        t = levels_t[lev + 1].tables
+        return _Tables(t.lo[sl, rows], t.widths[sl, rows], t.base[sl, rows],
+                       t.slopes[sl, rows])
+
+    def row_chunks(lev: int, p: int) -> list[slice]:
+        """Size rows processed together, so one merge holds at most CHUNK_CELLS slopes."""
+        nc = len(tree.children(lev, p))
+        if lev + 1 == L - 1:
+            width = total + 1 if hw[L - 1] is None else min(2 * hw[L - 1] + 1, total + 1)
+        else:
+            width = levels_t[lev + 1].tables.slopes.shape[-1] + 1
+        step_rows = max(1, CHUNK_CELLS // max(1, nc * width))
+        return [slice(a, min(a + step_rows, k)) for a in range(0, k, step_rows)]
 
     # bottom-up over internal levels
     for lev in range(L - 2, -1, -1):
@@ -309,8 +323,9 @@ def _solve(tree: RegionTree, noisy: list[np.ndarray], total: int, w: np.ndarray,
         own_lo, own_hi = _window(noisy[lev], hw[lev], total)
         parts = []
         for p in range(n_par):
-            children = children_of(lev, p)
-            parts.append(_parent_table(children, own_lo[p], own_hi[p], noisy[lev][p], w[lev]))
+            pieces = [_parent_table(children_of(lev, p, rs), own_lo[p, rs], own_hi[p, rs],
+                                    noisy[lev][p, rs], w[lev]) for rs in row_chunks(lev, p)]
+            parts.append(_join_rows(pieces))
             step += 1
             report(progress, step, 0.0, f"cost tables of level {lev + 1}")
         S = max(int(x[0].widths.max()) for x in parts) - 1
@@ -344,11 +359,28 @@ def _solve(tree: RegionTree, noisy: list[np.ndarray], total: int, w: np.ndarray,
             idx = (v - lt.tables.lo[p])[:, None]
             thr = np.take_along_axis(lt.thresholds[p], idx, axis=1)[:, 0]
             span = tree.children(lev, p)
-            out[span.start:span.stop] = _allocate(children_of(lev, p), v - lt.child_lo[p], thr)
+            t_p = v - lt.child_lo[p]
+            for rs in row_chunks(lev, p):
+                out[span.start:span.stop, rs] = _allocate(children_of(lev, p, rs), t_p[rs],
+                                                          thr[rs])
         levels[lev + 1] = out
 
     certified = h is None or _certified(tree, noisy, levels, levels_t, hw, total)
     return levels, obj, certified
+
+
+def _join_rows(pieces: list[tuple[_Tables, np.ndarray, np.ndarray]]
+               ) -> tuple[_Tables, np.ndarray, np.ndarray]:
+    """Stack per-chunk parent tables (row blocks of the same parent) into one."""
+    if len(pieces) == 1:
+        return pieces[0]
+    S = max(p[0].slopes.shape[-1] for p in pieces)
+    tables = _Tables(np.concatenate([p[0].lo for p in pieces]),
+                     np.concatenate([p[0].widths for p in pieces]),
+                     np.concatenate([p[0].base for p in pieces]),
+                     np.concatenate([_pad(p[0].slopes, S, _INF) for p in pieces]))
+    thresholds = np.concatenate([_pad(p[1], S + 1, -_INF) for p in pieces])
+    return tables, thresholds, np.concatenate([p[2] for p in pieces])
 
 
 def _pad(a: np.ndarray, width: int, fill: float) -> np.ndarray:
