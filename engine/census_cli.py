@@ -9,7 +9,8 @@ the trials (extra keys: sds, per-level L1, the privacy unit, the hierarchy's sha
 
 Privacy: pure eps-DP at the *individual* level (one person joining or leaving a group); the
 ``--noise`` flag must be ``laplace`` (the pure-eps family; the integer double-geometric
-sampler is used unless ``--sampler laplace``). Bad input raises ``SpecError`` with one line
+sampler is used unless ``--sampler laplace``); ``--delta`` and ``--rho`` are ignored, so a
+shared privacy-flag parser may pass its defaults. Bad input raises ``SpecError`` with one line
 naming the flag.
 """
 
@@ -40,8 +41,10 @@ def add_census_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     parser.add_argument("--noise", default=None, help="privacy family: laplace (pure eps; "
                         "the only one supported)")
     parser.add_argument("--epsilon", type=float, default=None, help="total eps (default 1)")
-    parser.add_argument("--delta", type=float, default=None, help="not used (pure eps-DP)")
-    parser.add_argument("--rho", type=float, default=None, help="not used (pure eps-DP)")
+    parser.add_argument("--delta", type=float, default=None,
+                        help="ignored: the release is pure eps-DP")
+    parser.add_argument("--rho", type=float, default=None,
+                        help="ignored: the release is pure eps-DP")
     parser.add_argument("--trials", type=int, default=5, help="Monte Carlo trials (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the noise (default 0)")
     parser.add_argument("--split", default="uniform", help=f"budget split: {', '.join(SPLITS)}")
@@ -72,8 +75,6 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
     if noise not in (None, "laplace"):
         raise SpecError(f"--noise: hierarchical-pgsr is pure eps-DP; use --noise laplace "
                         f"(got {noise!r})")
-    if getattr(args, "rho", None) is not None:
-        raise SpecError("--rho: hierarchical-pgsr is pure eps-DP; give --epsilon")
     epsilon = getattr(args, "epsilon", None)
     epsilon = 1.0 if epsilon is None else float(epsilon)
     if not epsilon > 0:

@@ -330,7 +330,6 @@ def test_census_command_reads_csv(tmp_path):
 @pytest.mark.parametrize("argv, match", [
     (["--variant", "dpp"], "--variant: unknown 'dpp' \\(did you mean 'dp'\\?\\)"),
     (["--noise", "gaussian"], "--noise"),
-    (["--rho", "0.5"], "--rho"),
     (["--epsilon", "0"], "--epsilon"),
     (["--trials", "0"], "--trials"),
     (["--split", "user"], "--weights"),
