@@ -89,7 +89,15 @@ def privacy_from_flags(base: Privacy, args: argparse.Namespace) -> Privacy:
     for flag in ("epsilon", "delta", "rho"):
         if getattr(args, flag) is not None and flag not in spec:
             raise SpecError(f"--{flag}: not a parameter of {noise} noise")
-    return Privacy.from_spec(spec, where="privacy flags")
+    try:
+        return Privacy.from_spec(spec)
+    except SpecError as exc:
+        # name the flag when the bad value came from the command line, not the spec
+        msg = str(exc)
+        for flag in ("epsilon", "delta", "rho"):
+            if getattr(args, flag) is not None and msg.startswith(f"privacy.{flag}:"):
+                raise SpecError(f"--{flag}:" + msg[len(f"privacy.{flag}:"):]) from None
+        raise
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:

@@ -1,0 +1,204 @@
+"""The command line of CONTRACT.md, run as a subprocess: validate, bound, compare, run."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.cli import main
+from engine.privacy import Privacy
+
+SPEC = """\
+domain:
+  age: {size: 8, kind: numeric}
+  sex: 2
+workload:
+  - product: {age: prefix, sex: identity}
+  - marginals: {k: 1}
+privacy: {noise: gaussian, epsilon: 1.0, delta: 1.0e-6}
+mechanisms: [identity, h2]
+"""
+BAD = """\
+domain: {age: {size: 8, kind: numeric}, sex: 2}
+workload:
+  - marginals: {k: 1}
+  - product: {age: prefx}
+"""
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> Path:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(SPEC)
+    return path
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, message: str) -> None:
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.splitlines() == [message]
+    assert "Traceback" not in proc.stderr
+
+
+def test_validate(spec: Path, tmp_path: Path) -> None:
+    ok = cli("validate", str(spec))
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout == "valid: 26 queries over 16 cells (3 terms), gaussian eps=1 delta=1e-06\n"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD)
+    assert_one_line_error(cli("validate", str(bad)),
+                          "error: workload[1].product.age: unknown block 'prefx' (did you mean "
+                          "'prefix'?); allowed: identity, total, prefix, suffix, all_range, "
+                          "range, circular_range, permuted, random, matrix")
+
+
+def test_bound_table_and_json(spec: Path) -> None:
+    table = cli("bound", str(spec))
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[:4] == ["queries: 26", "domain_size: 16", "noise: gaussian",
+                         "privacy: gaussian eps=1 delta=1e-06"]
+    assert lines[4] == "method: explicit" and lines[6].startswith("svd_bound_rmse: ")
+    proc = cli("bound", str(spec), "--json", "--noise", "laplace", "--epsilon", "0.5")
+    doc = json.loads(proc.stdout)
+    assert doc["queries"] == 26 and doc["domain_size"] == 16 and doc["noise"] == "laplace"
+    assert doc["svd_bound_rmse"] == pytest.approx(
+        Privacy(noise="laplace", epsilon=0.5).sigma() * math.sqrt(doc["svd_bound"] / 26))
+    assert float(lines[6].split(": ")[1]) == pytest.approx(
+        Privacy().sigma() * math.sqrt(doc["svd_bound"] / 26), abs=1e-4)
+
+
+def test_compare_json_shape(spec: Path, capsys) -> None:
+    proc = cli("compare", str(spec), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("\n") == 1  # one JSON object
+    doc = json.loads(proc.stdout)
+    assert list(doc)[:7] == ["queries", "domain_size", "noise", "epsilon", "delta",
+                             "svd_bound_rmse", "results"]
+    assert (doc["queries"], doc["domain_size"], doc["noise"]) == (26, 16, "gaussian")
+    assert (doc["epsilon"], doc["delta"]) == (1.0, 1e-6)
+    assert [r["mechanism"] for r in doc["results"]] == ["identity", "h2"]  # the spec's list
+    for r in doc["results"]:
+        assert isinstance(r["rmse"], float) and r["rmse"] >= doc["svd_bound_rmse"]
+        assert isinstance(r["plan_seconds"], float)
+    # flags override privacy and mechanisms (in process from here on: same code path)
+    assert main(["compare", str(spec), "--json", "--rho", "0.5", "--mechanism", "h2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["noise"] == "zcdp" and doc["rho"] == 0.5 and "epsilon" not in doc
+    assert [r["mechanism"] for r in doc["results"]] == ["h2"]
+
+
+def test_compare_reports_not_applicable_and_missing_bound(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_text("domain: {a: {size: 100, kind: numeric}, b: {size: 100, kind: numeric}}\n"
+                    "workload: [{product: {a: prefix}}, {product: {b: all_range}}]\n")
+    assert main(["compare", str(path), "--json", "--mechanism", "identity",
+                 "--mechanism", "workload"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["svd_bound_rmse"] is None
+    ident, work = doc["results"]
+    assert ident["rmse"] > 0 and "ratio_to_bound" not in ident
+    assert work == {"mechanism": "workload", "rmse": None, "plan_seconds": work["plan_seconds"],
+                    "error": "not applicable: explicit error needs n <= 8,192 cells; this "
+                             "domain has 10,000"}
+
+
+def test_compare_table(spec: Path) -> None:
+    proc = cli("compare", str(spec), "--noise", "laplace", "--epsilon", "2")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("26 queries over 16 cells, laplace noise; SVD bound RMSE ")
+    assert lines[1].split() == ["mechanism", "rmse", "x", "bound", "plan", "s"]
+    assert [line.split()[0] for line in lines[2:]] == ["identity", "h2"]
+
+
+def test_bad_flags_exit_2_with_one_line(spec: Path) -> None:
+    assert_one_line_error(cli("compare", str(spec), "--mechanism", "identy"),
+                          "error: --mechanism[0]: unknown mechanism 'identy' (did you mean "
+                          "'identity'?); allowed: " + ", ".join(_names()))
+
+
+def _names() -> list[str]:
+    from engine.mechanisms import registry_names
+
+    return list(registry_names())
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["bound", "{spec}", "--epsilon", "-1"], "error: --epsilon: must be a positive number, "
+                                             "got -1.0"),
+    (["compare", "{spec}", "--noise", "laplace", "--delta", "1e-6"],
+     "error: --delta: not a parameter of laplace noise"),
+    (["bound", "{spec}", "--delta", "3"], "error: --delta: must lie strictly between 0 and 1, "
+                                         "got 3.0"),
+    (["bound", "{spec}", "--noise", "gausian"],
+     "error: argument --noise: invalid choice: 'gausian' (choose from laplace, gaussian, zcdp)"),
+    (["frobnicate"], "error: argument command: invalid choice: 'frobnicate' (choose from "
+                     "validate, bound, compare, run, census)"),
+    (["bound", "{missing}"], "error: {missing}: cannot read scenario file (No such file or "
+                             "directory)"),
+])
+def test_bad_input_in_process(argv, message: str, spec: Path, tmp_path: Path, capsys) -> None:
+    missing = str(tmp_path / "nope.yaml")
+    argv = [a.format(spec=spec, missing=missing) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    # argparse quotes the choices differently across Python versions
+    assert err.strip().replace("'", "") == message.format(missing=missing).replace("'", "")
+
+
+def write_csv(path: Path, records: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    age, sex = rng.integers(0, 8, records), rng.integers(0, 2, records)
+    path.write_text("age,sex\n" + "".join(f"{a},{s}\n" for a, s in zip(age, sex, strict=True)))
+    return age, sex
+
+
+def test_run_on_a_csv(spec: Path, tmp_path: Path, capsys) -> None:
+    data = tmp_path / "people.csv"
+    write_csv(data, 400, 1)
+    proc = cli("run", str(spec), "--data", str(data), "--mechanism", "h2", "--seed", "3",
+               "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert list(doc) == ["mechanism", "records", "rho_spent", "seconds", "errors"]
+    assert doc["mechanism"] == "h2" and doc["records"] == 400
+    assert doc["rho_spent"] == pytest.approx(Privacy().zcdp_rho())
+    assert set(doc["errors"]) == {"rmse", "mean_l1", "mean_l2", "max_l1"}
+    assert all(v > 0 for v in doc["errors"].values())
+    assert main(["run", str(spec), "--data", str(data), "--mechanism", "h2", "--seed", "3",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["errors"] == doc["errors"]  # seeded
+    bad = tmp_path / "bad.csv"
+    bad.write_text("age,sex\n3,1\n9,0\n")
+    assert_one_line_error(cli("run", str(spec), "--data", str(bad), "--mechanism", "h2"),
+                          "error: bad.csv: column 'age': 1 value outside 0..7 (row 2: 9)")
+
+
+def test_run_errors_match_the_analytic_error(spec: Path, tmp_path: Path, capsys) -> None:
+    """Averaged over seeds, the reported RMSE matches the plan's expected RMSE (in process)."""
+    from engine.mechanisms import get
+    from engine.scenario import Scenario
+
+    data = tmp_path / "people.csv"
+    write_csv(data, 300, 2)
+    squares = []
+    for seed in range(25):
+        assert main(["run", str(spec), "--data", str(data), "--mechanism", "identity",
+                     "--seed", str(seed), "--json"]) == 0
+        squares.append(json.loads(capsys.readouterr().out)["errors"]["rmse"] ** 2)
+    s = Scenario.load(spec)
+    expected = get("identity").plan(s.workload, s.privacy).rmse()
+    assert math.sqrt(np.mean(squares)) == pytest.approx(expected, rel=0.12)
