@@ -1,0 +1,123 @@
+"""compare(): every mechanism against the SVD bound, rescaled to new privacy levels."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+
+from engine.bounds import svd_bound
+from engine.compare import compare, compare_scenario, default_mechanisms
+from engine.errors import Cancelled, NotApplicable
+from engine.mechanisms import base as mechanism_base
+from engine.mechanisms import get, mechanism_class
+from engine.mechanisms.base import Mechanism, registered_name
+from engine.privacy import Privacy
+from engine.progress import Progress
+from engine.workloads import AllRangeBlock, PrefixBlock, Workload
+
+GAUSS = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
+
+
+def test_rows_bound_and_best() -> None:
+    W = Workload.one_dim(AllRangeBlock(64))
+    seen = []
+    c = compare(W, GAUSS, ["identity", "h2", "wavelet", "hb"], on_row=seen.append)
+    assert [r.mechanism for r in c.rows] == ["identity", "h2", "wavelet", "hb"]
+    assert seen == list(c.rows)
+    assert [round(r.rmse, 2) for r in c.rows] == [19.82, 12.74, 11.42, 19.82]
+    assert round(c.bound_rmse, 2) == 9.62
+    assert c.bound == svd_bound(W)
+    assert c.best().mechanism == "wavelet"
+    assert [r.title for r in c.rows] == ["Identity", "H2", "Wavelet", "HB"]
+    records = c.to_records()
+    assert records[2]["ratio_to_bound"] == pytest.approx(c.rows[2].rmse / c.bound_rmse)
+    assert records[0]["note"] == ""
+
+
+def test_new_privacy_is_a_rescale() -> None:
+    W = Workload.one_dim(PrefixBlock(32))
+    c = compare(W, GAUSS, ["identity", "h2"])
+    for p in (GAUSS.with_(epsilon=0.3), GAUSS.with_(delta=1e-9)):
+        again = c.with_privacy(p)
+        fresh = compare(W, p, ["identity", "h2"])
+        for r1, r2, r0 in zip(again.rows, fresh.rows, c.rows, strict=True):
+            assert r1.rmse == pytest.approx(r2.rmse, rel=1e-12)
+            assert r1.plan.strategy is r0.plan.strategy  # not re-planned
+            assert r1.rmse / r0.rmse == pytest.approx(p.sigma() / GAUSS.sigma(), rel=1e-12)
+        assert again.bound_rmse == pytest.approx(fresh.bound_rmse, rel=1e-12)
+
+
+def test_json_document() -> None:
+    W = Workload.one_dim(PrefixBlock(8))
+    doc = compare(W, Privacy(noise="laplace", epsilon=0.5), ["identity"]).to_json()
+    assert list(doc) == ["queries", "domain_size", "noise", "epsilon", "svd_bound_rmse",
+                         "results"]
+    assert (doc["queries"], doc["domain_size"], doc["noise"], doc["epsilon"]) == (
+        8, 8, "laplace", 0.5)
+    (row,) = doc["results"]
+    assert set(row) == {"mechanism", "rmse", "plan_seconds", "ratio_to_bound"}
+    spec = {"domain": {"x": 8}, "workload": [{"product": {"x": "prefix"}}],
+            "privacy": {"noise": "zcdp", "rho": 0.5}, "mechanisms": ["identity"]}
+    doc = compare_scenario(spec)
+    assert doc["noise"] == "zcdp" and doc["rho"] == 0.5 and len(doc["results"]) == 1
+
+
+class Refuses(Mechanism):
+    name = registered_name("test-refuses")
+    title = "Refuses"
+
+    def check(self, workload, privacy) -> None:
+        raise NotApplicable("not applicable: only on Tuesdays")
+
+
+class Unsupported(Mechanism):
+    name = registered_name("test-unsupported")
+    noises: ClassVar[tuple[str, ...]] = ("laplace",)
+
+    def _plan(self, workload, privacy, progress):
+        from engine.linalg.matrix import Ones
+        from engine.mechanisms.base import Plan
+
+        return Plan(self.name, workload, privacy, Ones(1, workload.domain.size), float("inf"),
+                    {1: 1.0, 2: 1.0})
+
+
+class Cancels(Mechanism):
+    name = registered_name("test-cancels")
+
+    def _plan(self, workload, privacy, progress):
+        progress.cancel()
+        progress.report(1, 0.0)
+        raise AssertionError("unreachable")
+
+
+@pytest.fixture
+def extra_mechanisms(monkeypatch):
+    for cls in (Refuses, Unsupported, Cancels):
+        monkeypatch.setitem(mechanism_base._REGISTRY, cls.name, cls)
+
+
+def test_not_applicable_rows(extra_mechanisms) -> None:
+    W = Workload.one_dim(PrefixBlock(8))
+    c = compare(W, GAUSS, ["test-refuses", "test-unsupported", "identity"])
+    refuses, unsupported, identity = c.rows
+    assert refuses.rmse is None and refuses.error == "not applicable: only on Tuesdays"
+    assert unsupported.error == "not applicable: test-unsupported supports laplace noise, " \
+                                "not gaussian"
+    c = compare(W, Privacy(noise="laplace", epsilon=1.0), ["test-unsupported"])
+    assert c.rows[0].error == "not applicable: the strategy does not support the workload"
+    assert identity.rmse is not None and c.best() is None
+    with pytest.raises(Cancelled):
+        compare(W, GAUSS, ["identity", "test-cancels"], progress=Progress())
+
+
+def test_data_dependent_mechanisms_are_not_planned() -> None:
+    dependent = [n for n in mechanism_base.registry_names()
+                 if mechanism_class(n).data_dependent]
+    assert not set(dependent) & set(default_mechanisms())
+    if dependent:
+        c = compare(Workload.one_dim(PrefixBlock(4)), GAUSS, dependent[:1])
+        assert c.rows[0].error.startswith("not applicable: data-dependent")
+    assert {"identity", "h2", "hb", "wavelet", "workload"} <= set(default_mechanisms())
+    assert get("identity").name == "identity"
