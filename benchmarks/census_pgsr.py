@@ -100,17 +100,21 @@ def main() -> None:
 
     # ----- 2. scaling series ---------------------------------------------------------------
     print("\n== 2. M_DP scaling over the number of counties (52 states, eps = 1)")
-    print(f"{'counties':>8} {'regions':>8} {'CPU s':>8} {'ms/region':>10}")
+    print(f"{'counties':>8} {'regions':>8} {'fan-out b':>9} {'CPU s':>8} {'ms/region':>10} "
+          f"{'ms/(region log2 bd)':>20}")
     series = []
     for c in ([100, 200, 400] if args.quick else [400, 800, 1600, 3144]):
         hc = census(c, max_size, seed=2)
         mech = HierarchicalPGSR(variant="dp")
         meas = mech.measure(hc, 1.0, np.random.default_rng(3))
-        _, cpu, _ = timed(lambda m=mech, me=meas, hh=hc: m.postprocess(hh.tree, hh.sizes,
-                                                                       hh.total, me))
+        out, cpu, _ = timed(lambda m=mech, me=meas, hh=hc: m.postprocess(hh.tree, hh.sizes,
+                                                                         hh.total, me))
         series.append((hc.tree.num_regions, cpu))
-        print(f"{c:8d} {hc.tree.num_regions:8d} {cpu:8.2f} "
-              f"{1000 * cpu / hc.tree.num_regions:10.2f}")
+        b = int(np.bincount(hc.tree.parents[-1]).max())
+        d = 2 * max(out.report["halfwidths"] or [hc.total]) + 1
+        per = 1000 * cpu / hc.tree.num_regions
+        print(f"{c:8d} {hc.tree.num_regions:8d} {b:9d} {cpu:8.2f} {per:10.2f} "
+              f"{per / math.log2(b * d):20.3f}")
     x = np.log([s[0] for s in series])
     y = np.log([s[1] for s in series])
     slope = float(np.polyfit(x, y, 1)[0])
