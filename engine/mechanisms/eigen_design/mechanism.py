@@ -1,0 +1,320 @@
+"""The registered ``eigen-design`` mechanism (Li & Miklau, PVLDB 2012).
+
+Routes a workload to one of three computations (``details["structure"]`` says which):
+
+* ``dense`` (n <= ``max_dense_cells``): eigendecomposition of the dense Gram, Program 1 on the
+  eigen-queries (or a reduction of it, or a Wavelet/Fourier design set), diagonal completion,
+  exact error;
+* ``partial`` (principal vectors above ``max_dense_cells``, L2 only): randomized dominant
+  subspace, no full eigendecomposition;
+* ``kronecker`` (product-union workloads on several attributes above ``max_dense_cells``, or
+  when asked for): per-attribute eigenbases, Program 1 through Kronecker mat-vecs, no
+  completion (see ``structured`` for where it stops).
+
+Noise: ``noise_handling = auto`` optimises the weights for the plan's noise: L2 column norms
+(Gram weights, the paper's main algorithm) for Gaussian and zCDP, L1 column sums (row weights,
+section 3.5) for Laplace. The paper's Gaussian calibration ``sqrt(2 ln(2/delta)) / eps`` is
+``Privacy(calibration="li-miklau")``; it changes absolute errors only, never the strategy.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+import param
+
+from engine.error import per_query_variances
+from engine.errors import NotApplicable
+from engine.linalg.matrix import DENSE_GUARD, Kron
+from engine.mechanisms.base import Mechanism, Plan, register, registered_name
+from engine.mechanisms.eigen_design.design import (
+    GRAM_LIMIT,
+    ZERO_TOL,
+    WeightedDesign,
+    constraint_matrix,
+    dense_gram,
+    design_costs,
+    eigen_design,
+    eigen_queries,
+    program1_power,
+    weighted_design,
+)
+from engine.mechanisms.eigen_design.designsets import DESIGN_SETS, basis, kron_dense
+from engine.mechanisms.eigen_design.program1 import solve_program1
+from engine.mechanisms.eigen_design.reductions import (
+    default_group_size,
+    eigen_separation,
+    principal_vectors,
+    principal_vectors_partial,
+)
+from engine.mechanisms.eigen_design.structured import (
+    MAX_CELLS,
+    kron_design,
+    kron_query_variances,
+)
+from engine.privacy import Privacy
+from engine.progress import Progress, report
+from engine.workloads.workload import Workload
+
+#: Largest n whose strategy matrix is copied into the plan's details for display.
+DISPLAY_CELLS = 64
+#: Per-query variances are computed for at most this many (query x cell) products.
+VARIANCE_WORK = 2_000_000_000
+
+
+@register
+class EigenDesignMechanism(Mechanism):
+    """Optimally weighted eigen-queries of the workload (Li & Miklau's Eigen-Design)."""
+
+    name = registered_name("eigen-design")
+    title = "Eigen-Design"
+    family = "adaptive"
+    description = ("weights the eigenvectors of the workload's Gram matrix optimally and "
+                   "measures them; within a few percent of the SVD lower bound on most "
+                   "workloads")
+
+    reduction = param.Selector(default="none", objects=["none", "separation", "principal"],
+                               doc="Workload reduction for large n: none (full Program 1), "
+                                   "separation (groups of eigen-queries, then one scale per "
+                                   "group) or principal (top eigen-queries + one shared "
+                                   "weight). Faster, slightly less accurate.")
+    fraction = param.Number(default=0.1, bounds=(0.0, 1.0), inclusive_bounds=(False, True),
+                            doc="principal: fraction of the non-zero eigen-queries weighted "
+                                "individually (6 % costs ~14 %, 25 % ~2.6 % on all ranges).")
+    group_size = param.Integer(default=0, bounds=(0, None),
+                               doc="separation: eigen-queries per group; 0 = the power of two "
+                                   "nearest n**(1/3) (the paper's choice).")
+    noise_handling = param.Selector(default="auto", objects=["auto", "l2", "l1"],
+                                    doc="Which sensitivity the weights are optimised for: "
+                                        "auto (L1 for Laplace, L2 otherwise), l2 (the "
+                                        "paper's (eps, delta) algorithm) or l1 (section 3.5).")
+    design_set = param.Selector(default="eigen", objects=list(DESIGN_SETS),
+                                doc="Design queries weighted by Program 1: the workload's "
+                                    "eigen-queries, or a Wavelet / Fourier basis (Figure 5).")
+    completion = param.Boolean(default=True,
+                               doc="Add single-cell queries so every column reaches the "
+                                   "sensitivity (never increases error; dense path only).")
+    structure = param.Selector(default="auto", objects=["auto", "dense", "kronecker"],
+                               doc="auto: dense up to max_dense_cells, then the Kronecker "
+                                   "structure of product workloads; or force one.")
+    eigensolver = param.Selector(default="auto", objects=["auto", "full", "partial"],
+                                 doc="principal: full eigendecomposition, or a randomized "
+                                     "dominant subspace (partial; auto above "
+                                     "max_dense_cells).")
+    max_dense_cells = param.Integer(default=4096, bounds=(1, GRAM_LIMIT),
+                                    doc="Largest domain for a dense n x n "
+                                        "eigendecomposition (O(n**3) time, 8 n**2 bytes).")
+    max_cells = param.Integer(default=MAX_CELLS, bounds=(1, None),
+                              doc="Largest domain of the Kronecker path (vectors of n "
+                                  "entries).")
+    solver = param.Selector(default="auto", objects=["auto", "dual", "ipm", "cvxpy"],
+                            doc="Program 1 solver: auto, our dual (L-BFGS-B), our interior "
+                                "point, or cvxpy/Clarabel.")
+    zero_tol = param.Number(default=ZERO_TOL, bounds=(0.0, 1e-3),
+                            doc="Eigenvalues below zero_tol * max are dropped.")
+    seed = param.Integer(default=0, doc="Seed of the randomized subspace / basis choices.")
+
+    # ----- routing ------------------------------------------------------------------------
+    def _norm(self, privacy: Privacy) -> int:
+        if self.noise_handling == "auto":
+            return privacy.norm
+        return 1 if self.noise_handling == "l1" else 2
+
+    def _route(self, workload: Workload, privacy: Privacy) -> str:
+        n = workload.domain.size
+        norm = self._norm(privacy)
+        partial_ok = (self.reduction == "principal" and self.design_set == "eigen"
+                      and norm == 2 and n <= GRAM_LIMIT)
+        if self.reduction != "none" and self.design_set != "eigen":
+            raise NotApplicable("eigen-design: reductions apply to the eigen-query design "
+                                "set only")
+        if self.structure == "kronecker":
+            if self.reduction != "none":
+                raise NotApplicable("eigen-design: the Kronecker path needs no reduction "
+                                    "(its Program 1 is already linear in n); set "
+                                    "reduction=none")
+            return "kronecker"
+        if self.eigensolver == "partial":
+            if not partial_ok:
+                raise NotApplicable("eigen-design: eigensolver=partial needs reduction="
+                                    "principal, the eigen design set, L2 noise and n <= "
+                                    f"{GRAM_LIMIT:,}")
+            return "partial"
+        if n <= self.max_dense_cells:
+            return "dense"
+        if self.structure == "dense" or self.eigensolver == "full":
+            raise NotApplicable(f"eigen-design: {n:,} cells exceed max_dense_cells = "
+                                f"{self.max_dense_cells:,} for a dense eigendecomposition")
+        if partial_ok:
+            return "partial"
+        if workload.is_product_union and len(workload.domain) > 1 and self.reduction == "none":
+            return "kronecker"
+        raise NotApplicable(
+            f"eigen-design: {n:,} cells exceed max_dense_cells = {self.max_dense_cells:,}; "
+            "beyond it use reduction=principal (L2 noise, up to "
+            f"{GRAM_LIMIT:,} cells) or a product workload on several attributes (Kronecker "
+            "path)")
+
+    def check(self, workload: Workload, privacy: Privacy) -> None:
+        """Refuse what the chosen route cannot serve (with the reason)."""
+        super().check(workload, privacy)
+        route = self._route(workload, privacy)
+        if route == "kronecker":
+            if not workload.is_product_union:
+                raise NotApplicable("eigen-design: the Kronecker path needs a union of "
+                                    "Kronecker products")
+            if workload.domain.size > self.max_cells:
+                raise NotApplicable(f"eigen-design: {workload.domain.size:,} cells exceed "
+                                    f"max_cells = {self.max_cells:,}")
+
+    # ----- planning -----------------------------------------------------------------------
+    def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
+        route = self._route(workload, privacy)
+        norm = self._norm(privacy)
+        timings: dict[str, float] = {}
+        details: dict[str, Any] = {"kind": "eigen-design", "structure": route, "norm": norm,
+                                   "noise_handling": self.noise_handling,
+                                   "design_set": self.design_set, "reduction": self.reduction}
+        if privacy.noise == "gaussian":
+            details["calibration"] = privacy.calibration
+        bound = None
+        eig = None
+        if route == "kronecker":
+            start = time.perf_counter()
+            design = kron_design(workload, norm, design_set=self.design_set,
+                                 max_cells=self.max_cells, method=self.solver, seed=self.seed,
+                                 progress=progress)
+            timings["program1"] = time.perf_counter() - start
+            bound = design.info.get("svd_bound")
+        else:
+            start = time.perf_counter()
+            report(progress, 0, math.nan, "workload Gram")
+            G = dense_gram(workload)
+            timings["gram"] = time.perf_counter() - start
+            if route == "partial":
+                start = time.perf_counter()
+                design = principal_vectors_partial(G, self.fraction, complete=self.completion,
+                                                   seed=self.seed, progress=progress)
+                timings["design"] = time.perf_counter() - start
+            else:
+                report(progress, 0, math.nan, "eigendecomposition")
+                eig = eigen_queries(G, self.zero_tol)
+                timings["eigh"] = eig.seconds
+                bound = eig.svd_bound
+                start = time.perf_counter()
+                design = self._dense_design(eig, G, workload, norm, progress)
+                timings["design"] = time.perf_counter() - start
+            del G
+        A = design.strategy
+        unit = design.sensitivity[2] ** 2 * design.trace
+        if bound is not None and unit < bound * (1.0 - 1e-9):
+            raise ArithmeticError(f"eigen-design: computed error {unit:.10g} is below the SVD "
+                                  f"lower bound {bound:.10g} (numerical failure)")
+        details.update(self._views(design, eig, bound, workload))
+        details["timings"] = timings
+        return Plan(mechanism=self.name, workload=workload, privacy=privacy, strategy=A,
+                    trace=design.trace, sensitivity=dict(design.sensitivity),
+                    details=details, reconstructor=_reconstructor(design),
+                    query_variances=_variances(design, route))
+
+    def _dense_design(self, eig, G: np.ndarray, workload: Workload, norm: int,
+                      progress: Progress | None) -> WeightedDesign:
+        if self.design_set != "eigen":
+            Q = kron_dense([basis(self.design_set, m) for m in workload.domain.shape])
+            costs = design_costs(Q, F=eig.factor())
+            res = solve_program1(costs, constraint_matrix(Q, norm),
+                                 power=program1_power(norm), method=self.solver,
+                                 progress=progress)
+            return weighted_design(Q, costs, res.x, norm, complete=self.completion,
+                                   F=eig.factor(), program1=(res.summary(),),
+                                   info={"design_set": self.design_set})
+        if self.reduction == "separation":
+            return eigen_separation(eig, self.group_size or default_group_size(eig.n), norm,
+                                    complete=self.completion, progress=progress)
+        if self.reduction == "principal":
+            return principal_vectors(eig, self.fraction, norm, complete=self.completion,
+                                     progress=progress)
+        return eigen_design(eig, norm, complete=self.completion, method=self.solver,
+                            progress=progress)
+
+    def _views(self, design: WeightedDesign, eig, bound: float | None, workload: Workload
+               ) -> dict[str, Any]:
+        """Data for the dashboard: weights, completion, bound ratio, small strategy matrix."""
+        A = design.strategy
+        views: dict[str, Any] = {
+            "costs": design.costs,
+            "weights": design.weights,
+            "row_weights": A.weights,
+            "completion": A.completion,
+            "completed_cells": int(A.cells.size),
+            "strategy_rows": int(A.shape[0]),
+            "program1": list(design.program1),
+            "value_before_completion": design.value,
+            "unit_error": design.unit_error(),
+        }
+        views.update({k: v for k, v in design.info.items() if k != "attribute_bases"})
+        if "attribute_bases" in design.info and max(workload.domain.shape) <= DISPLAY_CELLS:
+            views["attribute_bases"] = design.info["attribute_bases"]
+        if eig is not None:
+            views["eigenvalues"] = eig.values
+            views["rank"] = eig.rank
+            views["approximation_ratio"] = eig.approximation_ratio()
+        if bound is not None:
+            views["svd_bound"] = bound
+            views["bound_ratio"] = math.sqrt(design.sensitivity[2] ** 2 * design.trace / bound)
+        if A.n <= DISPLAY_CELLS and A.shape[0] * A.n <= DENSE_GUARD:
+            views["strategy_matrix"] = A.dense()
+            if isinstance(A.queries, np.ndarray):
+                views["design_queries"] = A.queries
+        return views
+
+
+def _reconstructor(design: WeightedDesign):
+    solver = design.solver
+
+    def reconstruct(plan: Plan, y: np.ndarray) -> np.ndarray:
+        # least squares through the strategy's structure: x = (A^T A)^+ A^T y
+        return plan.workload.answer(solver.apply(plan.strategy.rmatvec(y)))
+
+    return reconstruct
+
+
+def _variances(design: WeightedDesign, route: str):
+    if route == "kronecker":
+        return lambda plan: kron_query_variances(plan.workload, design)
+
+    def variances(plan: Plan) -> np.ndarray:
+        workload = plan.workload
+        if len(workload.domain) == 1:
+            # a one-factor Kronecker product: engine.error's interval formulas apply
+            return per_query_variances(workload, Kron([plan.strategy]))
+        return _generic_variances(workload, design)
+
+    return variances
+
+
+def _generic_variances(workload: Workload, design: WeightedDesign) -> np.ndarray:
+    """``w^T (A^T A)^+ w`` for every workload row, a chunk of rows at a time."""
+    n = workload.domain.size
+    if workload.num_queries * n > VARIANCE_WORK:
+        raise NotApplicable(f"per-query variances of {workload.num_queries:,} queries over "
+                            f"{n:,} cells are not listed (limit {VARIANCE_WORK:,} products)")
+    solver = design.solver
+    parts = []
+    for t in workload.terms:
+        M = t.full_matrix()
+        m = M.shape[0]
+        # identity columns (m x chunk) and the rows they pick (n x chunk) stay ~100 MB
+        chunk = max(1, min(DENSE_GUARD // (4 * n), DENSE_GUARD // (4 * m)))
+        out = np.empty(m)
+        for lo in range(0, m, chunk):
+            hi = min(m, lo + chunk)
+            E = np.zeros((m, hi - lo))
+            E[np.arange(lo, hi), np.arange(hi - lo)] = 1.0
+            rows = M.rmatvec(E)  # (n x chunk): the workload rows as columns
+            out[lo:hi] = (rows * solver.apply(rows)).sum(axis=0)
+        parts.append(t.weight**2 * out)
+    return np.concatenate(parts)

@@ -1,0 +1,235 @@
+"""Eigen-Design on Kronecker-product and marginal workloads without a dense n x n matrix.
+
+For a workload that is a weighted union of Kronecker products,
+``G = sum_t w_t**2 (V_1^t kron ... kron V_d^t)`` with per-attribute Grams ``V_i^t`` (the
+all-ones matrix for an attribute a term sums out). When, on every attribute, the Grams of all
+terms commute (identity/total on marginals, any single block, ...), one orthonormal basis
+``Q_i`` per attribute diagonalises them all, and the eigen-queries of G are exactly the rows of
+``Q = Q_1 kron ... kron Q_d`` with eigenvalues ``c = sum_t w_t**2 kron_i diag(Q_i V_i^t Q_i^T)``.
+Program 1's constraint matrix is then ``B = (Q_1 o Q_1) kron ... kron (Q_d o Q_d)`` too, so
+the dual solver needs only O(n sum n_i) products and the strategy ``diag(sqrt u) Q`` is applied
+with Kronecker mat-vecs: nothing of size n**2 is formed.
+
+When the Grams on an attribute do not commute (e.g. 2-way *range* marginals: the all-range
+Gram and the all-ones matrix), no Kronecker basis holds the exact eigenvectors; we then use the
+eigenvectors of the attribute's partial trace ``sum_t w_t**2 prod_{k != i} tr(V_k^t) V_i^t``
+(the best single-attribute summary of G) as design set. The error stays exact because Program 1
+is exact for any orthonormal design (``c_i = (Q G Q^T)_ii``); only optimality within the
+eigen-design family is lost, and ``details["basis"]`` says so.
+
+Where it stops, and why:
+* every vector has n entries (weights, costs, the dual variables, the data vector itself), so
+  the structured path is limited by memory for vectors, not matrices: ``max_cells`` (default
+  2**24 = 16.8M cells; each Program 1 iteration costs O(n sum n_i));
+* each attribute's Gram is eigendecomposed densely (attribute sizes up to a few thousand);
+* the diagonal completion is not applied: ``tr[G (Q^T U Q + D^2)^-1]`` has no Kronecker form,
+  so the plan stores the exact, uncompleted ``diag(sqrt u) Q`` (error = Program 1's value).
+  On marginal workloads this is already optimal (it meets the SVD bound exactly);
+* terms that are not Kronecker products (pair queries, explicit rows over several attributes)
+  have no per-attribute Gram: such workloads need the dense path (n <= max_dense_cells).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.errors import NotApplicable
+from engine.linalg.matrix import Dense, Kron, Matrix, kmatvec
+from engine.mechanisms.eigen_design.design import (
+    WeightedDesign,
+    program1_power,
+    weighted_design,
+)
+from engine.mechanisms.eigen_design.designsets import basis
+from engine.mechanisms.eigen_design.program1 import solve_program1
+from engine.progress import Progress
+from engine.workloads.blocks import Block
+from engine.workloads.workload import Workload
+
+#: Largest domain served by the structured path (vectors of n floats, ~130 MB each at 2**24).
+MAX_CELLS = 2**24
+#: Off-diagonal mass (relative) below which a basis counts as diagonalising a Gram.
+DIAGONAL_RTOL = 1e-9
+
+
+def _gram(f: Matrix) -> np.ndarray:
+    return f.gram_array() if isinstance(f, Block) else f.gram().dense()
+
+
+def factor_grams(workload: Workload) -> list[tuple[float, list[np.ndarray]]]:
+    """``(weight, per-attribute Grams over the full domain)`` for every product term."""
+    if not workload.is_product_union:
+        bad = next(t.label for t in workload.terms if not t.is_product)
+        raise NotApplicable(f"eigen-design (structured): term {bad!r} is not a Kronecker "
+                            "product of per-attribute queries")
+    return [(t.weight, [_gram(f) for f in t.full_factors()]) for t in workload.terms]
+
+
+def _offdiagonal(Q: np.ndarray, V: np.ndarray) -> float:
+    T = Q @ V @ Q.T
+    off = T - np.diag(np.diag(T))
+    return float(np.linalg.norm(off) / max(float(np.linalg.norm(T)), 1e-300))
+
+
+@dataclass(frozen=True)
+class AttributeBases:
+    """Per-attribute orthonormal bases and whether their product holds G's eigenvectors."""
+
+    bases: list[np.ndarray]
+    exact: list[bool]
+
+    @property
+    def all_exact(self) -> bool:
+        """True when ``Q_1 kron ... kron Q_d`` are exactly the eigen-queries of G."""
+        return all(self.exact)
+
+
+def _is_all_ones(V: np.ndarray) -> bool:
+    return bool(np.allclose(V, V.flat[0])) and V.flat[0] > 0
+
+
+def eigen_bases(grams: list[tuple[float, list[np.ndarray]]], seed: int = 0) -> AttributeBases:
+    """Per-attribute bases that diagonalise the attribute's Grams when they commute.
+
+    For each attribute: the eigenvectors of the partial trace, or of a random positive
+    combination of the distinct Grams (which separates degenerate eigenspaces of a commuting
+    family), when one of them diagonalises every Gram (exact). Otherwise an approximate
+    basis: if a term sums the attribute out (all-ones Gram), the constant vector plus the
+    eigenvectors of the other Grams' partial trace compressed to its complement, which keeps
+    the workload's marginal (low-rank) structure exact; else the partial trace's eigenvectors.
+    """
+    d = len(grams[0][1])
+    rng = np.random.default_rng(seed)
+    bases, exact = [], []
+    for i in range(d):
+        weights = [w**2 * math.prod(float(np.trace(vs[k])) for k in range(d) if k != i)
+                   for w, vs in grams]
+        partial = sum(c * vs[i] for c, (_, vs) in zip(weights, grams, strict=True))
+        distinct: list[np.ndarray] = []
+        for _, vs in grams:
+            if not any(V.shape == vs[i].shape and np.array_equal(V, vs[i]) for V in distinct):
+                distinct.append(vs[i])
+        candidates = [partial]
+        if len(distinct) > 1:
+            scale = [1.0 / max(float(np.abs(V).max()), 1e-300) for V in distinct]
+            candidates.append(sum(rng.uniform(0.5, 1.5) * s * V
+                                  for s, V in zip(scale, distinct, strict=True)))
+        chosen = None
+        for M in candidates:
+            Q = _descending_eigenvectors(M)
+            if all(_offdiagonal(Q, V) <= DIAGONAL_RTOL for V in distinct):
+                chosen = Q
+                break
+        if chosen is not None:
+            bases.append(chosen)
+            exact.append(True)
+            continue
+        m = partial.shape[0]
+        if any(_is_all_ones(V) for V in distinct):
+            others = sum(c * vs[i] for c, (_, vs) in zip(weights, grams, strict=True)
+                         if not _is_all_ones(vs[i]))
+            P = np.eye(m) - 1.0 / m
+            rest = _descending_eigenvectors(P @ others @ P)[: m - 1]
+            # the complement eigenvectors are orthogonal to the constant up to round-off
+            rest -= rest.mean(axis=1, keepdims=True)
+            rest, _ = np.linalg.qr(rest.T)
+            bases.append(np.vstack([np.full(m, 1.0 / np.sqrt(m)), rest.T]))
+        else:
+            bases.append(_descending_eigenvectors(partial))
+        exact.append(False)
+    return AttributeBases(bases, exact)
+
+
+def _descending_eigenvectors(M: np.ndarray) -> np.ndarray:
+    _, U = np.linalg.eigh((M + M.T) / 2.0)
+    return np.ascontiguousarray(U[:, ::-1].T)
+
+
+def kron_costs(grams: list[tuple[float, list[np.ndarray]]], bases: list[np.ndarray]
+               ) -> np.ndarray:
+    """``c = diag(Q G Q^T)`` for ``Q = kron(bases)``.
+
+    Term by term: ``sum_t w_t**2 kron_i diag(Q_i V_i^t Q_i^T)`` (a vector of n entries).
+    """
+    c = None
+    for w, vs in grams:
+        vec = np.array([w**2])
+        for Q, V in zip(bases, vs, strict=True):
+            vec = np.kron(vec, np.einsum("ij,jk,ik->i", Q, V, Q))
+        c = vec if c is None else c + vec
+    return np.maximum(c, 0.0)
+
+
+def kron_design(workload: Workload, norm: int = 2, *, design_set: str = "eigen",
+                max_cells: int = MAX_CELLS, method: str = "auto", seed: int = 0,
+                progress: Progress | None = None) -> WeightedDesign:
+    """Program 1 on a Kronecker design set for a product-union workload (no completion).
+
+    Args:
+        workload: a union of Kronecker products.
+        norm: 2 (Gram weights, (eps, delta)/zCDP) or 1 (row weights, eps-DP).
+        design_set: ``eigen`` (the workload's own per-attribute eigenbases), ``wavelet`` or
+            ``fourier``.
+        max_cells: refuse larger domains (every vector has n entries).
+        method: Program 1 solver (implicit operators use the dual).
+        seed: seed of the random combination that separates degenerate eigenspaces.
+        progress: receives Program 1 iterations.
+
+    Raises:
+        NotApplicable: non-product terms, or a domain above ``max_cells``.
+    """
+    n = workload.domain.size
+    if n > max_cells:
+        raise NotApplicable(f"eigen-design (structured): {n:,} cells exceed max_cells = "
+                            f"{max_cells:,}; weights and data vectors have one entry per cell")
+    grams = factor_grams(workload)
+    if design_set == "eigen":
+        ab = eigen_bases(grams, seed)
+        bases = ab.bases
+        basis_note = ("exact eigen-queries (the attribute Grams commute)" if ab.all_exact
+                      else "approximate on attribute(s) "
+                           + ", ".join(workload.domain.names[i] for i, e in enumerate(ab.exact)
+                                       if not e) + " (their Grams do not commute; see "
+                           "structured.eigen_bases)")
+        exact = ab.all_exact
+    else:
+        bases = [basis(design_set, m) for m in workload.domain.shape]
+        basis_note, exact = f"{design_set} basis on every attribute", False
+    costs = kron_costs(grams, bases)
+    Q = Kron([Dense(B) for B in bases])
+    power = program1_power(norm)
+    B = Kron([Dense(np.abs(b) ** (2 if norm == 2 else 1)) for b in bases])
+    # an implicit B cannot go to the interior point (k x k Newton systems with k = n)
+    res = solve_program1(costs, B, power=power, method="dual" if method == "ipm" else method,
+                         progress=progress)
+    info = {"design_set": design_set, "structure": "kronecker", "basis": basis_note,
+            "exact_eigenbasis": exact, "attribute_bases": bases}
+    if exact:
+        # the eigenvalues are known in closed form, so the SVD bound comes for free
+        info["svd_bound"] = float(np.sqrt(costs).sum() ** 2 / n)
+    return weighted_design(Q, costs, res.x, norm, complete=False, program1=(res.summary(),),
+                           info=info)
+
+
+def kron_query_variances(workload: Workload, design: WeightedDesign) -> np.ndarray:
+    """Unit per-query variances ``w^T (A^T A)^+ w`` of a Kronecker design, term by term.
+
+    For a product row ``w = kron_k f_k``: ``sum_i (Q w)_i**2 / lambda_i**2`` with
+    ``Q w = kron_k (Q_k f_k)``, i.e. one Kronecker mat-vec of ``1 / lambda**2`` per term.
+    """
+    s = design.strategy
+    inv = design.solver.inv if design.solver is not None else None
+    if inv is None or not isinstance(s.queries, Kron):
+        raise NotApplicable("kron_query_variances needs an uncompleted Kronecker design")
+    bases = [f.dense() for f in s.queries.factors]
+    parts = []
+    for t in workload.terms:
+        factors = []
+        for Qk, f in zip(bases, t.full_factors(), strict=True):
+            F = f.dense()
+            factors.append(((Qk @ F.T) ** 2).T)  # (m_k x n_k)
+        parts.append(t.weight**2 * kmatvec(factors, inv))
+    return np.concatenate(parts)
