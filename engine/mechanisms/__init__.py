@@ -6,6 +6,7 @@ Importing this package registers every mechanism; ``registry_names()`` lists the
 from engine.mechanisms import (
     aim_grem,  # noqa: F401  (registers aim-grem)
     baselines,  # noqa: F401  (registers the baselines)
+    eigen_design,  # noqa: F401  (registers eigen-design)
     hierarchical,  # noqa: F401  (registers hierarchical-pgsr)
 )
 from engine.mechanisms.base import (
