@@ -238,3 +238,25 @@ def eigen_design(eig: EigenQueries, norm: int = 2, *, complete: bool = True,
     return weighted_design(eig.vectors, eig.values, res.x, norm, complete=complete,
                            F=eig.factor(), program1=(res.summary(),),
                            info={"design_set": "eigen"})
+
+
+def basis_design(queries: np.ndarray, eig: EigenQueries, norm: int = 2, *,
+                 complete: bool = True, method: str = "auto", name: str = "basis",
+                 progress: Progress | None = None) -> WeightedDesign:
+    """Program 1 on a fixed orthonormal design set (Wavelet, Fourier, identity; Figure 5).
+
+    Args:
+        queries: (n x n) orthonormal design rows.
+        eig: the workload's eigen-queries (used only as the factor ``G = F F^T``).
+        norm: 2 (Gram weights) or 1 (row weights, section 3.5).
+        complete: add the diagonal completion.
+        method: Program 1 solver.
+        name: the design set's name (kept in ``info``).
+        progress: receives Program 1 iterations.
+    """
+    F = eig.factor()
+    costs = design_costs(queries, F=F)
+    res = solve_program1(costs, constraint_matrix(queries, norm), power=program1_power(norm),
+                         method=method, progress=progress)
+    return weighted_design(queries, costs, res.x, norm, complete=complete, F=F,
+                           program1=(res.summary(),), info={"design_set": name})

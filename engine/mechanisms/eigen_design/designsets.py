@@ -13,7 +13,8 @@ the weights.
   Barak et al. on the binary encoding, spec 8.2); otherwise the DCT-II basis, whose first row
   is the constant (spec 11). This is our construction; the paper's for non-binary attributes
   is unknown.
-* ``eigen``: the eigenvectors of the attribute's own Gram (see ``structured``).
+* ``identity``: the unit vectors (Program 1 then returns the identity strategy);
+* ``eigen``: the eigenvectors of the workload's Gram (see ``design`` and ``structured``).
 
 Figure 5's finding: on all ranges Wavelet/Fourier designs cost about 20 % more error than the
 eigen-queries and the same on 2-way marginals, but on permuted cell orders they are several
@@ -27,17 +28,26 @@ import scipy.fft
 
 from engine.mechanisms.baselines import haar
 
-DESIGN_SETS = ("eigen", "wavelet", "fourier")
+DESIGN_SETS = ("eigen", "wavelet", "fourier", "identity")
+#: Design sets tried under L1 (eps-DP), where no design set is universally good (section 3.5).
+L1_CANDIDATES = ("eigen", "wavelet", "fourier", "identity")
 
 
 def _orthonormal_rows(M: np.ndarray, n: int) -> np.ndarray:
-    """Gram-Schmidt on the rows of M in order (dropping dependent rows), n rows out."""
-    q, r = np.linalg.qr(M.T)
-    keep = np.abs(np.diag(r)) > 1e-10 * np.abs(np.diag(r)).max()
-    Q = (q[:, keep] * np.sign(np.diag(r)[keep])).T
-    if Q.shape[0] != n:
-        raise ValueError(f"basis: expected {n} independent rows, found {Q.shape[0]}")
-    return Q
+    """Gram-Schmidt on the rows of M in order, skipping dependent rows, until n rows."""
+    out: list[np.ndarray] = []
+    for row in M:
+        v = row.astype(float)
+        for _ in range(2):  # re-orthogonalise once: classical Gram-Schmidt twice is stable
+            if out:
+                B = np.asarray(out)
+                v = v - B.T @ (B @ v)
+        norm = float(np.linalg.norm(v))
+        if norm > 1e-8 * float(np.linalg.norm(row)):
+            out.append(v / norm)
+        if len(out) == n:
+            return np.asarray(out)
+    raise ValueError(f"basis: expected {n} independent rows, found {len(out)}")
 
 
 def wavelet_basis(n: int) -> np.ndarray:
@@ -64,13 +74,15 @@ def fourier_basis(n: int) -> np.ndarray:
 
 
 def basis(kind: str, n: int) -> np.ndarray:
-    """The per-attribute orthonormal basis of a named design set (``wavelet``/``fourier``)."""
+    """The per-attribute orthonormal basis of a fixed design set (wavelet/fourier/identity)."""
+    if kind == "identity":
+        return np.eye(n)
     if kind == "wavelet":
         return wavelet_basis(n)
     if kind == "fourier":
         return fourier_basis(n)
-    raise ValueError(f"design set: unknown {kind!r}; allowed: wavelet, fourier (eigen "
-                     "bases depend on the workload)")
+    raise ValueError(f"design set: unknown {kind!r}; allowed: wavelet, fourier, identity "
+                     "(eigen bases depend on the workload)")
 
 
 def kron_dense(bases: list[np.ndarray]) -> np.ndarray:

@@ -33,17 +33,19 @@ from engine.mechanisms.base import Mechanism, Plan, register, registered_name
 from engine.mechanisms.eigen_design.design import (
     GRAM_LIMIT,
     ZERO_TOL,
+    EigenQueries,
     WeightedDesign,
-    constraint_matrix,
+    basis_design,
     dense_gram,
-    design_costs,
     eigen_design,
     eigen_queries,
-    program1_power,
-    weighted_design,
 )
-from engine.mechanisms.eigen_design.designsets import DESIGN_SETS, basis, kron_dense
-from engine.mechanisms.eigen_design.program1 import solve_program1
+from engine.mechanisms.eigen_design.designsets import (
+    DESIGN_SETS,
+    L1_CANDIDATES,
+    basis,
+    kron_dense,
+)
 from engine.mechanisms.eigen_design.reductions import (
     default_group_size,
     eigen_separation,
@@ -91,9 +93,12 @@ class EigenDesignMechanism(Mechanism):
                                     doc="Which sensitivity the weights are optimised for: "
                                         "auto (L1 for Laplace, L2 otherwise), l2 (the "
                                         "paper's (eps, delta) algorithm) or l1 (section 3.5).")
-    design_set = param.Selector(default="eigen", objects=list(DESIGN_SETS),
-                                doc="Design queries weighted by Program 1: the workload's "
-                                    "eigen-queries, or a Wavelet / Fourier basis (Figure 5).")
+    design_set = param.Selector(default="auto", objects=["auto", *DESIGN_SETS],
+                                doc="Design queries weighted by Program 1: auto (the "
+                                    "eigen-queries under L2, or the identity if exactly as "
+                                    "good; under L1, where no design set is universally good, "
+                                    "the best of eigen, wavelet, fourier and identity), or "
+                                    "one of them (Figure 5).")
     completion = param.Boolean(default=True,
                                doc="Add single-cell queries so every column reaches the "
                                    "sensitivity (never increases error; dense path only).")
@@ -126,9 +131,11 @@ class EigenDesignMechanism(Mechanism):
     def _route(self, workload: Workload, privacy: Privacy) -> str:
         n = workload.domain.size
         norm = self._norm(privacy)
-        partial_ok = (self.reduction == "principal" and self.design_set == "eigen"
-                      and norm == 2 and n <= GRAM_LIMIT)
-        if self.reduction != "none" and self.design_set != "eigen":
+        eigen_only = self.design_set == "eigen" or (self.design_set == "auto" and (
+            norm == 2 or self.reduction != "none"))
+        partial_ok = (self.reduction == "principal" and eigen_only and norm == 2
+                      and n <= GRAM_LIMIT)
+        if self.reduction != "none" and not eigen_only:
             raise NotApplicable("eigen-design: reductions apply to the eigen-query design "
                                 "set only")
         if self.structure == "kronecker":
@@ -182,11 +189,14 @@ class EigenDesignMechanism(Mechanism):
             details["calibration"] = privacy.calibration
         bound = None
         eig = None
+        candidates: dict[str, float] = {}
         if route == "kronecker":
             start = time.perf_counter()
-            design = kron_design(workload, norm, design_set=self.design_set,
-                                 max_cells=self.max_cells, method=self.solver, seed=self.seed,
-                                 progress=progress)
+            design, candidates = _best([
+                (name, lambda name=name: kron_design(
+                    workload, norm, design_set=name, max_cells=self.max_cells,
+                    method=self.solver, seed=self.seed, progress=progress))
+                for name in self._design_sets(norm)], norm)
             timings["program1"] = time.perf_counter() - start
             bound = design.info.get("svd_bound")
         else:
@@ -205,7 +215,7 @@ class EigenDesignMechanism(Mechanism):
                 timings["eigh"] = eig.seconds
                 bound = eig.svd_bound
                 start = time.perf_counter()
-                design = self._dense_design(eig, G, workload, norm, progress)
+                design, candidates = self._dense_design(eig, workload, norm, progress)
                 timings["design"] = time.perf_counter() - start
             del G
         A = design.strategy
@@ -215,30 +225,41 @@ class EigenDesignMechanism(Mechanism):
                                   f"lower bound {bound:.10g} (numerical failure)")
         details.update(self._views(design, eig, bound, workload))
         details["timings"] = timings
+        if len(candidates) > 1:
+            details["candidates"] = candidates
         return Plan(mechanism=self.name, workload=workload, privacy=privacy, strategy=A,
                     trace=design.trace, sensitivity=dict(design.sensitivity),
                     details=details, reconstructor=_reconstructor(design),
                     query_variances=_variances(design, route))
 
-    def _dense_design(self, eig, G: np.ndarray, workload: Workload, norm: int,
-                      progress: Progress | None) -> WeightedDesign:
-        if self.design_set != "eigen":
-            Q = kron_dense([basis(self.design_set, m) for m in workload.domain.shape])
-            costs = design_costs(Q, F=eig.factor())
-            res = solve_program1(costs, constraint_matrix(Q, norm),
-                                 power=program1_power(norm), method=self.solver,
-                                 progress=progress)
-            return weighted_design(Q, costs, res.x, norm, complete=self.completion,
-                                   F=eig.factor(), program1=(res.summary(),),
-                                   info={"design_set": self.design_set})
+    def _design_sets(self, norm: int) -> list[str]:
+        if self.design_set != "auto":
+            return [self.design_set]
+        if self.reduction != "none":
+            return ["eigen"]
+        # under L2 the identity is inside the eigen family (u = 1), up to the solver's gap;
+        # keeping it as a candidate makes "never worse than the identity" exact
+        return ["eigen", "identity"] if norm == 2 else list(L1_CANDIDATES)
+
+    def _dense_design(self, eig: EigenQueries, workload: Workload, norm: int,
+                      progress: Progress | None) -> tuple[WeightedDesign, dict[str, float]]:
         if self.reduction == "separation":
             return eigen_separation(eig, self.group_size or default_group_size(eig.n), norm,
-                                    complete=self.completion, progress=progress)
+                                    complete=self.completion, progress=progress), {}
         if self.reduction == "principal":
             return principal_vectors(eig, self.fraction, norm, complete=self.completion,
-                                     progress=progress)
-        return eigen_design(eig, norm, complete=self.completion, method=self.solver,
-                            progress=progress)
+                                     progress=progress), {}
+
+        def build(name: str) -> WeightedDesign:
+            if name == "eigen":
+                return eigen_design(eig, norm, complete=self.completion, method=self.solver,
+                                    progress=progress)
+            Q = kron_dense([basis(name, m) for m in workload.domain.shape])
+            return basis_design(Q, eig, norm, complete=self.completion, method=self.solver,
+                                name=name, progress=progress)
+
+        return _best([(name, lambda name=name: build(name))
+                      for name in self._design_sets(norm)], norm)
 
     def _views(self, design: WeightedDesign, eig, bound: float | None, workload: Workload
                ) -> dict[str, Any]:
@@ -270,6 +291,17 @@ class EigenDesignMechanism(Mechanism):
             if isinstance(A.queries, np.ndarray):
                 views["design_queries"] = A.queries
         return views
+
+
+def _best(builders, norm: int) -> tuple[WeightedDesign, dict[str, float]]:
+    """The design with the smallest error among ``(name, build)`` candidates, and all errors."""
+    best, errors = None, {}
+    for name, build in builders:
+        design = build()
+        errors[name] = design.unit_error(norm)
+        if best is None or errors[name] < best.unit_error(norm):
+            best = design
+    return best, errors
 
 
 def _reconstructor(design: WeightedDesign):

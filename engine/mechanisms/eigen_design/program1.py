@@ -392,6 +392,14 @@ def solve_program1(c: np.ndarray, B: Operator, *, power: float = 1.0, method: st
     if method == "cvxpy":
         return _solve_cvxpy(c, B, power)
     if method == "auto":
+        if explicit and np.all((B > 0).sum(axis=0) <= 1):
+            # every cell constrains one variable only (e.g. the identity design): the problem
+            # separates and each weight takes its largest feasible value
+            with np.errstate(divide="ignore"):
+                x = np.where(live, 1.0 / B.max(axis=1), 0.0)
+            value = primal_value(c, x, power)
+            return Program1Result(x, value, value, 0, "closed form",
+                                  time.perf_counter() - start)
         x, value, lower = cauchy_schwarz_start(c, B, power)
         if value - lower <= tol * value:
             return Program1Result(x, value, lower, 0, "closed form",

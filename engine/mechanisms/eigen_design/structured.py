@@ -39,6 +39,7 @@ import numpy as np
 from engine.errors import NotApplicable
 from engine.linalg.matrix import Dense, Kron, Matrix, kmatvec
 from engine.mechanisms.eigen_design.design import (
+    ZERO_TOL,
     WeightedDesign,
     program1_power,
     weighted_design,
@@ -199,6 +200,9 @@ def kron_design(workload: Workload, norm: int = 2, *, design_set: str = "eigen",
         bases = [basis(design_set, m) for m in workload.domain.shape]
         basis_note, exact = f"{design_set} basis on every attribute", False
     costs = kron_costs(grams, bases)
+    # the same numerical-rank rule as the dense path: directions whose cost is round-off
+    # (<= ZERO_TOL relative) count as outside the workload's row space
+    costs[costs <= ZERO_TOL * float(costs.max(initial=0.0))] = 0.0
     Q = Kron([Dense(B) for B in bases])
     power = program1_power(norm)
     B = Kron([Dense(np.abs(b) ** (2 if norm == 2 else 1)) for b in bases])
