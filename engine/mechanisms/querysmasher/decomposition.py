@@ -1,0 +1,364 @@
+"""Query decomposition into mutually orthogonal residual sub-workloads (spec 3.2).
+
+A query q over the marginal on attribute set A splits into one sub-query per subset A' of A::
+
+    q_{=>A'} = q (W_1 kron ... kron W_l),  W_j = C_d = I - J/d   if attribute j is in A'
+                                          W_j = (1/d) 1_d         otherwise
+
+(tensor recipe: average q over the axes outside A', then centre it along every remaining
+axis). Sub-queries of different residuals are orthogonal and ``q x_A = sum_{A'} q_{=>A'}
+x_{A'}``, so each residual's sub-workload can be optimised on its own.
+
+What the optimiser needs from residual A' is its Gram ``G_{A'} = sum_q w(q) q_{=>A'}^T
+q_{=>A'}``. It is kept as a weighted sum of *pieces*, each either a Kronecker product of 1-D
+centred Grams (from product queries: ``C W_i^T W_i C`` per attribute) or one dense Gram (from
+non-product queries such as affine or abs_diff), every piece normalised to trace 1 and
+interned by content. Identical pieces merge, so a residual whose pieces all share one
+Kronecker Gram is recognised exactly (the Kronecker shortcut, spec R7) and residuals with equal
+normalised pieces are recognised as the same sub-problem without ever forming a c x c matrix.
+
+Weights: an engine term's ``weight`` multiplies its query rows, so each of its queries counts
+``weight**2`` in squared error; that is the QuerySmasher weight ``w(q)`` (Appendix E), copied
+unchanged to every sub-query.
+
+Example (spec R1, the worked example of Figures 1-2):
+    >>> import numpy as np
+    >>> q = np.array([[0, 1, 1, 0, 0, 1]], dtype=float)
+    >>> subquery(q, (2, 3), (0,)).round(4).tolist()
+    [[0.1667, -0.1667]]
+    >>> subquery(q, (2, 3), ()).tolist()
+    [[0.5]]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.errors import NotApplicable
+from engine.linalg.matrix import DENSE_GUARD, Matrix
+from engine.linalg.residuals import subsets
+from engine.progress import Progress, report
+from engine.workloads.blocks import Block
+from engine.workloads.term import Term
+from engine.workloads.workload import Workload
+
+AttrSet = tuple[int, ...]
+#: A piece's identity inside a residual: ("kron", one Gram key per attribute) or
+#: ("dense", (one Gram key,)).
+PieceKey = tuple[str, tuple[str, ...]]
+#: Pieces with a trace below this fraction of their term's squared norm count as zero.
+ZERO = 1e-13
+
+
+def subquery(rows: np.ndarray, sizes: Sequence[int], keep: Sequence[int]) -> np.ndarray:
+    """``q_{=>A'}`` for a batch of query rows (Eq. 3, tensor recipe).
+
+    Args:
+        rows: m x prod(sizes) queries over a marginal (C order).
+        sizes: the marginal's attribute sizes.
+        keep: positions (axes of the marginal) of the attributes in A'.
+
+    Returns:
+        m x prod(sizes[keep]) sub-queries over the marginal on A' (m x 1 when keep is empty).
+    """
+    rows = np.asarray(rows, dtype=float)
+    t = rows.reshape((rows.shape[0],) + tuple(sizes))
+    drop = tuple(1 + a for a in range(len(sizes)) if a not in keep)
+    if drop:
+        t = t.mean(axis=drop)
+    for ax in range(1, t.ndim):
+        t = t - t.mean(axis=ax, keepdims=True)
+    return t.reshape(rows.shape[0], -1)
+
+
+def residual_projector(sizes: Sequence[int], keep: Sequence[int]) -> np.ndarray:
+    """The Eq. 3 matrix ``Q_{A'} = kron_j (C_d if j in keep else (1/d) 1_d)`` (small cases).
+
+    ``q_{=>A'} = q @ Q_{A'}``; it has prod(sizes) rows and prod(sizes[keep]) columns.
+    """
+    out = np.ones((1, 1))
+    for ax, d in enumerate(sizes):
+        W = np.eye(d) - 1.0 / d if ax in keep else np.full((d, 1), 1.0 / d)
+        out = np.kron(out, W)
+    return out
+
+
+def centre_gram(G: np.ndarray) -> np.ndarray:
+    """``C G C`` with ``C = I - J/d``: the Gram of the centred rows."""
+    G = np.asarray(G, dtype=float)
+    G = G - G.mean(axis=0, keepdims=True)
+    return G - G.mean(axis=1, keepdims=True)
+
+
+class GramStore:
+    """Content-addressed store of trace-normalised Gram matrices.
+
+    ``add(G)`` returns ``(key, trace)``; equal normalised contents (to 12 decimals) share one
+    key and one stored array, which is what lets identical residual sub-problems be found and
+    solved once.
+    """
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def add(self, G: np.ndarray) -> tuple[str, float]:
+        """Intern ``G / tr(G)``; G must have a positive trace."""
+        trace = float(np.trace(G))
+        normed = np.asarray(G, dtype=float) / trace
+        digest = hashlib.blake2b(np.round(normed, 12).tobytes(), digest_size=12)
+        digest.update(repr(normed.shape).encode())
+        key = digest.hexdigest()
+        self._arrays.setdefault(key, normed)
+        return key, trace
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self._arrays[key]
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+
+@dataclass
+class ResidualWorkload:
+    """The sub-workload of one residual A': its Gram as a sum of interned pieces.
+
+    Attributes:
+        attrs: the residual's attribute set (axis tuple, domain order).
+        sizes: sizes of those attributes.
+        pieces: ``(kind, Gram keys) -> [weighted coefficient, unweighted coefficient]``; the
+            Gram is ``sum coef * piece`` with every piece of trace 1.
+        rows: number of sub-queries filed here (including repeats).
+    """
+
+    attrs: AttrSet
+    sizes: tuple[int, ...]
+    pieces: dict[PieceKey, list[float]] = field(default_factory=dict)
+    rows: int = 0
+
+    def add(self, key: PieceKey, coef: float, coef_unweighted: float, rows: int) -> None:
+        """Accumulate one piece (merging with an identical one)."""
+        slot = self.pieces.setdefault(key, [0.0, 0.0])
+        slot[0] += coef
+        slot[1] += coef_unweighted
+        self.rows += rows
+
+    @property
+    def cells(self) -> int:
+        """Cells of the marginal on A' (the sub-problem's dimension c)."""
+        return math.prod(self.sizes)
+
+    @property
+    def trace(self) -> float:
+        """``tr G_{A'}`` (weighted): the residual planner's ``v_{A'}``."""
+        return float(sum(c for c, _ in self.pieces.values()))
+
+    @property
+    def trace_unweighted(self) -> float:
+        """``tr`` of the unweighted sub-workload Gram."""
+        return float(sum(c for _, c in self.pieces.values()))
+
+    def single_kron(self) -> tuple[tuple[str, ...], float] | None:
+        """``(factor keys, coefficient)`` when the Gram is one Kronecker product, else None."""
+        if len(self.pieces) == 1:
+            (kind, keys), (coef, _) = next(iter(self.pieces.items()))
+            if kind == "kron":
+                return keys, coef
+        return None
+
+    def signature(self) -> tuple:
+        """Identifies the normalised sub-problem: residuals with equal signatures have
+        proportional Grams (same optimal strategy, losses scaled by ``trace``)."""
+        total = self.trace
+        return (self.sizes, tuple(sorted((kind, keys, round(c / total, 10))
+                                         for (kind, keys), (c, _) in self.pieces.items())))
+
+    def dense_gram(self, store: GramStore, weighted: bool = True) -> np.ndarray:
+        """The c x c Gram (refused above the dense size guard)."""
+        c = self.cells
+        if c * c > DENSE_GUARD:
+            raise NotApplicable(f"residual over {c:,} cells is too large for an explicit "
+                                f"{c:,} x {c:,} Gram")
+        G = np.zeros((c, c))
+        for (kind, keys), coefs in self.pieces.items():
+            G += coefs[0 if weighted else 1] * piece_gram(store, kind, keys)
+        return G
+
+
+def piece_gram(store: GramStore, kind: str, keys: tuple[str, ...]) -> np.ndarray:
+    """The explicit (trace-1) Gram of one piece."""
+    if kind == "dense":
+        return store[keys[0]]
+    out = np.ones((1, 1))
+    for key in keys:
+        out = np.kron(out, store[key])
+    return out
+
+
+@dataclass
+class Decomposition:
+    """Every non-empty residual sub-workload of a workload.
+
+    Attributes:
+        shape: sizes of every domain attribute.
+        residuals: residual attribute set -> its sub-workload (only non-zero ones).
+        store: the interned piece Grams.
+        num_queries: number of workload queries.
+        seconds: time spent decomposing.
+    """
+
+    shape: tuple[int, ...]
+    residuals: dict[AttrSet, ResidualWorkload]
+    store: GramStore
+    num_queries: int
+    seconds: float = 0.0
+
+    def __iter__(self) -> Iterator[ResidualWorkload]:
+        return iter(self.residuals.values())
+
+
+class _FactorInfo:
+    """Per-block data of a product factor: mean-part norm s, centred Gram key and trace."""
+
+    __slots__ = ("key", "mean2", "trace")
+
+    def __init__(self, key: str | None, mean2: float, trace: float) -> None:
+        self.key, self.mean2, self.trace = key, mean2, trace
+
+
+def _gram_array(f: Matrix) -> np.ndarray:
+    return f.gram_array() if isinstance(f, Block) else f.gram().dense()
+
+
+def _block_fingerprint(f: Matrix) -> tuple | None:
+    if isinstance(f, Block):
+        return (type(f).__name__, f.shape, repr(f.spec()))
+    return None
+
+
+class Decomposer:
+    """Turns workload terms into residual pieces, caching per block and per dense query."""
+
+    def __init__(self, shape: Sequence[int]) -> None:
+        self.shape = tuple(shape)
+        self.store = GramStore()
+        self.residuals: dict[AttrSet, ResidualWorkload] = {}
+        self._factors: dict[tuple, _FactorInfo] = {}
+        self._dense: dict[str, list[tuple[tuple[int, ...], PieceKey, float]]] = {}
+
+    def _residual(self, attrs: AttrSet) -> ResidualWorkload:
+        res = self.residuals.get(attrs)
+        if res is None:
+            res = ResidualWorkload(attrs, tuple(self.shape[i] for i in attrs))
+            self.residuals[attrs] = res
+        return res
+
+    def factor_info(self, f: Matrix) -> _FactorInfo:
+        """Mean part ``||W 1/d||^2`` and the interned centred Gram of one 1-D factor."""
+        fp = _block_fingerprint(f)
+        if fp is not None and fp in self._factors:
+            return self._factors[fp]
+        raw = _gram_array(f)
+        d = raw.shape[0]
+        mean2 = float(raw.sum()) / d**2
+        Gc = centre_gram(raw)
+        trace = float(np.trace(Gc))
+        key = None
+        if trace > ZERO * float(np.trace(raw)):
+            key, trace = self.store.add(Gc)
+        else:
+            trace = 0.0
+        info = _FactorInfo(key, mean2, trace)
+        if fp is not None:
+            self._factors[fp] = info
+        return info
+
+    def add_term(self, term: Term, qs_weight: float) -> None:
+        """File every sub-query of ``term`` (QuerySmasher weight ``qs_weight`` per query)."""
+        if qs_weight == 0:
+            return
+        if term.is_product:
+            self._add_product(term, qs_weight)
+        else:
+            self._add_dense(term, qs_weight)
+
+    def _add_product(self, term: Term, w: float) -> None:
+        infos = [self.factor_info(f) for f in term.factors or ()]
+        attrs = term.attrs
+        for keep in subsets(tuple(range(len(attrs)))):
+            coef = 1.0
+            keys = []
+            for pos, info in enumerate(infos):
+                if pos in keep:
+                    if info.key is None:
+                        coef = 0.0
+                        break
+                    coef *= info.trace
+                    keys.append(info.key)
+                else:
+                    coef *= info.mean2
+            if coef <= 0.0:
+                continue
+            sub = tuple(attrs[p] for p in keep)
+            self._residual(sub).add(("kron", tuple(keys)), w * coef, coef, term.num_queries)
+
+    def _add_dense(self, term: Term, w: float) -> None:
+        rows = term.query
+        m, c = rows.shape
+        if m * c > DENSE_GUARD:
+            raise NotApplicable(f"term {term.label!r}: {m:,} x {c:,} explicit queries exceed "
+                                "the dense size guard")
+        Q = rows.dense()
+        digest = hashlib.blake2b(np.ascontiguousarray(Q).tobytes(), digest_size=12)
+        digest.update(repr((Q.shape, term.marginal_shape)).encode())
+        fp = digest.hexdigest()
+        if fp not in self._dense:
+            self._dense[fp] = self._dense_pieces(Q, term.marginal_shape)
+        for keep, key, coef in self._dense[fp]:
+            sub = tuple(term.attrs[p] for p in keep)
+            self._residual(sub).add(key, w * coef, coef, m)
+
+    def _dense_pieces(self, Q: np.ndarray, sizes: tuple[int, ...]
+                      ) -> list[tuple[tuple[int, ...], PieceKey, float]]:
+        norm2 = float((Q * Q).sum())
+        out = []
+        for keep in subsets(tuple(range(len(sizes)))):
+            S = subquery(Q, sizes, keep)
+            trace = float((S * S).sum())
+            if trace <= ZERO * norm2:
+                continue  # every sub-query is zero: this residual needs no mechanism
+            if len(keep) == 0:
+                out.append((keep, ("kron", ()), trace))
+                continue
+            key, trace = self.store.add(S.T @ S)
+            # one-attribute pieces are (trivially) Kronecker: they can merge with product ones
+            out.append((keep, ("kron" if len(keep) == 1 else "dense", (key,)), trace))
+        return out
+
+
+def decompose(workload: Workload, progress: Progress | None = None) -> Decomposition:
+    """Decompose every term of ``workload`` into residual sub-workloads (no data access).
+
+    Args:
+        workload: any workload (every term lives on an attribute subset).
+        progress: receives one report per 1,000 terms.
+
+    Returns:
+        The residual sub-workloads with non-zero Gram, keyed by attribute set.
+    """
+    start = time.perf_counter()
+    dec = Decomposer(workload.domain.shape)
+    for i, term in enumerate(workload.terms):
+        dec.add_term(term, term.weight**2)
+        if (i + 1) % 1000 == 0:
+            report(progress, i + 1, float("nan"), f"decomposed {i + 1:,} terms")
+    residuals = {a: r for a, r in sorted(dec.residuals.items(), key=lambda kv: (len(kv[0]),
+                                                                               kv[0]))
+                 if r.trace > 0}
+    return Decomposition(dec.shape, residuals, dec.store, workload.num_queries,
+                         time.perf_counter() - start)

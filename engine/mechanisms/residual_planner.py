@@ -1,0 +1,279 @@
+"""ResidualPlanner (Xiao, He, Zhang, Kifer, NeurIPS 2023), registered as ``residual-planner``.
+
+One Gaussian mechanism per attribute set A' in the downward closure of the workload: it
+releases the residual ``z_{A'} = H_{A'} (x_{A'} + xi)``, ``H_{A'} = kron_{i in A'} S_{d_i}``
+(subtraction matrices), ``xi ~ N(0, tau2_{A'} I)``, at privacy cost ``p_{A'} / tau2_{A'}`` with
+``p_{A'} = prod (d_i - 1)/d_i`` (costs add exactly). Every workload marginal is reconstructed
+from the residuals of its subsets, ``x_A = sum_{A' subset A} Recon(z_{A'})``, with per-cell
+variance ``sum_{A' subset A} tau2_{A'} v(A', A)`` (spec 2.2; the residual algebra is shared with
+AIM+GReM in ``engine.linalg.residuals``).
+
+Noise allocation (privacy cost beta = 1, i.e. zCDP rho = 1/2):
+
+* ``objective="sum"``: the closed form ``tau2 = sqrt(p/v) sum sqrt(v p) / beta`` minimises the
+  weighted sum of variances ``sum v tau2`` with ``v_{A'} = tr G_{A'}`` (for marginals the
+  spec's ``v_{A'}``; for any other query answerable from marginals, the trace of its residual
+  sub-workload Gram);
+* ``objective="max"``: the convex program ``min sum p / s`` subject to ``w_q Var_q(s) <= 1``
+  for every query (cvxpy with Clarabel, SCS as fallback), rescaled to cost beta.
+
+RP is optimal among all matrix mechanisms for marginal workloads under both objectives.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+import param
+
+from engine.errors import NotApplicable
+from engine.linalg.residuals import (
+    decomp,
+    marginal_from_residuals,
+    privacy_factor,
+    residual_shape,
+    subsets,
+    variance_factor,
+)
+from engine.mechanisms.base import Measurement, Mechanism, Plan, register, registered_name
+from engine.mechanisms.querysmasher.assemble import (
+    Assembly,
+    MarginalSource,
+    Release,
+    assembly_plan,
+)
+from engine.mechanisms.querysmasher.decomposition import AttrSet, Decomposition, decompose, subquery
+from engine.mechanisms.querysmasher.mechanism import GAUSSIAN_ONLY
+from engine.mechanisms.querysmasher.submechanisms import KronSub
+from engine.mechanisms.querysmasher.subsolvers import rp_factor
+from engine.privacy import Privacy
+from engine.progress import Progress, report
+from engine.workloads.workload import Workload
+
+
+def sum_allocation(v: Sequence[float], p: Sequence[float], beta: float = 1.0
+                   ) -> tuple[np.ndarray, float]:
+    """Minimise ``sum v tau2`` subject to ``sum p / tau2 = beta`` (Cauchy-Schwarz).
+
+    Returns:
+        ``(tau2, total)`` with ``tau2 = sqrt(p/v) sum sqrt(v p) / beta`` and the optimal
+        weighted sum of variances ``total = (sum sqrt(v p))**2 / beta``.
+    """
+    v, p = np.asarray(v, dtype=float), np.asarray(p, dtype=float)
+    s = float(np.sqrt(v * p).sum())
+    return np.sqrt(p / v) * s / beta, s**2 / beta
+
+
+def max_allocation(p: np.ndarray, A: np.ndarray, beta: float = 1.0
+                   ) -> tuple[np.ndarray, float]:
+    """Minimise the privacy cost ``sum p / s`` subject to ``A s <= 1``, then rescale to beta.
+
+    Args:
+        p: privacy factors ``p_{A'}`` of the residuals.
+        A: one row per query variance profile: ``w_q ||q_{=>A'}||^2`` per residual.
+        beta: target privacy cost.
+
+    Returns:
+        ``(tau2, max_variance)``: the noise variances at cost beta and the resulting maximum
+        weighted query variance ``P* / beta`` (P* the optimal cost at variance bound 1).
+    """
+    # Scale each variable so that its largest coefficient is 1: the raw coefficients span
+    # many orders of magnitude (1/d**2 per marginalised attribute).
+    scale = 1.0 / A.max(axis=0)
+    s = cp.Variable(len(p), pos=True)
+    objective = cp.Minimize(cp.sum(cp.multiply(p / scale, cp.inv_pos(s))))
+    problem = cp.Problem(objective, [(A * scale) @ s <= 1.0])
+    # Tight tolerances first (the defaults leave ~1e-5 relative error in the variances);
+    # looser ones and SCS only if the solver reports an inaccurate solution.
+    attempts = [(cp.CLARABEL, {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}),
+                (cp.CLARABEL, {}), (cp.SCS, {"eps": 1e-9, "max_iters": 200_000})]
+    for solver, settings in attempts:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            try:
+                problem.solve(solver=solver, **settings)
+            except cp.SolverError:
+                continue
+        if problem.status == cp.OPTIMAL and s.value is not None:
+            break
+    else:
+        raise NotApplicable(f"residual-planner: the max-variance program failed "
+                            f"({problem.status})")
+    raw = np.asarray(s.value) * scale
+    # rescale so the privacy cost is exactly beta; report the variance bound actually met
+    tau2 = raw * float((p / raw).sum()) / beta
+    return tau2, float((A @ tau2).max())
+
+
+def _pareto(rows: np.ndarray) -> np.ndarray:
+    """Rows not dominated componentwise by another row (the binding variance profiles)."""
+    rows = np.unique(np.round(rows, 14), axis=0)
+    keep = []
+    order = np.argsort(-rows.sum(axis=1))
+    for i in order:
+        r = rows[i]
+        if not any(np.all(rows[j] >= r) for j in keep):
+            keep.append(i)
+    return rows[keep]
+
+
+def variance_profiles(workload: Workload, residuals: Sequence[AttrSet],
+                      limit: int = 20_000) -> np.ndarray:
+    """Per query, ``w_q ||q_{=>A'}||^2`` for every residual A' (columns in ``residuals``
+    order), reduced to the non-dominated rows: ``Var_q = profile . tau2`` under RP noise."""
+    column = {a: j for j, a in enumerate(residuals)}
+    out = []
+    total = 0
+    for t in workload.terms:
+        positions = tuple(range(len(t.attrs)))
+        keeps = subsets(positions)
+        if t.is_product:
+            # per attribute: (centred row norm^2, row mean^2); only Pareto rows can bind
+            per_attr = []
+            for f in t.factors or ():
+                F = f.dense()
+                pair = np.stack([((F - F.mean(axis=1, keepdims=True)) ** 2).sum(axis=1),
+                                 F.mean(axis=1) ** 2], axis=1)
+                per_attr.append(_pareto(pair))
+            combos = np.array(np.meshgrid(*[np.arange(len(a)) for a in per_attr],
+                                          indexing="ij")).reshape(len(per_attr), -1).T
+            prof = np.zeros((len(combos), len(residuals)))
+            for keep in keeps:
+                col = column[tuple(t.attrs[p] for p in keep)]
+                vals = np.ones(len(combos))
+                for p, a in enumerate(per_attr):
+                    vals = vals * a[combos[:, p], 0 if p in keep else 1]
+                prof[:, col] = vals
+        else:
+            Q = t.query.dense()
+            prof = np.zeros((Q.shape[0], len(residuals)))
+            for keep in keeps:
+                S = subquery(Q, t.marginal_shape, keep)
+                prof[:, column[tuple(t.attrs[p] for p in keep)]] = (S * S).sum(axis=1)
+        prof = _pareto(t.weight**2 * prof)
+        total += len(prof)
+        if total > limit:
+            raise NotApplicable(f"residual-planner: the max-variance program would need more "
+                                f"than {limit:,} distinct query variance profiles")
+        out.append(prof)
+    return _pareto(np.vstack(out))
+
+
+@register
+class ResidualPlanner(Mechanism):
+    """Optimal Gaussian mechanism for marginals through residual measurements."""
+
+    name = registered_name("residual-planner")
+    title = "ResidualPlanner"
+    family = "residual"
+    description = ("one subtraction-basis measurement per attribute subset, noise split in "
+                   "closed form (sum of variances) or by a convex program (max variance); "
+                   "optimal for marginals, scales to huge domains")
+    noises = ("gaussian", "zcdp")
+
+    objective = param.Selector(default="sum", objects=["sum", "max"],
+                               doc="Minimise the weighted sum of variances, or the maximum "
+                                   "weighted query variance.")
+    max_profiles = param.Integer(default=20_000, bounds=(1, None),
+                                 doc="Cap on distinct query variance profiles in the "
+                                     "max-variance program.")
+
+    def check(self, workload: Workload, privacy: Privacy) -> None:
+        if privacy.noise not in self.noises:
+            raise NotApplicable(GAUSSIAN_ONLY.format(name=self.name))
+
+    def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
+        start = time.perf_counter()
+        dec = decompose(workload, progress)
+        shape = workload.domain.shape
+        residuals = list(dec.residuals)
+        v = np.array([dec.residuals[a].trace for a in residuals])
+        v_unweighted = np.array([dec.residuals[a].trace_unweighted for a in residuals])
+        p = np.array([privacy_factor(a, shape) for a in residuals])
+        if self.objective == "sum":
+            tau2, _ = sum_allocation(v, p)
+            max_variance = None
+        else:
+            tau2, max_variance = max_allocation(p, variance_profiles(
+                workload, residuals, self.max_profiles))
+        report(progress, 1, float(v @ tau2), "allocated noise")
+        # In unit-cost terms: V = kron C d/(d-1), loss p v, multiplier tau2 / p.
+        releases = [Release(a, KronSub([rp_factor(shape[i]) for i in a]), float(pa * va),
+                            float(pa * vu), float(t / pa), "isotropic")
+                    for a, pa, va, vu, t in zip(residuals, p, v, v_unweighted, tau2,
+                                                strict=True)]
+        assembly = Assembly(workload.domain, releases)
+        tau = dict(zip(residuals, tau2, strict=True))
+        details: dict[str, Any] = {
+            "sub_solver": "residual", "objective": self.objective,
+            "residual_variances": {tuple(workload.domain.names[i] for i in a): float(t)
+                                   for a, t in tau.items()},
+            "marginal_variances": marginal_cell_variances(workload, tau),
+            "timings": {"total": time.perf_counter() - start}}
+        if max_variance is not None:
+            details["max_variance"] = max_variance
+        plan = assembly_plan(self.name, workload, privacy, assembly, details)
+        return _native(plan, workload, dec, tau)
+
+
+def marginal_cell_variances(workload: Workload, tau: dict[AttrSet, float]
+                            ) -> dict[tuple[str, ...], float]:
+    """Per-cell variance (at privacy cost 1) of every workload marginal reconstructed from
+    the residuals: ``sum_{A' subset A} tau2_{A'} v(A', A)``."""
+    shape = workload.domain.shape
+    out = {}
+    for attrs in workload.attribute_sets:
+        out[tuple(workload.domain.names[i] for i in attrs)] = float(sum(
+            tau[a] * variance_factor(a, attrs, shape) for a in subsets(attrs) if a in tau))
+    return out
+
+
+def _native(plan: Plan, workload: Workload, dec: Decomposition, tau: dict[AttrSet, float]
+            ) -> Plan:
+    """Measure and reconstruct in RP's own basis: release the subtraction-basis residuals
+    with correlated noise and rebuild marginals with ``marginal_from_residuals``."""
+    from dataclasses import replace
+
+    shape = workload.domain.shape
+    order = list(tau)
+
+    def measurer(plan: Plan, data: Any, rng: np.random.Generator) -> Measurement:
+        start = time.perf_counter()
+        source = MarginalSource(data, workload.domain)
+        source.prime(order)
+        scale = plan.privacy.sigma() * plan.sensitivity[2]
+        parts, stds = [], []
+        for a in order:
+            std = scale * math.sqrt(tau[a])
+            marginal = source(a)
+            noisy = marginal + std * rng.standard_normal(np.shape(marginal))
+            z = np.asarray(decomp(noisy, a, a)).reshape(-1)
+            parts.append(z)
+            stds.append(np.full(z.shape, std))
+        return Measurement(np.concatenate(parts), np.concatenate(stds),
+                           time.perf_counter() - start)
+
+    sizes = [math.prod(residual_shape(a, shape)) for a in order]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+
+    def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
+        z = {a: y[lo:hi].reshape(residual_shape(a, shape))
+             for a, lo, hi in zip(order, offsets[:-1], offsets[1:], strict=True)}
+        cache: dict[AttrSet, np.ndarray] = {}
+        parts = []
+        for t in workload.terms:
+            if t.attrs not in cache:
+                cache[t.attrs] = marginal_from_residuals(z, t.attrs, shape)
+            parts.append(t.weight * t.answer_marginal(cache[t.attrs]))
+        return np.concatenate(parts)
+
+    details = dict(plan.details, measurement="subtraction-basis residuals z = S (x + xi); "
+                   "noise_std is the std of xi per marginal cell")
+    del dec
+    return replace(plan, measurer=measurer, reconstructor=reconstructor, details=details)
