@@ -8,6 +8,8 @@ from engine.mechanisms import (
     baselines,  # noqa: F401  (registers the baselines)
     eigen_design,  # noqa: F401  (registers eigen-design)
     hierarchical,  # noqa: F401  (registers hierarchical-pgsr)
+    querysmasher,  # noqa: F401  (registers querysmasher)
+    residual_planner,  # noqa: F401  (registers residual-planner)
 )
 from engine.mechanisms.base import (
     Measurement,
