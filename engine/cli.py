@@ -59,15 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_privacy_flags(r)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json", action="store_true")
-    k = sub.add_parser("census", help="hierarchical group-size release")
-    src = k.add_mutually_exclusive_group()
-    src.add_argument("--data", help="hierarchy CSV")
-    src.add_argument("--synthetic", help="e.g. 'levels=1,6,30;groups=20000;max_size=50;seed=0'")
-    k.add_argument("--variant", required=True)
-    _add_privacy_flags(k)
-    k.add_argument("--trials", type=int, default=1)
-    k.add_argument("--seed", type=int, default=0)
-    k.add_argument("--json", action="store_true")
+    from engine.census_cli import add_census_arguments
+
+    add_census_arguments(sub.add_parser("census", help="hierarchical group-size release"))
     return parser
 
 
@@ -152,7 +146,10 @@ def _load_data(path: str, domain: Any) -> Any:
         missing = [n for n in domain.names if n not in data.domain.names]
         if missing:
             raise SpecError(f"--data adult: the spec's attributes {missing} are not in Adult")
-        return data.project(domain.names)
+        from engine.data import Dataset
+
+        # the spec's attribute order decides the data vector's order
+        return Dataset.from_dataframe(data.df[list(domain.names)], domain)
     return load_csv(path, domain)
 
 
@@ -167,14 +164,24 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
     mech = get(name)
     start = time.perf_counter()
+    names = s.domain.names
+    if name == "hierarchical-pgsr":
+        raise NotApplicable("hierarchical-pgsr releases region hierarchies: use "
+                            "`python -m engine census`")
     if mech.data_dependent:
         result = mech.run(s.workload, privacy, data, rng)
-        errors = result.errors
+
+        def truth(gamma: tuple[int, ...]) -> np.ndarray:
+            return data.marginal([names[i] for i in gamma])
+
+        diffs = np.concatenate([(np.asarray(est, float) - truth(g)).ravel()
+                                for g, est in result.estimates.items()])
+        errors = {"rmse": float(np.sqrt(np.mean(diffs**2))),
+                  **result.errors(truth).as_json()}
         rho = result.rho_spent
     else:
         plan = mech.plan(s.workload, privacy)
         estimate = plan.run(data, rng)
-        names = s.domain.names
         truth = s.workload.answer_from_marginals(lambda ax: data.marginal([names[i] for i in ax]))
         errors = workload_errors(s.workload, estimate, truth)
         rho = privacy.zcdp_rho()
@@ -183,6 +190,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_census(args: argparse.Namespace) -> dict[str, Any]:
+    """Run a hierarchical group-size release (see engine.census_cli)."""
     from engine.census_cli import census_command
 
     return census_command(args)
@@ -205,6 +213,11 @@ def _print_table(command: str, doc: dict[str, Any]) -> None:
             ratio = r.get("ratio_to_bound")
             print(f"{r['mechanism']:<{width}}  {_fmt(r['rmse']):>12}  {_fmt(ratio, 3):>8}  "
                   f"{r['plan_seconds']:>8.3f}")
+        return
+    if command == "census":
+        from engine.census_cli import format_census
+
+        print(format_census(doc))
         return
     for key, value in doc.items():
         if isinstance(value, dict):
