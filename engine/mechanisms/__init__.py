@@ -7,6 +7,7 @@ from engine.mechanisms import (
     aim_grem,  # noqa: F401  (registers aim-grem)
     baselines,  # noqa: F401  (registers the baselines)
     eigen_design,  # noqa: F401  (registers eigen-design)
+    hdmm,  # noqa: F401  (registers hdmm, hdmm-opt0, hdmm-kron, hdmm-union, hdmm-marginals)
     hierarchical,  # noqa: F401  (registers hierarchical-pgsr)
     querysmasher,  # noqa: F401  (registers querysmasher)
     residual_planner,  # noqa: F401  (registers residual-planner)

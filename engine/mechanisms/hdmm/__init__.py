@@ -1,0 +1,25 @@
+"""HDMM, the High-Dimensional Matrix Mechanism (McKenna, Miklau, Hay, Machanavajjhala).
+
+Registers ``hdmm`` (best of every operator), ``hdmm-opt0``, ``hdmm-kron``, ``hdmm-union`` and
+``hdmm-marginals``. Modules, one concept each:
+
+* :mod:`~engine.mechanisms.hdmm.opt0`: OPT_0 on an explicit Gram (p-Identity, Gaussian convex);
+* :mod:`~engine.mechanisms.hdmm.kron`: OPT_kron, one Kronecker product;
+* :mod:`~engine.mechanisms.hdmm.union`: OPT_+, weighted unions with local least squares;
+* :mod:`~engine.mechanisms.hdmm.marginals`: OPT_M, weighted marginals;
+* :mod:`~engine.mechanisms.hdmm.hdmm`: OPT_HDMM, the best of them;
+* :mod:`~engine.mechanisms.hdmm.reconstruct`: census-scale measure/reconstruct and the
+  marginal-only path;
+* :mod:`~engine.mechanisms.hdmm.structure`: the per-attribute factor Grams of a workload;
+* :mod:`~engine.mechanisms.hdmm.plain`: the plain Laplace/Gaussian baseline of Tables 6-7;
+* :mod:`~engine.mechanisms.hdmm.experiments`: the paper's multi-dimensional workloads.
+"""
+
+from engine.mechanisms.hdmm.hdmm import HdmmMechanism
+from engine.mechanisms.hdmm.kron import KronMechanism, opt_kron
+from engine.mechanisms.hdmm.marginals import MarginalsMechanism, opt_marginals
+from engine.mechanisms.hdmm.opt0 import Opt0Mechanism, PIdentity, opt0
+from engine.mechanisms.hdmm.union import UnionMechanism, opt_union
+
+__all__ = ["HdmmMechanism", "KronMechanism", "MarginalsMechanism", "Opt0Mechanism",
+           "PIdentity", "UnionMechanism", "opt0", "opt_kron", "opt_marginals", "opt_union"]

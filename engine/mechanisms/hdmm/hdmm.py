@@ -1,0 +1,114 @@
+"""OPT_HDMM: run every applicable operator and keep the strategy with the least expected
+error (HDMM section 9; spec section 4.6).
+
+SELECT never touches the data, so it can afford all of them: OPT_0 on the full domain when
+it is small (an explicit n x n Gram), OPT_kron, OPT_+ and OPT_M for unions of products. The
+operators' plans are compared by unit-noise error in the privacy level's norm; the chosen
+plan keeps its own measure/reconstruct routines and the others' errors are listed in
+``details["candidates"]``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import param
+
+from engine.errors import NotApplicable
+from engine.mechanisms.base import Plan, register, registered_name
+from engine.mechanisms.hdmm.knobs import HdmmBase
+from engine.mechanisms.hdmm.kron import check_attributes, kron_plan, opt_kron
+from engine.mechanisms.hdmm.marginals import check_marginals, marginals_plan, opt_marginals
+from engine.mechanisms.hdmm.opt0 import check_explicit, explicit_plan
+from engine.mechanisms.hdmm.structure import ProductUnion
+from engine.mechanisms.hdmm.tracking import Reporter, reporter
+from engine.mechanisms.hdmm.union import groups_of, opt_union, union_plan
+from engine.privacy import Privacy
+from engine.progress import Progress
+from engine.workloads.workload import Workload
+
+OPERATORS = ("opt0", "kron", "union", "marginals")
+
+
+@register
+class HdmmMechanism(HdmmBase):
+    """HDMM: the best of OPT_0, OPT_kron, OPT_+ and OPT_M by expected error."""
+
+    name = registered_name("hdmm")
+    title = "HDMM"
+    description = ("the High-Dimensional Matrix Mechanism: tries every strategy family it can "
+                   "optimise for the workload and keeps the one with the least expected error")
+    operators = param.ListSelector(default=list(OPERATORS), objects=list(OPERATORS), doc=(
+        "Operators to try (those that cannot serve the workload are skipped)."))
+    opt0_cells = param.Integer(default=8192, bounds=(1, None), doc=(
+        "Largest domain on which OPT_0 runs on the explicit n x n Gram."))
+    marginal_restarts = param.Integer(default=10, bounds=(1, None), doc=(
+        "Random starts of the Laplace marginal-weight optimisation."))
+
+    def check(self, workload: Workload, privacy: Privacy) -> None:
+        super().check(workload, privacy)
+        reasons = self._skipped(workload, privacy)
+        if len(reasons) == len(self.operators):
+            raise NotApplicable("hdmm: no operator applies: " + "; ".join(reasons.values()))
+
+    def _skipped(self, workload: Workload, privacy: Privacy) -> dict[str, str]:
+        out = {}
+        for op in self.operators:
+            try:
+                if op == "opt0":
+                    check_explicit(workload, self.opt0_cells, "OPT_0")
+                elif op in ("kron", "union"):
+                    check_attributes(workload, "OPT_kron" if op == "kron" else "OPT_+")
+                else:
+                    check_marginals(workload, "OPT_M")
+            except NotApplicable as exc:
+                out[op] = str(exc)
+        return out
+
+    def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
+        skipped = self._skipped(workload, privacy)
+        rep = reporter(progress, "OPT_HDMM")
+        union = ProductUnion.of(workload) if workload.is_product_union else None
+        plans: dict[str, Plan] = {}
+        for op in self.operators:
+            if op in skipped:
+                continue
+            plans[op] = self._operator(op, workload, privacy, union, rep)
+        norm = privacy.norm
+        errors = {op: p.unit_tse(norm) for op, p in plans.items()}
+        best = min(errors, key=lambda op: errors[op] if math.isfinite(errors[op]) else math.inf)
+        chosen = plans[best]
+        m = workload.num_queries
+        details: dict[str, Any] = dict(chosen.details)
+        details.update(
+            chosen_operator=best,
+            candidates={op: {"unit_error": e, "rmse": privacy.sigma() * math.sqrt(e / m)
+                             if math.isfinite(e) else math.inf,
+                             "operator": plans[op].details.get("operator", op)}
+                        for op, e in errors.items()},
+            skipped=skipped)
+        return replace(chosen, mechanism=self.name, details=details)
+
+    def _operator(self, op: str, workload: Workload, privacy: Privacy,
+                  union: ProductUnion | None, rep: Reporter) -> Plan:
+        norm = privacy.norm
+        common = {"restarts": self.restarts, "seed": self.seed, "maxiter": self.maxiter,
+                  "polish_iterations": self.polish_iterations}
+        if op == "opt0":
+            return explicit_plan(self.name, workload, privacy, union,
+                                 progress=rep.staged("OPT_0"), **common)
+        assert union is not None
+        if op == "kron":
+            result = opt_kron(union, norm, progress=rep.staged("OPT_kron"), **common)
+            return kron_plan(self.name, workload, privacy, union, result, self.max_cells)
+        if op == "union":
+            result = opt_union(union, norm, groups_of(workload, "product"),
+                               progress=rep.staged("OPT_+"), **common)
+            return union_plan(self.name, workload, privacy, union, result, self.max_cells)
+        result = opt_marginals(union.marginal_weights, workload.domain.shape, norm,
+                               restarts=self.marginal_restarts, seed=self.seed,
+                               progress=rep.staged("OPT_M"))
+        return marginals_plan(self.name, workload, privacy, union, result, self.max_cells)
+

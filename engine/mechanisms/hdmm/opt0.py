@@ -1,0 +1,657 @@
+"""OPT_0: the best strategy for an explicit workload Gram ``V = W^T W`` (HDMM section 4).
+
+The objective is the unit-noise expected error ``C_K(A) = ||A||_K**2 tr[(A^T A)^+ V]``
+(K = 1 for Laplace, 2 for Gaussian/zCDP noise). Two strategy families, one per norm:
+
+* **Laplace, p-Identity** ``A(Theta) = [I; Theta] D`` with ``Theta >= 0`` (p x n) and D
+  scaling every column to L1 norm 1. The objective and its exact gradient cost O(p n**2):
+  the only product with an n x n matrix is ``(Theta S) V`` (spec section 3.3, with the
+  Woodbury algebra rearranged so that ``K C K`` is never formed). L-BFGS-B with the bounds,
+  seeded Uniform[0, c) restarts screened at a loose tolerance, then the best one polished.
+* **Gaussian, convex** ``min tr[X^-1 V]`` over ``diag X = 1`` (``X = A^T A``). It is solved
+  through its Lagrange dual ``max_lambda 2 tr[(F^T Lambda F)^(1/2)] - sum lambda`` (``V =
+  F F^T``), started from the multipliers that satisfy the optimality condition
+  ``Lambda = X^-1 V X^-1`` at the SVD-bound strategy ``X0 ~ V^(1/2)``. Every dual iterate
+  gives a primal X with unit diagonal whose error is an upper bound, the dual value a lower
+  bound; the loop stops on a certified relative gap (default 1e-7), usually after 5-10
+  eigendecompositions. The strategy is the Cholesky factor ``A = L^T`` of the best X.
+  Rank-deficient V (e.g. width-k ranges) is handled exactly: multipliers may reach 0 (the
+  unit-diagonal constraint becomes ``diag X <= 1`` there) and the primal point is padded on
+  the diagonal, which never increases ``tr[X^-1 V]``; when the optimum itself is singular the
+  strategy is a rank(V) x n factor whose rows span exactly the range of V.
+
+As in the authors' code the candidate set also holds Identity, Total (only when it supports
+V, i.e. V is a multiple of the all-ones matrix) and, for Laplace, the one-parameter
+``[I; theta T] / (1 + theta)``; the best candidate by ``C_K`` is returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import param
+import scipy.linalg as sla
+import scipy.optimize as so
+
+from engine.errors import NotApplicable
+from engine.linalg.marginals import is_marginal_like
+from engine.linalg.matrix import Dense, Identity, Matrix, Ones
+from engine.linalg.pinv import RCOND, psd_pinv, supports
+from engine.mechanisms.base import Plan, register, registered_name
+from engine.mechanisms.hdmm.knobs import HdmmBase
+from engine.mechanisms.hdmm.structure import ProductUnion
+from engine.mechanisms.hdmm.tracking import Reporter, minimize_reported, reporter
+from engine.privacy import Privacy
+from engine.progress import Progress
+from engine.workloads.workload import Workload
+
+#: Relative eigenvalue cutoff under which V is treated as rank deficient.
+RANK_RTOL = 1e-10
+#: Upper ends of the Uniform[0, c) p-Identity starts, used in turn.
+START_SCALES = (1.0, 0.5, 0.25)
+
+
+# --------------------------------------------------------------------------------------
+# the p-Identity strategy
+# --------------------------------------------------------------------------------------
+class PIdentity(Matrix):
+    """``A(Theta) = [I; Theta] D`` with ``D = diag(1 / (1 + colsum Theta))`` (HDMM Def. 13).
+
+    Every column has L1 norm 1. The Gram ``D (I + Theta^T Theta) D`` is always invertible,
+    and least squares uses Woodbury with a p x p Cholesky factor: O(p n) per vector.
+
+    Args:
+        theta: non-negative p x n array of extra-query weights.
+    """
+
+    def __init__(self, theta: np.ndarray) -> None:
+        t = np.asarray(theta, dtype=float)
+        if t.ndim == 1:
+            t = t[None, :]
+        if t.ndim != 2 or t.shape[1] < 1:
+            raise ValueError(f"PIdentity: theta must be a p x n array, got shape {t.shape}")
+        if np.any(t < 0) or not np.all(np.isfinite(t)):
+            raise ValueError("PIdentity: theta must be finite and non-negative")
+        self.theta = t
+        self.p, self.n = (int(v) for v in t.shape)
+        self.scale = 1.0 / (1.0 + t.sum(axis=0))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n + self.p, self.n)
+
+    def _col(self, x: np.ndarray) -> np.ndarray:
+        return self.scale[:, None] if x.ndim == 2 else self.scale
+
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        z = x * self._col(x)
+        return np.concatenate([z, self.theta @ z])
+
+    def rmatvec(self, y: np.ndarray) -> np.ndarray:
+        y = np.asarray(y, dtype=float)
+        out = y[:self.n] + self.theta.T @ y[self.n:]
+        return out * self._col(out)
+
+    def dense(self) -> np.ndarray:
+        return np.vstack([np.eye(self.n), self.theta]) * self.scale
+
+    def gram_array(self) -> np.ndarray:
+        """``D (I + Theta^T Theta) D``."""
+        G = self.theta.T @ self.theta
+        G[np.diag_indices(self.n)] += 1.0
+        return G * np.outer(self.scale, self.scale)
+
+    def gram(self) -> Matrix:
+        return Dense(self.gram_array())
+
+    def column_norms(self, p: int) -> np.ndarray:
+        if p == 1:
+            return self.scale * (1.0 + self.theta.sum(axis=0))
+        return self.scale * np.sqrt(1.0 + (self.theta**2).sum(axis=0))
+
+    def fro2(self) -> float:
+        return float((self.scale**2 * (1.0 + (self.theta**2).sum(axis=0))).sum())
+
+    @cached_property
+    def _small(self) -> tuple[np.ndarray, bool]:
+        # Cholesky factor of I + Theta Theta^T (p x p): Woodbury's only inverse
+        return sla.cho_factor(np.eye(self.p) + self.theta @ self.theta.T, lower=True,
+                              check_finite=False)
+
+    def _k_apply(self, z: np.ndarray) -> np.ndarray:
+        """``(I + Theta^T Theta)^-1 z = z - Theta^T (I + Theta Theta^T)^-1 Theta z``."""
+        return z - self.theta.T @ sla.cho_solve(self._small, self.theta @ z, check_finite=False)
+
+    def gram_pinv(self) -> np.ndarray:
+        """``(A^T A)^-1 = S K S`` with ``S = D^-1``."""
+        s = 1.0 / self.scale
+        return self._k_apply(np.eye(self.n)) * np.outer(s, s)
+
+    def pinv_apply(self, y: np.ndarray) -> np.ndarray:
+        """Least squares ``A^+ y = S K (y_top + Theta^T y_bottom)``."""
+        y = np.asarray(y, dtype=float)
+        z = self._k_apply(y[:self.n] + self.theta.T @ y[self.n:])
+        return z / self._col(z)
+
+    def pinv_matrix(self) -> np.ndarray:
+        """The explicit n x (n + p) pseudo-inverse ``S K [I, Theta^T]``."""
+        K = self._k_apply(np.eye(self.n))
+        return np.hstack([K, K @ self.theta.T]) / self.scale[:, None]
+
+    def __repr__(self) -> str:
+        return f"PIdentity(p={self.p}, n={self.n})"
+
+
+def pidentity_loss_grad(theta: np.ndarray, V: np.ndarray, p: int,
+                        diag_v: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    """``f(Theta) = tr[(A(Theta)^T A(Theta))^-1 V]`` and its gradient, in O(p n**2).
+
+    With ``s = 1 + colsum Theta``, ``C = S V S``, ``R = (I + Theta Theta^T)^-1``:
+    ``f = tr C - tr(R Theta C Theta^T)``; the gradient is the spec's
+    ``Y / s - g / s**2`` (section 3.3) with ``Theta K = R Theta`` used so that only p x n
+    products follow the single ``(Theta S) V`` product.
+
+    Args:
+        theta: flattened p x n parameters (non-negative).
+        V: the n x n workload Gram.
+        p: number of extra queries.
+        diag_v: ``diag(V)`` (passed in to avoid recomputing it every call).
+
+    Returns:
+        ``(f, gradient)``; ``(inf, 0)`` when ``I + Theta Theta^T`` is not numerically
+        positive definite or round-off makes f negative (the authors' guard).
+    """
+    n = V.shape[0]
+    Th = np.asarray(theta, dtype=float).reshape(p, n)
+    dv = np.diag(V) if diag_v is None else diag_v
+    s = 1.0 + Th.sum(axis=0)
+    B = ((Th * s) @ V) * s  # Theta C
+    try:
+        cf = sla.cho_factor(np.eye(p) + Th @ Th.T, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        return math.inf, np.zeros(p * n)
+    RT = sla.cho_solve(cf, Th, check_finite=False)  # R Theta
+    E = B @ Th.T  # Theta C Theta^T
+    RB = sla.cho_solve(cf, B, check_finite=False)
+    ERT = E @ RT
+    cross = (RT * B).sum(axis=0)  # diag(Theta^T R Theta C)
+    f = float((s * s * dv).sum() - cross.sum())
+    if not f >= 0.0 or not math.isfinite(f):
+        return math.inf, np.zeros(p * n)
+    Y = -2.0 * (RB - sla.cho_solve(cf, ERT, check_finite=False)) * s
+    diag_kck = s * s * dv - 2.0 * cross + (RT * ERT).sum(axis=0)
+    g = -2.0 * s * diag_kck + (Th * Y).sum(axis=0)  # 2 Z_jj / s_j + sum_i Theta_ij Y_ij
+    grad = Y / s - g / (s * s)
+    return f, grad.ravel()
+
+
+def optimize_pidentity(V: np.ndarray, p: int, *, restarts: int = 8, seed: int = 0,
+                       maxiter: int = 300, polish_iterations: int = 500,
+                       screen_ftol: float = 1e-5, init: np.ndarray | None = None,
+                       progress: Progress | Reporter | None = None
+                       ) -> tuple[np.ndarray, float, list[float]]:
+    """Best p-Identity ``Theta`` for V: seeded restarts, then the best one polished.
+
+    Args:
+        V: workload Gram (n x n).
+        p: number of extra queries.
+        restarts: random starts ``Uniform[0, c)`` with c cycling through ``START_SCALES``
+            (seeded by ``seed``).
+        seed: seed of the starts.
+        maxiter: L-BFGS-B iterations per start (screening, relative tolerance ``screen_ftol``).
+        polish_iterations: iterations spent refining the best start at a tight tolerance.
+        screen_ftol: L-BFGS-B ``ftol`` of the screening runs.
+        init: an extra warm start (p x n), tried before the random ones.
+        progress: receives one step per objective evaluation.
+
+    Returns:
+        ``(Theta, f, losses)``: the best parameters (p x n), their ``tr[(A^T A)^-1 V]`` and
+        the loss reached by every start (warm start first).
+    """
+    n = V.shape[0]
+    dv = np.diag(V).copy()
+    rng = np.random.default_rng(seed)
+    starts = [] if init is None else [np.asarray(init, float).reshape(p, n)]
+    # smaller starts keep more weight on the identity rows and land in other local optima
+    # (width-32 ranges on 64 cells reach 5.882 only from them); larger ones do better on
+    # big domains, so the scales alternate
+    starts += [rng.random((p, n)) * START_SCALES[k % len(START_SCALES)]
+               for k in range(restarts)]
+    if not starts:
+        raise ValueError("optimize_pidentity: needs at least one start")
+
+    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        return pidentity_loss_grad(x, V, p, dv)
+
+    results = []
+    for k, x0 in enumerate(starts):
+        rep = reporter(progress, f"OPT_0 p-identity (p={p}) start {k + 1}/{len(starts)}")
+        results.append(minimize_reported(fun, x0.ravel(), rep, ftol=screen_ftol, maxiter=maxiter))
+    losses = [f for f, _ in results]
+    f, x = results[int(np.argmin(losses))]
+    if polish_iterations > 0 and math.isfinite(f):
+        rep = reporter(progress, f"OPT_0 p-identity (p={p}) polish")
+        f2, x2 = minimize_reported(fun, x, rep, ftol=1e-12, maxiter=polish_iterations)
+        if f2 < f:
+            f, x = f2, x2
+    return x.reshape(p, n), f, losses
+
+
+def optimize_idtotal(V: np.ndarray, progress: Progress | Reporter | None = None
+                     ) -> tuple[float, float]:
+    """Best ``[I; theta T] / (1 + theta)`` (one shared weight): ``(theta, loss)``."""
+    n = V.shape[0]
+    dv = np.diag(V).copy()
+
+    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        f, g = pidentity_loss_grad(np.full(n, x[0]), V, 1, dv)
+        return f, np.array([g.sum()])
+
+    rep = reporter(progress, "OPT_0 id-total")
+    f, x = minimize_reported(fun, np.array([1.0]), rep, ftol=1e-12, maxiter=200)
+    return float(x[0]), f
+
+
+# --------------------------------------------------------------------------------------
+# the Gaussian convex problem
+# --------------------------------------------------------------------------------------
+class _Converged(Exception):  # noqa: N818 -- control flow, not an error
+    """Raised inside the dual objective once the certified gap is small enough."""
+
+
+@dataclass
+class _DualState:
+    """Best primal (upper bound) and dual (lower bound) seen by the dual ascent."""
+
+    upper: float = math.inf
+    lower: float = -math.inf
+    A: np.ndarray | None = None
+    factorization: str = ""
+    evals: int = 0
+
+
+def _cholesky_trace(X: np.ndarray, F: np.ndarray) -> tuple[float, np.ndarray | None]:
+    """``tr[X^-1 F F^T]`` and the lower Cholesky factor of X; ``(inf, None)`` unless X is
+    positive definite and well conditioned (the same test as engine.linalg.pinv: a nearly
+    singular factor would make the exact inverse, and so the error, meaningless)."""
+    try:
+        L = sla.cholesky(X, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        return math.inf, None
+    diag = np.abs(np.diag(L))
+    if not (np.all(np.isfinite(L)) and diag.min() > np.sqrt(RCOND) * 1e2 * diag.max()):
+        return math.inf, None
+    Z = sla.solve_triangular(L, F, lower=True, check_finite=False)
+    return float((Z * Z).sum()), L
+
+
+def gaussian_opt0(V: np.ndarray, *, tol: float = 1e-7, maxiter: int = 100,
+                  progress: Progress | Reporter | None = None
+                  ) -> tuple[np.ndarray, float, dict[str, Any]]:
+    """Solve ``min tr[X^-1 V]`` s.t. ``diag X = 1`` and return the Cholesky strategy.
+
+    Args:
+        V: workload Gram (n x n, PSD, not zero).
+        tol: stop when ``(upper - lower) / upper <= tol`` (a certified optimality gap).
+        maxiter: largest number of dual iterations.
+        progress: receives one step (the current upper bound) per dual evaluation.
+
+    Returns:
+        ``(A, loss, info)``: the strategy, upper triangular ``A = L^T`` with unit column norms
+        (``info["factorization"] == "cholesky"``; when the optimum is singular, a rank(V) x n
+        factor whose rows span the range of V, ``"range"``), its unit-noise error
+        ``||A||_2**2 tr[(A^T A)^+ V]`` and info with ``lower_bound``, ``gap``,
+        ``evaluations`` and ``rank`` (of V).
+    """
+    n = V.shape[0]
+    V = (V + V.T) / 2.0
+    ev, P = np.linalg.eigh(V)
+    keep = ev > RANK_RTOL * max(float(ev.max()), 0.0)
+    if not keep.any():
+        raise ValueError("gaussian_opt0: V is zero")
+    Pk, evk = P[:, keep], ev[keep]
+    F = Pk * np.sqrt(evk)  # V = F F^T
+    # multipliers from the optimality condition Lambda = X0^-1 V X0^-1 at the SVD-bound start
+    # X0 = N V^(1/2) N (N: unit diagonal); exact for PD V, a good start otherwise
+    h = (Pk**2 * np.sqrt(evk)).sum(axis=1)  # diag(V^(1/2))
+    T = (Pk / np.sqrt(evk)) @ (Pk.T @ (np.sqrt(h)[:, None] * F))
+    lam0 = h * (T * T).sum(axis=1)
+    lam0 = np.maximum(lam0, 1e-12 * lam0.max())
+    singular = int(keep.sum()) < n
+    state = _DualState()
+    rep = reporter(progress, "OPT_0 gaussian (dual ascent)")
+
+    def primal(H: np.ndarray, xd: np.ndarray, trace: float) -> None:
+        # X(lambda) = H H^T; a unit-diagonal version of it is the paper's strategy family
+        X = H @ H.T
+        if singular:
+            # pad the diagonal after scaling to diag <= 1: the range (so the support) is
+            # kept and tr[X^-1 V] can only go down
+            top = float(xd.max())
+            Xp = X / top
+            Xp[np.diag_indices(n)] += 1.0 - xd / top
+        else:
+            r = 1.0 / np.sqrt(xd)
+            Xp = X * np.outer(r, r)
+        Xp[np.diag_indices(n)] = 1.0
+        value, L = _cholesky_trace(Xp, F)
+        if value < state.upper:
+            state.upper, state.A, state.factorization = value, L.T.copy(), "cholesky"
+        elif L is None:
+            # the optimum itself can be singular (every constraint active on a rank-deficient
+            # V): then the strategy is X(lambda)'s own factor, scaled to diag <= 1, whose
+            # rows span exactly the range of V; its error is max(diag X) tr[X^+ V]
+            top = float(xd.max())
+            value = top * trace
+            if value < state.upper:
+                state.upper, state.A, state.factorization = value, H.T / np.sqrt(top), "range"
+
+    def neg_dual(z: np.ndarray) -> tuple[float, np.ndarray]:
+        lam = lam0 * z
+        G = F * np.sqrt(lam)[:, None]
+        s, W = np.linalg.eigh(G.T @ G)
+        s = np.clip(s, 1e-300, None)
+        rs = np.sqrt(s)
+        H = (F @ W) / np.sqrt(rs)  # X(lambda) = H H^T = F (F^T Lambda F)^(-1/2) F^T
+        xd = (H * H).sum(axis=1)
+        dual = float(2.0 * rs.sum() - lam.sum())
+        state.lower = max(state.lower, dual)
+        state.evals += 1
+        primal(H, xd, float(rs.sum()))
+        rep.step(state.upper)
+        if state.upper - state.lower <= tol * state.upper:
+            raise _Converged
+        return -dual, -(xd - 1.0) * lam0
+
+    with contextlib.suppress(_Converged):
+        so.minimize(neg_dual, np.ones(n), jac=True, method="L-BFGS-B",
+                    bounds=[(0.0, None)] * n,
+                    options={"ftol": 1e-15, "gtol": 1e-14, "maxiter": maxiter,
+                             "maxfun": 3 * maxiter})
+    if state.A is None:
+        raise np.linalg.LinAlgError("gaussian_opt0: no iterate supports the workload")
+    info = {"lower_bound": state.lower, "gap": max(0.0, 1.0 - state.lower / state.upper),
+            "evaluations": state.evals, "rank": int(keep.sum()),
+            "factorization": state.factorization}
+    return state.A, state.upper, info
+
+
+# --------------------------------------------------------------------------------------
+# candidates and the best-of
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Factor:
+    """A strategy chosen for one explicit Gram, with what the error formulas need.
+
+    Attributes:
+        kind: ``identity``, ``total``, ``p-identity``, ``id-total`` or ``gaussian``.
+        matrix: the strategy A (columns = cells).
+        loss: ``||A||_K**2 tr[(A^T A)^+ V]`` on the Gram it was chosen for.
+        norm: K (1 Laplace, 2 Gaussian).
+        info: optimiser details (restart losses, duality gap, candidates...).
+    """
+
+    kind: str
+    matrix: Matrix
+    loss: float
+    norm: int
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        """Number of cells."""
+        return self.matrix.shape[1]
+
+    @cached_property
+    def gram(self) -> np.ndarray:
+        """``A^T A``."""
+        A = self.matrix
+        if isinstance(A, PIdentity):
+            return A.gram_array()
+        return A.gram().dense()
+
+    @cached_property
+    def gram_pinv(self) -> np.ndarray:
+        """``(A^T A)^+``."""
+        A = self.matrix
+        if isinstance(A, Identity):
+            return np.eye(self.n)
+        if isinstance(A, Ones):
+            return np.full((self.n, self.n), 1.0 / (A.m * self.n) ** 2 * A.m)
+        if isinstance(A, PIdentity):
+            return A.gram_pinv()
+        if self.triangular:
+            inv = sla.solve_triangular(A.dense(), np.eye(self.n), lower=False,
+                                       check_finite=False)
+            return inv @ inv.T
+        return psd_pinv(self.gram)
+
+    @property
+    def triangular(self) -> bool:
+        """True for the square upper-triangular Cholesky strategy."""
+        return self.info.get("factorization") == "cholesky"
+
+    @property
+    def full_rank(self) -> bool:
+        """True when A has full column rank (then it supports every query)."""
+        if self.kind == "total":
+            return self.n == 1
+        if self.kind == "gaussian":
+            return self.triangular
+        return True
+
+    @cached_property
+    def sensitivity(self) -> dict[int, float]:
+        """``{1: L1, 2: L2}`` sensitivities (largest column norms)."""
+        return {1: self.matrix.sensitivity(1), 2: self.matrix.sensitivity(2)}
+
+    def trace(self, V: np.ndarray) -> float:
+        """``tr[(A^T A)^+ V]``; inf when A does not support V."""
+        if not self.full_rank and not supports(V, self.gram):
+            return math.inf
+        return float((self.gram_pinv * V).sum())
+
+    def error(self, V: np.ndarray, norm: int | None = None) -> float:
+        """``||A||_K**2 tr[(A^T A)^+ V]`` in norm K (default: the one it was chosen for)."""
+        k = self.norm if norm is None else norm
+        return self.sensitivity[k] ** 2 * self.trace(V)
+
+    def pinv_matrix(self) -> np.ndarray:
+        """The explicit pseudo-inverse ``A^+`` (n x rows) for Kronecker reconstruction."""
+        A = self.matrix
+        if isinstance(A, Identity):
+            return np.eye(self.n)
+        if isinstance(A, Ones):
+            return np.full((self.n, A.m), 1.0 / (A.m * self.n))
+        if isinstance(A, PIdentity):
+            return A.pinv_matrix()
+        if self.triangular:
+            return sla.solve_triangular(A.dense(), np.eye(self.n), lower=False,
+                                        check_finite=False)
+        return self.gram_pinv @ A.dense().T
+
+    def pinv_apply(self, y: np.ndarray) -> np.ndarray:
+        """Least squares ``A^+ y`` (O(p n) for p-Identity, a triangular solve for Cholesky)."""
+        A = self.matrix
+        if isinstance(A, PIdentity):
+            return A.pinv_apply(y)
+        if self.triangular:
+            return sla.solve_triangular(A.dense(), y, lower=False, check_finite=False)
+        return self.pinv_matrix() @ y
+
+    def view(self, max_cells: int = 4096) -> dict[str, Any]:
+        """What a dashboard needs to draw this factor (explicit matrix only when small)."""
+        out: dict[str, Any] = {"kind": self.kind, "cells": self.n,
+                               "rows": self.matrix.shape[0], "loss": self.loss}
+        A = self.matrix
+        if isinstance(A, PIdentity):
+            out.update(p=A.p, theta=A.theta, identity_weights=A.scale.copy(),
+                       nonzero_rows=int(np.count_nonzero(A.theta.max(axis=1) > 0)))
+        if self.n <= max_cells:
+            out["matrix"] = A.dense()
+        out.update({k: v for k, v in self.info.items() if k != "theta"})
+        return out
+
+
+def _is_scaled_identity(V: np.ndarray) -> bool:
+    d = np.diag(V)
+    off = V - np.diag(d)
+    scale = max(float(np.abs(d).max()), 1e-300)
+    return float(np.abs(off).max()) <= 1e-12 * scale and float(np.ptp(d)) <= 1e-12 * scale
+
+
+def default_p(V: np.ndarray) -> int:
+    """Spec section 3.3: ``max(n // 16, 1)``, and 1 for identity/total-like Grams."""
+    n = V.shape[0]
+    return 1 if is_marginal_like(V) else max(n // 16, 1)
+
+
+def identity_factor(n: int, V: np.ndarray, norm: int) -> Factor:
+    """The Identity strategy (error ``tr V``)."""
+    return Factor("identity", Identity(n), float(np.trace(V)), norm)
+
+
+def total_factor(n: int, V: np.ndarray, norm: int) -> Factor:
+    """The Total strategy (supports V only when V is a multiple of the all-ones matrix)."""
+    scale = max(float(np.abs(V).max()), 1e-300)
+    ok = float(np.ptp(V)) <= 1e-12 * scale
+    return Factor("total", Ones(1, n), float(V.mean()) if ok else math.inf, norm)
+
+
+def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, seed: int = 0,
+         maxiter: int = 300, polish_iterations: int = 500, tol: float = 1e-7,
+         init: Factor | None = None, progress: Progress | Reporter | None = None) -> Factor:
+    """OPT_0: the best strategy for the explicit Gram V in sensitivity norm ``norm``.
+
+    Args:
+        V: workload Gram ``W^T W`` (n x n).
+        norm: 1 (Laplace: p-Identity family) or 2 (Gaussian: convex family).
+        p: p-Identity rows (default :func:`default_p`).
+        restarts: p-Identity random starts.
+        seed: seed of the random starts.
+        maxiter: p-Identity iterations per start (Laplace) / dual iterations (Gaussian).
+        polish_iterations: extra iterations on the best p-Identity start.
+        tol: certified relative optimality gap of the Gaussian problem.
+        init: a previous p-Identity factor to warm-start from (same p and n).
+        progress: receives (iteration, loss) from every optimiser loop.
+
+    Returns:
+        The best :class:`Factor` by ``C_K``; ``info["candidates"]`` lists every candidate's
+        loss.
+    """
+    V = np.asarray(V, dtype=float)
+    n = V.shape[0]
+    if V.shape != (n, n):
+        raise ValueError(f"opt0: V must be square, got shape {V.shape}")
+    candidates = [identity_factor(n, V, norm), total_factor(n, V, norm)]
+    # Total (V a multiple of 1 1^T) and Identity (V a multiple of I) attain the SVD bound
+    # there, so nothing can beat them in either norm
+    exact = math.isfinite(candidates[1].loss) or _is_scaled_identity(V)
+    if n > 1 and float(np.abs(V).max()) > 0.0 and not exact:
+        if norm == 1:
+            p = default_p(V) if p is None else int(p)
+            warm = (init.matrix.theta if init is not None and isinstance(init.matrix, PIdentity)
+                    and init.matrix.theta.shape == (p, n) else None)
+            theta, f, losses = optimize_pidentity(
+                V, p, restarts=restarts, seed=seed, maxiter=maxiter,
+                polish_iterations=polish_iterations, init=warm, progress=progress)
+            candidates.append(Factor("p-identity", PIdentity(theta), f, norm,
+                                     {"p": p, "start_losses": losses}))
+            t, f = optimize_idtotal(V, progress)
+            candidates.append(Factor("id-total", PIdentity(np.full((1, n), t)), f, norm,
+                                     {"theta_total": t}))
+        else:
+            A, f, info = gaussian_opt0(V, tol=tol, maxiter=maxiter, progress=progress)
+            candidates.append(Factor("gaussian", Dense(A), f, norm, info))
+    best = min(candidates, key=lambda c: c.loss)
+    best.info["candidates"] = {c.kind: c.loss for c in candidates}
+    return best
+
+
+# --------------------------------------------------------------------------------------
+# OPT_0 on a whole (small) domain
+# --------------------------------------------------------------------------------------
+#: Largest domain OPT_0 runs on (an explicit n x n Gram; the paper reaches n = 8192).
+MAX_CELLS = 8192
+
+
+def check_explicit(workload: Workload, max_cells: int, what: str) -> None:
+    """NotApplicable when the domain is too large for an explicit n x n Gram."""
+    n = workload.domain.size
+    if n > max_cells:
+        raise NotApplicable(f"{what} optimises over the explicit n x n Gram; the domain has "
+                            f"{n:,} cells (limit {max_cells:,}): use hdmm-kron, hdmm-union or "
+                            "hdmm-marginals")
+
+
+def explicit_gram(workload: Workload, union: ProductUnion | None = None) -> np.ndarray:
+    """``W^T W`` as an n x n array (Kronecker products of the factor Grams for products)."""
+    if union is None and workload.is_product_union:
+        union = ProductUnion.of(workload)
+    if union is None:
+        return np.asarray(workload.gram().dense(), dtype=float)
+    n = union.cells
+    V = np.zeros((n, n))
+    for j in range(union.k):
+        G = np.ones((1, 1))
+        for g in union.product_grams(j):
+            G = np.kron(G, g)
+        V += union.weights2[j] * G
+    return V
+
+
+def explicit_plan(name: str, workload: Workload, privacy: Privacy,
+                  union: ProductUnion | None = None, *, p: int | None = None,
+                  restarts: int = 8, seed: int = 0, maxiter: int = 300,
+                  polish_iterations: int = 500, tol: float = 1e-7,
+                  progress: Progress | Reporter | None = None) -> Plan:
+    """A Plan for OPT_0 on the workload's explicit Gram over the whole domain."""
+    V = explicit_gram(workload, union)
+    factor = opt0(V, privacy.norm, p=p, restarts=restarts, seed=seed, maxiter=maxiter,
+                  polish_iterations=polish_iterations, tol=tol, progress=progress)
+
+    def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
+        return workload.answer(factor.pinv_apply(np.asarray(y, dtype=float)))
+
+    details = {"kind": "explicit", "operator": "OPT_0", "unit_error": factor.loss,
+               **factor.view()}
+    return Plan(mechanism=name, workload=workload, privacy=privacy, strategy=factor.matrix,
+                trace=factor.trace(V), sensitivity=dict(factor.sensitivity), details=details,
+                reconstructor=reconstructor)
+
+
+@register
+class Opt0Mechanism(HdmmBase):
+    """HDMM's OPT_0: the best explicit strategy for a small domain."""
+
+    name = registered_name("hdmm-opt0")
+    title = "HDMM OPT_0"
+    description = ("an explicit strategy optimised for the whole workload: p-Identity for "
+                   "Laplace noise, the convex optimum (Cholesky factor) for Gaussian noise")
+    restarts = param.Integer(default=8, bounds=(1, None), doc=(
+        "Random starts of the (non-convex) p-Identity optimisation."))
+    polish_iterations = param.Integer(default=500, bounds=(0, None), doc=(
+        "Extra iterations refining the best p-Identity start at a tight tolerance."))
+    p = param.Integer(default=None, bounds=(1, None), allow_None=True, doc=(
+        "p-Identity rows (default n/16, or 1 when the workload only holds identity and total "
+        "queries)."))
+    tol = param.Number(default=1e-7, bounds=(0, None), inclusive_bounds=(False, True), doc=(
+        "Certified relative optimality gap of the Gaussian convex problem."))
+    max_domain = param.Integer(default=MAX_CELLS, bounds=(1, None), doc=(
+        "Largest domain (cells) on which OPT_0 runs."))
+
+    def check(self, workload: Workload, privacy: Privacy) -> None:
+        super().check(workload, privacy)
+        check_explicit(workload, self.max_domain, "hdmm-opt0")
+
+    def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
+        return explicit_plan(self.name, workload, privacy, p=self.p, restarts=self.restarts,
+                             seed=self.seed, maxiter=self.maxiter,
+                             polish_iterations=self.polish_iterations, tol=self.tol,
+                             progress=progress)

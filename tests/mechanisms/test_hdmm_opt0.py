@@ -1,0 +1,213 @@
+"""HDMM OPT_0 (spec hdmm.md section 3; reference cases R5-R7; Tables 4 and 5, OPT_0 column).
+
+Laplace numbers are RMSE at eps = 1 (variance 2 ||A||_1^2); Gaussian numbers use the analytic
+sigma(1, 1e-6) = 4.224679. Table values are printed to two decimals: ours must be at most the
+printed value plus half a unit of the last digit (lower error is fine).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.bounds import svd_bound_explicit
+from engine.mechanisms.hdmm.blas import blas_threads
+from engine.mechanisms.hdmm.opt0 import (
+    PIdentity,
+    gaussian_opt0,
+    opt0,
+    optimize_pidentity,
+    pidentity_loss_grad,
+)
+from engine.privacy import Privacy
+from engine.workloads.blocks import AllRangeBlock, PermutedBlock, PrefixBlock, WidthRangeBlock
+
+LAPLACE = Privacy(noise="laplace", epsilon=1.0)
+GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    # thousands of small BLAS calls: a thread pool only slows them (badly on a busy machine)
+    with blas_threads(1):
+        yield
+
+
+def rmse(unit: float, m: int, privacy: Privacy) -> float:
+    return privacy.sigma() * math.sqrt(unit / m)
+
+
+def block(kind: str, n: int):
+    return {"all-range": lambda: AllRangeBlock(n), "prefix": lambda: PrefixBlock(n),
+            "width32": lambda: WidthRangeBlock(n, 32),
+            "permuted": lambda: PermutedBlock(AllRangeBlock(n), 0)}[kind]()
+
+
+# ----- R6: the p-Identity objective and its exact gradient ------------------------------
+def test_r6_example_10_matrix_loss_and_gradient() -> None:
+    theta = np.array([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]])
+    A = PIdentity(theta).dense()
+    expected = np.array([[1 / 3, 0, 0], [0, 1 / 4, 0], [0, 0, 1 / 5], [1 / 3, 2 / 4, 3 / 5],
+                         [1 / 3, 1 / 4, 1 / 5]])
+    np.testing.assert_allclose(A, expected, rtol=1e-12)
+    np.testing.assert_allclose(A.sum(axis=0), 1.0, rtol=1e-12)
+    f, g = pidentity_loss_grad(theta.ravel(), AllRangeBlock(3).gram_array(), 2)
+    assert f == pytest.approx(48.833333, abs=1e-6)
+    np.testing.assert_allclose(g.reshape(2, 3), [[13.972222, 10.861111, -0.25],
+                                                 [-2.458333, 1.291667, 15.375]], atol=1e-6)
+
+
+def test_r6_prefix_4_with_theta_ones() -> None:
+    A = PIdentity(np.ones((1, 4))).dense()
+    np.testing.assert_allclose(A, np.vstack([np.eye(4), np.ones((1, 4))]) / 2)
+    f, g = pidentity_loss_grad(np.ones(4), PrefixBlock(4).gram_array(), 1)
+    assert f == pytest.approx(16.0, rel=1e-12)
+    np.testing.assert_allclose(g, [1.6, 0.0, 0.8, 4.0], atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["all-range", "prefix", "width32"])
+def test_r6_gradient_matches_central_differences(kind: str) -> None:
+    n, p = 40, 3
+    V = block(kind, n).gram_array()
+    theta = np.random.default_rng(7).random(p * n)
+    f, g = pidentity_loss_grad(theta, V, p)
+    h = 1e-5
+    fd = np.array([(pidentity_loss_grad(theta + h * e, V, p)[0]
+                    - pidentity_loss_grad(theta - h * e, V, p)[0]) / (2 * h)
+                   for e in np.eye(p * n)])
+    assert np.abs(fd - g).max() <= 1e-7 * np.abs(g).max()
+    # and the loss is the explicit trace
+    A = PIdentity(theta.reshape(p, n)).dense()
+    assert f == pytest.approx(float(np.trace(np.linalg.solve(A.T @ A, V))), rel=1e-10)
+
+
+def test_pidentity_structure_and_least_squares() -> None:
+    rng = np.random.default_rng(3)
+    theta = rng.random((4, 9))
+    A = PIdentity(theta)
+    D = A.dense()
+    x, y = rng.standard_normal(9), rng.standard_normal(13)
+    X = rng.standard_normal((9, 3))
+    np.testing.assert_allclose(A.matvec(x), D @ x)
+    np.testing.assert_allclose(A.matvec(X), D @ X)
+    np.testing.assert_allclose(A.rmatvec(y), D.T @ y)
+    np.testing.assert_allclose(A.gram_array(), D.T @ D)
+    np.testing.assert_allclose(A.column_norms(1), 1.0)
+    np.testing.assert_allclose(A.column_norms(2), np.sqrt((D * D).sum(axis=0)))
+    np.testing.assert_allclose(A.gram_pinv(), np.linalg.inv(D.T @ D), rtol=1e-9)
+    np.testing.assert_allclose(A.pinv_apply(y), np.linalg.lstsq(D, y, rcond=None)[0], rtol=1e-9)
+    np.testing.assert_allclose(A.pinv_matrix(), np.linalg.pinv(D), rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="non-negative"):
+        PIdentity(-theta)
+
+
+# ----- R5: the Gaussian convex problem --------------------------------------------------
+@pytest.mark.parametrize(("blk", "optimum", "identity"), [
+    (PrefixBlock(4), 6.874144, 10.0), (AllRangeBlock(4), 16.440887, 20.0),
+    (PrefixBlock(8), 17.866177, 36.0), (AllRangeBlock(8), 80.464265, 120.0)])
+def test_r5_gaussian_optimum_values(blk, optimum: float, identity: float) -> None:
+    V = blk.gram_array()
+    A, loss, info = gaussian_opt0(V)
+    assert loss == pytest.approx(optimum, rel=1e-4)
+    assert svd_bound_explicit(V) <= info["lower_bound"] <= loss < identity
+    assert info["gap"] <= 1e-6
+    assert info["factorization"] == "cholesky"
+    np.testing.assert_allclose(np.tril(A, -1), 0.0)  # upper triangular A = L^T
+    np.testing.assert_allclose((A * A).sum(axis=0), 1.0, rtol=1e-10)  # unit columns
+    assert float(np.trace(np.linalg.solve(A.T @ A, V))) == pytest.approx(loss, rel=1e-9)
+
+
+def test_r5_gaussian_n64_rmse() -> None:
+    for kind, target in (("all-range", 9.73), ("prefix", 8.87)):
+        b = block(kind, 64)
+        f = opt0(b.gram_array(), 2)
+        assert rmse(f.loss, b.shape[0], GAUSSIAN) == pytest.approx(target, abs=0.01)
+
+
+def test_gaussian_singular_workloads() -> None:
+    # a total-only Gram: Total attains the SVD bound, so it is returned without optimising
+    f = opt0(np.ones((5, 5)) * 3.0, 2)
+    assert f.kind == "total" and f.loss == pytest.approx(3.0)
+    # rank-deficient width-k ranges are solved exactly (multipliers may reach zero)
+    V = WidthRangeBlock(16, 8).gram_array()
+    A, loss, info = gaussian_opt0(V)
+    assert info["rank"] == 9 and info["gap"] <= 1e-6
+    G = A.T @ A
+    assert float((np.linalg.pinv(G) * V).sum()) * (A * A).sum(axis=0).max() == pytest.approx(
+        loss, rel=1e-7)
+
+
+# ----- R7: Laplace OPT_0 ----------------------------------------------------------------
+def test_r7_laplace_n64_and_identity_candidate() -> None:
+    for kind, target in (("all-range", 5.55), ("prefix", 5.32)):
+        b = block(kind, 64)
+        V = b.gram_array()
+        f = opt0(V, 1)
+        assert rmse(f.loss, b.shape[0], LAPLACE) == pytest.approx(target, abs=0.02)
+        assert f.loss <= float(np.trace(V))  # never worse than Identity
+        assert f.info["candidates"]["identity"] == pytest.approx(float(np.trace(V)))
+        assert f.matrix.sensitivity(1) == pytest.approx(1.0)
+
+
+def test_r7_restarts_matter() -> None:
+    # AllRange on 32 cells with p = 2: starts end in different local optima (spec R7: best
+    # 5343.4), so the best of several is kept
+    V = AllRangeBlock(32).gram_array()
+    _, best, losses = optimize_pidentity(V, 2, restarts=8, seed=0, polish_iterations=0)
+    assert max(losses) > 1.005 * min(losses)
+    assert best == pytest.approx(min(losses), rel=1e-9)
+    assert best == pytest.approx(5343.4, rel=1e-4)
+
+
+# ----- Tables 4 and 5, OPT_0 column ------------------------------------------------------
+TABLE_64 = {"all-range": (5.55, 9.73), "prefix": (5.32, 8.87), "width32": (5.88, 8.74),
+            "permuted": (5.55, 9.73)}
+TABLE_256 = {"all-range": (8.07, 12.26), "prefix": (7.35, 10.66), "width32": (6.34, 9.93),
+             "permuted": (8.06, 12.26)}
+
+
+@pytest.mark.parametrize("kind", list(TABLE_64))
+def test_tables_4_5_opt0_n64(kind: str) -> None:
+    b = block(kind, 64)
+    V, m = b.gram_array(), b.shape[0]
+    lap, gau = TABLE_64[kind]
+    assert rmse(opt0(V, 1).loss, m, LAPLACE) <= lap + 0.005
+    assert rmse(opt0(V, 2).loss, m, GAUSSIAN) <= gau + 0.005
+
+
+@pytest.mark.parametrize("kind", list(TABLE_256))
+def test_tables_4_5_opt0_n256(kind: str) -> None:
+    b = block(kind, 256)
+    V, m = b.gram_array(), b.shape[0]
+    lap, gau = TABLE_256[kind]
+    assert rmse(opt0(V, 1).loss, m, LAPLACE) <= lap + 0.005
+    assert rmse(opt0(V, 2).loss, m, GAUSSIAN) <= gau + 0.005
+
+
+# ----- the "within 1.01 of the SVD bound" claim, checked against the certified optimum ----
+#: Table 5's own OPT_0 / SVDB ratios (two-decimal RMSEs).
+PAPER_RATIO = {("all-range", 64): 9.73 / 9.62, ("prefix", 64): 8.87 / 8.62,
+               ("width32", 64): 8.74 / 8.23, ("permuted", 64): 9.73 / 9.62,
+               ("all-range", 256): 12.26 / 12.15, ("prefix", 256): 10.66 / 10.44,
+               ("width32", 256): 9.93 / 9.73, ("permuted", 256): 12.26 / 12.15}
+
+
+@pytest.mark.parametrize(("kind", "n"), list(PAPER_RATIO))
+def test_gaussian_opt0_against_svd_bound(kind: str, n: int) -> None:
+    """The convex optimum is certified (duality gap), so its ratio to the SVD bound is the
+    truth: within 1.01 only for all-range/permuted at n = 256; 1.011 at n = 64, 1.02-1.03 on
+    prefix, and 1.057 (the paper prints 1.06) on width-32 ranges at n = 64."""
+    V = block(kind, n).gram_array()
+    _, loss, info = gaussian_opt0(V)
+    assert info["gap"] <= 1e-6
+    ratio = math.sqrt(loss / svd_bound_explicit(V))  # RMSE ratio
+    lower = math.sqrt(info["lower_bound"] / svd_bound_explicit(V))
+    assert 1.0 <= lower <= ratio <= PAPER_RATIO[(kind, n)] + 0.001
+    if kind in ("all-range", "permuted"):
+        assert ratio <= (1.011 if n == 64 else 1.01)
+    else:
+        assert ratio > 1.01  # the paper's "1.01" claim does not hold here
+    if (kind, n) == ("width32", 64):
+        assert ratio == pytest.approx(1.0572, abs=5e-4)
