@@ -191,7 +191,8 @@ def opt_marginals(w: np.ndarray, shape: Sequence[int], norm: int, *, restarts: i
     obj = MarginalObjective(np.asarray(w, dtype=float), tuple(shape))
     v0 = obj.closed_form()
     scale = max(float(np.abs(v0).max()), 1e-300)
-    info: dict[str, Any] = {"closed_form_min": float(v0.min() / scale)}
+    info: dict[str, Any] = {"closed_form_min": float(v0.min() / scale),
+                            "closed_form_negatives": int((v0 < -1e-12 * scale).sum())}
     if norm == 2:
         exact = bool(v0.min() >= -1e-12 * scale)
         v = np.clip(v0, 0.0, None)

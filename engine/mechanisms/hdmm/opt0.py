@@ -619,8 +619,8 @@ def explicit_plan(name: str, workload: Workload, privacy: Privacy,
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         return workload.answer(factor.pinv_apply(np.asarray(y, dtype=float)))
 
-    details = {"kind": "explicit", "operator": "OPT_0", "unit_error": factor.loss,
-               **factor.view()}
+    details = {**factor.view(), "kind": "explicit", "operator": "OPT_0",
+               "family": factor.kind, "unit_error": factor.loss}
     return Plan(mechanism=name, workload=workload, privacy=privacy, strategy=factor.matrix,
                 trace=factor.trace(V), sensitivity=dict(factor.sensitivity), details=details,
                 reconstructor=reconstructor)

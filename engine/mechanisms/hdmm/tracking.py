@@ -41,6 +41,9 @@ class Reporter:
 
     def step(self, loss: float) -> None:
         """Record one evaluation of an objective with value ``loss`` (inf when infeasible)."""
+        if self.progress is not None:
+            # continue from the Progress's own count: every reporter on it stays in step
+            self._count[0] = max(self._count[0], self.progress.iterations)
         self._count[0] += 1
         if self.progress is not None:
             value = float(loss) if math.isfinite(loss) else math.inf

@@ -1,0 +1,139 @@
+"""HDMM as a workbench mechanism: registry, refusals, progress and cancellation, and the
+strategy views a dashboard draws."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.domain import Domain
+from engine.errors import Cancelled, NotApplicable
+from engine.mechanisms import get, registry_names
+from engine.mechanisms.hdmm.blas import blas_available, blas_threads
+from engine.privacy import Privacy
+from engine.progress import Progress
+from engine.scenario import Scenario
+from engine.workloads import AllRangeBlock, PrefixBlock, Product, Workload
+
+LAPLACE = Privacy(noise="laplace", epsilon=1.0)
+GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
+NAMES = ("hdmm", "hdmm-opt0", "hdmm-kron", "hdmm-union", "hdmm-marginals")
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    with blas_threads(1):
+        yield
+
+
+def small_product_union() -> Workload:
+    dom = Domain.from_sizes([8, 6, 3], ["a", "b", "c"], ["numeric", "numeric", "categorical"])
+    return Workload(dom, (Product((("a", PrefixBlock(8)), ("c", PrefixBlock(3)))),
+                          Product((("b", AllRangeBlock(6)),))))
+
+
+def test_registered() -> None:
+    assert set(NAMES) <= set(registry_names())
+    for name in NAMES:
+        mech = get(name)
+        assert mech.family == "hdmm" and mech.title and mech.description
+
+
+def test_refusals_say_why() -> None:
+    big = Workload.one_dim(PrefixBlock(9000))
+    with pytest.raises(NotApplicable, match=r"9,000 cells \(limit 8,192\)"):
+        get("hdmm-opt0").plan(big, GAUSSIAN)
+    with pytest.raises(NotApplicable, match="up to 8,192|limit 8,192"):
+        get("hdmm-kron").plan(Workload.one_dim(PrefixBlock(9000)), GAUSSIAN)
+    # a non-product term on a large domain: nothing applies
+    W = Scenario.from_spec({"domain": {"a": 100, "b": 100},
+                            "workload": [{"affine": ["a", "b"]}]}).workload
+    with pytest.raises(NotApplicable, match="no operator applies.*Kronecker"):
+        get("hdmm").plan(W, GAUSSIAN)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("privacy", [LAPLACE, GAUSSIAN], ids=["laplace", "gaussian"])
+def test_progress_is_reported_and_cancellation_is_clean(name: str, privacy: Privacy) -> None:
+    W = small_product_union()
+    seen: list[tuple[int, float, str]] = []
+    progress = Progress(lambda i, loss, msg: seen.append((i, loss, msg)))
+    plan = get(name).plan(W, privacy, progress)
+    assert seen, "no progress reported"
+    iterations = [i for i, _, _ in seen]
+    assert iterations == list(range(1, len(seen) + 1))
+    assert all(msg for _, _, msg in seen)
+    finite = [loss for _, loss, _ in seen if math.isfinite(loss)]
+    assert min(finite) > 0
+    # cancel after the third step: the plan call raises Cancelled and nothing is returned
+    stop = Progress()
+    calls = []
+
+    def cancel_soon(i: int, loss: float, msg: str) -> None:
+        calls.append(i)
+        if i == 3:
+            stop.cancel()
+
+    stop.callback = cancel_soon
+    mech = get(name)
+    if len(seen) < 3:
+        # only Thm. 13's closed form (Gaussian marginals) finishes without iterating
+        assert plan.details.get("closed_form_optimal"), f"{name}: {len(seen)} steps"
+        return
+    with pytest.raises(Cancelled):
+        mech.plan(W, privacy, stop)
+    assert calls[-1] == 3
+    # the mechanism is reusable after a cancellation and plans identically (seeded)
+    again = mech.plan(W, privacy)
+    assert again.unit_tse() == pytest.approx(plan.unit_tse(), rel=1e-12)
+
+
+def test_views_of_an_explicit_strategy() -> None:
+    W = Workload.one_dim(AllRangeBlock(256))
+    lap = get("hdmm-opt0").plan(W, LAPLACE)
+    d = lap.details
+    assert d["kind"] == "explicit" and d["operator"] == "OPT_0" and d["family"] == "p-identity"
+    A = d["matrix"]
+    assert A.shape == (256 + 16, 256)
+    np.testing.assert_allclose(A[:256], np.diag(d["identity_weights"]))
+    np.testing.assert_allclose(A[256:], d["theta"] * d["identity_weights"])
+    assert 0 < d["nonzero_rows"] <= 16  # Fig. 1(b): zero rows can be dropped
+    assert set(d["candidates"]) == {"identity", "total", "p-identity", "id-total"}
+    gau = get("hdmm-opt0").plan(W, GAUSSIAN).details
+    assert gau["family"] == "gaussian" and gau["factorization"] == "cholesky"
+    np.testing.assert_allclose(np.tril(gau["matrix"], -1), 0.0)  # Fig. 1(a): triangular
+    assert gau["gap"] <= 1e-6
+
+
+def test_views_of_implicit_strategies() -> None:
+    W = small_product_union()
+    kron = get("hdmm-kron").plan(W, LAPLACE).details
+    assert [v["attribute"] for v in kron["factor_views"]] == ["a", "b", "c"]
+    assert all("matrix" in v and "kind" in v for v in kron["factor_views"])
+    union = get("hdmm-union").plan(W, LAPLACE).details
+    assert len(union["union_weights"]) == 2
+    assert [g["terms"] for g in union["union_groups"]] == [["prefix(a) x prefix(c)"],
+                                                           ["all_range(b)"]]
+    marg = get("hdmm-marginals").plan(W, GAUSSIAN).details
+    assert all(len(label) == 3 and set(label) <= {"I", "T"} for label in marg["marginal_weights"])
+    assert math.isclose(sum(w * w for w in marg["marginal_weights"].values()), 1.0)
+    best = get("hdmm").plan(W, GAUSSIAN)
+    cands = best.details["candidates"]
+    assert set(cands) == {"opt0", "kron", "union", "marginals"}
+    assert best.rmse() == pytest.approx(min(c["rmse"] for c in cands.values()), rel=1e-12)
+    # error for another privacy level is a rescale of the same plan
+    moved = best.with_privacy(Privacy(noise="gaussian", epsilon=0.5, delta=1e-6))
+    assert moved.strategy is best.strategy and moved.rmse() > best.rmse()
+
+
+def test_blas_threads_are_restored() -> None:
+    if not blas_available():
+        pytest.skip("no bundled OpenBLAS found")
+    from engine.mechanisms.hdmm.blas import _controls
+
+    before = [get_() for get_, _ in _controls()]
+    with blas_threads(1):
+        assert all(get_() == 1 for get_, _ in _controls())
+    assert [get_() for get_, _ in _controls()] == before

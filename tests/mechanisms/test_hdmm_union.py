@@ -1,0 +1,109 @@
+"""HDMM OPT_+ (spec hdmm.md section 4.3; reference cases R8, R9 and R14).
+
+OPT_+ answers every group from its own block (local least squares); its expected error is
+``(sum_j E_j**(1/3))**3`` (Laplace) or ``(sum_j E_j**(1/2))**2`` (Gaussian), which the tests
+also check against an explicit computation on a small domain.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.domain import Domain
+from engine.mechanisms import get
+from engine.mechanisms.hdmm.blas import blas_threads
+from engine.mechanisms.hdmm.opt0 import opt0
+from engine.mechanisms.hdmm.union import union_weights
+from engine.privacy import Privacy
+from engine.workloads import PrefixBlock, Product, Workload
+
+LAPLACE = Privacy(noise="laplace", epsilon=1.0)
+GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    with blas_threads(1):
+        yield
+
+
+def test_r14_union_weights() -> None:
+    c, total = union_weights(np.array([1.0, 8.0, 27.0]), np.ones(3), 1)
+    np.testing.assert_allclose(c, [1 / 6, 1 / 3, 1 / 2], rtol=1e-12)
+    assert total == pytest.approx(216.0, rel=1e-12)
+    c, total = union_weights(np.array([1.0, 8.0, 27.0]), np.ones(3), 2)
+    assert total == pytest.approx(81.443036, rel=1e-8)
+    np.testing.assert_allclose(c / c[0], [1.0, 8**0.25, 27**0.25], rtol=1e-12)
+    assert float((c * c).sum()) == pytest.approx(1.0, rel=1e-12)  # unit L2 sensitivity
+    # blocks of sensitivity s are scaled down by it
+    c2, total2 = union_weights(np.array([1.0, 8.0, 27.0]), np.array([2.0, 1.0, 4.0]), 1)
+    np.testing.assert_allclose(c2 * [2.0, 1.0, 4.0], [1 / 6, 1 / 3, 1 / 2], rtol=1e-12)
+    assert total2 == pytest.approx(216.0, rel=1e-12)
+
+
+def test_r8_table3_opt_union() -> None:
+    W = Workload.marginals(Domain.from_sizes([2, 5, 50, 100]), k=2)
+    plan = get("hdmm-union").plan(W, LAPLACE)
+    cells = np.array([5000, 500, 250, 200, 100, 10], dtype=float)
+    assert plan.unit_tse(1) == pytest.approx(float(np.cbrt(cells).sum() ** 3), rel=1e-9)
+    assert plan.unit_tse(1) == pytest.approx(85_070.38, abs=0.01)
+    labels = [g["terms"][0] for g in plan.details["union_groups"]]
+    weights = dict(zip(labels, plan.details["union_weights"], strict=True))
+    # 0.39 TTII, 0.18 TITI, 0.14 TIIT, 0.13 ITTI, 0.11 ITIT, 0.05 IITT
+    expected = {"marginal(a3, a4)": 0.39, "marginal(a2, a4)": 0.18, "marginal(a2, a3)": 0.14,
+                "marginal(a1, a4)": 0.13, "marginal(a1, a3)": 0.11, "marginal(a1, a2)": 0.05}
+    for label, w in expected.items():
+        assert weights[label] == pytest.approx(w, abs=0.005)
+    assert plan.sensitivity[1] == pytest.approx(1.0, rel=1e-12)
+
+
+def test_r9_example13_opt_union() -> None:
+    dom = Domain.from_sizes([100, 100], ["a", "b"], ["numeric", "numeric"])
+    W = Workload(dom, (Product((("a", PrefixBlock(100)),)), Product((("b", PrefixBlock(100)),))))
+    plan = get("hdmm-union").plan(W, LAPLACE)
+    E = np.array([g["error"] for g in plan.details["union_groups"]])
+    # each block is OPT_0(P_100) x T (spec: E(P_100) = 1781.14) ...
+    assert np.all(E <= 1781.14 + 0.01)
+    assert E.min() == pytest.approx(opt0(PrefixBlock(100).gram_array(), 1).loss, rel=0.01)
+    # ... and the union costs (E_1^(1/3) + E_2^(1/3))^3 = 8 E: 14,249 in the spec
+    assert plan.unit_tse(1) == pytest.approx(float(np.cbrt(E).sum() ** 3), rel=1e-9)
+    assert plan.unit_tse(1) <= 14_252
+    assert plan.strategy.shape[0] == 212  # 2 x (100 + 6) rows
+    kron = get("hdmm-kron").plan(W, LAPLACE)
+    assert kron.unit_tse(1) / plan.unit_tse(1) > 2.2  # the paper's ratio is 2.34
+
+
+@pytest.mark.parametrize("privacy", [LAPLACE, GAUSSIAN], ids=["laplace", "gaussian"])
+def test_local_least_squares_error_is_explicit(privacy: Privacy) -> None:
+    """On a small domain: the error of answering each group from its own block equals the
+    explicit ``sum_j ||W_j (c_j A_j)^+||_F^2`` times the union's noise variance."""
+    dom = Domain.from_sizes([6, 5, 3], ["a", "b", "c"], ["numeric", "numeric", "categorical"])
+    W = Workload(dom, (Product((("a", PrefixBlock(6)), ("c", PrefixBlock(3)))),
+                       Product((("b", PrefixBlock(5)),)), Product((("a", PrefixBlock(6)),))))
+    plan = get("hdmm-union").plan(W, privacy)
+    blocks = plan.strategy.blocks
+    weights = plan.strategy.weights
+    explicit = 0.0
+    for term, block, c in zip(W.terms, blocks, weights, strict=True):
+        Wj = term.weight * term.full_matrix().dense()
+        explicit += float(((Wj @ np.linalg.pinv(c * block.dense())) ** 2).sum())
+    assert plan.trace == pytest.approx(explicit, rel=1e-8)
+    # the sensitivity is the exact one of the whole stack
+    assert plan.sensitivity[privacy.norm] == pytest.approx(
+        plan.strategy.sensitivity(privacy.norm), rel=1e-12)
+    assert plan.variances().sum() == pytest.approx(plan.tse(), rel=1e-8)
+    x = np.arange(dom.size, dtype=float)
+    np.testing.assert_allclose(plan.reconstruct(plan.strategy.matvec(x)), W.answer(x),
+                               rtol=1e-9, atol=1e-9)
+
+
+def test_groupings() -> None:
+    dom = Domain.from_sizes([6, 5], ["a", "b"], ["numeric", "numeric"])
+    W = Workload(dom, (Product((("a", PrefixBlock(6)),)), Product((("b", PrefixBlock(5)),))))
+    single = get("hdmm-union", grouping="single").plan(W, GAUSSIAN)
+    kron = get("hdmm-kron").plan(W, GAUSSIAN)
+    assert len(single.details["union_weights"]) == 1
+    assert single.unit_tse() == pytest.approx(kron.unit_tse(), rel=1e-9)
+    per_product = get("hdmm-union").plan(W, GAUSSIAN)
+    assert len(per_product.details["union_weights"]) == 2
