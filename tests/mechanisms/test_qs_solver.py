@@ -98,3 +98,17 @@ def test_total_and_zero_subqueries_are_dropped() -> None:
 
     only_total = Workload(dom, (Product((("x", TotalBlock(5)),)),))
     assert set(decompose(only_total).residuals) == {()}
+
+
+@pytest.mark.parametrize(("sizes", "kind"), [((4, 50), "abs_diff"), ((7, 20), "affine")])
+def test_degenerate_optima_converge_through_a_factor(sizes: tuple[int, int], kind: str) -> None:
+    """Thin residuals (a 4 x 50 abs_diff sub-workload) have degenerate optima where the
+    fixed point crawls; the barrier Newton phase certifies them, from a low-rank factor."""
+    from engine.workloads.groups import pair_query_matrix
+
+    rows = subquery(pair_query_matrix(kind, *sizes), sizes, (0, 1))
+    by_factor = solve_optimal(None, factor=rows.T)
+    assert by_factor.gap < 1e-9
+    assert by_factor.basis.shape[1] == rows.shape[1]
+    explicit = solve_optimal(rows.T @ rows)
+    assert explicit.loss == pytest.approx(by_factor.loss, rel=1e-9)

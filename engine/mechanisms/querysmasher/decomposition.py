@@ -12,10 +12,12 @@ x_{A'}``, so each residual's sub-workload can be optimised on its own.
 What the optimiser needs from residual A' is its Gram ``G_{A'} = sum_q w(q) q_{=>A'}^T
 q_{=>A'}``. It is kept as a weighted sum of *pieces*, each either a Kronecker product of 1-D
 centred Grams (from product queries: ``C W_i^T W_i C`` per attribute) or one dense Gram (from
-non-product queries such as affine or abs_diff), every piece normalised to trace 1 and
-interned by content. Identical pieces merge, so a residual whose pieces all share one
-Kronecker Gram is recognised exactly (the Kronecker shortcut, spec R7) and residuals with equal
-normalised pieces are recognised as the same sub-problem without ever forming a c x c matrix.
+non-product queries such as affine or abs_diff, stored as a row factor R with ``G = R^T R`` and
+at most min(queries, cells) rows, so that a low-rank Gram over many cells is never formed),
+every piece normalised to trace 1 and interned by content. Identical pieces merge, so a
+residual whose pieces all share one Kronecker Gram is recognised exactly (the Kronecker
+shortcut, spec R7) and residuals with equal normalised pieces are recognised as the same
+sub-problem without ever forming a c x c matrix.
 
 Weights: an engine term's ``weight`` multiplies its query rows, so each of its queries counts
 ``weight**2`` in squared error; that is the QuerySmasher weight ``w(q)`` (Appendix E), copied
@@ -97,25 +99,33 @@ def centre_gram(G: np.ndarray) -> np.ndarray:
 
 
 class GramStore:
-    """Content-addressed store of trace-normalised Gram matrices.
+    """Content-addressed store of trace-normalised Grams and Gram row factors.
 
-    ``add(G)`` returns ``(key, trace)``; equal normalised contents (to 12 decimals) share one
-    key and one stored array, which is what lets identical residual sub-problems be found and
-    solved once.
+    ``add(G)`` interns a Gram ``G / tr(G)``, ``add_factor(R)`` a row factor ``R / ||R||_F``
+    (standing for the Gram ``R^T R``); both return ``(key, trace)``. Equal normalised contents
+    (to 12 decimals) share one key and one stored array, which is what lets identical residual
+    sub-problems be found and solved once.
     """
 
     def __init__(self) -> None:
         self._arrays: dict[str, np.ndarray] = {}
 
+    def _intern(self, normed: np.ndarray, tag: str) -> str:
+        digest = hashlib.blake2b(np.round(normed, 12).tobytes(), digest_size=12)
+        digest.update(f"{tag}{normed.shape}".encode())
+        key = digest.hexdigest()
+        self._arrays.setdefault(key, normed)
+        return key
+
     def add(self, G: np.ndarray) -> tuple[str, float]:
         """Intern ``G / tr(G)``; G must have a positive trace."""
         trace = float(np.trace(G))
-        normed = np.asarray(G, dtype=float) / trace
-        digest = hashlib.blake2b(np.round(normed, 12).tobytes(), digest_size=12)
-        digest.update(repr(normed.shape).encode())
-        key = digest.hexdigest()
-        self._arrays.setdefault(key, normed)
-        return key, trace
+        return self._intern(np.asarray(G, dtype=float) / trace, "gram"), trace
+
+    def add_factor(self, R: np.ndarray) -> tuple[str, float]:
+        """Intern the row factor ``R / ||R||_F`` of the Gram ``R^T R`` (trace ``||R||_F^2``)."""
+        trace = float((R * R).sum())
+        return self._intern(np.asarray(R, dtype=float) / math.sqrt(trace), "rows"), trace
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self._arrays[key]
@@ -189,11 +199,42 @@ class ResidualWorkload:
             G += coefs[0 if weighted else 1] * piece_gram(store, kind, keys)
         return G
 
+    def factor_rank(self, store: GramStore) -> int:
+        """Columns of ``gram_factor``: the sum of the pieces' factor ranks."""
+        total = 0
+        for kind, keys in self.pieces:
+            if kind == "dense":
+                total += store[keys[0]].shape[0]
+            else:
+                total += math.prod(int(np.linalg.matrix_rank(store[k])) for k in keys)
+        return total
+
+    def gram_factor(self, store: GramStore) -> np.ndarray:
+        """A c x k matrix F with ``F F^T = G`` (weighted), built from the pieces' factors."""
+        blocks = []
+        for (kind, keys), (coef, _) in self.pieces.items():
+            if kind == "dense":
+                blocks.append(math.sqrt(coef) * store[keys[0]].T)
+            else:
+                F = np.ones((1, 1))
+                for key in keys:
+                    F = np.kron(F, _psd_factor(store[key]))
+                blocks.append(math.sqrt(coef) * F)
+        return np.hstack(blocks)
+
+
+def _psd_factor(G: np.ndarray) -> np.ndarray:
+    """F (d x r) with ``F F^T = G`` for a small PSD matrix."""
+    w, U = np.linalg.eigh((G + G.T) / 2.0)
+    keep = w > 1e-12 * max(float(w.max()), 1e-300)
+    return U[:, keep] * np.sqrt(w[keep])
+
 
 def piece_gram(store: GramStore, kind: str, keys: tuple[str, ...]) -> np.ndarray:
     """The explicit (trace-1) Gram of one piece."""
     if kind == "dense":
-        return store[keys[0]]
+        R = store[keys[0]]
+        return R.T @ R
     out = np.ones((1, 1))
     for key in keys:
         out = np.kron(out, store[key])
@@ -335,9 +376,17 @@ class Decomposer:
             if len(keep) == 0:
                 out.append((keep, ("kron", ()), trace))
                 continue
-            key, trace = self.store.add(S.T @ S)
-            # one-attribute pieces are (trivially) Kronecker: they can merge with product ones
-            out.append((keep, ("kron" if len(keep) == 1 else "dense", (key,)), trace))
+            if len(keep) == 1:
+                # one-attribute pieces are (trivially) Kronecker: they merge with product ones
+                key, trace = self.store.add(S.T @ S)
+                out.append((keep, ("kron", (key,)), trace))
+                continue
+            if S.shape[0] > S.shape[1]:  # more sub-queries than cells: compress the rows
+                w, U = np.linalg.eigh(S.T @ S)
+                keep_w = w > 1e-12 * w.max()
+                S = (U[:, keep_w] * np.sqrt(w[keep_w])).T
+            key, trace = self.store.add_factor(S)
+            out.append((keep, ("dense", (key,)), trace))
         return out
 
 

@@ -9,7 +9,8 @@ with ``V = B^T B`` supported on the residual space (fully centred tensors) and `
 * ``estimate(w)`` = ``B^+ w``: a centred tensor whose dot product with any sub-query in the
   span of the strategy is an unbiased answer;
 * ``vdag_apply`` / ``quad`` / ``trace_*``: the unit-cost variance ``q V^+ q^T`` of sub-queries
-  and ``tr(G V^+)`` of sub-workload Grams;
+  and ``tr(G V^+)`` of sub-workload Grams (given explicitly, as Kronecker factors, or as row
+  factors R with ``G = R^T R``);
 * ``diag_v()``: the per-cell privacy cost ``diag(V)`` (for verifying the composed cost).
 
 Three shapes cover every sub-solver: :class:`KronSub` (a Kronecker product of per-attribute
@@ -129,6 +130,10 @@ class SubMechanism:
         """``tr(G V^+)`` for an explicit c x c Gram."""
         return float(np.trace(self.vdag_apply(G)))
 
+    def trace_rows(self, R: np.ndarray) -> float:
+        """``tr(R^T R V^+)`` for a row factor R (k x c) of a Gram."""
+        return float(self.quad(R).sum())
+
     def diag_v(self) -> np.ndarray:
         """``diag(V)`` over the marginal's cells (the per-cell privacy cost at unit noise)."""
         raise NotImplementedError
@@ -185,14 +190,15 @@ class KronSub(SubMechanism):
 
 
 class DenseSub(SubMechanism):
-    """An explicit strategy ``B`` (r x c) with its pseudo-inverse and ``V^+``."""
+    """An explicit strategy ``B`` (r x c) and its pseudo-inverse; ``V^+ = B^+ B^+T`` is only
+    ever applied in factored form (r may be far below c)."""
 
     kind = "dense"
 
-    def __init__(self, sizes: Sequence[int], basis: np.ndarray, basis_pinv: np.ndarray,
-                 vdag: np.ndarray) -> None:
+    def __init__(self, sizes: Sequence[int], basis: np.ndarray, basis_pinv: np.ndarray
+                 ) -> None:
         self.sizes = tuple(sizes)
-        self.basis, self.basis_pinv, self.vdag = basis, basis_pinv, vdag
+        self.basis, self.basis_pinv = basis, basis_pinv
 
     @property
     def outputs(self) -> int:
@@ -208,16 +214,15 @@ class DenseSub(SubMechanism):
         return (self.basis_pinv @ w).reshape(self.sizes)
 
     def vdag_apply(self, X: np.ndarray) -> np.ndarray:
-        return self.vdag @ X
+        return self.basis_pinv @ (self.basis_pinv.T @ X)
+
+    def quad(self, rows: np.ndarray) -> np.ndarray:
+        Y = rows @ self.basis_pinv
+        return np.einsum("ij,ij->i", Y, Y)
 
     def trace_kron(self, grams: Sequence[np.ndarray]) -> float:
-        G = np.ones((1, 1))
-        for g in grams:
-            G = np.kron(G, g)
-        return float((G * self.vdag).sum())
-
-    def trace_dense(self, G: np.ndarray) -> float:
-        return float((G * self.vdag).sum())
+        P = self.basis_pinv
+        return float((P * kmatvec(list(grams), P)).sum())
 
     def diag_v(self) -> np.ndarray:
         return (self.basis * self.basis).sum(axis=0).reshape(self.sizes)
@@ -239,6 +244,14 @@ def fourier_diag(G: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     T = np.fft.ifftn(T, axes=tuple(range(ell, 2 * ell)))    # e^{+2 pi i j.y/d} on columns
     c = math.prod(sizes)
     return np.real(np.diagonal(T.reshape(c, c))).reshape(sizes) * c
+
+
+def fourier_diag_rows(R: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+    """``h_j = f_j^H R^T R f_j = sum_k |R_k . f_j|^2`` for a row factor R (k x c)."""
+    sizes = tuple(sizes)
+    c = math.prod(sizes)
+    T = np.fft.ifftn(R.reshape((-1,) + sizes), axes=tuple(range(1, len(sizes) + 1))) * c
+    return (np.abs(T) ** 2).sum(axis=0)
 
 
 def frequency_mask(sizes: Sequence[int]) -> np.ndarray:

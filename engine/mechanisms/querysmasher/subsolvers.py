@@ -47,8 +47,8 @@ from engine.mechanisms.querysmasher.submechanisms import (
     FourierSub,
     KronSub,
     SubMechanism,
-    fourier_diag,
     fourier_diag_1d,
+    fourier_diag_rows,
 )
 from engine.progress import Progress, report
 from engine.workloads.blocks import Block
@@ -234,10 +234,28 @@ class SolveReport:
     seconds: float
 
 
-def _optimal_task(args: tuple[np.ndarray, float, int, str], progress: Progress | None = None
-                  ) -> OptimalSolution:
-    G, tol, max_iter, label = args
-    return solve_optimal(G, tol, max_iter, progress, label)
+def _optimal_task(args: tuple[np.ndarray, bool, float, int, str],
+                  progress: Progress | None = None) -> OptimalSolution:
+    matrix, is_factor, tol, max_iter, label = args
+    if is_factor:
+        return solve_optimal(None, tol, max_iter, progress, label, factor=matrix)
+    return solve_optimal(matrix, tol, max_iter, progress, label)
+
+
+def _optimal_input(res: ResidualWorkload, store: GramStore, limit: int, label: str
+                   ) -> tuple[np.ndarray, bool]:
+    """The residual's normalised Gram for the SDP: a c x k factor when its rank is below the
+    number of cells (never forming c x c), else the explicit Gram."""
+    rank = res.factor_rank(store)
+    if rank < res.cells and rank <= limit:
+        return res.gram_factor(store) / math.sqrt(res.trace), True
+    if res.cells > limit:
+        raise NotApplicable(
+            f"querysmasher (optimal): residual {label} has {res.cells:,} cells, no Kronecker "
+            f"structure and rank {rank:,}; the dense SDP is limited to {limit:,} "
+            "(dense_limit). Use sub_solver 'fourier', 'kron_basis' or 'residual', or raise "
+            "dense_limit")
+    return res.dense_gram(store) / res.trace, False
 
 
 def _joint_fourier(res: ResidualWorkload, store: GramStore) -> FourierSub:
@@ -245,7 +263,7 @@ def _joint_fourier(res: ResidualWorkload, store: GramStore) -> FourierSub:
     h = np.zeros(res.sizes)
     for (kind, keys), (coef, _) in res.pieces.items():
         if kind == "dense":
-            h = h + coef * fourier_diag(store[keys[0]], res.sizes)
+            h = h + coef * fourier_diag_rows(store[keys[0]], res.sizes)
         else:
             part = np.ones(())
             for key in keys:
@@ -304,20 +322,16 @@ def solve_residuals(decomposition: Decomposition, solver: SubSolver,
         assigned[res.attrs] = (sub_key, "kron")
 
     heavy = [sig for sig, members in joint.items()
-             if solver.name == "optimal" and members[0].cells >= HEAVY_CELLS]
-    if solver.name == "optimal":
-        limit = solver.dense_limit  # type: ignore[attr-defined]
-        for members in joint.values():
-            if members[0].cells > limit:
-                raise NotApplicable(
-                    f"querysmasher (optimal): residual {label(members[0].attrs)} has "
-                    f"{members[0].cells:,} cells and no Kronecker structure; the dense SDP "
-                    f"is limited to {limit:,} cells (dense_limit). Use sub_solver 'fourier', "
-                    "'kron_basis' or 'residual', or raise dense_limit")
+             if isinstance(solver, OptimalSolver) and members[0].cells >= HEAVY_CELLS]
+    if isinstance(solver, OptimalSolver):
         signatures = list(joint)
-        tasks = [(joint[sig][0].dense_gram(store) / joint[sig][0].trace,
-                  solver.tol, solver.max_iter, f"SDP {label(joint[sig][0].attrs)}")  # type: ignore[attr-defined]
-                 for sig in signatures]
+        tasks = []
+        for sig in signatures:
+            first = joint[sig][0]
+            matrix, is_factor = _optimal_input(first, store, solver.dense_limit,
+                                               label(first.attrs))
+            tasks.append((matrix, is_factor, solver.tol, solver.max_iter,
+                          f"SDP {label(first.attrs)}"))
         pool = executor if executor is not None else default_executor(len(heavy), workers)
         fn = (functools.partial(_optimal_task, progress=progress)
               if isinstance(pool, SerialExecutor) else _optimal_task)
@@ -325,7 +339,7 @@ def solve_residuals(decomposition: Decomposition, solver: SubSolver,
         def on_result(index: int, sol: OptimalSolution) -> None:
             nonlocal done
             done += 1
-            report(progress, done, sol.loss, f"solved {tasks[index][3]} "
+            report(progress, done, sol.loss, f"solved {tasks[index][4]} "
                    f"({sol.iterations + sol.newton_steps} iterations, gap {sol.gap:.1e})")
 
         solutions = pool.map(fn, tasks, on_result=on_result)
@@ -333,7 +347,7 @@ def solve_residuals(decomposition: Decomposition, solver: SubSolver,
             pool.close()
         for sig, sol in zip(signatures, solutions, strict=True):
             sizes = joint[sig][0].sizes
-            subs[("dense", sig)] = DenseSub(sizes, sol.basis, sol.basis_pinv, sol.vdag)
+            subs[("dense", sig)] = DenseSub(sizes, sol.basis, sol.basis_pinv)
             for res in joint[sig]:
                 assigned[res.attrs] = (("dense", sig), "dense")
             solved_info[("dense", sig)] = (sol.iterations + sol.newton_steps, sol.gap)
@@ -356,7 +370,7 @@ def solve_residuals(decomposition: Decomposition, solver: SubSolver,
             tkey = (sub_key, piece)
             if tkey not in traces:
                 kind, keys = piece
-                traces[tkey] = (sub.trace_dense(store[keys[0]]) if kind == "dense"
+                traces[tkey] = (sub.trace_rows(store[keys[0]]) if kind == "dense"
                                 else sub.trace_kron([store[k] for k in keys]))
             loss += coef * traces[tkey]
             loss_u += coef_u * traces[tkey]
