@@ -128,6 +128,18 @@ def test_views_of_implicit_strategies() -> None:
     assert moved.strategy is best.strategy and moved.rmse() > best.rmse()
 
 
+def test_hdmm_skips_operators_that_repeat_another() -> None:
+    one_dim = get("hdmm").plan(Workload.one_dim(PrefixBlock(32)), LAPLACE)
+    assert set(one_dim.details["candidates"]) == {"opt0", "marginals"}
+    assert "same problem as OPT_0" in one_dim.details["skipped"]["kron"]
+    dom = Domain.from_sizes([40, 40], ["a", "b"], ["numeric", "numeric"])
+    product = get("hdmm").plan(Workload.product(dom, {"a": PrefixBlock(40),
+                                                      "b": PrefixBlock(40)}), GAUSSIAN)
+    assert set(product.details["candidates"]) == {"kron", "marginals"}
+    assert "OPT_0" in product.details["skipped"]["opt0"]  # 1,600 cells > 1,024
+    assert product.details["skipped"]["union"] == "one product: OPT_+ is OPT_kron"
+
+
 def test_blas_threads_are_restored() -> None:
     if not blas_available():
         pytest.skip("no bundled OpenBLAS found")

@@ -45,6 +45,30 @@ def block(kind: str, n: int):
             "permuted": lambda: PermutedBlock(AllRangeBlock(n), 0)}[kind]()
 
 
+# ----- R1-R4 where OPT_0 uses them ------------------------------------------------------
+def test_r1_to_r4_as_used_by_opt0() -> None:
+    # R1: the noise unit of every Gaussian RMSE below
+    assert GAUSSIAN.sigma() == pytest.approx(4.224678889, abs=1e-6)
+    # R2: the Grams OPT_0 optimises against
+    np.testing.assert_array_equal(PrefixBlock(4).gram_array(),
+                                  [[4, 3, 2, 1], [3, 3, 2, 1], [2, 2, 2, 1], [1, 1, 1, 1]])
+    np.testing.assert_array_equal(AllRangeBlock(4).gram_array(),
+                                  [[4, 3, 2, 1], [3, 6, 4, 2], [2, 4, 6, 3], [1, 2, 3, 4]])
+    # R3: OPT_0's Identity candidate at n = 64 (Laplace RMSE)
+    for kind, target in (("all-range", 6.6332), ("prefix", 8.0623), ("width32", 8.0)):
+        b = block(kind, 64)
+        f = opt0(b.gram_array(), 1, restarts=1, polish_iterations=0)
+        assert rmse(f.info["candidates"]["identity"], b.shape[0], LAPLACE) == pytest.approx(
+            target, abs=5e-5)
+    # R4: the raw SVD bounds lie under the Gaussian optima (R5) and the certified lower bound
+    for blk, bound in ((PrefixBlock(4), 6.411474), (AllRangeBlock(4), 16.312243),
+                       (PrefixBlock(8), 16.551386), (AllRangeBlock(8), 79.172339)):
+        V = blk.gram_array()
+        assert svd_bound_explicit(V) == pytest.approx(bound, rel=1e-6)
+        _, _, info = gaussian_opt0(V)
+        assert info["lower_bound"] >= bound
+
+
 # ----- R6: the p-Identity objective and its exact gradient ------------------------------
 def test_r6_example_10_matrix_loss_and_gradient() -> None:
     theta = np.array([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]])

@@ -42,8 +42,9 @@ class HdmmMechanism(HdmmBase):
                    "optimise for the workload and keeps the one with the least expected error")
     operators = param.ListSelector(default=list(OPERATORS), objects=list(OPERATORS), doc=(
         "Operators to try (those that cannot serve the workload are skipped)."))
-    opt0_cells = param.Integer(default=8192, bounds=(1, None), doc=(
-        "Largest domain on which OPT_0 runs on the explicit n x n Gram."))
+    opt0_cells = param.Integer(default=1024, bounds=(1, None), doc=(
+        "Largest domain on which OPT_0 runs on the explicit n x n Gram (it scales to 8192, "
+        "but its Laplace restarts take minutes there; hdmm-opt0 alone goes that far)."))
     marginal_restarts = param.Integer(default=10, bounds=(1, None), doc=(
         "Random starts of the Laplace marginal-weight optimisation."))
 
@@ -67,8 +68,20 @@ class HdmmMechanism(HdmmBase):
                 out[op] = str(exc)
         return out
 
+    def _redundant(self, workload: Workload, skipped: dict[str, str]) -> dict[str, str]:
+        """Operators that would solve exactly the problem of another one that runs."""
+        runs = [op for op in self.operators if op not in skipped]
+        out = {}
+        if "opt0" in runs and len(workload.domain) == 1:
+            out.update({op: "one attribute: the same problem as OPT_0" for op in runs
+                        if op in ("kron", "union")})
+        elif "kron" in runs and "union" in runs and len(workload.terms) == 1:
+            out["union"] = "one product: OPT_+ is OPT_kron"
+        return out
+
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
         skipped = self._skipped(workload, privacy)
+        skipped.update(self._redundant(workload, skipped))
         rep = reporter(progress, "OPT_HDMM")
         union = ProductUnion.of(workload) if workload.is_product_union else None
         plans: dict[str, Plan] = {}

@@ -20,7 +20,6 @@ cached so that each distinct attribute set is summed once.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -162,16 +161,15 @@ def kron_estimate(pinvs: Sequence[np.ndarray | Matrix], axes: Sequence[int], y: 
 def kron_answers(factor_pinvs: Sequence[np.ndarray], factors: Sequence[Matrix], y: np.ndarray,
                  workload: Workload, terms: Sequence[int] | None = None,
                  scale: float = 1.0) -> np.ndarray:
-    """Answers to (some of) the workload's terms from a Kronecker block's noisy answers y.
+    """Answers to (some of) the workload's terms by least squares on one Kronecker block.
 
     Args:
         factor_pinvs: per-attribute pseudo-inverses (only those of non-Total factors are used).
         factors: the block's per-attribute factors.
-        y: the block's noisy answers (already divided by nothing: ``scale`` is the block
-            weight, removed here).
+        y: the block's noisy answers ``c (kron_i A_i) x + noise``.
         workload: the workload.
         terms: indices of the terms to answer (default all).
-        scale: the block's weight c in the measured ``c A x``.
+        scale: the block's weight c (divided out before the pseudo-inverses).
     """
     axes = support_axes(factors)
     est = kron_estimate([factor_pinvs[i] for i in axes], axes, np.asarray(y) / scale,
@@ -314,10 +312,3 @@ def marginal_variances(theta: np.ndarray, workload: Workload) -> np.ndarray:
                 var += weights[k] * (r * r).reshape(r.shape[0], -1).sum(axis=1)
         parts.append(t.weight**2 * outside * var)
     return np.concatenate(parts)
-
-
-def timed(fn: Callable[..., np.ndarray], *args: Any) -> tuple[np.ndarray, float]:
-    """``fn(*args)`` and the seconds it took."""
-    start = time.perf_counter()
-    out = fn(*args)
-    return out, time.perf_counter() - start

@@ -1,0 +1,111 @@
+"""HDMM Tables 6 and 7: every column we compute, beside the paper's, and OPT_HDMM's run time.
+
+For each multi-dimensional workload (CPS, Adult, Loans, Census SF1/SF1+) and each noise type,
+one ``hdmm`` plan runs every operator; its per-operator errors fill the OPT_kron, OPT_+ and
+OPT_M columns, its choice the HDMM column. Identity, the plain mechanism (sum of per-product
+sensitivities) and the SVD bound complete the row. Each cell prints ``ours (paper, ratio)``;
+ratios below 1 are lower error than the paper's.
+
+Known differences (spec section 7.6), reported rather than hidden:
+
+* OPT_+: with one group per product and the closed-form weights, OPT_+ on a marginal
+  workload is ``(sum_j cells_j**(1/3))**3``; the paper's OPT_+ column comes from another
+  grouping or implementation (its Gaussian values are far worse than this closed form), so
+  it is not an oracle. The one HDMM cell the paper took from OPT_+ (Adult 2-D
+  prefix-marginals, Laplace, 484.07) depends on it; ours there is OPT_+ with per-product
+  groups.
+* SF1 rows evaluate the persons tables without the relationship attribute, as the paper did.
+* The paper does not specify the OPT_M Gaussian optimiser; ours attains Thm. 13's closed form
+  where it is non-negative, which is why several Gaussian cells are lower than printed.
+
+Run: ``python benchmarks/hdmm_tables.py`` (a few minutes). BLAS runs single-threaded (see
+``benchmarks/hdmm_opt0.py``). The issue's goal: OPT_HDMM on Adult <=3-way marginals < 60 s.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import math  # noqa: E402  (after the BLAS thread setting)
+import time  # noqa: E402
+
+from engine.bounds import svd_bound  # noqa: E402
+from engine.mechanisms import get  # noqa: E402
+from engine.mechanisms.hdmm.experiments import WORKLOADS  # noqa: E402
+from engine.mechanisms.hdmm.plain import plain_rmse  # noqa: E402
+from engine.privacy import Privacy  # noqa: E402
+
+LAPLACE = Privacy(noise="laplace", epsilon=1.0)
+GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
+
+#: Paper: Identity, plain, OPT_kron, OPT_+, OPT_M, HDMM, SVDB (None: not printed).
+TABLE6 = {
+    ("census", "sf1"): (23.20, 70.71, 7.30, 30.55, 9.56, 7.30, None),
+    ("census", "sf1+"): (32.50, 141.42, 10.23, 42.31, 12.88, 10.23, None),
+    ("cps", "marginals"): (5.38, 45.25, 4.85, 4.85, 4.84, 4.84, 2.63),
+    ("cps", "prefix"): (98.06, 56568.54, 40.59, 40.59, 69.38, 40.59, 9.32),
+    ("adult", "marginals"): (5352117.26, 664.68, 872.58, 306.33, 225.35, 225.35, 15.08),
+    ("adult", "prefix"): (475602516.60, 138602.83, 1119.16, 484.07, 553.56, 484.07, None),
+    ("loans", "marginals"): (3330650.46, 265.87, 654.35, 204.17, 100.92, 100.92, 11.61),
+    ("loans", "prefix"): (15340082.96, 11013.90, 1707.67, 485.67, 288.29, 288.29, None),
+}
+TABLE7 = {
+    ("census", "sf1"): (69.33, 29.87, 9.80, 75.66, 14.31, 9.80, None),
+    ("census", "sf1+"): (97.08, 42.25, 10.90, 84.16, 15.88, 10.90, None),
+    ("cps", "marginals"): (16.08, 23.90, 7.85, 7.85, 7.86, 7.85, 7.85),
+    ("cps", "prefix"): (292.93, 844.94, 29.48, 29.49, 104.09, 29.48, 27.85),
+    ("adult", "marginals"): (15988375.02, 91.59, 82.42, 899.04, 46.44, 46.44, 45.06),
+    ("adult", "prefix"): (1420766966.19, 1322.58, 126.17, 639.43, 296.12, 126.17, None),
+    ("loans", "marginals"): (9949649.11, 57.92, 81.51, 631.40, 34.91, 34.91, 34.67),
+    ("loans", "prefix"): (45825415.90, 372.83, 132.43, 994.04, 99.72, 99.72, None),
+}
+COLUMNS = ("Identity", "plain", "OPT_kron", "OPT_+", "OPT_M", "HDMM", "SVDB")
+
+
+def cell(ours: float | None, paper: float | None) -> str:
+    """``ours (paper, ratio)`` with the precision the value needs."""
+    if ours is None:
+        return "-"
+    digits = 2 if ours < 1e5 else 0
+    text = f"{ours:.{digits}f}"
+    if paper is None:
+        return text + " (-)"
+    return f"{text} ({paper:.{digits}f}, {ours / paper:.3f})"
+
+
+def row(key: tuple[str, str], privacy: Privacy, paper: tuple) -> float:
+    """Print one table row; return the OPT_HDMM planning time (seconds)."""
+    W = WORKLOADS[key]()
+    start = time.perf_counter()
+    plan = get("hdmm").plan(W, privacy)
+    seconds = time.perf_counter() - start
+    cands = {op: c["rmse"] for op, c in plan.details["candidates"].items()}
+    ident = get("identity").plan(W, privacy).rmse()
+    bound = svd_bound(W).rmse(W, privacy)
+    ours = (ident, plain_rmse(W, privacy), cands.get("kron"), cands.get("union"),
+            cands.get("marginals"), plan.rmse(), bound)
+    cells = [cell(o, p) for o, p in zip(ours, paper, strict=True)]
+    print(f"{key[0]:6} {key[1]:9} | " + " | ".join(cells)
+          + f" | chose {plan.details['chosen_operator']}, {seconds:.1f} s", flush=True)
+    return seconds
+
+
+def main() -> None:
+    for name, table, privacy in (("Table 6 (Laplace, eps = 1)", TABLE6, LAPLACE),
+                                 ("Table 7 (Gaussian, eps = 1, delta = 1e-6)", TABLE7,
+                                  GAUSSIAN)):
+        print(f"\n{name}: ours (paper, ours/paper)")
+        print(f"{'data':6} {'workload':9} | " + " | ".join(COLUMNS))
+        times = {}
+        for key, paper in table.items():
+            times[key] = row(key, privacy, paper)
+        adult = times[("adult", "marginals")]
+        print(f"OPT_HDMM on Adult <=3-way marginals: {adult:.1f} s "
+              f"(goal < 60 s: {adult / 60:.2f} of it)")
+    print(f"\n(sigma(1, 1e-6) = {GAUSSIAN.sigma():.9f}; {math.sqrt(2):.6f} for Laplace)")
+
+
+if __name__ == "__main__":
+    main()
