@@ -166,22 +166,27 @@ def test_reconstruction_and_variances() -> None:
     assert var.sum() == pytest.approx(plan.tse(), rel=1e-9)
 
 
-@pytest.mark.parametrize("kind", ["cholesky", "eigh", "orthonormal", "woodbury"])
-def test_normal_solver_matches_an_explicit_pseudo_inverse(kind, rng) -> None:
+def solver_case(kind: str, rng) -> tuple[EigenStrategy, np.ndarray, np.ndarray]:
+    """A strategy whose NormalSolver takes the given route, its G and eigen-queries."""
     n = 24
-    W = rng.standard_normal((10 if kind != "cholesky" else 40, n))
     if kind == "eigh":  # rank 4 with a completion on 4 cells: a singular A^T A
         from engine.mechanisms.eigen_design.examples import FIG1_ROWS as W
-
-        n = 8
+    else:
+        W = rng.standard_normal((40, n))
     G = W.T @ W
     eig = eigen_queries(G)
     if kind == "woodbury":
-        design = principal_vectors_partial(G, 0.25)
-        A = design.strategy
-    else:
-        design = eigen_design(eig, complete=kind != "orthonormal")
-        A = design.strategy
+        return principal_vectors_partial(G, 0.25).strategy, G, eig
+    if kind == "cholesky":  # one unweighted eigen-query, every cell completed
+        weights = np.sqrt(rng.uniform(0.2, 1.0, n))
+        weights[3] = 0.0
+        return EigenStrategy(eig.vectors, weights, completion=np.full(n, 0.5)), G, eig
+    return eigen_design(eig, complete=kind != "orthonormal").strategy, G, eig
+
+
+@pytest.mark.parametrize("kind", ["cholesky", "eigh", "orthonormal", "woodbury", "completion"])
+def test_normal_solver_matches_an_explicit_pseudo_inverse(kind, rng) -> None:
+    A, G, eig = solver_case(kind, rng)
     solver = NormalSolver(A)
     assert solver.kind == kind
     X = A.dense().T @ A.dense()
@@ -189,7 +194,9 @@ def test_normal_solver_matches_an_explicit_pseudo_inverse(kind, rng) -> None:
     assert solver.trace(G=G) == pytest.approx(ref, rel=1e-9)
     if kind != "woodbury":
         assert solver.trace(F=eig.factor()) == pytest.approx(ref, rel=1e-9)
-    v = G @ rng.standard_normal(n)  # inside the workload's row space
+        if A.queries.shape[0] == eig.rank:  # the strategy's queries are the eigen-queries
+            assert solver.trace(diagonal=eig.values) == pytest.approx(ref, rel=1e-9)
+    v = G @ rng.standard_normal(G.shape[0])  # inside the workload's row space
     np.testing.assert_allclose(X @ solver.apply(v), v, rtol=1e-8, atol=1e-8 * np.abs(v).max())
 
 

@@ -156,7 +156,7 @@ class WeightedDesign:
 def weighted_design(queries: np.ndarray | Matrix, costs: np.ndarray, weights: np.ndarray,
                     norm: int, *, complete: bool = True, rest: tuple[float, float] | None = None,
                     G: np.ndarray | None = None, F: np.ndarray | None = None,
-                    program1: tuple[dict[str, Any], ...] = (),
+                    eigenbasis: bool = False, program1: tuple[dict[str, Any], ...] = (),
                     info: dict[str, Any] | None = None) -> WeightedDesign:
     """Build the strategy for Program 1 weights and evaluate its error exactly.
 
@@ -170,6 +170,8 @@ def weighted_design(queries: np.ndarray | Matrix, costs: np.ndarray, weights: np
             full eigendecomposition), or None.
         G, F: the workload Gram, or a factor with ``G = F F^T`` (dense designs only; an
             implicit design without completion uses Program 1's exact value instead).
+        eigenbasis: the queries are eigenvectors of G with eigenvalues ``costs`` (then
+            ``G = Q^T diag(costs) Q`` and neither G nor F is needed).
         program1: solver summaries to keep with the design.
         info: extra views.
     """
@@ -194,6 +196,8 @@ def weighted_design(queries: np.ndarray | Matrix, costs: np.ndarray, weights: np
     solver = NormalSolver(strategy)
     if implicit_exact:
         trace = float((costs[x > 0] / lam[x > 0] ** 2).sum())
+    elif eigenbasis:
+        trace = solver.trace(diagonal=np.asarray(costs, float))
     else:
         trace = solver.trace(G=G, F=F)
     sens = {1: strategy.sensitivity(1), 2: strategy.sensitivity(2)}
@@ -236,7 +240,7 @@ def eigen_design(eig: EigenQueries, norm: int = 2, *, complete: bool = True,
     res: Program1Result = solve_program1(eig.values, B, power=program1_power(norm),
                                          method=method, progress=progress)
     return weighted_design(eig.vectors, eig.values, res.x, norm, complete=complete,
-                           F=eig.factor(), program1=(res.summary(),),
+                           eigenbasis=True, program1=(res.summary(),),
                            info={"design_set": "eigen"})
 
 

@@ -35,7 +35,7 @@ from engine.mechanisms.eigen_design.design import (
 from engine.mechanisms.eigen_design.program1 import (
     GAP_TOL,
     Program1Result,
-    solve_batch_ipm,
+    solve_batch_active,
     solve_program1,
 )
 from engine.progress import Progress, report
@@ -70,9 +70,9 @@ def separation_weights(values: np.ndarray, B: np.ndarray, group_size: int, power
     x = np.empty(r)
     iterations = 0
     if full:
-        xs, _, _, it = solve_batch_ipm(values[:full * g].reshape(full, g),
-                                       B[:full * g].reshape(full, g, -1), power,
-                                       GAP_TOL, 200, progress)
+        xs, _, _, it = solve_batch_active(values[:full * g].reshape(full, g),
+                                          B[:full * g].reshape(full, g, -1), power,
+                                          GAP_TOL, progress)
         x[:full * g] = xs.reshape(-1)
         iterations += it
     if tail:
@@ -101,7 +101,7 @@ def eigen_separation(eig: EigenQueries, group_size: int | None = None, norm: int
     B = constraint_matrix(eig.vectors, norm)
     x, summaries = separation_weights(eig.values, B, g, program1_power(norm), progress)
     return weighted_design(eig.vectors, eig.values, x, norm, complete=complete,
-                           F=eig.factor(), program1=tuple(summaries),
+                           eigenbasis=True, program1=tuple(summaries),
                            info={"design_set": "eigen", "reduction": "separation",
                                  "group_size": g})
 
@@ -134,7 +134,7 @@ def principal_vectors(eig: EigenQueries, fraction: float = 0.1, norm: int = 2, *
         res = solve_program1(costs, rows, power=p, progress=progress)
         x = np.append(res.x[:k], np.full(eig.rank - k, res.x[k]))
     return weighted_design(eig.vectors, eig.values, x, norm, complete=complete,
-                           F=eig.factor(), program1=(res.summary(),),
+                           eigenbasis=True, program1=(res.summary(),),
                            info={"design_set": "eigen", "reduction": "principal",
                                  "fraction": fraction, "principal": k})
 

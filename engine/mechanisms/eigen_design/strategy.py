@@ -163,12 +163,20 @@ class EigenStrategy(Matrix):
             return np.sqrt(sq)
         sums = self.query_column_norms(1) + self.completion
         if self.rest > 0:
-            if self.n > DENSE_GRAM_LIMIT:
-                raise ValueError("EigenStrategy: L1 norms of the complement block need "
-                                 f"n <= {DENSE_GRAM_LIMIT:,}")
-            Q = self.queries
-            sums = sums + self.rest * np.abs(np.eye(self.n) - Q.T @ Q).sum(axis=0)
+            sums = sums + self.rest * self._complement_column_sums()
         return sums
+
+    def _complement_column_sums(self) -> np.ndarray:
+        """L1 column sums of ``I - Q^T Q``, a block of columns at a time (O(n**2 r))."""
+        Q = self.queries
+        out = np.empty(self.n)
+        step = max(1, min(self.n, 2**24 // self.n))
+        for lo in range(0, self.n, step):
+            hi = min(self.n, lo + step)
+            block = -(Q.T @ Q[:, lo:hi])
+            block[np.arange(lo, hi), np.arange(hi - lo)] += 1.0
+            out[lo:hi] = np.abs(block).sum(axis=0)
+        return out
 
     def sensitivity(self, p: int) -> float:
         return float(self.column_norms(p).max())
@@ -203,17 +211,34 @@ class EigenStrategy(Matrix):
 class NormalSolver:
     """Applies ``(A^T A)^+`` and evaluates ``tr[G (A^T A)^+]`` for an EigenStrategy.
 
-    * implicit square orthonormal queries without completion: ``Q^T diag(1/lambda**2) Q``;
+    * square orthonormal queries without completion: ``Q^T diag(1/lambda**2) Q``;
+    * square orthonormal queries, all weighted, with a completion on m cells: in the
+      queries' basis ``A^T A`` is ``diag(lambda**2)`` plus a rank-m term, inverted by the
+      Woodbury identity with an m x m Cholesky factor (O(n m**2), no n x n product); if the
+      correction cancels most of the leading term it falls back to the dense route;
     * a complement block: the Woodbury identity around the diagonal ``rho**2 + d**2``;
     * otherwise the dense Gram: a Cholesky factor when it is safely positive definite (its
       diagonal ratio above ``1e2 sqrt(rcond)``), else ``eigh`` with the relative cutoff.
     """
 
+    #: The low-rank completion route is abandoned when its correction exceeds this fraction
+    #: of the leading term (cancellation would cost digits).
+    CANCELLATION = 0.9
+
     def __init__(self, strategy: EigenStrategy, rcond: float = RCOND) -> None:
         self.strategy, self.rcond = strategy, rcond
         s = strategy
         self.kind: str
-        if not s.cells.size and not s.rest:
+        Q = s.queries
+        if (isinstance(Q, np.ndarray) and Q.shape[0] == s.n and s.cells.size and not s.rest
+                and np.all(s.weights > 0)):
+            self.kind = "completion"
+            self.lam2 = s.weights**2
+            self.Wc = Q[:, s.cells] / self.lam2[:, None]  # Lambda^-2 Q_c (n x m)
+            S = Q[:, s.cells].T @ self.Wc
+            S[np.diag_indices_from(S)] += 1.0 / s.completion[s.cells] ** 2
+            self.S_chol = sla.cho_factor(S, lower=True, check_finite=False)
+        elif not s.cells.size and not s.rest:
             # A^T A = Q^T diag(lambda**2) Q with orthonormal rows: its pseudo-inverse is known
             self.kind = "orthonormal"
             if not isinstance(s.queries, np.ndarray) and s.queries.shape[0] != s.n:
@@ -230,23 +255,28 @@ class NormalSolver:
             self.S = np.eye(Q.shape[0]) + self.core[:, None] * M
             self.S_lu = sla.lu_factor(self.S)
         else:
-            X = s.gram_array()
-            self.chol = None
-            try:
-                c, low = sla.cho_factor(X, lower=True, check_finite=False)
-                diag = np.abs(np.diag(c))
-                if diag.min() > np.sqrt(rcond) * 1e2 * diag.max():
-                    self.chol = (c, low)
-            except np.linalg.LinAlgError:
-                pass
-            if self.chol is not None:
-                self.kind = "cholesky"
-            else:
-                self.kind = "eigh"
-                lam, U = np.linalg.eigh(X)
-                keep = lam > rcond * max(float(lam.max()), 1e-300)
-                self.lam, self.U, self.keep = lam[keep], U[:, keep], keep
-                self.U_null = U[:, ~keep]
+            self._dense()
+
+    def _dense(self) -> None:
+        """Factor the dense Gram: Cholesky when safely positive definite, else eigh."""
+        s, rcond = self.strategy, self.rcond
+        X = s.gram_array()
+        self.chol = None
+        try:
+            c, low = sla.cho_factor(X, lower=True, check_finite=False)
+            diag = np.abs(np.diag(c))
+            if diag.min() > np.sqrt(rcond) * 1e2 * diag.max():
+                self.chol = (c, low)
+        except np.linalg.LinAlgError:
+            pass
+        if self.chol is not None:
+            self.kind = "cholesky"
+        else:
+            self.kind = "eigh"
+            lam, U = np.linalg.eigh(X)
+            keep = lam > rcond * max(float(lam.max()), 1e-300)
+            self.lam, self.U, self.keep = lam[keep], U[:, keep], keep
+            self.U_null = U[:, ~keep]
 
     def apply(self, v: np.ndarray) -> np.ndarray:
         """``(A^T A)^+ v`` for a vector or a batch of columns."""
@@ -255,6 +285,11 @@ class NormalSolver:
         col = (slice(None),) + (None,) * (v.ndim - 1)
         if self.kind == "orthonormal":
             return s._qt(self.inv[col] * s._q(v))
+        if self.kind == "completion":
+            y = s._q(v)
+            z = y / self.lam2[col] - self.Wc @ sla.cho_solve(self.S_chol, self.Wc.T @ y,
+                                                              check_finite=False)
+            return s._qt(z)
         if self.kind == "woodbury":
             Q = s.queries
             w = v / self.delta[col]
@@ -265,14 +300,28 @@ class NormalSolver:
         return self.U @ ((self.U.T @ v) / self.lam[col])
 
     def trace(self, G: np.ndarray | None = None, F: np.ndarray | None = None,
-              support_rtol: float = 1e-8) -> float:
-        """``tr[G (A^T A)^+]`` with ``G`` dense or ``G = F F^T`` (F: n x r); inf if unsupported.
+              support_rtol: float = 1e-8, diagonal: np.ndarray | None = None) -> float:
+        """``tr[G (A^T A)^+]``; inf when A does not support G.
+
+        Args:
+            G: the workload Gram (n x n), or
+            F: a factor with ``G = F F^T`` (n x r), or
+            diagonal: ``c`` with ``G = Q^T diag(c) Q`` for the strategy's own square queries
+                (eigen-query designs: the eigenvalues).
+            support_rtol: relative mass of G allowed outside the range of ``A^T A``.
 
         Raises:
-            ValueError: when neither G nor F is given.
+            ValueError: when none of G, F, diagonal is given.
         """
-        if G is None and F is None:
-            raise ValueError("NormalSolver.trace: give G or a factor F")
+        if G is None and F is None and diagonal is None:
+            raise ValueError("NormalSolver.trace: give G, a factor F or the diagonal")
+        if self.kind == "completion":
+            value = self._completion_trace(G, F, diagonal)
+            if value is not None:
+                return value
+            self._dense()  # too much cancellation: take the dense route instead
+        if diagonal is not None and G is None and F is None:
+            F = self.strategy.queries.T * np.sqrt(np.maximum(diagonal, 0.0))
         if self.kind == "cholesky":
             c, _ = self.chol
             L = np.tril(c)
@@ -318,3 +367,30 @@ class NormalSolver:
         first = float((np.diag(G) / self.delta).sum())
         second = float(np.trace(sla.lu_solve(self.S_lu, self.core[:, None] * Y)))
         return first - second
+
+    def _completion_trace(self, G: np.ndarray | None, F: np.ndarray | None,
+                          diagonal: np.ndarray | None) -> float | None:
+        """``tr[M^-1 Q G Q^T]`` with ``M = diag(lambda**2) + Q_c D_c**2 Q_c^T`` (Woodbury).
+
+        Returns None when the correction cancels more than ``CANCELLATION`` of the leading
+        term.
+        """
+        Q = self.strategy.queries
+        if diagonal is not None:
+            root = np.sqrt(np.maximum(diagonal, 0.0))
+            lead = float((diagonal / self.lam2).sum())
+            Z = self.Wc.T * root  # (m x n): Q_c^T Lambda^-2 diag(sqrt c)
+        elif F is not None:
+            Y = Q @ F
+            lead = float(((Y * Y).sum(axis=1) / self.lam2).sum())
+            Z = self.Wc.T @ Y
+        else:
+            QGQ = Q @ G @ Q.T
+            lead = float((np.diag(QGQ) / self.lam2).sum())
+            K = self.Wc.T @ QGQ @ self.Wc
+            corr = float(np.trace(sla.cho_solve(self.S_chol, K, check_finite=False)))
+            return lead - corr if corr <= self.CANCELLATION * lead else None
+        L = np.tril(self.S_chol[0])
+        Y2 = sla.solve_triangular(L, Z, lower=True, check_finite=False)
+        corr = float((Y2 * Y2).sum())
+        return lead - corr if corr <= self.CANCELLATION * lead else None
