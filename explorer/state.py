@@ -432,6 +432,8 @@ class Session(param.Parameterized):
     draft = param.Dict(default={}, doc="The spec being edited in the builder (may be invalid).")
     draft_text = param.String(default="", doc="The builder's YAML text.")
     draft_error = param.String(default="", doc="Why the draft is not valid ('' when it is).")
+    stash = param.Dict(default=None, allow_None=True,
+                       doc="A draft put aside while an example is loaded (the tour).")
 
     def __init__(self, spec: dict[str, Any] | None = None, store: PlanStore | None = None,
                  **params: Any) -> None:
@@ -440,9 +442,10 @@ class Session(param.Parameterized):
         self._key = ""
         self._applying = False
         self._own_text = False
-        names = list(registry_names())
-        self.param.mechanisms.objects = names
-        self.param.selected.objects = names
+        self._seen_done = -1
+        # Separate lists: param may add None to a Selector's objects (allow_None).
+        self.param.mechanisms.objects = list(registry_names())
+        self.param.selected.objects = list(registry_names())
         spec = copy.deepcopy(spec if spec is not None else DEFAULT_SPEC)
         scenario = Scenario.from_spec(spec)
         self.privacy = privacy_snapshot(scenario.privacy)
@@ -615,6 +618,7 @@ class Session(param.Parameterized):
         job = self.store.start(self.scenario.workload, self.privacy, list(self.mechanisms),
                                key=self._key, background=background)
         self.job = job if job is not None and not job.status().finished else None
+        self._seen_done = -1
         self.refresh(new_plans=True)
         return job
 
@@ -630,6 +634,9 @@ class Session(param.Parameterized):
         status = job.status()
         if status.finished or job.key != self._key or job.privacy.noise != self.privacy.noise:
             self.job = None
+        elif status.done == self._seen_done:
+            return status  # nothing new: keep the displayed comparison as it is
+        self._seen_done = status.done
         self.refresh(new_plans=True)
         return status
 

@@ -1,141 +1,99 @@
-"""Overview page: the registered mechanisms and how they compare on a small sample workload.
+"""Start page (index): what the workbench answers, where to begin, what is registered.
 
-The engine is imported lazily inside functions so that the page still renders (with the error
-text in place of the content) while the engine is incomplete or broken: a page must never take
-the server down.
-
-Example:
-    >>> page = OverviewPage()
-    >>> page.heading
-    'Differential privacy workbench'
+The engine's registry is read when the page is built, so mechanisms added by other modules
+appear without changes here. Anything the engine cannot answer is shown in place of the
+content: a page must never take the server down.
 """
 
 from __future__ import annotations
 
-import asyncio
-import copy
 from typing import Any
 
 import pandas as pd
 import panel as pn
-import param
 
-#: A small scenario whose comparison is quick enough to show on page load: all 64 prefix
-#: (CDF) queries over one numeric attribute under (1, 1e-6) Gaussian noise.
-SAMPLE_SPEC: dict[str, Any] = {
-    "domain": {"x": {"size": 64, "kind": "numeric"}},
-    "workload": [{"product": {"x": "prefix"}}],
-    "privacy": {"noise": "gaussian", "epsilon": 1.0, "delta": 1.0e-6},
-}
+from explorer.pages.base import PAGES, Page
+from explorer.state import is_data_dependent, one_line
 
+NOTE = """
+This workbench helps you publish **counts** (tables, cumulative counts, ranges) about a
+confidential data set with **differential privacy**: random noise is added so that no single
+person's record can be inferred, and the published numbers are still useful.
 
-def mechanism_names() -> list[str]:
-    """Names of the mechanisms registered with the engine, in registry order."""
-    from engine.mechanisms import registry_names
+There are many ways to add that noise. The *matrix mechanisms* compared here all measure a
+well-chosen set of counts with noise and then combine them into your answers. Which set is
+best depends on your queries, so the workbench plans each mechanism for your queries and
+reports its expected error, without touching any data.
 
-    return list(registry_names())
+The three questions it answers:
 
-
-def sample_comparison(spec: dict[str, Any]) -> pd.DataFrame:
-    """Compare the registered mechanisms on ``spec`` and return one row per mechanism.
-
-    Accepts whatever ``engine.compare.compare_scenario`` returns: a DataFrame, a list of row
-    mappings, or the ``compare --json`` document (whose ``results`` become the rows).
-    """
-    from engine.compare import compare_scenario
-
-    return as_frame(compare_scenario(copy.deepcopy(spec)))
+1. **Which mechanism is most accurate at my budget?** (Compare page)
+2. **How far is that from the best possible?** (the SVD lower bound, on the Compare page)
+3. **What does a smaller budget cost me?** (Privacy trade-off page)
+"""
 
 
-def as_frame(result: Any) -> pd.DataFrame:
-    """Turn a comparison result into a DataFrame for display."""
-    if isinstance(result, pd.DataFrame):
-        return result
-    if isinstance(result, dict) and "results" in result:
-        return pd.DataFrame(list(result["results"]))
-    if isinstance(result, list | tuple):
-        return pd.DataFrame(list(result))
-    raise TypeError(f"cannot display a comparison result of type {type(result).__name__}")
+def mechanism_frame() -> pd.DataFrame:
+    """Registered mechanisms with their title, family and one-line description."""
+    from engine.mechanisms import mechanism_class, registry_names
+
+    rows = []
+    for name in registry_names():
+        cls = mechanism_class(name)
+        rows.append({"mechanism": name, "title": cls.title or name,
+                     "family": getattr(cls, "family", ""),
+                     "needs data": "yes" if is_data_dependent(name) else "",
+                     "what it measures": getattr(cls, "description", "")})
+    return pd.DataFrame(rows, columns=["mechanism", "title", "family", "needs data",
+                                       "what it measures"])
 
 
-def engine_problem(exc: BaseException) -> str:
-    """One line describing why the engine could not answer, for display in place of content."""
-    prefix = "Engine not ready" if isinstance(exc, ImportError | AttributeError) else "Error"
-    return f"{prefix}: {type(exc).__name__}: {exc}"
+class OverviewPage(Page):
+    """The index page."""
 
-
-class OverviewPage(pn.viewable.Viewer):
-    """Landing page: registered mechanisms and a sample comparison table.
-
-    Args:
-        spec: scenario (spec mapping, see the README) compared in the sample table.
-    """
-
-    heading = param.String(
-        default="Differential privacy workbench", constant=True, doc="Page heading."
-    )
-    spec = param.Dict(default=SAMPLE_SPEC, doc="Scenario compared in the sample table.")
+    title = "Differential privacy workbench"
+    note = NOTE
 
     def __panel__(self) -> pn.viewable.Viewable:
-        mechanisms = pn.Column(
-            pn.pane.Markdown("## Mechanisms"),
-            self._mechanism_view(),
-            css_classes=["mechanism-list"],
-            sizing_mode="stretch_width",
-        )
-        self._comparison = pn.Column(
-            pn.pane.Markdown("Comparing mechanisms on the sample workload..."),
-            css_classes=["comparison-table"],
-            sizing_mode="stretch_width",
-            min_height=80,
-        )
-        comparison = pn.Column(
-            pn.pane.Markdown(
-                "## Sample comparison\n\nAll prefix queries over a numeric attribute of size 64, "
-                "Gaussian noise with epsilon = 1, delta = 1e-6."
-            ),
-            self._comparison,
-            sizing_mode="stretch_width",
-        )
-        doc = pn.state.curdoc
-        if doc is not None and doc.session_context is not None:
-            # Served: render the page first, then fill the table off the event loop so a slow
-            # plan never blocks other sessions.
-            self._comparison.loading = True
-            pn.state.onload(self._fill_comparison)
-        else:
-            self._comparison.objects = [self._comparison_view(self._compute_comparison())]
+        steps = "\n".join(
+            f"{i}. {self.link(path, label)}: {purpose}."
+            for i, (path, label, purpose) in enumerate(PAGES[1:], start=1))
+        start = pn.pane.Markdown(
+            "## Where to begin\n\n" + steps + "\n\nNew to this? "
+            f"{self.link('/learn', 'Take the guided tour')} of a classic example first.",
+            sizing_mode="stretch_width", css_classes=["start-steps"])
         return pn.Column(
-            pn.pane.Markdown(f"# {self.heading}"),
-            mechanisms,
-            comparison,
-            sizing_mode="stretch_width",
+            self.header("Plan differentially private releases of counts: compare mechanisms "
+                        "on your queries, see how close they get to the best possible, and "
+                        "what each privacy budget costs in accuracy."),
+            start,
+            pn.bind(self._current, self.session.param.scenario,
+                    self.session.param.comparison),
+            pn.Column(pn.pane.Markdown("## Mechanisms", margin=(0, 10)),
+                      self._mechanisms(), css_classes=["mechanism-list"],
+                      sizing_mode="stretch_width"),
+            sizing_mode="stretch_width", css_classes=["overview-page"],
         )
 
-    def _mechanism_view(self) -> pn.viewable.Viewable:
-        try:
-            names = mechanism_names()
-        except Exception as exc:  # the page shows any engine failure instead of crashing
-            return pn.pane.Alert(engine_problem(exc), alert_type="warning")
-        if not names:
-            return pn.pane.Markdown("No mechanisms are registered.")
-        return pn.pane.Markdown("\n".join(f"- `{name}`" for name in names))
-
-    def _compute_comparison(self) -> pd.DataFrame | str:
-        try:
-            return sample_comparison(self.spec)
-        except Exception as exc:  # the page shows any engine failure instead of crashing
-            return engine_problem(exc)
+    def _current(self, scenario: Any, comparison: Any) -> pn.viewable.Viewable:
+        lines = [f"## Your scenario\n\n{scenario.workload.describe()}, "
+                 f"{self.session.privacy.describe()}."]
+        best = comparison.best() if comparison is not None else None
+        if best is not None:
+            lines.append(f"Most accurate so far: **{best.mechanism}** (typical error "
+                         f"{best.rmse:.4g} per count); see {self.link('/compare', 'Compare')}.")
+        else:
+            lines.append(f"Not compared yet: open {self.link('/compare', 'Compare')}.")
+        return pn.pane.Markdown("\n\n".join(lines), sizing_mode="stretch_width",
+                                css_classes=["current-scenario"])
 
     @staticmethod
-    def _comparison_view(result: pd.DataFrame | str) -> pn.viewable.Viewable:
-        if isinstance(result, str):
-            return pn.pane.Alert(result, alert_type="warning")
-        return pn.pane.DataFrame(result, index=False, sizing_mode="stretch_width")
-
-    async def _fill_comparison(self) -> None:
+    def _mechanisms() -> pn.viewable.Viewable:
         try:
-            result = await asyncio.to_thread(self._compute_comparison)
-            self._comparison.objects = [self._comparison_view(result)]
-        finally:
-            self._comparison.loading = False
+            frame = mechanism_frame()
+        except Exception as exc:  # an engine problem is shown instead of crashing the page
+            return pn.pane.Alert(f"Engine not ready: {one_line(exc)}", alert_type="warning")
+        if frame.empty:
+            return pn.pane.Markdown("No mechanisms are registered.")
+        return pn.widgets.Tabulator(frame, show_index=False, disabled=True,
+                                    layout="fit_data_stretch", sizing_mode="stretch_width")

@@ -1,95 +1,93 @@
-"""The overview page and the served entry point, without a browser."""
+"""The start page, the served entry point (pages, navigation, optional pages) and the charts."""
 
 from __future__ import annotations
 
 import sys
 import types
 
-import pandas as pd
+import numpy as np
 import panel as pn
 import pytest
 
+from engine.mechanisms import registry_names
 from explorer import app
-from explorer.pages import overview
-from explorer.pages.overview import OverviewPage, as_frame
+from explorer.components.charts import (
+    BOUND_COLOR,
+    PALETTE,
+    mechanism_colors,
+    rmse_bars,
+    weights_bars,
+)
+from explorer.components.heatmap import MAX_ENTRIES, matrix_heatmap, too_big
+from explorer.pages.base import PAGES
+from explorer.pages.overview import OverviewPage, mechanism_frame
+from explorer.state import PlanStore, Session
 
 
 def _texts(viewable) -> str:
-    return "\n".join(
-        str(pane.object)
-        for pane in viewable.select(pn.pane.Markdown) + viewable.select(pn.pane.Alert)
-    )
+    return "\n".join(str(p.object) for p in viewable.select(pn.pane.Markdown))
 
 
-def test_as_frame_accepts_frame_rows_and_compare_json():
-    frame = pd.DataFrame({"mechanism": ["identity"], "rmse": [1.0]})
-    assert as_frame(frame) is frame
-    assert list(as_frame([{"mechanism": "hdmm", "rmse": 2.0}])["mechanism"]) == ["hdmm"]
-    document = {"queries": 64, "results": [{"mechanism": "wavelet", "rmse": None}]}
-    assert list(as_frame(document)["mechanism"]) == ["wavelet"]
-    with pytest.raises(TypeError, match="int"):
-        as_frame(3)
-
-
-def test_overview_lists_mechanisms_and_shows_the_comparison(monkeypatch):
-    table = pd.DataFrame({"mechanism": ["identity", "hdmm"], "rmse": [3.0, 2.0]})
-    monkeypatch.setattr(overview, "mechanism_names", lambda: ["identity", "hdmm"])
-    monkeypatch.setattr(overview, "sample_comparison", lambda spec: table)
-
-    view = OverviewPage().__panel__()
-
+def test_start_page_lists_the_registry_and_the_way_in():
+    frame = mechanism_frame()
+    assert list(frame["mechanism"]) == list(registry_names())
+    view = OverviewPage(session=Session(store=PlanStore()), sid="abc").__panel__()
     text = _texts(view)
     assert "# Differential privacy workbench" in text
-    assert "- `identity`\n- `hdmm`" in text
-    (frame_pane,) = view.select(pn.pane.DataFrame)
-    assert frame_pane.object is table
+    assert "[Compare](/compare?s=abc)" in text and "[Take the guided tour](/learn?s=abc)" in text
+    assert "Not compared yet" in text
 
 
-def test_overview_shows_engine_failures_instead_of_raising(monkeypatch):
-    def missing():
+def test_start_page_shows_engine_failures_instead_of_raising(monkeypatch):
+    def broken():
         raise ImportError("cannot import name 'registry_names'")
 
-    def broken(spec):
-        raise RuntimeError("solver exploded")
-
-    monkeypatch.setattr(overview, "mechanism_names", missing)
-    monkeypatch.setattr(overview, "sample_comparison", broken)
-
-    text = _texts(OverviewPage().__panel__())
-
-    assert "Engine not ready: ImportError: cannot import name 'registry_names'" in text
-    assert "Error: RuntimeError: solver exploded" in text
+    monkeypatch.setattr("explorer.pages.overview.mechanism_frame", broken)
+    view = OverviewPage(session=Session(store=PlanStore())).__panel__()
+    alerts = [str(a.object) for a in view.select(pn.pane.Alert)]
+    assert alerts == ["Engine not ready: ImportError: cannot import name 'registry_names'"]
 
 
-def test_engine_is_imported_lazily_and_given_a_copy_of_the_spec(monkeypatch):
-    seen = []
-
-    def compare_scenario(spec):
-        seen.append(spec)
-        spec["workload"].clear()  # a careless engine must not corrupt the page's sample
-        return {"queries": 64, "results": [{"mechanism": "identity", "rmse": 4.2}]}
-
-    monkeypatch.setitem(
-        sys.modules, "engine.compare", types.SimpleNamespace(compare_scenario=compare_scenario)
-    )
-    monkeypatch.setitem(
-        sys.modules,
-        "engine.mechanisms",
-        types.SimpleNamespace(registry_names=lambda: ("identity",)),
-    )
-
-    assert overview.mechanism_names() == ["identity"]
-    frame = overview.sample_comparison(overview.SAMPLE_SPEC)
-
-    assert list(frame["rmse"]) == [4.2]
-    assert seen[0] is not overview.SAMPLE_SPEC
-    assert overview.SAMPLE_SPEC["workload"] == [{"product": {"x": "prefix"}}]
-
-
-def test_served_entry_wraps_the_page_in_a_template():
-    template = app.overview_app()
+def test_every_built_in_page_is_served_in_a_template():
+    paths = set(app.pages())
+    assert {path for path, _, _ in PAGES} <= paths
+    for path, _, _ in PAGES:
+        page = app.build_page(path, Session(store=PlanStore()), "sid")
+        assert isinstance(page, pn.viewable.Viewer), path
+    template = app.page_app("/compare")
     assert isinstance(template, pn.template.BaseTemplate)
-    assert set(app.pages()) == {"/"}
+
+
+def test_optional_pages_are_mounted_only_when_their_module_exists(monkeypatch):
+    monkeypatch.setattr(app, "OPTIONAL_PAGES", {
+        "/missing": ("explorer.pages.no_such_page", "NoPage", "Missing"),
+        "/broken": ("explorer_test_broken_page", "BrokenPage", "Broken"),
+        "/working": ("explorer_test_working_page", "WorkingPage", "Working"),
+    })
+    broken = types.ModuleType("explorer_test_broken_page")  # importable, but no class
+    working = types.ModuleType("explorer_test_working_page")
+
+    class WorkingPage(pn.viewable.Viewer):
+        def __panel__(self):
+            return pn.pane.Markdown("working")
+
+    working.WorkingPage = WorkingPage
+    broken.__spec__ = working.__spec__ = types.SimpleNamespace(name="x")
+    monkeypatch.setitem(sys.modules, "explorer_test_broken_page", broken)
+    monkeypatch.setitem(sys.modules, "explorer_test_working_page", working)
+
+    assert app.optional_paths() == ["/broken", "/working"]
+    assert [p for p, _ in app.menu()][-2:] == ["/broken", "/working"]
+    page = app.build_page("/broken", Session(store=PlanStore()), "sid")
+    assert isinstance(page, pn.pane.Alert)
+    assert page.object.startswith("This page could not be built: AttributeError")
+    assert isinstance(app.build_page("/working", Session(store=PlanStore()), "s"), WorkingPage)
+
+
+def test_navigation_keeps_the_session_id():
+    nav = app.navigation("/compare", "abc123")
+    assert "- **[Compare](/compare?s=abc123)**" in nav.object
+    assert "- [Workload](/builder?s=abc123)" in nav.object
 
 
 @pytest.mark.parametrize("argv", [["--port", "0"], ["--port", "70000"], ["--port", "x"]])
@@ -98,3 +96,38 @@ def test_main_rejects_bad_ports(argv, capsys):
         app.main(argv)
     assert exit_info.value.code == 2
     assert "--port" in capsys.readouterr().err
+
+
+# ----- charts and heat maps ---------------------------------------------------------------------
+def test_each_mechanism_keeps_one_colour():
+    colors = mechanism_colors()
+    assert list(colors) == list(registry_names())
+    assert len(set(colors.values())) == len(colors)
+    assert mechanism_colors(["not-registered"])["not-registered"] in PALETTE
+    assert BOUND_COLOR not in colors.values()
+
+
+def test_rmse_bars_draw_the_bound_as_a_labelled_line():
+    session = Session(store=PlanStore())
+    session.compare_now()
+    chart = rmse_bars(session.comparison)
+    import holoviews as hv
+
+    assert isinstance(chart, hv.Overlay)
+    bars, line, label = chart.values()
+    assert isinstance(bars, hv.Bars) and isinstance(line, hv.HLine)
+    assert line.data == pytest.approx(session.comparison.bound_rmse)
+    assert label.text.startswith("SVD lower bound")
+    assert list(bars.data["color"]) == [mechanism_colors()[m] for m in bars.data["mechanism"]]
+    assert rmse_bars(None).opts.get().kwargs["title"] == "No results yet"
+    assert isinstance(weights_bars({"a": 1.0}, "w"), hv.Bars)
+
+
+def test_heatmap_keeps_row_zero_at_the_top_and_refuses_huge_matrices():
+    image = matrix_heatmap(np.tril(np.ones((3, 4))), "t")
+    assert image.dimension_values(2, flat=False)[0].tolist() == [1, 0, 0, 0]
+    assert image.opts.get().kwargs["invert_yaxis"] is True
+    assert image.opts.get().kwargs["cmap"] == "viridis"
+    assert matrix_heatmap(-np.eye(2), "t").opts.get().kwargs["cmap"] == "RdBu_r"
+    assert too_big((10, 10)) == ""
+    assert "too large" in too_big((MAX_ENTRIES, 2))

@@ -36,6 +36,7 @@ def test_default_session_plans_every_mechanism_against_the_bound(store):
 
     session.compare_now()
 
+    assert session.mechanisms == list(registry_names())
     rows = {r.mechanism: r for r in session.comparison.rows}
     assert set(rows) == set(registry_names())
     for name in data_independent():

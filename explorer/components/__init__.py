@@ -1,0 +1,1 @@
+"""Reusable explorer views: charts, heat maps, the spec editor, planning progress, exports."""

@@ -1,0 +1,104 @@
+"""Planning progress: a bar, a line of text and a cancel button, fed by the session's job.
+
+Planning runs on a worker thread (see :class:`explorer.state.PlanningJob`); this view polls it
+from the page's own event loop with a periodic callback, so the page stays responsive and
+finished mechanisms appear while the rest are still being planned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import panel as pn
+import param
+
+from explorer.state import JobStatus, Session
+
+#: How often a served page looks at the running job (milliseconds).
+POLL_MS = 250
+
+
+def served() -> bool:
+    """True inside a served Bokeh session (False in notebooks and unit tests)."""
+    doc = pn.state.curdoc
+    return doc is not None and doc.session_context is not None
+
+
+def off_loop(fn: Callable[..., Any], delay: float = 0.0) -> Callable[..., Any]:
+    """``fn`` as a page should bind it: on a worker thread when served, directly elsewhere.
+
+    Served pages must not block their event loop on a slow view (per-query variances, dense
+    strategy pictures, root searches), so ``fn`` becomes a coroutine that runs it on a thread
+    after an optional ``delay`` (seconds). In notebooks and tests it is returned unchanged.
+    """
+    if not served():
+        return fn
+
+    @functools.wraps(fn)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        if delay:
+            await asyncio.sleep(delay)
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    return run
+
+
+class PlanningProgress(pn.viewable.Viewer):
+    """Shows the session's planning job while it runs; its button cancels it."""
+
+    session = param.ClassSelector(class_=Session, doc="The session whose job is shown.")
+    status = param.String(default="", doc="The last status line shown.")
+
+    def __init__(self, **params) -> None:
+        super().__init__(**params)
+        self._bar = pn.indicators.Progress(value=0, max=100, width=260, bar_color="primary",
+                                           css_classes=["planning-bar"])
+        self._text = pn.pane.Markdown("", css_classes=["planning-status"],
+                                      sizing_mode="stretch_width", margin=(0, 10))
+        self._cancel = pn.widgets.Button(label="Cancel planning", color="warning",
+                                         css_classes=["cancel-planning"], width=150)
+        self._cancel.on_click(lambda event: self.cancel())
+        self._layout = pn.Row(self._bar, self._text, self._cancel, visible=False,
+                              css_classes=["planning-progress"], sizing_mode="stretch_width",
+                              align="center")
+        self._callback = None
+        self.show(self.session.job.status() if self.session.job is not None else None)
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        if served():
+            pn.state.onload(self._start_polling)
+        return self._layout
+
+    def _start_polling(self) -> None:
+        # Registered once the page is loaded, so the callback belongs to this page's session.
+        if self._callback is None:
+            self._callback = pn.state.add_periodic_callback(self.tick, period=POLL_MS)
+
+    def tick(self) -> None:
+        """Look at the job once: pick up finished rows and update the indicator."""
+        if self.session.job is None:
+            if self._layout.visible:
+                self.show(None)
+            return
+        self.show(self.session.poll())
+
+    def show(self, status: JobStatus | None) -> None:
+        """Display a job status (None hides the indicator)."""
+        if status is None or status.finished:
+            self._layout.visible = False
+            self.status = status.describe() if status is not None else ""
+            return
+        self.status = status.describe()
+        self._bar.value = int(round(100 * status.fraction))
+        self._text.object = self.status
+        self._cancel.disabled = status.state == "cancelling"
+        self._layout.visible = True
+
+    def cancel(self) -> None:
+        """Cancel the running job (what has finished is kept)."""
+        self.session.cancel()
+        if self.session.job is not None:
+            self.show(self.session.job.status())

@@ -1,0 +1,44 @@
+"""The YAML spec editor: bound to the session's draft text, with the validator's message.
+
+The editor's value *is* ``session.draft_text`` (``CodeEditor.from_param``): typing applies
+the text when the editor loses focus (or on Ctrl+Enter), and visual edits made elsewhere in
+the builder rewrite it. An invalid spec leaves the text as typed and shows the validator's
+one-line message right under the editor; the last valid scenario stays current.
+"""
+
+from __future__ import annotations
+
+import panel as pn
+import param
+
+from explorer.state import Session
+
+
+def error_alert(message: str, css_class: str = "spec-error") -> pn.pane.Alert:
+    """The validator's message as a red alert next to its field (hidden when there is none)."""
+    return pn.pane.Alert(message or "", alert_type="danger", visible=bool(message),
+                         css_classes=[css_class], sizing_mode="stretch_width", margin=(4, 10))
+
+
+class SpecEditor(pn.viewable.Viewer):
+    """A YAML editor for the whole scenario, kept in step with the visual builder."""
+
+    session = param.ClassSelector(class_=Session, doc="The session whose draft is edited.")
+    height = param.Integer(default=420, bounds=(120, None), doc="Editor height in pixels.")
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        editor = pn.widgets.CodeEditor.from_param(
+            self.session.param.draft_text, language="yaml", on_keyup=False,
+            height=self.height, sizing_mode="stretch_width", css_classes=["spec-editor"],
+            label="Scenario (YAML)",
+        )
+        hint = pn.pane.Markdown(
+            "Edits apply when you click outside the editor (or press Ctrl+Enter). "
+            "Keys are described in the README's *Scenario spec* section.",
+            styles={"color": "#555", "font-size": "0.9em"}, margin=(0, 10))
+        return pn.Column(
+            editor,
+            pn.bind(error_alert, self.session.param.draft_error),
+            hint,
+            sizing_mode="stretch_width",
+        )

@@ -1,0 +1,83 @@
+"""What every explorer page shares: the session it shows, links that keep it, and a header.
+
+Pages of the multi-page app are separate Bokeh documents; they share one :class:`Session`
+through its id in the URL (``?s=...``). Links made with :meth:`Page.href` carry it, so a user
+moving between pages keeps their workload, privacy level and finished plans.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import panel as pn
+import param
+
+from explorer.components.notes import learn_note
+from explorer.state import Session
+
+LOG = logging.getLogger(__name__)
+
+#: URL path, menu label and one-line purpose of the built-in pages (index first).
+PAGES: tuple[tuple[str, str, str], ...] = (
+    ("/", "Start", "what this workbench answers, and where to begin"),
+    ("/builder", "Workload", "describe your data and the counts you need"),
+    ("/compare", "Compare", "which mechanism is most accurate, and how close to the best"),
+    ("/strategy", "Strategy", "what the chosen mechanism actually measures"),
+    ("/tradeoff", "Privacy trade-off", "what a smaller or larger budget costs in accuracy"),
+    ("/learn", "Learn", "a guided tour of the classic example"),
+)
+
+
+class Page(pn.viewable.Viewer):
+    """Base of the explorer pages: a session, its id for links, a title and a learn note."""
+
+    session = param.ClassSelector(class_=Session, doc="The user's session (view-model).")
+    sid = param.String(default="", doc="Session id carried in links between pages.")
+
+    title: str = ""
+    note: str = ""
+
+    def __init__(self, **params) -> None:
+        if params.get("session") is None:
+            params["session"] = Session()
+        super().__init__(**params)
+
+    def watch(self, owner: param.Parameterized, callback, names: list[str] | str) -> None:
+        """Watch ``owner``'s parameters for as long as this page is open.
+
+        The session outlives a page (it is shared by the user's pages), so watchers a page
+        puts on it are removed when the page's browser session ends.
+        """
+        def guarded(*events: param.parameterized.Event) -> None:
+            # A page's reaction must never break the session update that triggered it (the
+            # session is shared with the user's other pages).
+            try:
+                callback(*events)
+            except Exception as exc:
+                LOG.exception("page watcher failed")
+                if pn.state.notifications is not None:
+                    pn.state.notifications.error(f"{type(exc).__name__}: {exc}",
+                                                 duration=8000)
+
+        watcher = owner.param.watch(guarded, names)
+        doc = pn.state.curdoc
+        if doc is not None and doc.session_context is not None:
+            pn.state.on_session_destroyed(lambda context: owner.param.unwatch(watcher))
+
+    def href(self, path: str) -> str:
+        """A link to another page of the app that keeps this session."""
+        return f"{path}?s={self.sid}" if self.sid else path
+
+    def link(self, path: str, text: str) -> str:
+        """A Markdown link to another page of the app."""
+        return f"[{text}]({self.href(path)})"
+
+    def header(self, intro: str = "") -> pn.viewable.Viewable:
+        """The page title, an optional intro line and the collapsible learn note."""
+        parts: list[pn.viewable.Viewable] = [
+            pn.pane.Markdown(f"# {self.title}", css_classes=["page-title"], margin=(0, 10))]
+        if intro:
+            parts.append(pn.pane.Markdown(intro, sizing_mode="stretch_width", margin=(0, 10)))
+        if self.note:
+            parts.append(learn_note(self.note))
+        return pn.Column(*parts, sizing_mode="stretch_width")

@@ -1,0 +1,589 @@
+"""Workload builder: describe the data's attributes and the counts you need, visually or in YAML.
+
+The view-model (:class:`WorkloadBuilder`) edits the session's draft spec. Every change goes
+through the engine's validator: a valid draft becomes the current scenario at once, an invalid
+one is kept as typed with the validator's one-line message next to the field, and the last
+valid workload stays current until the draft is fixed.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import panel as pn
+import param
+
+from engine.domain import Attribute, Domain
+from engine.workloads.blocks import BLOCK_HELP
+from engine.workloads.spec import parse_group
+from explorer.components.exports import text_download
+from explorer.components.heatmap import matrix_heatmap, too_big
+from explorer.components.notes import caption
+from explorer.components.spec_editor import SpecEditor, error_alert
+from explorer.pages.base import Page
+from explorer.presets import PRESETS, build_preset
+from explorer.state import one_line
+
+#: Blocks offered in the visual menu (the YAML editor accepts every block).
+MENU_BLOCKS = ("identity", "total", "prefix", "suffix", "all_range", "range", "circular_range")
+#: Group kinds offered in the visual menu, with a plain explanation each.
+GROUP_HELP = {
+    "product": "one block per attribute, combined: e.g. the age CDF for each sex",
+    "marginals": "the full table of counts over the chosen attributes",
+    "prefix_marginals": "that table, but cumulative ('at most v') on numeric attributes",
+    "affine": "for two numeric attributes a, b: how many records have a + b <= c, for every c",
+    "abs_diff": "for two numeric attributes a, b: how many records have |a - b| <= c",
+}
+#: Largest workload (queries x cells) whose matrix is drawn.
+HEATMAP_LIMIT = 1_000_000
+
+NOTE = """
+**A workload** is the list of counting queries you want answered about a table of records,
+such as "how many people are 30 or younger, by sex". Each record falls into one *cell*: one
+combination of attribute values. The number of cells (the *domain size*) is the product of the
+attribute sizes.
+
+* **Attributes**: give each one a name and the number of values it takes. *Numeric* means
+  the values are ordered (ages, incomes), so cumulative and range queries make sense;
+  *categorical* values have no order (sex, race).
+* **Query groups** build the queries. A *product* picks one *block* per attribute (all
+  counts, the total, cumulative counts, ranges...) and asks every combination; attributes you
+  leave out are summed over. *Marginals* are full cross-tables.
+* **Presets** load common shapes, and the benchmark workloads from the HDMM paper.
+* The **YAML** box on the right is the same scenario as text. Edit either side; the other
+  follows. If something is wrong, a red message says which field, and your work stays.
+* For small workloads, the **heat map** shows the query matrix: one row per query, one column
+  per cell, coloured where a query counts that cell.
+"""
+
+
+def attribute_spec(name: str, size: int, kind: str, labels: str) -> tuple[str, Any]:
+    """The ``domain:`` entry for an attribute typed into the form."""
+    label_list = [s.strip() for s in labels.split(",") if s.strip()] if labels.strip() else None
+    if kind == "categorical" and label_list is None:
+        return name, int(size)
+    spec: dict[str, Any] = {"size": int(size), "kind": kind}
+    if label_list is not None:
+        spec["labels"] = label_list
+    return name, spec
+
+
+def _mentions(value: Any, name: str) -> bool:
+    """True when an attribute name appears as a key or a string value inside a group spec."""
+    if isinstance(value, dict):
+        return name in value or any(_mentions(v, name) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_mentions(v, name) for v in value)
+    return value == name
+
+
+def group_summary(group: Any) -> str:
+    """A short description of one workload item for the group list."""
+    if not isinstance(group, dict):
+        return str(group)
+    kind = next((k for k in group if k != "weight"), "?")
+    body = group.get(kind)
+    if kind == "product" and isinstance(body, dict):
+        parts = [f"{attr}: {b if isinstance(b, str) else b.get('block', '?')}"
+                 for attr, b in body.items()]
+        return "product of " + (", ".join(parts) if parts else "the total")
+    if kind in ("marginals", "prefix_marginals") and isinstance(body, dict):
+        if "sets" in body:
+            sets = body["sets"]
+            shown = "; ".join(" x ".join(s) for s in sets[:4]) + (" ..." if len(sets) > 4 else "")
+            return f"{kind.replace('_', '-')} on {shown} ({len(sets)} tables)"
+        return f"{kind.replace('_', '-')}, " + ", ".join(f"{k} = {v}" for k, v in body.items())
+    return f"{kind}: {body}"
+
+
+class AttributeForm(param.Parameterized):
+    """The 'add an attribute' form."""
+
+    attr_name = param.String(default="", label="Name", doc="Attribute name, e.g. age.")
+    size = param.Integer(default=10, bounds=(1, 1_000_000), label="Number of values")
+    kind = param.Selector(default="numeric", objects=["numeric", "categorical"], label="Kind")
+    labels = param.String(default="", label="Value labels (optional, comma-separated)")
+
+
+class BlockChoice(param.Parameterized):
+    """The block chosen for one attribute of a product group."""
+
+    attribute = param.String(default="", constant=True, doc="The attribute this block is for.")
+    block = param.Selector(default="identity", objects=list(MENU_BLOCKS), label="Block")
+    width = param.Integer(default=2, bounds=(1, None), label="Width (range blocks)")
+
+    def spec(self) -> Any:
+        """The block as a spec value."""
+        if self.block == "range":
+            return {"block": "range", "width": int(self.width)}
+        if self.block == "circular_range":
+            return {"block": "circular_range", "width": int(self.width)}
+        return self.block
+
+    @param.depends("block")
+    def help(self) -> str:
+        """One line on what the chosen block asks."""
+        return f"*{self.attribute}*: {BLOCK_HELP.get(self.block, '')}"
+
+
+class GroupForm(param.Parameterized):
+    """The 'add a query group' form."""
+
+    kind = param.Selector(default="product", objects=list(GROUP_HELP), label="Kind of group")
+    attributes = param.ListSelector(default=[], objects=[], label="Attributes")
+    weight = param.Number(default=1.0, bounds=(0, None), inclusive_bounds=(False, True),
+                          step=0.5, label="Weight (importance)")
+    blocks = param.List(default=[], item_type=BlockChoice, doc="One block per attribute.")
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self._kinds: dict[str, str] = {}
+
+    def set_domain(self, kinds: dict[str, str]) -> None:
+        """Offer the draft's attributes (name -> numeric|categorical)."""
+        self._kinds = dict(kinds)
+        keep = [a for a in self.attributes if a in kinds]
+        self.param.attributes.objects = list(kinds)
+        self.attributes = keep
+        self._sync_blocks()
+
+    @param.depends("attributes", watch=True)
+    def _sync_blocks(self) -> None:
+        old = {b.attribute: b for b in self.blocks}
+        blocks = []
+        for name in self.attributes:
+            if name in old:
+                blocks.append(old[name])
+                continue
+            numeric = self._kinds.get(name) == "numeric"
+            blocks.append(BlockChoice(attribute=name, block="prefix" if numeric else "identity",
+                                      name=f"block-{name}"))
+        self.blocks = blocks
+
+    @param.depends("kind")
+    def help(self) -> str:
+        """One line on what the chosen kind of group asks."""
+        return GROUP_HELP.get(self.kind, "")
+
+    def spec(self) -> dict[str, Any]:
+        """The group as a workload item."""
+        attrs = list(self.attributes)
+        if self.kind == "product":
+            body: Any = {b.attribute: b.spec() for b in self.blocks if b.attribute in attrs}
+        elif self.kind in ("marginals", "prefix_marginals"):
+            body = {"sets": [attrs]}
+        else:
+            body = attrs
+        item: dict[str, Any] = {self.kind: body}
+        if self.weight != 1.0:
+            item["weight"] = float(self.weight)
+        return item
+
+
+class WorkloadBuilder(param.Parameterized):
+    """View-model of the builder page: forms and the operations that edit the draft."""
+
+    attribute = param.ClassSelector(class_=AttributeForm, doc="The attribute form.")
+    group = param.ClassSelector(class_=GroupForm, doc="The group form.")
+    preset = param.Selector(default="kway", objects=list(PRESETS), label="Preset")
+    preset_k = param.Integer(default=2, bounds=(0, 14), label="k (for k-way presets)")
+    attribute_error = param.String(default="", doc="Why the last attribute was not added.")
+    group_error = param.String(default="", doc="Why the last group was not added.")
+    upload_error = param.String(default="", doc="Why the last uploaded file was refused.")
+    message = param.String(default="", doc="The last thing done, in words.")
+    remove_name = param.Selector(default=None, objects=[], allow_None=True,
+                                 label="Remove attribute")
+    remove_index = param.Integer(default=1, bounds=(1, None), label="Remove group #")
+
+    def __init__(self, session, **params: Any) -> None:
+        params.setdefault("attribute", AttributeForm())
+        params.setdefault("group", GroupForm())
+        super().__init__(**params)
+        self.session = session
+        self.param.preset.names = {p.title: key for key, p in PRESETS.items()}
+        session.param.watch(lambda event: self._draft_changed(), "draft")
+        self._draft_changed()
+
+    # ----- reading the draft ------------------------------------------------------------------
+    def draft(self) -> dict[str, Any]:
+        """A copy of the session's draft (always a dict)."""
+        draft = self.session.draft
+        return copy.deepcopy(draft) if isinstance(draft, dict) else {}
+
+    def domain_spec(self) -> dict[str, Any]:
+        """The draft's ``domain:`` mapping ({} when missing or malformed)."""
+        domain = self.draft().get("domain")
+        return domain if isinstance(domain, dict) else {}
+
+    def workload_items(self) -> list[Any]:
+        """The draft's ``workload:`` items ([] when missing or malformed)."""
+        items = self.draft().get("workload")
+        if isinstance(items, dict):
+            return [items]
+        return list(items) if isinstance(items, list) else []
+
+    def _draft_changed(self) -> None:
+        kinds = {}
+        for name, spec in self.domain_spec().items():
+            try:
+                kinds[str(name)] = Attribute.from_spec(str(name), spec).kind
+            except Exception:  # a malformed attribute is listed as categorical until fixed
+                kinds[str(name)] = "categorical"
+        self.group.set_domain(kinds)
+        self.param.remove_name.objects = list(kinds)
+        if self.remove_name not in kinds:
+            self.remove_name = next(iter(kinds), None)
+
+    # ----- operations -------------------------------------------------------------------------
+    def _apply(self, draft: dict[str, Any], done: str) -> str:
+        error = self.session.apply_draft(draft)
+        self.message = done if not error else f"{done} The scenario is not complete yet."
+        return error
+
+    def add_attribute(self) -> str:
+        """Add the attribute in the form; '' on success, else the reason (shown by the form)."""
+        form = self.attribute
+        name = form.attr_name.strip()
+        if not name:
+            self.attribute_error = "domain: the attribute needs a name"
+            return self.attribute_error
+        domain = self.domain_spec()
+        if name in domain:
+            self.attribute_error = f"domain.{name}: there is already an attribute called {name!r}"
+            return self.attribute_error
+        key, spec = attribute_spec(name, form.size, form.kind, form.labels)
+        try:
+            Attribute.from_spec(key, spec)
+        except Exception as exc:  # the engine's validator names the field
+            self.attribute_error = one_line(exc)
+            return self.attribute_error
+        self.attribute_error = ""
+        draft = self.draft()
+        draft["domain"] = dict(domain, **{key: spec})
+        draft.setdefault("workload", self.workload_items())
+        self._apply(draft, f"Added attribute {name!r}.")
+        form.param.update(attr_name="", labels="")
+        return ""
+
+    def remove_attribute(self, name: str) -> None:
+        """Remove an attribute and the query groups that use it."""
+        draft = self.draft()
+        domain = self.domain_spec()
+        if name not in domain:
+            return
+        del domain[name]
+        items = self.workload_items()
+        kept = [g for g in items if not _mentions(g, name)]
+        draft["domain"], draft["workload"] = domain, kept
+        dropped = len(items) - len(kept)
+        extra = f" and {dropped} query group(s) that used it" if dropped else ""
+        self._apply(draft, f"Removed attribute {name!r}{extra}.")
+
+    def add_group(self) -> str:
+        """Add the group in the form; '' on success, else the reason (shown by the form)."""
+        form = self.group
+        if not form.attributes:
+            self.group_error = "workload: pick at least one attribute for the group"
+            return self.group_error
+        item = form.spec()
+        items = self.workload_items()
+        try:
+            domain = Domain.from_spec(self.domain_spec())
+            parse_group(copy.deepcopy(item), domain, len(items))
+        except Exception as exc:  # the engine's validator names the field
+            self.group_error = one_line(exc)
+            return self.group_error
+        self.group_error = ""
+        draft = self.draft()
+        draft["workload"] = [*items, item]
+        self._apply(draft, f"Added a {form.kind.replace('_', '-')} group.")
+        return ""
+
+    def remove_group(self, index: int) -> None:
+        """Remove workload item ``index`` (0-based)."""
+        items = self.workload_items()
+        if not 0 <= index < len(items):
+            return
+        draft = self.draft()
+        draft["workload"] = items[:index] + items[index + 1:]
+        self._apply(draft, f"Removed query group {index + 1}.")
+
+    def load_preset(self) -> str:
+        """Replace the draft with the chosen preset (generic presets keep your attributes)."""
+        spec = build_preset(self.preset, self.domain_spec() or None, self.preset_k)
+        draft = self.draft()
+        spec["privacy"] = draft.get("privacy", spec["privacy"])
+        return self._apply(spec, f"Loaded preset: {PRESETS[self.preset].title}.")
+
+    def start_empty(self) -> None:
+        """Clear attributes and groups to build a workload from scratch (privacy is kept)."""
+        draft = {"domain": {}, "workload": []}
+        if "privacy" in self.draft():
+            draft["privacy"] = self.draft()["privacy"]
+        self.session.apply_draft(draft)
+        self.message = "Cleared. Add attributes, then query groups."
+
+    def upload(self, content: bytes | str | None, filename: str | None) -> str:
+        """Load an uploaded scenario; on error keep everything and return the message."""
+        if content is None:
+            return ""
+        filename = filename or "scenario.yaml"
+        try:
+            text = content.decode("utf-8") if isinstance(content, bytes) else str(content)
+        except UnicodeDecodeError:
+            self.upload_error = f"{filename}: not a text file (expected YAML or JSON)"
+            return self.upload_error
+        self.upload_error = self.session.load_text(text, filename)
+        if not self.upload_error:
+            self.message = f"Loaded {filename}."
+        return self.upload_error
+
+    # ----- what the page shows ----------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """Queries, cells, groups and terms of the current (valid) workload."""
+        w = self.session.scenario.workload
+        return {"queries": w.num_queries, "cells": w.domain.size, "groups": len(w.groups),
+                "attributes": len(w.domain), "terms": len(w.terms)}
+
+    def attribute_rows(self) -> list[dict[str, Any]]:
+        """The draft's attributes as table rows."""
+        rows = []
+        for name, spec in self.domain_spec().items():
+            if isinstance(spec, dict):
+                labels = spec.get("labels")
+                rows.append({"attribute": name, "values": spec.get("size", len(labels or [])),
+                             "kind": spec.get("kind", "categorical"),
+                             "labels": ", ".join(map(str, labels)) if labels else ""})
+            else:
+                rows.append({"attribute": name, "values": spec, "kind": "categorical",
+                             "labels": ""})
+        return rows
+
+    def group_rows(self) -> list[dict[str, Any]]:
+        """The draft's query groups as table rows (query counts when the draft is valid)."""
+        counts: dict[int, int] = {}
+        if not self.session.draft_error:
+            for term in self.session.scenario.workload.terms:
+                counts[term.group] = counts.get(term.group, 0) + term.num_queries
+        rows = []
+        for i, item in enumerate(self.workload_items()):
+            weight = item.get("weight", 1.0) if isinstance(item, dict) else 1.0
+            rows.append({"#": i + 1, "queries": counts.get(i, ""), "weight": weight,
+                         "group": group_summary(item)})
+        return rows
+
+    def workload_matrix(self) -> np.ndarray | str:
+        """The dense workload matrix when it is small enough to draw, else why not."""
+        w = self.session.scenario.workload
+        rows, cols = w.num_queries, w.domain.size
+        if rows * cols > HEATMAP_LIMIT:
+            return (f"The matrix ({rows:,} queries x {cols:,} cells) is too large to draw; "
+                    f"the heat map is shown up to {HEATMAP_LIMIT:,} entries.")
+        reason = too_big((rows, cols))
+        return reason if reason else w.dense()
+
+
+class BuilderPage(Page):
+    """The workload builder page."""
+
+    title = "Workload builder"
+    note = NOTE
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.model = WorkloadBuilder(self.session)
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        model, session = self.model, self.session
+        session.sync_draft_privacy()
+        intro = ("Describe your data's attributes and the counts you need. Then "
+                 f"{self.link('/compare', 'compare mechanisms')} on it.")
+        left = pn.Column(self._attributes_card(), self._groups_card(), self._presets_card(),
+                         self._files_card(), sizing_mode="stretch_width", min_width=420)
+        right = pn.Column(
+            pn.pane.Markdown("### Summary", margin=(0, 10)),
+            pn.bind(self._stats_view, session.param.scenario, session.param.draft_error),
+            pn.pane.Markdown("### Scenario as YAML", margin=(0, 10)),
+            SpecEditor(session=session),
+            pn.pane.Markdown("### The workload matrix", margin=(0, 10)),
+            pn.bind(self._heatmap_view, session.param.scenario),
+            sizing_mode="stretch_width", min_width=420,
+        )
+        return pn.Column(self.header(intro),
+                         pn.bind(lambda m: pn.pane.Alert(m, alert_type="info",
+                                                         css_classes=["builder-message"])
+                                 if m else None, model.param.message),
+                         pn.Row(left, right, sizing_mode="stretch_width"),
+                         sizing_mode="stretch_width", css_classes=["builder-page"])
+
+    # ----- cards ------------------------------------------------------------------------------
+    def _attributes_card(self) -> pn.viewable.Viewable:
+        model = self.model
+        form = pn.Param(model.attribute, parameters=["attr_name", "size", "kind", "labels"],
+                        widgets={"kind": {"type": pn.widgets.RadioButtonGroup,
+                                          "css_classes": ["attr-kind"]},
+                                 "size": {"type": pn.widgets.IntInput,
+                                          "css_classes": ["attr-size"]},
+                                 "labels": {"type": pn.widgets.TextInput,
+                                            "css_classes": ["attr-labels"]},
+                                 "attr_name": {"type": pn.widgets.TextInput,
+                                               "placeholder": "e.g. age",
+                                               "css_classes": ["attr-name"]}},
+                        show_name=False, css_classes=["attribute-form"],
+                        sizing_mode="stretch_width")
+        add = pn.widgets.Button(label="Add attribute", color="primary",
+                                css_classes=["add-attribute"])
+        add.on_click(lambda event: model.add_attribute())
+        empty = pn.widgets.Button(label="Start empty", color="light",
+                                  css_classes=["start-empty"])
+        empty.on_click(lambda event: model.start_empty())
+        remove = pn.widgets.Select.from_param(model.param.remove_name, width=180,
+                                              css_classes=["remove-attribute-choice"])
+        remove_button = pn.widgets.Button(label="Remove", color="light", align="end")
+        remove_button.on_click(
+            lambda event: model.remove_name and model.remove_attribute(model.remove_name))
+
+        def table(draft: Any) -> pn.viewable.Viewable:
+            rows = model.attribute_rows()
+            if not rows:
+                return pn.pane.Markdown("*No attributes yet.*", css_classes=["attribute-table"])
+            return pn.widgets.Tabulator(
+                _frame(rows), show_index=False, disabled=True, layout="fit_data_stretch",
+                css_classes=["attribute-table"], sizing_mode="stretch_width", height=min(
+                    260, 40 + 34 * len(rows)))
+
+        return pn.Card(
+            pn.bind(table, self.session.param.draft),
+            form,
+            pn.bind(error_alert, model.param.attribute_error),
+            pn.Row(add, empty),
+            pn.Row(remove, remove_button),
+            title="1. Attributes", sizing_mode="stretch_width", css_classes=["attributes-card"],
+        )
+
+    def _groups_card(self) -> pn.viewable.Viewable:
+        model, group = self.model, self.model.group
+        form = pn.Param(group, parameters=["kind", "attributes", "weight"],
+                        widgets={"attributes": {"type": pn.widgets.CheckButtonGroup,
+                                                "css_classes": ["group-attributes"]},
+                                 "kind": {"type": pn.widgets.Select,
+                                          "css_classes": ["group-kind"]}},
+                        show_name=False, css_classes=["group-form"],
+                        sizing_mode="stretch_width")
+
+        def block_widgets(blocks: list[BlockChoice], kind: str) -> pn.viewable.Viewable:
+            if kind != "product" or not blocks:
+                return pn.Spacer(height=0)
+            rows = []
+            for choice in blocks:
+                rows.append(pn.Row(
+                    pn.widgets.Select.from_param(choice.param.block,
+                                                 label=f"Block for {choice.attribute}",
+                                                 css_classes=[f"block-{choice.attribute}"],
+                                                 width=170),
+                    pn.widgets.IntInput.from_param(
+                        choice.param.width, width=110,
+                        visible=pn.bind(lambda b: b in ("range", "circular_range"),
+                                        choice.param.block)),
+                    pn.pane.Markdown(choice.help, sizing_mode="stretch_width"),
+                    sizing_mode="stretch_width"))
+            return pn.Column(*rows, sizing_mode="stretch_width", css_classes=["block-choices"])
+
+        add = pn.widgets.Button(label="Add group", color="primary",
+                                css_classes=["add-group"])
+        add.on_click(lambda event: model.add_group())
+        remove = pn.widgets.IntInput.from_param(model.param.remove_index, width=120)
+        remove_button = pn.widgets.Button(label="Remove", color="light", align="end")
+        remove_button.on_click(lambda event: model.remove_group(model.remove_index - 1))
+
+        def table(draft: Any, error: str) -> pn.viewable.Viewable:
+            rows = model.group_rows()
+            if not rows:
+                return pn.pane.Markdown("*No query groups yet.*", css_classes=["group-table"])
+            return pn.widgets.Tabulator(
+                _frame(rows), show_index=False, disabled=True, layout="fit_data_stretch",
+                css_classes=["group-table"], sizing_mode="stretch_width",
+                height=min(300, 40 + 34 * len(rows)))
+
+        return pn.Card(
+            pn.bind(table, self.session.param.draft, self.session.param.draft_error),
+            form,
+            pn.pane.Markdown(group.help, margin=(0, 10)),
+            pn.bind(block_widgets, group.param.blocks, group.param.kind),
+            pn.pane.Markdown("More blocks (permuted, random, explicit rows) are available in "
+                             "the YAML editor.", styles={"color": "#555",
+                                                         "font-size": "0.9em"}),
+            pn.bind(error_alert, model.param.group_error),
+            add,
+            pn.Row(remove, remove_button),
+            title="2. Query groups", sizing_mode="stretch_width", css_classes=["groups-card"],
+        )
+
+    def _presets_card(self) -> pn.viewable.Viewable:
+        model = self.model
+        form = pn.Param(model, parameters=["preset", "preset_k"], show_name=False,
+                        sizing_mode="stretch_width", css_classes=["preset-form"])
+        load = pn.widgets.Button(label="Load preset", color="primary",
+                                 css_classes=["load-preset"])
+        load.on_click(lambda event: model.load_preset())
+        describe = pn.bind(lambda key: pn.pane.Markdown(PRESETS[key].description,
+                                                        margin=(0, 10)), model.param.preset)
+        return pn.Card(form, describe, load, title="Presets", collapsed=False,
+                       sizing_mode="stretch_width", css_classes=["presets-card"])
+
+    def _files_card(self) -> pn.viewable.Viewable:
+        model = self.model
+        upload = pn.widgets.FileInput(accept=".yaml,.yml,.json", css_classes=["spec-upload"],
+                                      label="Upload a scenario")
+
+        def on_upload(event: Any) -> None:
+            error = model.upload(upload.value, upload.filename)
+            if error and pn.state.notifications is not None:
+                pn.state.notifications.error(error, duration=8000)
+
+        upload.param.watch(on_upload, "value")
+        download = text_download(self.session.export_yaml, "scenario.yaml",
+                                 "Download scenario (YAML)", css_class="yaml-download")
+        return pn.Card(
+            pn.pane.Markdown("Load a scenario file (YAML or JSON), or save the current one.",
+                             margin=(0, 10)),
+            upload,
+            pn.bind(error_alert, model.param.upload_error, "upload-error"),
+            download,
+            title="Files", sizing_mode="stretch_width", css_classes=["files-card"],
+        )
+
+    # ----- summary ------------------------------------------------------------------------------
+    def _stats_view(self, scenario: Any, draft_error: str) -> pn.viewable.Viewable:
+        stats = self.model.stats()
+        text = (f"**{stats['queries']:,}** queries over **{stats['cells']:,}** cells "
+                f"(domain size), {stats['attributes']} attribute(s), {stats['groups']} "
+                f"query group(s).")
+        parts: list[pn.viewable.Viewable] = []
+        if draft_error:
+            parts.append(pn.pane.Alert(
+                "The draft is not valid yet, so the last valid workload stays in use: "
+                f"{draft_error}", alert_type="warning", css_classes=["draft-status"]))
+        parts.append(pn.pane.Markdown(text, css_classes=["workload-stats"], margin=(0, 10)))
+        return pn.Column(*parts, sizing_mode="stretch_width")
+
+    def _heatmap_view(self, scenario: Any) -> pn.viewable.Viewable:
+        matrix = self.model.workload_matrix()
+        if isinstance(matrix, str):
+            return pn.pane.Markdown(matrix, margin=(0, 10))
+        rows, cols = matrix.shape
+        return pn.Column(
+            pn.pane.HoloViews(matrix_heatmap(matrix, f"Workload: {rows} queries x {cols} cells",
+                                             xlabel="data cell", ylabel="query"),
+                              sizing_mode="stretch_width", css_classes=["workload-heatmap"]),
+            caption("Each row is one query and each column one cell (a combination of "
+                    "attribute values, first attribute changing slowest). A coloured entry "
+                    "means the query counts the records in that cell."),
+            sizing_mode="stretch_width")
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame(rows)

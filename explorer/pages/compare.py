@@ -1,0 +1,253 @@
+"""Compare page: every mechanism's expected error on the workload, against the SVD lower bound.
+
+Planning runs on a worker thread with a progress bar and a cancel button; finished plans are
+cached per workload (see :mod:`explorer.state`), so coming back is instant, and changing the
+privacy level only re-scales them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import panel as pn
+from bokeh.models.widgets.tables import NumberFormatter
+
+from engine.compare import Comparison
+from explorer.components.charts import color_of, error_histogram, rmse_bars
+from explorer.components.exports import csv_download, text_download
+from explorer.components.notes import caption
+from explorer.components.privacy import PrivacyControls
+from explorer.components.progress import PlanningProgress, off_loop, served
+from explorer.pages.base import Page
+from explorer.snippet import comparison_snippet
+from explorer.state import QUERY_LIST_LIMIT, Session, is_data_dependent, one_line
+
+#: Columns of the comparison table and of its CSV export.
+TABLE_COLUMNS = ("mechanism", "title", "rmse", "ratio_to_bound", "plan_seconds", "note")
+#: How many of the worst queries are listed.
+WORST = 20
+
+NOTE = """
+Every **mechanism** here answers your queries by measuring some set of counts with random
+noise added (the *strategy*), then combining those noisy counts into answers. They differ in
+*which* counts they measure, so they differ in accuracy.
+
+* **RMSE** is the typical size of the error on one of your counts: the square root of the
+  average squared error, in the same units as the counts (people, records). Smaller is better.
+  It does not depend on your data, only on the queries and the privacy level.
+* The **SVD lower bound** (dashed line) is a floor: no mechanism of this kind (a fixed set of
+  noisy linear measurements, combined by least squares) can have a smaller RMSE on this
+  workload. *Ratio to bound* says how far a mechanism is from that floor; 1.0 is perfect.
+* **Not applicable** means the mechanism cannot serve this workload or noise type; the note
+  says why. Data-dependent mechanisms need the data itself and have their own pages.
+* The **per-query** chart shows that a mechanism's error is not the same for every query:
+  some counts come out much noisier than others. The table lists the worst ones.
+"""
+
+
+def comparison_frame(comparison: Comparison | None) -> pd.DataFrame:
+    """One row per mechanism (best first): the table shown and the CSV written."""
+    records = comparison.to_records() if comparison is not None else []
+    for record in records:
+        if record["rmse"] is None and is_data_dependent(record["mechanism"]):
+            record["note"] += " (this mechanism has its own page in the explorer)"
+    return pd.DataFrame(records, columns=list(TABLE_COLUMNS))
+
+
+def headline(comparison: Comparison | None, privacy_text: str, complete: bool) -> str:
+    """The answer in one or two plain sentences."""
+    if comparison is None or not comparison.rows:
+        return "No results yet: the mechanisms are being planned."
+    best = comparison.best()
+    bound = comparison.bound_rmse
+    pending = "" if complete else " (still planning the rest)"
+    if best is None:
+        return f"No mechanism applies to this workload at {privacy_text}{pending}."
+    text = (f"At **{privacy_text}**, the most accurate mechanism is **{best.mechanism}** "
+            f"({best.title}): a typical error of **{best.rmse:.4g}** per count{pending}.")
+    if bound:
+        text += (f" No mechanism of this kind can go below **{bound:.4g}** (the SVD bound), "
+                 f"so it is within **{best.rmse / bound:.2f}x** of the best possible.")
+    return text
+
+
+def query_error_frame(session: Session, name: str | None = None) -> pd.DataFrame:
+    """Expected error of every query under a mechanism's plan, worst first.
+
+    Columns: ``query`` (label), ``group`` (workload item, 1-based), ``expected_error``
+    (standard deviation of the query's error) and ``variance``.
+
+    Raises:
+        ValueError: when the mechanism has no plan or the workload has too many queries.
+    """
+    plan = session.plan(name)
+    if plan is None:
+        raise ValueError(f"{name or 'no mechanism'}: no plan (not applicable or not planned)")
+    workload = plan.workload
+    if workload.num_queries > QUERY_LIST_LIMIT:
+        raise ValueError(f"{workload.num_queries:,} queries: per-query errors are listed up to "
+                         f"{QUERY_LIST_LIMIT:,}")
+    variances = np.asarray(plan.variances(), dtype=float)
+    groups = np.concatenate([np.full(t.num_queries, t.group + 1) for t in workload.terms])
+    frame = pd.DataFrame({"query": workload.query_labels(QUERY_LIST_LIMIT), "group": groups,
+                          "expected_error": np.sqrt(np.maximum(variances, 0.0)),
+                          "variance": variances})
+    return frame.sort_values("expected_error", ascending=False, kind="stable").reset_index(
+        drop=True)
+
+
+class ComparePage(Page):
+    """The compare page."""
+
+    title = "Compare mechanisms"
+    note = NOTE
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        session = self.session
+        progress = PlanningProgress(session=session)
+        run = pn.widgets.Button(label="Plan missing mechanisms", color="primary",
+                                css_classes=["run-comparison"])
+        run.on_click(lambda event: self.run())
+        mechanisms = pn.widgets.MultiChoice.from_param(
+            session.param.mechanisms, label="Mechanisms to compare", sizing_mode="stretch_width",
+            css_classes=["mechanism-choice"])
+        if served():
+            pn.state.onload(self.run)
+            # A new workload, noise type or mechanism choice needs plans: start them at once.
+            self.watch(session, lambda *events: self.run(), ["scenario", "mechanisms"])
+            self.watch(session.privacy, lambda *events: self.run(), "noise")
+        elif not session.complete:
+            session.compare_now()
+        table = pn.widgets.Tabulator(
+            pn.bind(comparison_frame, session.param.comparison), show_index=False,
+            disabled=True,
+            layout="fit_data_stretch", sizing_mode="stretch_width", css_classes=[
+                "comparison-table"],
+            formatters={"rmse": NumberFormatter(format="0,0.0000"),
+                        "ratio_to_bound": NumberFormatter(format="0.000"),
+                        "plan_seconds": NumberFormatter(format="0.000")})
+        intro = pn.bind(self._intro, session.param.scenario)
+        return pn.Column(
+            self.header(),
+            intro,
+            pn.Row(mechanisms, sizing_mode="stretch_width"),
+            PrivacyControls(privacy=session.privacy, compact=True),
+            pn.Row(run, progress, sizing_mode="stretch_width"),
+            pn.pane.Markdown(pn.bind(self._headline, session.param.comparison,
+                                     session.param.planned),
+                             css_classes=["compare-headline"], sizing_mode="stretch_width",
+                             styles={"font-size": "1.1em"}),
+            pn.pane.HoloViews(pn.bind(rmse_bars, session.param.comparison),
+                              sizing_mode="stretch_width", css_classes=["rmse-chart"]),
+            caption("Bars: the typical error per count of each mechanism (smaller is better), "
+                    "best first. Dashed line: the SVD lower bound, the smallest error any "
+                    "mechanism of this kind could reach on these queries. Use the toolbar's "
+                    "save button for a PNG."),
+            table,
+            csv_download(lambda: comparison_frame(session.comparison), "comparison.csv",
+                         "Download table (CSV)", css_class="comparison-csv"),
+            pn.layout.Divider(),
+            self._per_query_section(),
+            pn.layout.Divider(),
+            self._exports_section(),
+            sizing_mode="stretch_width", css_classes=["compare-page"],
+        )
+
+    def run(self) -> None:
+        """Plan whatever is missing (on a worker thread when served)."""
+        try:
+            if served():
+                self.session.request_comparison(background=True)
+            else:
+                self.session.compare_now()
+        except Exception as exc:  # nothing a user does may take the server down
+            if pn.state.notifications is not None:
+                pn.state.notifications.error(f"Planning could not start: {one_line(exc)}")
+
+    def _intro(self, scenario: Any) -> pn.pane.Markdown:
+        w = scenario.workload
+        return pn.pane.Markdown(
+            f"Workload: **{w.describe()}**. Change it on the "
+            f"{self.link('/builder', 'workload page')}; explore the budget on the "
+            f"{self.link('/tradeoff', 'privacy trade-off page')}.",
+            margin=(0, 10), css_classes=["compare-intro"])
+
+    def _headline(self, comparison: Comparison | None, planned: int) -> str:
+        return headline(comparison, self.session.privacy.describe(), self.session.complete)
+
+    # ----- per-query errors -----------------------------------------------------------------
+    def _per_query_section(self) -> pn.viewable.Viewable:
+        session = self.session
+        choice = pn.widgets.Select.from_param(session.param.selected, label="Mechanism",
+                                              css_classes=["selected-mechanism"], width=220)
+        return pn.Column(
+            pn.pane.Markdown("## Which queries are worst?", margin=(0, 10)),
+            choice,
+            pn.bind(off_loop(self._per_query_view), session.param.selected,
+                    session.param.comparison),
+            sizing_mode="stretch_width", css_classes=["per-query"],
+        )
+
+    def _per_query_view(self, name: str | None, comparison: Comparison | None
+                        ) -> pn.viewable.Viewable:
+        # Bound through off_loop: the first call computes every query's variance.
+        if name is None or comparison is None:
+            return pn.pane.Markdown("Pick a planned mechanism to see its per-query errors.")
+        try:
+            frame = query_error_frame(self.session, name)
+        except Exception as exc:  # too many queries, no explicit strategy, ...
+            return pn.pane.Alert(f"Per-query errors of {name} are not available: "
+                                 f"{one_line(exc)}", alert_type="secondary")
+        errors = frame["expected_error"].to_numpy()
+        spread = (f"Errors range from **{errors.min():.4g}** to **{errors.max():.4g}** "
+                  f"(median {np.median(errors):.4g}) over {len(errors):,} queries."
+                  if len(errors) else "")
+        return pn.Column(
+            pn.pane.Markdown(spread, margin=(0, 10)),
+            pn.pane.HoloViews(error_histogram(errors, color_of(name),
+                                              f"Per-query error of {name}"),
+                              sizing_mode="stretch_width"),
+            caption("How many queries have each level of expected error. A wide spread means "
+                    "some of your counts are much less reliable than others."),
+            pn.widgets.Tabulator(
+                frame.head(WORST), show_index=False, disabled=True,
+                layout="fit_data_stretch", sizing_mode="stretch_width",
+                css_classes=["worst-queries"],
+                formatters={"expected_error": NumberFormatter(format="0,0.0000"),
+                            "variance": NumberFormatter(format="0,0.0000")}),
+            csv_download(lambda: query_error_frame(self.session, name),
+                         f"per-query-{name}.csv", "Download all queries (CSV)",
+                         css_class="per-query-csv"),
+            sizing_mode="stretch_width")
+
+    # ----- exports --------------------------------------------------------------------------
+    def _exports_section(self) -> pn.viewable.Viewable:
+        session = self.session
+
+        def code() -> str:
+            return comparison_snippet(session.export_spec())
+
+        def view(*changed: Any) -> pn.pane.Markdown:
+            if not _small(session):
+                return pn.pane.Markdown("The scenario is large: download the script instead.")
+            return pn.pane.Markdown(f"```python\n{code()}\n```", sizing_mode="stretch_width",
+                                    css_classes=["python-snippet"])
+
+        snippet = pn.bind(view, session.param.scenario, session.param.mechanisms,
+                          session.param.comparison)
+        return pn.Column(
+            pn.pane.Markdown("## Take it with you", margin=(0, 10)),
+            pn.Row(text_download(session.export_yaml, "scenario.yaml",
+                                 "Download scenario (YAML)", css_class="yaml-download"),
+                   text_download(code, "comparison.py", "Download Python script",
+                                 css_class="snippet-download")),
+            pn.Card(snippet, title="Python that reproduces this comparison", collapsed=True,
+                    sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
+
+
+def _small(session: Session) -> bool:
+    spec = session.draft if isinstance(session.draft, dict) else {}
+    return len(str(spec)) < 20_000

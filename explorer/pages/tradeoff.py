@@ -1,0 +1,324 @@
+"""Privacy trade-off page: how each mechanism's error moves with eps (or rho).
+
+Everything here re-scales plans that are already made: a plan's error at another privacy
+level is ``plan.rmse(other_privacy)``, so moving a slider never re-optimises anything. The
+curves are redrawn only when new plans arrive or the noise family / delta change; a slider
+release only moves the markers and the numbers (measured in the browser tests).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import panel as pn
+import param
+from bokeh.models.widgets.tables import NumberFormatter
+from scipy.optimize import brentq
+
+from engine.compare import Comparison
+from engine.privacy import Privacy
+from explorer.components.charts import BOUND_LABEL, LiveTradeoffChart, privacy_knob
+from explorer.components.exports import csv_download
+from explorer.components.notes import caption
+from explorer.components.privacy import PrivacyControls
+from explorer.components.progress import PlanningProgress, off_loop, served
+from explorer.pages.base import Page
+from explorer.state import one_line
+
+#: The sweep of each privacy knob (log-spaced).
+GRIDS = {"epsilon": np.logspace(-2, 1, 31), "rho": np.logspace(-3, 1, 33)}
+#: Where the inverse question searches (a knob outside this range is reported as such).
+SEARCH = (1e-4, 1e4)
+
+NOTE = """
+**Privacy budget** is how much any one person's data may change what is published. Smaller
+eps (or rho) means stronger privacy, which needs more noise, so every count gets less
+accurate. The question is *how much* less accurate, and whether it is worth it.
+
+* Each line is one mechanism: its typical error per count (RMSE) at every budget. Both axes
+  are logarithmic, so a straight line going down means "double the budget, cut the error by
+  a fixed factor" (half the error for Laplace and for Gaussian with fixed delta, roughly).
+* The dashed black line is the **lower bound**: no mechanism of this kind can be below it.
+* The dots and the grey vertical line mark your current budget. Move the slider to see the
+  numbers change: the mechanisms' plans do not change, only the noise level.
+* **delta** (Gaussian noise) is the small probability that the guarantee fails; it should be
+  much smaller than one over the number of people. **rho** is the zCDP budget, another way to
+  count privacy loss that adds up neatly over many releases; the page converts between them.
+* **What budget do I need?** Type the error you can live with: the table says, for each
+  mechanism, the smallest eps (or rho) that reaches it.
+"""
+
+
+def knob_value(privacy: Privacy) -> float:
+    """The current value of the swept knob (eps, or rho for zCDP)."""
+    name, _ = privacy_knob(privacy.noise)
+    return float(getattr(privacy, name))
+
+
+def at_knob(privacy: Privacy, value: float) -> Privacy:
+    """``privacy`` with its swept knob set to ``value``."""
+    name, _ = privacy_knob(privacy.noise)
+    return privacy.with_(**{name: float(value)})
+
+
+def curve_frame(comparison: Comparison | None, privacy: Privacy) -> pd.DataFrame:
+    """RMSE of every planned mechanism and of the bound across the knob's grid.
+
+    Columns ``x`` (eps or rho), ``rmse``, ``mechanism`` (the bound as :data:`BOUND_LABEL`).
+    """
+    records: list[dict[str, Any]] = []
+    if comparison is None:
+        return pd.DataFrame(records, columns=["x", "rmse", "mechanism"])
+    name, _ = privacy_knob(privacy.noise)
+    levels = [(float(x), at_knob(privacy, x)) for x in GRIDS[name]]
+    plans = [r.plan for r in comparison.rows if r.plan is not None and r.rmse is not None]
+    for plan in plans:
+        for x, level in levels:
+            records.append({"x": x, "rmse": plan.rmse(level), "mechanism": plan.mechanism})
+    if comparison.bound.value is not None:
+        for x, level in levels:
+            records.append({"x": x, "rmse": comparison.bound.rmse(comparison.workload, level),
+                            "mechanism": BOUND_LABEL})
+    return pd.DataFrame(records, columns=["x", "rmse", "mechanism"])
+
+
+def marker_frame(comparison: Comparison | None) -> pd.DataFrame:
+    """The current point of every planned mechanism and of the bound."""
+    if comparison is None:
+        return pd.DataFrame(columns=["x", "rmse", "mechanism"])
+    x = knob_value(comparison.privacy)
+    rows = [{"x": x, "rmse": r.rmse, "mechanism": r.mechanism}
+            for r in comparison.rows if r.rmse is not None]
+    if comparison.bound_rmse is not None:
+        rows.append({"x": x, "rmse": comparison.bound_rmse, "mechanism": BOUND_LABEL})
+    return pd.DataFrame(rows, columns=["x", "rmse", "mechanism"])
+
+
+def readout_frame(comparison: Comparison | None) -> pd.DataFrame:
+    """RMSE now, ratio to the bound, and the cost of halving the budget, per mechanism."""
+    columns = ["mechanism", "rmse", "ratio_to_bound", "rmse_at_half_budget", "increase"]
+    if comparison is None:
+        return pd.DataFrame(columns=columns)
+    half = at_knob(comparison.privacy, knob_value(comparison.privacy) / 2)
+    bound = comparison.bound_rmse
+    rows = []
+    for r in comparison.rows:
+        if r.rmse is None:
+            continue
+        at_half = r.plan.rmse(half)
+        rows.append({"mechanism": r.mechanism, "rmse": r.rmse,
+                     "ratio_to_bound": r.rmse / bound if bound else None,
+                     "rmse_at_half_budget": at_half, "increase": at_half / r.rmse})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def required_knob(plan_rmse, privacy: Privacy, target: float) -> float:
+    """The smallest eps (or rho) at which ``plan_rmse(level) <= target``.
+
+    ``plan_rmse`` maps a privacy level to an RMSE and decreases as the knob grows. Returns
+    ``inf`` when even :data:`SEARCH`'s upper end is not enough and ``0.0`` when its lower end
+    already meets the target.
+    """
+    lo, hi = SEARCH
+
+    def gap(log_x: float) -> float:
+        return math.log(plan_rmse(at_knob(privacy, math.exp(log_x)))) - math.log(target)
+
+    if gap(math.log(hi)) > 0:
+        return math.inf
+    if gap(math.log(lo)) <= 0:
+        return 0.0
+    return math.exp(brentq(gap, math.log(lo), math.log(hi), xtol=1e-10, rtol=1e-10))
+
+
+def required_frame(comparison: Comparison | None, privacy: Privacy, target: float | None
+                   ) -> pd.DataFrame:
+    """For each planned mechanism, the budget needed to reach ``target`` RMSE."""
+    name, _ = privacy_knob(privacy.noise)
+    column = f"{name}_needed"
+    columns = ["mechanism", column, "note"]
+    if comparison is None or not target or target <= 0:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for r in comparison.rows:
+        if r.plan is None:
+            continue
+        needed = required_knob(r.plan.rmse, privacy, target)
+        note = ""
+        if math.isinf(needed):
+            note = f"not reachable with {name} <= {SEARCH[1]:g}"
+        elif needed == 0.0:
+            note = f"reached already at {name} = {SEARCH[0]:g}"
+        rows.append({"mechanism": r.mechanism, column: needed if math.isfinite(needed)
+                     else None, "note": note})
+    if comparison.bound.value is not None:
+        needed = required_knob(lambda p: comparison.bound.rmse(comparison.workload, p),
+                               privacy, target)
+        rows.append({"mechanism": BOUND_LABEL, column: needed if math.isfinite(needed)
+                     else None, "note": "no mechanism of this kind can need less"})
+    frame = pd.DataFrame(rows, columns=columns)
+    return frame.sort_values(column, na_position="last", kind="stable").reset_index(drop=True)
+
+
+def halving_sentence(comparison: Comparison | None) -> str:
+    """'What does lowering eps cost', in one sentence, for the best mechanism."""
+    if comparison is None:
+        return ""
+    best = comparison.best()
+    if best is None:
+        return ""
+    name, _ = privacy_knob(comparison.privacy.noise)
+    now = knob_value(comparison.privacy)
+    half = best.plan.rmse(at_knob(comparison.privacy, now / 2))
+    return (f"With the best mechanism (**{best.mechanism}**), halving {name} from {now:.4g} "
+            f"to {now / 2:.4g} raises the typical error from **{best.rmse:.4g}** to "
+            f"**{half:.4g}** (x{half / best.rmse:.2f}).")
+
+
+class TradeoffModel(param.Parameterized):
+    """View-model of the inverse question: what budget reaches a target error."""
+
+    target = param.Number(default=None, allow_None=True, bounds=(0, None),
+                          inclusive_bounds=(False, True), label="Target RMSE",
+                          doc="The largest typical error per count you accept.")
+
+
+def _round_sig(value: float, digits: int = 2) -> float:
+    if not value or not math.isfinite(value):
+        return 1.0
+    return float(f"{value:.{digits}g}")
+
+
+class TradeoffPage(Page):
+    """The privacy trade-off page."""
+
+    title = "Privacy trade-off"
+    note = NOTE
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.model = TradeoffModel()
+        best = self.session.comparison.best() if self.session.comparison else None
+        if best is not None:
+            self.model.target = _round_sig(best.rmse / 2)
+        self._live: LiveTradeoffChart | None = None
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        session, p = self.session, self.session.privacy
+        if served():
+            pn.state.onload(self._plan_missing)
+            self.watch(p, lambda *events: self._plan_missing(), "noise")
+        elif not session.complete:
+            session.compare_now()
+        self.watch(session, self._comparison_changed, "comparison")
+        self._doc = pn.state.curdoc
+        self._chart_pane = pn.pane.Bokeh(
+            pn.bind(self._chart, session.param.planned, p.param.noise, p.param.delta,
+                    p.param.calibration),
+            sizing_mode="stretch_width", css_classes=["tradeoff-chart"])
+        chart = self._chart_pane
+        target = pn.widgets.FloatInput.from_param(self.model.param.target, step=0.1,
+                                                  css_classes=["target-rmse"], width=200)
+        intro = (f"How the error of each planned mechanism ({self.link('/compare', 'compare')}"
+                 " plans them) changes with the privacy budget.")
+        return pn.Column(
+            self.header(intro),
+            PrivacyControls(privacy=p),
+            PlanningProgress(session=session),
+            pn.pane.Markdown(pn.bind(halving_sentence, session.param.comparison),
+                             css_classes=["halving"], margin=(0, 10),
+                             sizing_mode="stretch_width"),
+            chart,
+            caption("Log-log: each line is a mechanism's typical error per count across "
+                    "budgets; the dashed line is the lower bound; dots mark your current "
+                    "budget. The toolbar's save button exports a PNG."),
+            pn.pane.Markdown("### At your budget", margin=(0, 10)),
+            # Panes whose *content* is bound: a slider release updates text in place instead
+            # of replacing panes (which would re-process the whole page).
+            pn.pane.Markdown(pn.bind(self._level, session.param.comparison),
+                             css_classes=["tradeoff-level"], margin=(0, 10)),
+            pn.pane.DataFrame(pn.bind(readout_frame, session.param.comparison), index=False,
+                              float_format=lambda v: f"{v:,.4f}",
+                              css_classes=["tradeoff-readout"], sizing_mode="stretch_width"),
+            csv_download(lambda: readout_frame(session.comparison), "tradeoff.csv",
+                         "Download table (CSV)", css_class="tradeoff-csv"),
+            pn.pane.Markdown("### What budget do I need?", margin=(0, 10)),
+            target,
+            pn.bind(off_loop(self._required), self.model.param.target, session.param.planned,
+                    p.param.noise, p.param.delta, p.param.calibration),
+            sizing_mode="stretch_width", css_classes=["tradeoff-page"],
+        )
+
+    def _plan_missing(self) -> None:
+        try:
+            self.session.request_comparison(background=True)
+        except Exception as exc:  # nothing a user does may take the server down
+            if pn.state.notifications is not None:
+                pn.state.notifications.error(f"Planning could not start: {one_line(exc)}")
+
+    def _comparison_changed(self, event: param.parameterized.Event) -> None:
+        self._move_markers(event.new)
+        if self.model.target is None and event.new is not None:
+            best = event.new.best()
+            if best is not None:
+                self.model.target = _round_sig(best.rmse / 2)
+
+    def _chart(self, planned: int, noise: str, delta: float, calibration: str):
+        session = self.session
+        comparison = session.comparison
+        privacy = comparison.privacy if comparison is not None else session.privacy
+        self._live = LiveTradeoffChart(curve_frame(comparison, session.privacy),
+                                       marker_frame(comparison), knob_value(privacy),
+                                       privacy.noise)
+        return self._live.figure
+
+    def _move_markers(self, comparison: Comparison | None) -> None:
+        live = getattr(self, "_live", None)
+        if live is None or comparison is None:
+            return
+        if comparison.privacy.noise != self.session.privacy.noise:
+            return  # the chart is being redrawn for the new noise family
+
+        def move() -> None:
+            live.move(marker_frame(comparison), knob_value(comparison.privacy))
+            if self._doc is None:  # notebook: push the changed models explicitly
+                self._chart_pane.param.trigger("object")
+
+        doc = self._doc
+        if doc is not None and doc.session_context is not None and pn.state.curdoc is not doc:
+            # The change came from another page of this session: touch this page's models
+            # on this page's own event loop.
+            doc.add_next_tick_callback(move)
+        else:
+            move()
+
+    def _level(self, comparison: Comparison | None) -> str:
+        privacy = comparison.privacy if comparison is not None else self.session.privacy
+        return f"At **{privacy.describe()}**:"
+
+    def _required(self, target: float | None, planned: int, noise: str, delta: float,
+                  calibration: str) -> pn.viewable.Viewable:
+        # Bound through off_loop: one root search per mechanism.
+        if not target:
+            return pn.pane.Markdown("Type the typical error per count you can accept.")
+        comparison = self.session.comparison
+        privacy = self.session.privacy.with_()
+        try:
+            frame = required_frame(comparison, privacy, target)
+        except Exception as exc:  # a failed search must not take the page down
+            return pn.pane.Alert(f"Could not answer: {one_line(exc)}", alert_type="warning")
+        name, _ = privacy_knob(noise)
+        return pn.Column(
+            pn.pane.Markdown(f"The smallest **{name}** at which each mechanism's typical "
+                             f"error is at most **{target:g}**:", margin=(0, 10)),
+            pn.widgets.Tabulator(frame, show_index=False, disabled=True,
+                                 layout="fit_data_stretch", sizing_mode="stretch_width",
+                                 css_classes=["required-budget"],
+                                 formatters={f"{name}_needed": NumberFormatter(
+                                     format="0.0000")}),
+            csv_download(lambda: frame, "budget-needed.csv", "Download table (CSV)",
+                         css_class="required-csv"),
+            sizing_mode="stretch_width")

@@ -1,0 +1,149 @@
+"""The workload builder's view-model: forms, validation next to the field, presets, files."""
+
+from __future__ import annotations
+
+import panel as pn
+import pytest
+
+from explorer.pages.builder import (
+    BlockChoice,
+    BuilderPage,
+    GroupForm,
+    WorkloadBuilder,
+    attribute_spec,
+    group_summary,
+)
+from explorer.state import PlanStore, Session
+
+
+@pytest.fixture
+def builder() -> WorkloadBuilder:
+    return WorkloadBuilder(Session(store=PlanStore()))
+
+
+def add_attribute(builder, name, size, kind="numeric", labels=""):
+    builder.attribute.param.update(attr_name=name, size=size, kind=kind, labels=labels)
+    return builder.add_attribute()
+
+
+def test_build_a_two_attribute_workload_from_scratch(builder):
+    session = builder.session
+    builder.start_empty()
+    assert session.draft["domain"] == {} and session.draft_error.startswith("domain:")
+    default_queries = session.scenario.workload.num_queries  # the last valid one stays
+
+    assert add_attribute(builder, "age", 16) == ""
+    assert session.draft_error == "workload: expected a non-empty list of query groups"
+    assert session.scenario.workload.num_queries == default_queries
+    assert add_attribute(builder, "sex", 2, "categorical") == ""
+    assert builder.group.param.attributes.objects == ["age", "sex"]
+
+    builder.group.attributes = ["age", "sex"]
+    blocks = {b.attribute: b.block for b in builder.group.blocks}
+    assert blocks == {"age": "prefix", "sex": "identity"}  # defaults follow the kind
+    assert builder.add_group() == ""
+
+    assert session.draft_error == ""
+    assert session.draft["workload"] == [{"product": {"age": "prefix", "sex": "identity"}}]
+    assert builder.stats() == {"queries": 32, "cells": 32, "groups": 1, "attributes": 2,
+                               "terms": 1}
+    assert builder.group_rows() == [{"#": 1, "queries": 32, "weight": 1.0,
+                                     "group": "product of age: prefix, sex: identity"}]
+    assert "age: {size: 16, kind: numeric}" in session.draft_text
+
+
+def test_bad_attribute_input_is_refused_with_the_validators_message(builder):
+    draft = builder.session.draft
+    assert add_attribute(builder, "race", 3, "categorical", "a, b") == \
+        "domain.race.labels: expected 3 labels, got 2"
+    assert builder.attribute_error == "domain.race.labels: expected 3 labels, got 2"
+    assert builder.session.draft == draft  # nothing was added
+    assert add_attribute(builder, "age", 4) == \
+        "domain.age: there is already an attribute called 'age'"
+    assert add_attribute(builder, "  ", 4) == "domain: the attribute needs a name"
+    assert add_attribute(builder, "race", 3, "categorical", "a, b, c") == ""
+    assert builder.attribute_error == ""
+    assert builder.session.draft["domain"]["race"] == {"size": 3, "kind": "categorical",
+                                                      "labels": ["a", "b", "c"]}
+
+
+def test_bad_group_input_is_refused_with_the_validators_message(builder):
+    group = builder.group
+    assert builder.add_group() == "workload: pick at least one attribute for the group"
+    group.param.update(kind="affine", attributes=["age"])
+    assert builder.add_group() == "workload[2].affine: expected a list of two attribute names"
+    group.param.update(kind="product", attributes=["age"])
+    group.blocks[0].param.update(block="range", width=99)
+    assert builder.add_group() == "workload[2].product.age.width: must be 1..32, got 99"
+    group.blocks[0].width = 4
+    assert builder.add_group() == ""
+    assert builder.session.scenario.workload.num_queries == 96 + 29
+
+
+def test_removing_an_attribute_drops_the_groups_that_use_it(builder):
+    builder.remove_attribute("sex")
+    session = builder.session
+    assert list(session.draft["domain"]) == ["age"]
+    assert session.draft["workload"] == [{"product": {"age": "identity"}}]
+    assert builder.message == "Removed attribute 'sex' and 1 query group(s) that used it."
+    assert session.scenario.workload.num_queries == 32
+    builder.remove_group(0)
+    assert session.draft_error == "workload: expected a non-empty list of query groups"
+
+
+def test_presets_replace_the_draft_and_keep_privacy(builder):
+    builder.session.privacy.epsilon = 0.3
+    builder.session.sync_draft_privacy()
+    builder.preset = "cps_marginals"
+    assert builder.load_preset() == ""
+    assert builder.stats()["queries"] == 618_120
+    assert builder.session.draft["privacy"]["epsilon"] == 0.3
+    builder.param.update(preset="kway", preset_k=1)
+    builder.load_preset()  # applies to the current (CPS) attributes
+    assert builder.stats()["queries"] == 50 + 100 + 7 + 4 + 2
+
+
+def test_upload_errors_keep_the_previous_workload(builder):
+    before = builder.stats()
+    message = builder.upload(b"domain: {x: 4}\nworkload: [{product: {x: prefx}}]\n",
+                             "bad.yaml")
+    assert message.startswith("bad.yaml: workload[0].product.x: unknown block 'prefx'")
+    assert builder.upload_error == message
+    assert builder.stats() == before
+    assert builder.upload(b"\xff\xfe", "binary.yaml") == \
+        "binary.yaml: not a text file (expected YAML or JSON)"
+    assert builder.upload(b"domain: {x: 5}\nworkload: {marginals: {k: 1}}\n", "ok.yml") == ""
+    assert builder.stats()["queries"] == 5 and builder.upload_error == ""
+
+
+def test_workload_matrix_only_for_small_workloads(builder):
+    matrix = builder.workload_matrix()
+    assert matrix.shape == (96, 64) and matrix[0].sum() == 1 and matrix[62].sum() == 32
+    builder.preset = "cps_marginals"
+    builder.load_preset()
+    assert "too large to draw" in builder.workload_matrix()
+
+
+def test_form_helpers():
+    assert attribute_spec("sex", 2, "categorical", "") == ("sex", 2)
+    assert attribute_spec("age", 9, "numeric", "") == ("age", {"size": 9, "kind": "numeric"})
+    assert BlockChoice(attribute="a", block="range", width=3).spec() == \
+        {"block": "range", "width": 3}
+    assert BlockChoice(attribute="a", block="circular_range", width=3).spec() == \
+        {"block": "circular_range", "width": 3}
+    assert "CDF" in BlockChoice(attribute="a", block="prefix").help()
+    form = GroupForm()
+    form.set_domain({"a": "numeric", "b": "categorical"})
+    form.param.update(kind="marginals", attributes=["a", "b"], weight=2.0)
+    assert form.spec() == {"marginals": {"sets": [["a", "b"]]}, "weight": 2.0}
+    assert group_summary({"marginals": {"k": 2}}) == "marginals, k = 2"
+    assert group_summary({"product": {}}) == "product of the total"
+
+
+def test_builder_page_renders_without_a_server():
+    page = BuilderPage(session=Session(store=PlanStore()))
+    view = page.__panel__()
+    assert isinstance(view, pn.viewable.Viewable)
+    texts = " ".join(str(p.object) for p in view.select(pn.pane.Markdown))
+    assert "Workload builder" in texts and "What am I looking at" not in texts
+    assert view.select(pn.widgets.CodeEditor)[0].value == page.session.draft_text

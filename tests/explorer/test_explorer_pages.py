@@ -1,0 +1,233 @@
+"""Compare, strategy, trade-off and learn view-models, rendered without a browser."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import panel as pn
+import pytest
+
+from engine.linalg.matrix import Dense
+from engine.privacy import Privacy, cdp_rho
+from explorer.components.privacy import PrivacyControls, conversion_text
+from explorer.pages.compare import (
+    TABLE_COLUMNS,
+    ComparePage,
+    comparison_frame,
+    headline,
+    query_error_frame,
+)
+from explorer.pages.learn import TOUR_MECHANISMS, LearnPage
+from explorer.pages.strategy import StrategyPage, detail_views, render_view, strategy_views
+from explorer.pages.tradeoff import (
+    GRIDS,
+    TradeoffPage,
+    curve_frame,
+    halving_sentence,
+    marker_frame,
+    readout_frame,
+    required_frame,
+    required_knob,
+)
+from explorer.state import PlanStore, Session
+
+PREFIX = {"domain": {"x": {"size": 16, "kind": "numeric"}},
+          "workload": [{"product": {"x": "prefix"}}],
+          "privacy": {"noise": "laplace", "epsilon": 1.0},
+          "mechanisms": ["identity", "h2", "wavelet", "workload"]}
+
+
+@pytest.fixture
+def session() -> Session:
+    s = Session(PREFIX, store=PlanStore())
+    s.compare_now()
+    return s
+
+
+# ----- compare ------------------------------------------------------------------------------
+def test_comparison_table_and_csv_columns(session):
+    frame = comparison_frame(session.comparison)
+    assert tuple(frame.columns) == TABLE_COLUMNS
+    assert list(frame["mechanism"]) == [r.mechanism for r in session.comparison.rows]
+    bound = session.comparison.bound_rmse
+    assert frame["ratio_to_bound"].tolist() == pytest.approx(
+        [r.rmse / bound for r in session.comparison.rows])
+    assert tuple(comparison_frame(None).columns) == TABLE_COLUMNS
+
+
+def test_headline_answers_the_analysts_questions(session):
+    text = headline(session.comparison, session.privacy.describe(), True)
+    best = session.comparison.best()
+    bound = session.comparison.bound_rmse
+    assert f"the most accurate mechanism is **{best.mechanism}**" in text
+    assert f"**{best.rmse:.4g}**" in text and f"**{bound:.4g}**" in text
+    assert f"**{best.rmse / bound:.2f}x**" in text
+    assert "still planning" in headline(session.comparison, "x", False)
+    assert headline(None, "x", True).startswith("No results yet")
+
+
+def test_per_query_errors_are_the_plans_variances_worst_first(session):
+    frame = query_error_frame(session, "identity")
+    # Identity with Laplace(eps=1): prefix query v sums v+1 cells of variance 2 each.
+    assert frame["variance"].tolist() == pytest.approx([2.0 * (16 - i) for i in range(16)])
+    assert frame["query"][0] == "prefix(x) [15]"
+    assert frame["expected_error"][0] == pytest.approx(math.sqrt(32.0))
+    with pytest.raises(ValueError, match="no plan"):
+        query_error_frame(session, "hb")
+
+
+def test_compare_page_renders_and_plans_without_a_server():
+    s = Session(PREFIX, store=PlanStore())
+    view = ComparePage(session=s).__panel__()
+    assert s.complete  # planned on the spot outside a server
+    tables = view.select(pn.widgets.Tabulator)
+    assert any(list(t.value.columns) == list(TABLE_COLUMNS) for t in tables)
+    downloads = [w.filename for w in view.select(pn.widgets.FileDownload)]
+    assert {"comparison.csv", "scenario.yaml", "comparison.py"} <= set(downloads)
+
+
+# ----- strategy ------------------------------------------------------------------------------
+def test_strategy_views_of_a_kronecker_baseline(session):
+    views = {v.key: v for v in strategy_views(session.plan("identity"))}
+    assert np.array_equal(views["A"].data, np.eye(16))
+    assert np.array_equal(views["gram"].data, np.eye(16))
+    W = session.scenario.workload.dense()
+    assert np.allclose(views["recon"].data, W)  # with A = I, W A+ = W
+    assert views["factors[0]"].kind == "matrix" and views["factors[0]"].title == "Part for x"
+    facts = views["plan"].data
+    assert facts["L1 sensitivity"] == 1.0 and facts["mechanism"] == "identity"
+    for view in views.values():
+        assert isinstance(render_view(view, "#000000"), pn.viewable.Viewable)
+
+
+def test_details_are_drawn_by_their_shape():
+    from engine.domain import Domain
+
+    domain = Domain.from_sizes([2, 3], ["a", "b"])
+    details = {
+        "kind": "marginals",
+        "marginal_weights": {(0,): 0.5, (0, 1): 2.0, (): 1.0},
+        "residual_table": [{"attrs": (1,), "noise": 0.3}, {"attrs": (0, 1), "noise": 0.1}],
+        "strategy": Dense(np.arange(6.0).reshape(2, 3)),
+        "scales": np.array([1.0, 2.0]),
+        "table": pd.DataFrame({"x": [1]}),
+        "nested": {"inner_weights": {"u": 1.0}, "flag": True},
+        "iterations": 12,
+    }
+    views = {v.key: v for v in detail_views(details, domain)}
+    assert views["marginal_weights"].kind == "weights"
+    assert views["marginal_weights"].data == {"a": 0.5, "a x b": 2.0, "total": 1.0}
+    assert views["residual_table"].kind == "table"
+    assert views["residual_table"].data["attrs"].tolist() == ["b", "a x b"]
+    assert views["strategy"].kind == "matrix" and views["strategy"].data.shape == (2, 3)
+    assert views["scales"].kind == "weights"
+    assert views["table"].kind == "table"
+    assert views["nested.inner_weights"].kind == "weights"
+    assert views["nested.facts"].data == {"flag": True}
+    assert views["facts"].data == {"strategy kind": "marginals", "iterations": 12}
+    assert "budget" in views["marginal_weights"].caption
+    for view in views.values():
+        assert isinstance(render_view(view, "#000000"), pn.viewable.Viewable)
+
+
+def test_strategy_page_without_plans_says_what_to_do():
+    page = StrategyPage(session=Session(PREFIX, store=PlanStore()))
+    assert isinstance(page.__panel__(), pn.viewable.Viewable)
+
+
+# ----- trade-off -----------------------------------------------------------------------------
+def test_curves_are_rescaled_plans_across_the_grid(session):
+    frame = curve_frame(session.comparison, session.privacy)
+    identity = frame[frame["mechanism"] == "identity"]
+    assert identity["x"].tolist() == pytest.approx(GRIDS["epsilon"].tolist())
+    plan = session.plan("identity")
+    for x, rmse in zip(identity["x"], identity["rmse"], strict=True):
+        assert rmse == pytest.approx(plan.rmse(Privacy(noise="laplace", epsilon=x)))
+    assert "SVD lower bound" in set(frame["mechanism"])
+
+
+def test_markers_and_readout_follow_the_live_privacy(session):
+    session.privacy.epsilon = 2.0
+    markers = marker_frame(session.comparison)
+    assert set(markers["x"]) == {2.0}
+    readout = readout_frame(session.comparison)
+    # Laplace: halving eps doubles every error.
+    assert readout["increase"].tolist() == pytest.approx([2.0] * len(readout))
+    sentence = halving_sentence(session.comparison)
+    assert "halving epsilon from 2 to 1" in sentence and "(x2.00)" in sentence
+
+
+def test_required_budget_inverts_the_error(session):
+    plan = session.plan("identity")
+    # Laplace RMSE is proportional to 1/eps: eps needed = eps_now * rmse_now / target.
+    needed = required_knob(plan.rmse, session.privacy, 1.0)
+    assert needed == pytest.approx(plan.rmse() / 1.0, rel=1e-8)
+    frame = required_frame(session.comparison, session.privacy, 1.0)
+    assert frame["epsilon_needed"].iloc[0] == pytest.approx(
+        frame["epsilon_needed"].min())
+    assert frame["mechanism"].iloc[0] == "SVD lower bound"  # the bound needs the least
+    assert math.isinf(required_knob(plan.rmse, session.privacy, 1e-9))
+    assert required_knob(plan.rmse, session.privacy, 1e9) == 0.0
+
+
+def test_required_budget_for_gaussian_and_zcdp():
+    s = Session(dict(PREFIX, privacy={"noise": "gaussian", "epsilon": 1.0, "delta": 1e-6}),
+                store=PlanStore())
+    s.compare_now()
+    plan = s.plan("h2")
+    eps = required_knob(plan.rmse, s.privacy, 2.0)
+    assert plan.rmse(s.privacy.with_(epsilon=eps)) == pytest.approx(2.0, rel=1e-6)
+    s.privacy.param.update(noise="zcdp", rho=0.5)
+    s.compare_now()
+    plan = s.plan("h2")
+    rho = required_knob(plan.rmse, s.privacy, 2.0)
+    assert plan.rmse(s.privacy.with_(rho=rho)) == pytest.approx(2.0, rel=1e-6)
+    assert "rho_needed" in required_frame(s.comparison, s.privacy, 2.0).columns
+
+
+def test_privacy_controls_keep_delta_and_its_log_slider_equal():
+    privacy = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
+    controls = PrivacyControls(privacy=privacy)
+    assert controls.delta_exponent == pytest.approx(-6.0)
+    controls.delta_exponent = -9.0
+    assert privacy.delta == pytest.approx(1e-9)
+    privacy.delta = 1e-4
+    assert controls.delta_exponent == pytest.approx(-4.0)
+    assert isinstance(controls.__panel__(), pn.viewable.Viewable)
+
+
+def test_conversions_are_the_engines():
+    text = conversion_text("gaussian", 1.0, 1e-6, 0.5)
+    assert f"rho = {cdp_rho(1.0, 1e-6):.4g}" in text
+    assert conversion_text("laplace", 2.0, 1e-6, 0.5).endswith("rho = 2 zCDP.")
+    assert "implies (eps =" in conversion_text("zcdp", 1.0, 1e-6, 0.5)
+
+
+def test_tradeoff_page_renders_and_moves_markers_in_place(session):
+    page = TradeoffPage(session=session)
+    view = page.__panel__()
+    assert isinstance(view, pn.viewable.Viewable)
+    assert page.model.target == pytest.approx(float(f"{session.comparison.best().rmse / 2:.2g}"))
+    figure = page._chart(session.planned, "laplace", session.privacy.delta, "analytic")
+    source = page._live.source
+    session.privacy.epsilon = 4.0
+    assert page._live.figure is figure  # no new chart for a slider move
+    assert set(source.data["current_x"]) == {4.0}
+    assert page._live.span.location == 4.0
+
+
+# ----- learn --------------------------------------------------------------------------------
+def test_tour_loads_the_classic_example_and_restores_the_users_work():
+    # Gaussian noise: HDMM's Laplace optimiser takes minutes on 256 prefixes.
+    s = Session(dict(PREFIX, privacy={"noise": "gaussian", "epsilon": 1.0, "delta": 1e-6}),
+                store=PlanStore())
+    page = LearnPage(session=s)
+    assert isinstance(page.__panel__(), pn.viewable.Viewable)
+    page.start_tour()
+    assert s.scenario.workload.num_queries == 256
+    assert s.mechanisms == [m for m in TOUR_MECHANISMS if m in s.param.mechanisms.objects]
+    assert s.complete
+    page.restore()
+    assert s.scenario.workload.num_queries == 16 and s.stash is None
