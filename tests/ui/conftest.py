@@ -17,7 +17,8 @@ Fixtures (use them by name in a test's arguments):
 - ``screenshot`` (function): ``screenshot(name)`` saves a full-page PNG of ``page`` as
   ``test-results/screenshots/<name>.png`` and returns the path.
 
-Plain helpers: :func:`save_screenshot`, :func:`wait_for_panel`, :func:`free_port`.
+Plain helpers: :func:`save_screenshot`, :func:`wait_for_panel`, :func:`free_port`,
+:func:`session_path` (a page path that joins a named explorer session, ``?s=<id>``).
 
 Playwright locators pierce Panel's open shadow roots, so CSS selectors such as
 ``.mechanism-list`` (from a component's ``css_classes``) and ``get_by_role`` work directly.
@@ -184,11 +185,34 @@ def open_app(page, app_url: str) -> Callable[..., object]:
     return open_path
 
 
+def session_path(path: str, sid: str) -> str:
+    """``path`` joined to the explorer session ``sid`` (pages of one session share state)."""
+    return f"{path}?s={sid}"
+
+
 def save_screenshot(page, name: str) -> Path:
-    """Save a full-page PNG as ``test-results/screenshots/<name>.png``; return its path."""
+    """Save a full-page PNG as ``test-results/screenshots/<name>.png``; return its path.
+
+    The templates scroll their ``#main`` area rather than the document, so a plain full-page
+    screenshot would stop at the window's bottom edge: the window is stretched to the whole
+    content for the shot, then restored.
+    """
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOT_DIR / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    size = page.viewport_size or {"width": 1280, "height": 900}
+    content = page.evaluate(
+        "() => { const main = document.querySelector('#main');"
+        " return main ? main.scrollHeight + main.getBoundingClientRect().top + 20 : 0; }"
+    )
+    tall = int(min(max(content, size["height"]), 12_000))
+    if tall > size["height"]:
+        page.set_viewport_size({"width": size["width"], "height": tall})
+        page.wait_for_timeout(500)  # let responsive plots re-layout
+    try:
+        page.screenshot(path=str(path), full_page=True)
+    finally:
+        if tall > size["height"]:
+            page.set_viewport_size(size)
     return path
 
 
