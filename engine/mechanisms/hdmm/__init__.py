@@ -12,7 +12,10 @@ Registers ``hdmm`` (best of every operator), ``hdmm-opt0``, ``hdmm-kron``, ``hdm
   marginal-only path;
 * :mod:`~engine.mechanisms.hdmm.structure`: the per-attribute factor Grams of a workload;
 * :mod:`~engine.mechanisms.hdmm.plain`: the plain Laplace/Gaussian baseline of Tables 6-7;
-* :mod:`~engine.mechanisms.hdmm.experiments`: the paper's multi-dimensional workloads.
+* :mod:`~engine.mechanisms.hdmm.experiments`: the paper's multi-dimensional workloads;
+* :mod:`~engine.mechanisms.hdmm.knobs`: the knobs every HDMM mechanism shares;
+* :mod:`~engine.mechanisms.hdmm.tracking`: progress reporting and the reporting L-BFGS-B run;
+* :mod:`~engine.mechanisms.hdmm.blas`: the BLAS thread limit used while optimising.
 """
 
 from engine.mechanisms.hdmm.hdmm import HdmmMechanism

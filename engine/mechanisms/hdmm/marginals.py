@@ -214,8 +214,8 @@ def opt_marginals(w: np.ndarray, shape: Sequence[int], norm: int, *, restarts: i
     best_f, best_x = math.inf, starts[0]
     for k, x0 in enumerate(starts):
         rep = reporter(progress, f"OPT_M laplace start {k + 1}/{len(starts)}")
-        f, x = minimize_reported(obj.laplace, x0 / max(float(x0.sum()), 1e-300), rep, ftol=ftol,
-                       maxiter=maxiter)
+        f, x = minimize_reported(obj.laplace, x0 / max(float(x0.sum()), 1e-300), rep,
+                                 ftol=ftol, maxiter=maxiter)
         losses.append(f)
         if f < best_f:
             best_f, best_x = f, x

@@ -423,7 +423,7 @@ class Factor:
         if isinstance(A, Identity):
             return np.eye(self.n)
         if isinstance(A, Ones):
-            return np.full((self.n, self.n), 1.0 / (A.m * self.n) ** 2 * A.m)
+            return np.full((self.n, self.n), 1.0 / (A.m * self.n**2))
         if isinstance(A, PIdentity):
             return A.gram_pinv()
         if self.triangular:
