@@ -14,12 +14,15 @@ import numpy as np
 import pytest
 
 from engine.data.dataset import Dataset
+from engine.domain import Domain
 from engine.errors import NotApplicable
+from engine.linalg.matrix import Dense, Ones
 from engine.mechanisms import get
 from engine.mechanisms.base import Plan
 from engine.mechanisms.hdmm.blas import blas_threads
 from engine.mechanisms.hdmm.experiments import adult_domain, census_sf1, loans_small_marginals
-from engine.mechanisms.hdmm.reconstruct import data_marginal
+from engine.mechanisms.hdmm.opt0 import PIdentity
+from engine.mechanisms.hdmm.reconstruct import data_marginal, kron_estimate, kron_measure
 from engine.privacy import Privacy
 from engine.workloads.workload import Workload
 
@@ -46,6 +49,30 @@ def silent(plan: Plan) -> Plan:
 
 def true_answers(W: Workload, data: Dataset) -> np.ndarray:
     return W.answer_from_marginals(lambda ax: data_marginal(data, ax, W.domain))
+
+
+def test_r13_kronecker_least_squares_through_factor_pseudo_inverses() -> None:
+    rng = np.random.default_rng(13)
+    factors = [rng.standard_normal((3, 2)), rng.standard_normal((4, 5)),
+               rng.standard_normal((2, 3))]
+    dom = Domain.from_sizes([2, 5, 3])
+    x = rng.standard_normal(30)
+    full = np.kron(np.kron(factors[0], factors[1]), factors[2])
+    y = kron_measure([Dense(f) for f in factors], x, dom)
+    np.testing.assert_allclose(y, full @ x, rtol=1e-12)
+    noisy = y + rng.standard_normal(y.size)
+    est = kron_estimate([np.linalg.pinv(f) for f in factors], (0, 1, 2), noisy, dom)
+    np.testing.assert_allclose(est((0, 1, 2)).reshape(-1), np.linalg.pinv(full) @ noisy,
+                               rtol=1e-9, atol=1e-12)
+    # the same with p-Identity factors (Woodbury pseudo-inverses) and a Total factor
+    pid = [PIdentity(rng.random((2, 2))), PIdentity(rng.random((1, 5))), Ones(1, 3)]
+    full = np.kron(np.kron(pid[0].dense(), pid[1].dense()), pid[2].dense())
+    y = kron_measure(pid, x, dom) + rng.standard_normal(full.shape[0])
+    est = kron_estimate([f.pinv_matrix() for f in pid[:2]], (0, 1), y, dom)
+    xhat = np.linalg.pinv(full) @ y  # spreads evenly over the Total attribute
+    np.testing.assert_allclose(est((0, 1)).reshape(-1), xhat.reshape(10, 3).sum(axis=1),
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(est((0, 1, 2)).reshape(-1), xhat, rtol=1e-9, atol=1e-12)
 
 
 def test_census_domain_end_to_end() -> None:
