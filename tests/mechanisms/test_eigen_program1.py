@@ -82,6 +82,14 @@ def test_cauchy_schwarz_weights_and_the_svd_bound(G, value) -> None:
     assert solve_program1(c, Q**2).value <= primal
 
 
+def test_the_dual_stops_on_its_certified_gap() -> None:
+    c, Q = eigen_problem(AllRangeBlock(128).gram_array())
+    loose = solve_program1(c, Q**2, method="dual", tol=1e-3)
+    tight = solve_program1(c, Q**2, method="dual")
+    assert loose.iterations < tight.iterations and loose.gap <= 1e-3
+    assert tight.value <= loose.value <= tight.value * (1 + 1e-3)
+
+
 def test_dual_is_a_lower_bound_everywhere(rng) -> None:
     c, Q = eigen_problem(AllRangeBlock(16).gram_array())
     opt = solve_program1(c, Q**2).value

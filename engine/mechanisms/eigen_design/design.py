@@ -192,10 +192,16 @@ def weighted_design(queries: np.ndarray | Matrix, costs: np.ndarray, weights: np
         if not d.any():
             d = None
     strategy = EigenStrategy(queries, lam, rest_w, d)
-    implicit_exact = not isinstance(queries, np.ndarray) and d is None and rest is None
+    # a square orthonormal design measured without completion: A^T A = Q^T diag(lam**2) Q, so
+    # tr[G (A^T A)^+] = sum c_i / lam_i**2 exactly (c = diag(Q G Q^T)); a direction the
+    # workload uses (c_i > 0) but the design does not measure makes the error infinite
+    square = queries.shape[0] == queries.shape[1]
     solver = NormalSolver(strategy)
-    if implicit_exact:
-        trace = float((costs[x > 0] / lam[x > 0] ** 2).sum())
+    if square and d is None and rest is None:
+        costs_arr = np.asarray(costs, float)
+        unmeasured = float(costs_arr[x <= 0].sum())
+        trace = (math.inf if unmeasured > 1e-8 * float(costs_arr.sum())
+                 else float((costs_arr[x > 0] / lam[x > 0] ** 2).sum()))
     elif eigenbasis:
         trace = solver.trace(diagonal=np.asarray(costs, float))
     else:
@@ -259,7 +265,10 @@ def basis_design(queries: np.ndarray, eig: EigenQueries, norm: int = 2, *,
         progress: receives Program 1 iterations.
     """
     F = eig.factor()
-    costs = design_costs(queries, F=F)
+    identity = queries.shape[0] == queries.shape[1] and np.array_equal(
+        queries, np.eye(queries.shape[0]))
+    # c = diag(Q G Q^T) is diag(G) for the identity: no n x n product needed
+    costs = (F * F).sum(axis=1) if identity else design_costs(queries, F=F)
     res = solve_program1(costs, constraint_matrix(queries, norm), power=program1_power(norm),
                          method=method, progress=progress)
     return weighted_design(queries, costs, res.x, norm, complete=complete, F=F,
