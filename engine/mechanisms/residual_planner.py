@@ -26,6 +26,7 @@ import math
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import cvxpy as cp
@@ -48,7 +49,7 @@ from engine.mechanisms.querysmasher.assemble import (
     Release,
     assembly_plan,
 )
-from engine.mechanisms.querysmasher.decomposition import AttrSet, Decomposition, decompose, subquery
+from engine.mechanisms.querysmasher.decomposition import AttrSet, decompose, subquery
 from engine.mechanisms.querysmasher.mechanism import GAUSSIAN_ONLY
 from engine.mechanisms.querysmasher.submechanisms import KronSub
 from engine.mechanisms.querysmasher.subsolvers import rp_factor
@@ -219,7 +220,7 @@ class ResidualPlanner(Mechanism):
         if max_variance is not None:
             details["max_variance"] = max_variance
         plan = assembly_plan(self.name, workload, privacy, assembly, details)
-        return _native(plan, workload, dec, tau)
+        return _native(plan, workload, tau)
 
 
 def marginal_cell_variances(workload: Workload, tau: dict[AttrSet, float]
@@ -234,46 +235,42 @@ def marginal_cell_variances(workload: Workload, tau: dict[AttrSet, float]
     return out
 
 
-def _native(plan: Plan, workload: Workload, dec: Decomposition, tau: dict[AttrSet, float]
-            ) -> Plan:
+def _native(plan: Plan, workload: Workload, tau: dict[AttrSet, float]) -> Plan:
     """Measure and reconstruct in RP's own basis: release the subtraction-basis residuals
     with correlated noise and rebuild marginals with ``marginal_from_residuals``."""
-    from dataclasses import replace
-
     shape = workload.domain.shape
     order = list(tau)
+    sizes = [math.prod(residual_shape(a, shape)) for a in order]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
 
     def measurer(plan: Plan, data: Any, rng: np.random.Generator) -> Measurement:
         start = time.perf_counter()
         source = MarginalSource(data, workload.domain)
-        source.prime(order)
         scale = plan.privacy.sigma() * plan.sensitivity[2]
-        parts, stds = [], []
-        for a in order:
+        y, stds = np.empty(offsets[-1]), np.empty(offsets[-1])
+        # largest sets first: smaller marginals are then sums of cached ones
+        for k in sorted(range(len(order)), key=lambda k: -len(order[k])):
+            a = order[k]
             std = scale * math.sqrt(tau[a])
             marginal = source(a)
             noisy = marginal + std * rng.standard_normal(np.shape(marginal))
-            z = np.asarray(decomp(noisy, a, a)).reshape(-1)
-            parts.append(z)
-            stds.append(np.full(z.shape, std))
-        return Measurement(np.concatenate(parts), np.concatenate(stds),
-                           time.perf_counter() - start)
-
-    sizes = [math.prod(residual_shape(a, shape)) for a in order]
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+            y[offsets[k]:offsets[k + 1]] = np.asarray(decomp(noisy, a, a)).reshape(-1)
+            stds[offsets[k]:offsets[k + 1]] = std
+        return Measurement(y, stds, time.perf_counter() - start)
 
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         z = {a: y[lo:hi].reshape(residual_shape(a, shape))
              for a, lo, hi in zip(order, offsets[:-1], offsets[1:], strict=True)}
-        cache: dict[AttrSet, np.ndarray] = {}
-        parts = []
+        out = np.empty(workload.num_queries)
+        position = 0
+        current: tuple[AttrSet | None, np.ndarray | None] = (None, None)
         for t in workload.terms:
-            if t.attrs not in cache:
-                cache[t.attrs] = marginal_from_residuals(z, t.attrs, shape)
-            parts.append(t.weight * t.answer_marginal(cache[t.attrs]))
-        return np.concatenate(parts)
+            if current[0] != t.attrs:  # one reconstructed marginal at a time
+                current = (t.attrs, marginal_from_residuals(z, t.attrs, shape))
+            out[position:position + t.num_queries] = t.weight * t.answer_marginal(current[1])
+            position += t.num_queries
+        return out
 
     details = dict(plan.details, measurement="subtraction-basis residuals z = S (x + xi); "
                    "noise_std is the std of xi per marginal cell")
-    del dec
     return replace(plan, measurer=measurer, reconstructor=reconstructor, details=details)

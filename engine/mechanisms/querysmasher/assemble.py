@@ -35,8 +35,10 @@ from engine.domain import Domain
 from engine.errors import NotApplicable
 from engine.linalg.matrix import Matrix
 from engine.linalg.residuals import smear_into, subsets
+from engine.mechanisms.base import Measurement, Plan
 from engine.mechanisms.querysmasher.decomposition import AttrSet, subquery
 from engine.mechanisms.querysmasher.submechanisms import SubMechanism
+from engine.privacy import Privacy
 from engine.workloads.term import Term
 from engine.workloads.workload import Workload
 
@@ -101,12 +103,14 @@ class Release:
 class MarginalSource:
     """Marginals of the data by counting (a Dataset) or summing (a small data vector).
 
-    Lower-order marginals are summed out of a cached superset, so each record set is counted
-    once per maximal attribute set.
+    Small marginals (at most ``cache_cells`` cells) are kept, and a marginal one attribute
+    short of a kept one is summed out of it instead of being counted again; large ones are
+    handed out and forgotten, so memory stays at the size of one large marginal.
     """
 
-    def __init__(self, data: Any, domain: Domain) -> None:
+    def __init__(self, data: Any, domain: Domain, cache_cells: int = 1 << 14) -> None:
         self.domain = domain
+        self.cache_cells = cache_cells
         self._cache: dict[AttrSet, np.ndarray] = {}
         if hasattr(data, "marginal"):
             self._count: Callable[[AttrSet], np.ndarray] = lambda attrs: np.asarray(
@@ -117,23 +121,22 @@ class MarginalSource:
             self._count = lambda attrs: x.sum(axis=tuple(a for a in all_axes
                                                          if a not in attrs))
 
-    def prime(self, sets: Sequence[AttrSet]) -> None:
-        """Count the maximal sets among ``sets`` up front (their subsets are then sums)."""
-        for attrs in sorted(set(sets), key=len, reverse=True):
-            self(attrs)
-
     def __call__(self, attrs: AttrSet) -> np.ndarray:
         """The count tensor over ``attrs`` (axes in domain order)."""
         if attrs in self._cache:
             return self._cache[attrs]
-        parent = next((p for p in self._cache if len(p) > len(attrs)
-                       and set(attrs) <= set(p)), None)
-        if parent is None:
+        out = None
+        for j in range(len(self.domain.shape)):
+            if j in attrs:
+                continue
+            parent = tuple(sorted(attrs + (j,)))
+            if parent in self._cache:
+                out = self._cache[parent].sum(axis=parent.index(j))
+                break
+        if out is None:
             out = self._count(attrs)
-        else:
-            out = self._cache[parent].sum(axis=tuple(i for i, a in enumerate(parent)
-                                                      if a not in attrs))
-        self._cache[attrs] = out
+        if math.prod(self.domain.shape[i] for i in attrs) <= self.cache_cells:
+            self._cache[attrs] = out
         return out
 
 
@@ -221,10 +224,14 @@ class Assembly:
 
     # ----- measuring ---------------------------------------------------------------------
     def exact_release(self, marginals: MarginalSource) -> np.ndarray:
-        """Noise-free ``B_{A'} x_{A'}`` for every residual, concatenated."""
-        marginals.prime([r.attrs for r in self.releases])
-        return np.concatenate([r.mechanism.release(marginals(r.attrs))
-                               for r in self.releases])
+        """Noise-free ``B_{A'} x_{A'}`` for every residual, concatenated (largest attribute
+        sets are read first so that smaller marginals are sums of cached ones)."""
+        out = np.empty(self.outputs)
+        order = sorted(range(len(self.releases)), key=lambda k: -len(self.releases[k].attrs))
+        for k in order:
+            r = self.releases[k]
+            out[self.offsets[k]:self.offsets[k + 1]] = r.mechanism.release(marginals(r.attrs))
+        return out
 
     def noise_std(self, scale: float) -> np.ndarray:
         """Per-output noise std: ``scale * sqrt(sigma2_{A'})``."""
@@ -250,15 +257,38 @@ class Assembly:
         return out
 
     def answers(self, workload: Workload, w: np.ndarray) -> np.ndarray:
-        """Every workload answer (weighted rows, as ``workload.answer``) from a release."""
-        est = self.estimates(w)
-        cache: dict[AttrSet, np.ndarray] = {}
-        parts = []
+        """Every workload answer (weighted rows, as ``workload.answer``) from a release.
+
+        Residual estimates that several workload marginals share are kept; the others (the
+        largest, one per workload marginal) are computed when needed and dropped, as is each
+        reconstructed marginal once the terms on it are answered.
+        """
+        parts = self.split(np.asarray(w, dtype=float))
+        shared = {sub for t in workload.terms for sub in subsets(t.attrs) if sub != t.attrs}
+        kept: dict[AttrSet, np.ndarray] = {}
+
+        def estimate(attrs: AttrSet) -> np.ndarray:
+            if attrs in kept:
+                return kept[attrs]
+            y = self.by_attrs[attrs].mechanism.estimate(parts[attrs])
+            if attrs in shared:
+                kept[attrs] = y
+            return y
+
+        out = np.empty(workload.num_queries)
+        position = 0
+        current: tuple[AttrSet | None, np.ndarray | None] = (None, None)
         for t in workload.terms:
-            if t.attrs not in cache:
-                cache[t.attrs] = self.marginal(t.attrs, est)
-            parts.append(t.weight * t.answer_marginal(cache[t.attrs]))
-        return np.concatenate(parts)
+            if current[0] != t.attrs:
+                marginal = np.zeros(t.marginal_shape)
+                for sub in subsets(t.attrs):
+                    if sub in self.by_attrs:
+                        marginal = marginal + smear_into(estimate(sub), sub, t.attrs,
+                                                         self.shape)
+                current = (t.attrs, marginal)
+            out[position:position + t.num_queries] = t.weight * t.answer_marginal(current[1])
+            position += t.num_queries
+        return out
 
     # ----- error -----------------------------------------------------------------------
     def term_variances(self, term: Term) -> np.ndarray:
@@ -377,8 +407,8 @@ def privacy_conversions(beta: float, epsilon: float = 1.0) -> dict[str, float]:
             "epsilon": epsilon, "delta": gdp_delta(mu, epsilon)}
 
 
-def assembly_plan(mechanism: str, workload: Workload, privacy: Any, assembly: Assembly,
-                  details: dict[str, Any]) -> Any:
+def assembly_plan(mechanism: str, workload: Workload, privacy: Privacy, assembly: Assembly,
+                  details: dict[str, Any]) -> Plan:
     """A :class:`~engine.mechanisms.base.Plan` for an assembled residual mechanism.
 
     The stored strategy is the pre-scaled ``ResidualStrategy`` (noise i.i.d. with std
@@ -386,8 +416,6 @@ def assembly_plan(mechanism: str, workload: Workload, privacy: Any, assembly: As
     total squared error at beta = 1), and measure / reconstruct / variances go through the
     residual structure, never the full domain.
     """
-    from engine.mechanisms.base import Measurement, Plan
-
     bound = assembly.privacy_cost_bound()
     sensitivity = math.sqrt(bound)
 

@@ -290,6 +290,8 @@ class Decomposer:
         self.store = GramStore()
         self.residuals: dict[AttrSet, ResidualWorkload] = {}
         self._factors: dict[tuple, _FactorInfo] = {}
+        # the same block object is usually shared by many terms: skip its fingerprint
+        self._by_object: dict[int, tuple[Matrix, _FactorInfo]] = {}
         self._dense: dict[str, list[tuple[tuple[int, ...], PieceKey, float]]] = {}
 
     def _residual(self, attrs: AttrSet) -> ResidualWorkload:
@@ -301,6 +303,14 @@ class Decomposer:
 
     def factor_info(self, f: Matrix) -> _FactorInfo:
         """Mean part ``||W 1/d||^2`` and the interned centred Gram of one 1-D factor."""
+        known = self._by_object.get(id(f))
+        if known is not None and known[0] is f:
+            return known[1]
+        info = self._factor_info(f)
+        self._by_object[id(f)] = (f, info)
+        return info
+
+    def _factor_info(self, f: Matrix) -> _FactorInfo:
         fp = _block_fingerprint(f)
         if fp is not None and fp in self._factors:
             return self._factors[fp]

@@ -1,0 +1,154 @@
+"""QuerySmasher Tables 6 and 7 (scalability): time per phase and peak memory beside the paper's.
+
+Phases as in the paper (spec 5.6): Decomp (query decomposition), Solve (every residual
+sub-problem; identical ones are solved once), Assem (noise allocation, measuring a data set
+through its marginals, and reconstructing every workload answer). Each row runs in a fresh
+process so that its peak resident memory (``ru_maxrss``) is its own; a row that exceeds the
+time limit or the memory cap is reported as such. The paper used a 128-core, 1 TB server and
+solved residuals sequentially; this machine has 2 cores and 24 GB (solves here are sequential
+too: the symmetric workloads leave only 3-4 distinct sub-problems).
+
+Data: ``Dataset.synthetic`` records over [n]^d (the paper does not say which records it
+measured; errors are data-independent and the timings barely depend on the records).
+
+Usage: ``python benchmarks/querysmasher_scalability.py [--table 6|7|both] [--all]
+[--records 10000] [--timeout 3600] [--memory-gb 20]``. Without ``--all``, Table 7 stops at the
+issue's goals (n = 10 up to d = 50, n = 20 up to d = 50, n = 30 up to d = 30).
+"""
+
+from __future__ import annotations
+
+import os
+
+# One BLAS thread: on a shared 2-core machine OpenBLAS threads spin and slow small eighs ~10x.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from querysmasher_workloads import (  # noqa: E402
+    TABLE6,
+    TABLE7,
+    mixed_workload,
+    prefix_12_workload,
+)
+
+GOAL_ROWS_7 = {(10, d) for d in (10, 20, 30, 40, 50)} | {(20, d) for d in (10, 20, 30, 40, 50)} \
+    | {(30, d) for d in (10, 20, 30)}
+
+
+def run_row(table: int, n: int, d: int, records: int) -> dict:
+    """Plan, measure and reconstruct one row in this process; timings and peak memory."""
+    import numpy as np
+
+    from engine.data.dataset import Dataset
+    from engine.executor import SerialExecutor
+    from engine.mechanisms.querysmasher.assemble import Assembly, MarginalSource
+    from engine.mechanisms.querysmasher.decomposition import decompose
+    from engine.mechanisms.querysmasher.subsolvers import make_solver, solve_residuals
+
+    workload = prefix_12_workload(n, d) if table == 6 else mixed_workload(n, d)
+    data = Dataset.synthetic(workload.domain, records, rng=0)
+    start = time.perf_counter()
+    dec = decompose(workload)
+    t_decomp = time.perf_counter() - start
+    start = time.perf_counter()
+    solver = make_solver("optimal", workload)
+    solved = solve_residuals(dec, solver, SerialExecutor(), names=workload.domain.names)
+    t_solve = time.perf_counter() - start
+    start = time.perf_counter()
+    assembly = Assembly.from_losses(workload.domain, list(solved.residuals.values()))
+    release = assembly.exact_release(MarginalSource(data, workload.domain))
+    rng = np.random.default_rng(0)
+    noisy = release + assembly.noise_std(1.0) * rng.standard_normal(release.shape)
+    answers = assembly.answers(workload, noisy)
+    t_assem = time.perf_counter() - start
+    rmse = (assembly.total_loss / workload.num_queries) ** 0.5
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+    return {"views": len(workload.attribute_sets), "residuals": len(dec.residuals),
+            "distinct": solved.distinct, "queries": workload.num_queries,
+            "answers": int(answers.size), "rmse": rmse, "decomp": t_decomp, "solve": t_solve,
+            "assem": t_assem, "total": t_decomp + t_solve + t_assem, "peak_gb": peak_gb,
+            "domain_log10": d * np.log10(n)}
+
+
+def child(args: argparse.Namespace) -> None:
+    limit = int(args.memory_gb * 1024**3)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    try:
+        out = run_row(args.row_table, args.n, args.d, args.records)
+    except MemoryError:
+        out = {"error": f"out of memory (cap {args.memory_gb:g} GB)"}
+    print(json.dumps(out))
+
+
+def spawn(table: int, n: int, d: int, args: argparse.Namespace) -> dict:
+    cmd = [sys.executable, __file__, "--row-table", str(table), "--n", str(n), "--d", str(d),
+           "--records", str(args.records), "--memory-gb", str(args.memory_gb)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"over the {args.timeout:.0f} s limit"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"failed: {tail[:80]}"}
+    return json.loads(lines[-1])
+
+
+def table(number: int, rows: dict, selected: list[tuple[int, int]],
+          args: argparse.Namespace) -> None:
+    name = "1-way + 2-way prefix" if number == 6 else "1-way range + 2-way affine + 3-way prefix"
+    print(f"\nTable {number}: {name} on [n]^d (paper: 128 cores, 1 TB; here: 2 cores, 24 GB)")
+    print(f"{'n':>3}{'d':>4}{'views':>7}{'resid.':>8}{'solved':>7}{'answers':>13}"
+          f"{'decomp':>8}{'solve':>8}{'assem':>8}{'total':>8}{'paper':>8}{'ratio':>7}"
+          f"{'mem GB':>8}{'paper':>7}{'RMSE':>9}")
+    for n, d in selected:
+        paper = rows[(n, d)]
+        out = spawn(number, n, d, args)
+        if "error" in out:
+            print(f"{n:>3}{d:>4}{paper[0]:>7}  {out['error']}  (paper total {paper[4]} s, "
+                  f"{paper[5]} GB)", flush=True)
+            continue
+        assert out["views"] == paper[0], (out["views"], paper[0])
+        print(f"{n:>3}{d:>4}{out['views']:>7}{out['residuals']:>8}{out['distinct']:>7}"
+              f"{out['answers']:>13,}{out['decomp']:>8.1f}{out['solve']:>8.1f}"
+              f"{out['assem']:>8.1f}{out['total']:>8.1f}{paper[4]:>8.1f}"
+              f"{out['total'] / paper[4]:>7.2f}{out['peak_gb']:>8.2f}{paper[5]:>7.1f}"
+              f"{out['rmse']:>9.3f}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--table", default="both", choices=["6", "7", "both"])
+    parser.add_argument("--all", action="store_true", help="every Table 7 row")
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per row")
+    parser.add_argument("--memory-gb", type=float, default=20.0, help="address-space cap")
+    parser.add_argument("--row-table", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--d", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.row_table is not None:
+        child(args)
+        return
+    print(__doc__.split("\n\n")[0])
+    print(f"records: {args.records:,}; 'ratio' = our total time / the paper's; 'solved' = "
+          "distinct sub-problems; times in seconds")
+    if args.table in ("6", "both"):
+        table(6, TABLE6, sorted(TABLE6), args)
+    if args.table in ("7", "both"):
+        rows = sorted(TABLE7) if args.all else sorted(GOAL_ROWS_7)
+        table(7, TABLE7, rows, args)
+
+
+if __name__ == "__main__":
+    main()
