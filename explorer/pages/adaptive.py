@@ -28,6 +28,8 @@ import pandas as pd
 import panel as pn
 import param
 
+from explorer.components.worker import BackgroundRun
+
 ADULT = "Adult (bundled)"
 UPLOAD = "Uploaded CSV + domain"
 #: seconds between live updates of the chart and progress bar while a run is going.
@@ -73,8 +75,10 @@ def parse_domain(text: str, filename: str = "domain") -> Any:
     return Domain.from_spec(spec)
 
 
-class AdaptivePage(pn.viewable.Viewer):
+class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
     """Adaptive (data-dependent) marginal release: AIM+GReM against ResidualPlanner."""
+
+    thread_name = "aim-grem-run"
 
     title = param.String(default="Adaptive (data-dependent)", constant=True,
                          doc="Page title.")
@@ -119,9 +123,6 @@ class AdaptivePage(pn.viewable.Viewer):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         self.param.attributes.objects = adult_attributes()
-        self._progress: Any = None
-        self._thread: threading.Thread | None = None
-        self._doc: Any = None
         self._pending: list[dict[str, Any]] = []
         self._last_push = 0.0
         self._lock = threading.Lock()
@@ -179,31 +180,6 @@ class AdaptivePage(pn.viewable.Viewer):
         return available()
 
     # ------------------------------------------------------------------------ running
-    def run(self) -> None:
-        """Run everything now, in the calling thread (used by tests and notebooks)."""
-        self._prepare()
-        self._job()
-
-    def start(self) -> None:
-        """Run in a worker thread, pushing live updates to the page's document."""
-        if self.running:
-            return
-        self._doc = pn.state.curdoc
-        self._prepare()
-        self._thread = threading.Thread(target=self._job, name="aim-grem-run", daemon=True)
-        self._thread.start()
-
-    def cancel(self) -> None:
-        """Ask the running AIM+GReM to stop at its next round."""
-        if self._progress is not None:
-            self._progress.cancel()
-            self.status = "Cancelling..."
-
-    def wait(self, timeout: float | None = None) -> None:
-        """Block until a started run has finished (for tests)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-
     def _prepare(self) -> None:
         from engine.progress import Progress
 
@@ -211,14 +187,6 @@ class AdaptivePage(pn.viewable.Viewer):
         self._pending = []
         self.param.update(running=True, error="", progress=0.0, rounds=[], results=[],
                           status="Loading data...")
-
-    def _dispatch(self, fn: Callable[[], None]) -> None:
-        """Apply a view-model change on the document's event loop when served."""
-        doc = self._doc
-        if doc is not None and doc.session_context is not None:
-            doc.add_next_tick_callback(fn)
-        else:
-            fn()
 
     def _on_round(self, record: Any, rho: float, label: Callable[[Any], str]) -> None:
         row = {"round": record.round, "marginal": label(record.marginal),

@@ -19,13 +19,13 @@ Example:
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 import panel as pn
 import param
+
+from explorer.components.worker import BackgroundRun
 
 SYNTHETIC = "synthetic"
 EXAMPLE = "running example"
@@ -45,8 +45,10 @@ def _hier() -> Any:
     return hier
 
 
-class CensusPage(pn.viewable.Viewer):
+class CensusPage(BackgroundRun, pn.viewable.Viewer):
     """Census hierarchy: PGSR variants on a generated or uploaded region hierarchy."""
+
+    thread_name = "census-run"
 
     title = param.String(default="Census hierarchy", constant=True, doc="Page title.")
     source = param.Selector(default=SYNTHETIC, objects=[SYNTHETIC, EXAMPLE, UPLOAD],
@@ -86,9 +88,6 @@ class CensusPage(pn.viewable.Viewer):
         super().__init__(**params)
         self.hierarchy: Any = None
         self.evaluations: dict[str, Any] = {}
-        self._progress: Any = None
-        self._thread: threading.Thread | None = None
-        self._doc: Any = None
         self._view: pn.viewable.Viewable | None = None
 
     # ----------------------------------------------------------------- engine objects
@@ -129,31 +128,6 @@ class CensusPage(pn.viewable.Viewer):
                                      level_weights=self.weights())
 
     # ------------------------------------------------------------------------ running
-    def run(self) -> None:
-        """Run everything now, in the calling thread (tests and notebooks)."""
-        self._prepare()
-        self._job()
-
-    def start(self) -> None:
-        """Run in a worker thread; updates reach the page on its event loop."""
-        if self.running:
-            return
-        self._doc = pn.state.curdoc
-        self._prepare()
-        self._thread = threading.Thread(target=self._job, name="census-run", daemon=True)
-        self._thread.start()
-
-    def cancel(self) -> None:
-        """Stop the running trials (finished variants are kept)."""
-        if self._progress is not None:
-            self._progress.cancel()
-            self.status = "Cancelling..."
-
-    def wait(self, timeout: float | None = None) -> None:
-        """Block until a started run has finished (tests)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-
     def _prepare(self) -> None:
         from engine.progress import Progress
 
@@ -161,13 +135,6 @@ class CensusPage(pn.viewable.Viewer):
         self.evaluations = {}
         self.param.update(running=True, error="", progress=0.0, results=[],
                           status="Loading the hierarchy...")
-
-    def _dispatch(self, fn: Callable[[], None]) -> None:
-        doc = self._doc
-        if doc is not None and doc.session_context is not None:
-            doc.add_next_tick_callback(fn)
-        else:
-            fn()
 
     def _job(self) -> None:
         from engine.errors import Cancelled
