@@ -13,12 +13,11 @@ eigen-queries (``--cvxpy`` adds n = 1024 for cvxpy, which takes minutes).
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import time
-from collections.abc import Callable
 
 import numpy as np
+from timing import timed
 
 from engine.domain import Domain
 from engine.mechanisms import get
@@ -30,16 +29,6 @@ from engine.workloads import AllRangeBlock, PermutedBlock, PrefixBlock, Workload
 
 GAUSS = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 GOAL_UNITS = 20.0
-
-
-def timed(fn: Callable[[], object], repeats: int = 3) -> tuple[object, float]:
-    """The last result and the median wall time of ``repeats`` calls."""
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return result, statistics.median(times)
 
 
 def workloads(n: int) -> dict[str, Workload]:

@@ -7,8 +7,7 @@ Run: ``python benchmarks/engine_adult.py``. Goal (issue 2): under one second.
 
 from __future__ import annotations
 
-import statistics
-import time
+from timing import timed
 
 from engine.bounds import svd_bound
 from engine.domain import Domain
@@ -22,15 +21,6 @@ GAUSS = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 GOAL_SECONDS = 1.0
 
 
-def median_time(fn, repeats: int = 3):
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return result, statistics.median(times)
-
-
 def main() -> None:
     domain = Domain.from_sizes(ADULT)
     print(f"Adult schema: {len(ADULT)} attributes, {domain.size:.3e} cells")
@@ -38,8 +28,8 @@ def main() -> None:
             ("all <= 3-way marginals", {"upto": 3}, (5352117.26, 15988375.02), (15.08, 45.06))]
     for title, kwargs, paper_identity, paper_bound in rows:
         W = Workload.marginals(domain, **kwargs)
-        plan, seconds = median_time(lambda W=W: get("identity").plan(W, LAPLACE))
-        bound, bound_seconds = median_time(lambda W=W: svd_bound(W))
+        plan, seconds = timed(lambda W=W: get("identity").plan(W, LAPLACE))
+        bound, bound_seconds = timed(lambda W=W: svd_bound(W))
         print(f"\n{title}: {W.num_queries:,} queries in {len(W.terms)} terms")
         print(f"  identity plan + expected error: {seconds:.3f} s "
               f"({seconds / GOAL_SECONDS:.3f} x the 1 s goal)")

@@ -8,9 +8,9 @@ a ratio to that goal (median of three runs, measured here and now).
 
 from __future__ import annotations
 
-import statistics
 import time
-from collections.abc import Callable
+
+from timing import timed
 
 from engine.bounds import svd_bound
 from engine.mechanisms import get
@@ -38,16 +38,6 @@ def workload(kind: str) -> Workload:
              "width32": lambda: WidthRangeBlock(N, 32),
              "permuted": lambda: PermutedBlock(AllRangeBlock(N), 0)}[kind]()
     return Workload.one_dim(block)
-
-
-def timed(fn: Callable[[], object], repeats: int = 3) -> tuple[object, float]:
-    """The result and the median wall time of ``repeats`` calls."""
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return result, statistics.median(times)
 
 
 def timings() -> None:
