@@ -142,9 +142,10 @@ def kron_sensitivity(factors: tuple[Factor, ...]) -> dict[int, float]:
     return {p: math.prod(f.sensitivity[p] for f in factors) for p in (1, 2)}
 
 
-def factor_views(factors: tuple[Factor, ...], workload: Workload) -> list[dict[str, Any]]:
-    """Per-attribute views of a Kronecker strategy for the dashboard."""
-    return [{"attribute": name, **f.view()}
+def factor_views(factors: tuple[Factor, ...], workload: Workload,
+                 trivial_matrix: bool = True) -> list[dict[str, Any]]:
+    """Per-attribute views of a Kronecker strategy for the dashboard (see Factor.view)."""
+    return [{"attribute": name, **f.view(trivial_matrix=trivial_matrix)}
             for name, f in zip(workload.domain.names, factors, strict=True)]
 
 

@@ -52,6 +52,8 @@ from engine.workloads.workload import Workload
 
 #: Relative eigenvalue cutoff under which V is treated as rank deficient.
 RANK_RTOL = 1e-10
+#: Largest attribute whose strategy matrix is put in a plan's views (8 MB of float64).
+VIEW_CELLS = 1024
 #: The Gaussian dual forms its primal point once every |diag X(lambda) - 1| is below this.
 PRIMAL_TRIGGER = 0.05
 #: Upper ends of the Uniform[0, c) p-Identity starts, used in turn.
@@ -508,15 +510,22 @@ class Factor:
             return sla.solve_triangular(A.dense(), y, lower=False, check_finite=False)
         return self.pinv_matrix() @ y
 
-    def view(self, max_cells: int = 4096) -> dict[str, Any]:
-        """What a dashboard needs to draw this factor (explicit matrix only when small)."""
+    def view(self, max_cells: int = VIEW_CELLS, trivial_matrix: bool = True
+             ) -> dict[str, Any]:
+        """What a dashboard needs to draw this factor.
+
+        Args:
+            max_cells: include the explicit matrix up to this many cells.
+            trivial_matrix: also include it for Identity and Total (their kind says it all;
+                unions of hundreds of products leave them out).
+        """
         out: dict[str, Any] = {"kind": self.kind, "cells": self.n,
                                "rows": self.matrix.shape[0], "loss": self.loss}
         A = self.matrix
         if isinstance(A, PIdentity):
             out.update(p=A.p, theta=A.theta, identity_weights=A.scale.copy(),
                        nonzero_rows=int(np.count_nonzero(A.theta.max(axis=1) > 0)))
-        if self.n <= max_cells:
+        if self.n <= max_cells and (trivial_matrix or self.kind not in ("identity", "total")):
             out["matrix"] = A.dense()
         out.update({k: v for k, v in self.info.items() if k != "theta"})
         return out

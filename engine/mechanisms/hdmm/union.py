@@ -182,7 +182,8 @@ def union_plan(name: str, workload: Workload, privacy: Privacy, union: ProductUn
         "union_groups": [{"terms": [workload.terms[j].label for j in result.groups[g]],
                           "weight": float(result.weights[g]),
                           "error": float(result.block_errors[g]),
-                          "factor_views": factor_views(result.blocks[g].factors, workload)}
+                          "factor_views": factor_views(result.blocks[g].factors, workload,
+                                                       trivial_matrix=False)}
                          for g in range(len(result.groups))],
         "unit_error": result.loss, "sensitivity_exact": exact,
         "reconstruction": "local least squares per group"}
