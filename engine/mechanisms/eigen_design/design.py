@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from engine.linalg.matrix import Matrix
 from engine.mechanisms.eigen_design.program1 import Program1Result, solve_program1
 from engine.mechanisms.eigen_design.strategy import (
     EigenStrategy,
+    LazySensitivity,
     NormalSolver,
     completion,
     completion_l1,
@@ -131,7 +133,7 @@ class WeightedDesign:
         program1: solver summaries (one per Program 1 instance solved).
         value: Program 1's objective before completion (unit privacy, sensitivity 1).
         trace: ``tr[G (A^T A)^+]`` of the stored strategy.
-        sensitivity: ``{1: L1, 2: L2}`` of the stored strategy.
+        sensitivity: ``{1: L1, 2: L2}`` of the stored strategy (computed on first access).
         solver: the NormalSolver of the strategy (reconstruction, variances).
         info: extra views (reduction groups, basis names, timings).
     """
@@ -143,7 +145,7 @@ class WeightedDesign:
     program1: tuple[dict[str, Any], ...]
     value: float
     trace: float
-    sensitivity: dict[int, float]
+    sensitivity: Mapping[int, float]
     solver: NormalSolver | None
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -206,7 +208,7 @@ def weighted_design(queries: np.ndarray | Matrix, costs: np.ndarray, weights: np
         trace = solver.trace(diagonal=np.asarray(costs, float))
     else:
         trace = solver.trace(G=G, F=F)
-    sens = {1: strategy.sensitivity(1), 2: strategy.sensitivity(2)}
+    sens = LazySensitivity(strategy)
     return WeightedDesign(strategy, norm, np.asarray(costs, float), x, tuple(program1), value,
                           trace, sens, solver, dict(info or {}))
 

@@ -46,6 +46,7 @@ from engine.mechanisms.eigen_design.designsets import (
     basis,
     kron_dense,
 )
+from engine.mechanisms.eigen_design.gram import GramOperator
 from engine.mechanisms.eigen_design.reductions import (
     default_group_size,
     eigen_separation,
@@ -199,25 +200,27 @@ class EigenDesignMechanism(Mechanism):
                 for name in self._design_sets(norm)], norm)
             timings["program1"] = time.perf_counter() - start
             bound = design.info.get("svd_bound")
+        elif route == "partial":
+            # fast products with the Gram; the dense one only for non-product terms
+            G = (GramOperator(workload) if workload.is_product_union
+                 else dense_gram(workload))
+            start = time.perf_counter()
+            design = principal_vectors_partial(G, self.fraction, complete=self.completion,
+                                               seed=self.seed, progress=progress)
+            timings["design"] = time.perf_counter() - start
         else:
             start = time.perf_counter()
             report(progress, 0, math.nan, "workload Gram")
             G = dense_gram(workload)
             timings["gram"] = time.perf_counter() - start
-            if route == "partial":
-                start = time.perf_counter()
-                design = principal_vectors_partial(G, self.fraction, complete=self.completion,
-                                                   seed=self.seed, progress=progress)
-                timings["design"] = time.perf_counter() - start
-            else:
-                report(progress, 0, math.nan, "eigendecomposition")
-                eig = eigen_queries(G, self.zero_tol)
-                timings["eigh"] = eig.seconds
-                bound = eig.svd_bound
-                start = time.perf_counter()
-                design, candidates = self._dense_design(eig, workload, norm, progress)
-                timings["design"] = time.perf_counter() - start
+            report(progress, 0, math.nan, "eigendecomposition")
+            eig = eigen_queries(G, self.zero_tol)
             del G
+            timings["eigh"] = eig.seconds
+            bound = eig.svd_bound
+            start = time.perf_counter()
+            design, candidates = self._dense_design(eig, workload, norm, progress)
+            timings["design"] = time.perf_counter() - start
         A = design.strategy
         unit = design.sensitivity[2] ** 2 * design.trace
         if bound is not None and unit < bound * (1.0 - 1e-9):
@@ -228,7 +231,7 @@ class EigenDesignMechanism(Mechanism):
         if len(candidates) > 1:
             details["candidates"] = candidates
         return Plan(mechanism=self.name, workload=workload, privacy=privacy, strategy=A,
-                    trace=design.trace, sensitivity=dict(design.sensitivity),
+                    trace=design.trace, sensitivity=design.sensitivity,
                     details=details, reconstructor=_reconstructor(design),
                     query_variances=_variances(design, route))
 

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg as sla
 import scipy.optimize as so
 
 from engine.linalg.matrix import Matrix
@@ -205,6 +206,9 @@ def _spd_solver(K: np.ndarray):
         return solve_eigh
 
     def solve_chol(rhs: np.ndarray) -> np.ndarray:
+        if L.shape[0] == 1:  # one large system: triangular solves, not LU on a triangle
+            z = sla.cho_solve((L[0], True), (rhs[0] / d[0]), check_finite=False)
+            return (z / d[0])[None, :]
         y = np.linalg.solve(L, (rhs / d)[:, :, None])
         return np.linalg.solve(np.swapaxes(L, 1, 2), y)[:, :, 0] / d
 
@@ -226,7 +230,8 @@ def _newton_direction(solve, bm, bt, r_d: np.ndarray, r_p: np.ndarray, r_c: np.n
 
 
 def solve_batch_ipm(c: np.ndarray, B: np.ndarray, p: float = 1.0, tol: float = GAP_TOL,
-                    max_iter: int = 200, progress: Progress | None = None
+                    max_iter: int = 200, progress: Progress | None = None,
+                    x0: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Solve a batch of independent Program 1 instances with a primal-dual interior point.
 
@@ -237,6 +242,7 @@ def solve_batch_ipm(c: np.ndarray, B: np.ndarray, p: float = 1.0, tol: float = G
         tol: relative duality gap at which a problem counts as solved.
         max_iter: iteration cap.
         progress: receives (iteration, largest gap).
+        x0: optional warm start (g, k), positive (e.g. the solution of a relaxation).
 
     Returns:
         ``(x, value, lower, iterations)``: feasible weights (g, k) with ``max(B^T x) = 1``,
@@ -254,7 +260,7 @@ def solve_batch_ipm(c: np.ndarray, B: np.ndarray, p: float = 1.0, tol: float = G
         return np.matmul(B, mu[:, :, None])[:, :, 0]
 
     # a strictly feasible start: the Cauchy-Schwarz weights, pulled inside to max(B^T x) = 1/2
-    x = c ** (1.0 / (p + 1.0))
+    x = c ** (1.0 / (p + 1.0)) if x0 is None else np.maximum(x0, 1e-12 * x0.max())
     x = 0.5 * x / bt(x).max(axis=1, keepdims=True)
     s = 1.0 - bt(x)
     grad = -p * c * x ** (-p - 1.0)
@@ -327,9 +333,11 @@ def solve_batch_active(c: np.ndarray, B: np.ndarray, p: float = 1.0, tol: float 
     load = np.matmul((c ** (1.0 / (p + 1.0)))[:, None, :], B)[:, 0, :]
     columns = np.argsort(-load, axis=1)[:, :size]
     iterations = 0
+    x: np.ndarray | None = None
     for _ in range(max_rounds):
         sub = np.take_along_axis(B, columns[:, None, :], axis=2)
-        x, _, lower, it = solve_batch_ipm(c, sub, p, tol, max_iter, progress)
+        # warm start from the previous (relaxed) solution: few Newton steps per round
+        x, _, lower, it = solve_batch_ipm(c, sub, p, tol, max_iter, progress, x)
         iterations += it
         # x is exactly feasible on the chosen cells; check every cell
         loads = np.matmul(x[:, None, :], B)[:, 0, :]

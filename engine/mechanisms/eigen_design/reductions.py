@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 
+from engine.linalg.matrix import Matrix
 from engine.mechanisms.eigen_design.design import (
     EigenQueries,
     WeightedDesign,
@@ -32,6 +33,7 @@ from engine.mechanisms.eigen_design.design import (
     program1_power,
     weighted_design,
 )
+from engine.mechanisms.eigen_design.gram import gram_diagonal, gram_product
 from engine.mechanisms.eigen_design.program1 import (
     GAP_TOL,
     Program1Result,
@@ -139,31 +141,33 @@ def principal_vectors(eig: EigenQueries, fraction: float = 0.1, norm: int = 2, *
                                  "fraction": fraction, "principal": k})
 
 
-def dominant_subspace(G: np.ndarray, k: int, *, oversample: int | None = None,
+def dominant_subspace(G: np.ndarray | Matrix, k: int, *, oversample: int | None = None,
                       power_iterations: int = 2, seed: int = 0
                       ) -> tuple[np.ndarray, np.ndarray]:
     """Orthonormal Ritz vectors (k x n) and Ritz values of G's dominant k-dim eigenspace.
 
     Randomized subspace iteration (Halko, Martinsson & Tropp 2011) with re-orthonormalisation
-    between the products, then Rayleigh-Ritz: ``O(n**2 (k + oversample))`` per product,
-    against ``O(n**3)`` for a full eigendecomposition.
+    between the products, then Rayleigh-Ritz. Each product costs ``O(n**2 (k + oversample))``
+    with a dense G and ``O(n (k + oversample))`` with a fast :class:`GramOperator`, against
+    ``O(n**3)`` for a full eigendecomposition.
     """
     n = G.shape[0]
     extra = max(10, k // 10) if oversample is None else oversample
     size = min(n, k + extra)
     rng = np.random.default_rng(seed)
-    Y = G @ rng.standard_normal((n, size))
+    Y = gram_product(G, rng.standard_normal((n, size)))
     for _ in range(power_iterations):
         Y, _ = np.linalg.qr(Y)
-        Y = G @ Y
+        Y = gram_product(G, Y)
     basis, _ = np.linalg.qr(Y)
-    theta, U = np.linalg.eigh(basis.T @ G @ basis)
+    theta, U = np.linalg.eigh(basis.T @ gram_product(G, basis))
     top = np.argsort(theta)[::-1][:k]
     vectors = np.ascontiguousarray((basis @ U[:, top]).T)
     return vectors, np.maximum(theta[top], 0.0)
 
 
-def principal_vectors_partial(G: np.ndarray, fraction: float = 0.1, *, complete: bool = True,
+def principal_vectors_partial(G: np.ndarray | Matrix, fraction: float = 0.1, *,
+                              complete: bool = True,
                               seed: int = 0, power_iterations: int = 2,
                               progress: Progress | None = None) -> WeightedDesign:
     """Principal vectors without the full eigendecomposition (L2 only).
@@ -172,15 +176,16 @@ def principal_vectors_partial(G: np.ndarray, fraction: float = 0.1, *, complete:
     complement (everything else, including any null space of G, because the rank is not
     known) shares one weight and is measured through ``I - Q^T Q``. For any orthonormal Q the
     error separates exactly (``c_i = (Q G Q^T)_ii``, ``c_rest = tr G - sum c_i``), so the
-    design is exact even though Q only approximates the eigenvectors.
+    design is exact even though Q only approximates the eigenvectors. G may be dense or a
+    :class:`GramOperator` (then nothing of size n**2 is formed).
     """
     start = time.perf_counter()
     n = G.shape[0]
     k = principal_count(n, fraction)
     Q, ritz = dominant_subspace(G, k, power_iterations=power_iterations, seed=seed)
     report(progress, 0, float(ritz.sum()), "dominant subspace")
-    costs = np.maximum(np.einsum("ij,ij->i", Q @ G, Q), 0.0)
-    rest_cost = max(float(np.trace(G)) - float(costs.sum()), 0.0)
+    costs = np.maximum(np.einsum("ji,ij->i", gram_product(G, Q.T), Q), 0.0)
+    rest_cost = max(float(gram_diagonal(G).sum()) - float(costs.sum()), 0.0)
     Bq = Q * Q
     rest_row = np.maximum(1.0 - Bq.sum(axis=0), 0.0)
     subspace_seconds = time.perf_counter() - start

@@ -22,7 +22,7 @@ pitfall 6).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import scipy.linalg as sla
@@ -208,6 +208,34 @@ class EigenStrategy(Matrix):
 
 
 # ----- robust linear algebra on A^T A -------------------------------------------------------
+class LazySensitivity(Mapping):
+    """``{1: L1, 2: L2}`` sensitivities computed on first access.
+
+    The L1 column sums of a complement block cost O(n**2 r); an (eps, delta) plan only reads
+    the L2 entry, so the other is computed only if asked for (e.g. a Laplace comparison).
+    """
+
+    def __init__(self, strategy: EigenStrategy) -> None:
+        self.strategy = strategy
+        self._values: dict[int, float] = {}
+
+    def __getitem__(self, p: int) -> float:
+        if p not in (1, 2):
+            raise KeyError(p)
+        if p not in self._values:
+            self._values[p] = self.strategy.sensitivity(p)
+        return self._values[p]
+
+    def __iter__(self):
+        return iter((1, 2))
+
+    def __len__(self) -> int:
+        return 2
+
+    def __repr__(self) -> str:
+        return f"LazySensitivity({self._values})"
+
+
 class NormalSolver:
     """Applies ``(A^T A)^+`` and evaluates ``tr[G (A^T A)^+]`` for an EigenStrategy.
 
@@ -359,12 +387,16 @@ class NormalSolver:
             return float((mass * self.inv).sum())
         if G is None:
             G = F @ F.T
-        # woodbury: tr[G X^-1] = tr[G D^-1] - tr[S^-1 C Q D^-1 G D^-1 Q^T]
+        # woodbury: tr[G X^-1] = tr[G D^-1] - tr[S^-1 C Q D^-1 G D^-1 Q^T]; G may be an
+        # implicit operator with fast products and a diagonal (GramOperator)
         s = self.strategy
         Q = s.queries
         QD = Q / self.delta
-        Y = QD @ G @ QD.T
-        first = float((np.diag(G) / self.delta).sum())
+        if isinstance(G, np.ndarray):
+            Y, diag = QD @ G @ QD.T, np.diag(G)
+        else:
+            Y, diag = QD @ G.matvec(QD.T), G.diagonal()
+        first = float((diag / self.delta).sum())
         second = float(np.trace(sla.lu_solve(self.S_lu, self.core[:, None] * Y)))
         return first - second
 
