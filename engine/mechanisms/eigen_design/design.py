@@ -157,7 +157,7 @@ class WeightedDesign:
 
 def weighted_design(queries: np.ndarray | Matrix, costs: np.ndarray, weights: np.ndarray,
                     norm: int, *, complete: bool = True, rest: tuple[float, float] | None = None,
-                    G: np.ndarray | None = None, F: np.ndarray | None = None,
+                    G: np.ndarray | Matrix | None = None, F: np.ndarray | None = None,
                     eigenbasis: bool = False, program1: tuple[dict[str, Any], ...] = (),
                     info: dict[str, Any] | None = None) -> WeightedDesign:
     """Build the strategy for Program 1 weights and evaluate its error exactly.
@@ -170,8 +170,9 @@ def weighted_design(queries: np.ndarray | Matrix, costs: np.ndarray, weights: np
         complete: add the diagonal completion.
         rest: ``(cost, weight)`` of the shared complement block (principal vectors without a
             full eigendecomposition), or None.
-        G, F: the workload Gram, or a factor with ``G = F F^T`` (dense designs only; an
-            implicit design without completion uses Program 1's exact value instead).
+        G, F: the workload Gram (dense, or a GramOperator for a complement block), or a
+            factor with ``G = F F^T`` (explicit designs; a square design without completion
+            uses Program 1's exact value instead).
         eigenbasis: the queries are eigenvectors of G with eigenvalues ``costs`` (then
             ``G = Q^T diag(costs) Q`` and neither G nor F is needed).
         program1: solver summaries to keep with the design.

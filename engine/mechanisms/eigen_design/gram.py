@@ -100,11 +100,17 @@ class FactorGram(Matrix):
 def _all_range_gram_apply(x: np.ndarray) -> np.ndarray:
     """``G x`` for all ranges on n cells in O(n) per column (see the module docstring)."""
     n = x.shape[0]
-    j = np.arange(n, dtype=float).reshape((n,) + (1,) * (x.ndim - 1))
-    S = np.cumsum((j + 1.0) * x, axis=0)                       # sum_{j <= i} (j+1) x_j
-    right = (n - j) * x
-    T = np.cumsum(right[::-1], axis=0)[::-1] - right           # sum_{j > i} (n-j) x_j
-    return (n - j) * S + (j + 1.0) * T
+    shape = (n,) + (1,) * (x.ndim - 1)
+    ones_based = np.arange(1.0, n + 1.0).reshape(shape)     # j + 1
+    remaining = np.arange(float(n), 0.0, -1.0).reshape(shape)  # n - j
+    S = np.cumsum(x * ones_based, axis=0)                     # sum_{j <= i} (j+1) x_j
+    right = x * remaining
+    T = np.cumsum(right[::-1], axis=0)[::-1]
+    T -= right                                                # sum_{j > i} (n-j) x_j
+    S *= remaining
+    T *= ones_based
+    S += T
+    return S
 
 
 class GramOperator(Matrix):
@@ -123,9 +129,13 @@ class GramOperator(Matrix):
 
     def matvec(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
-        out = np.zeros_like(x)
+        out = None
         for w2, factors in self.terms:
-            out += w2 * kmatvec(factors, x)
+            # one attribute: apply the factor directly (kmatvec would transpose the batch)
+            part = factors[0].matvec(x) if len(factors) == 1 else kmatvec(factors, x)
+            if w2 != 1.0:
+                part *= w2
+            out = part if out is None else out + part
         return out
 
     rmatvec = matvec

@@ -43,9 +43,14 @@ from engine.progress import Progress, report
 GAP_TOL = 1e-8
 #: ``auto`` polishes a dual solution with the interior point when its gap is above this.
 POLISH_GAP = 1e-6
-#: ``auto`` uses the interior-point method below this many variables (its Newton systems are
-#: k x k, costing O(k**2 n) per iteration against O(k n) for a dual gradient).
-IPM_MAX_VARIABLES = 600
+#: ``auto`` uses the interior-point method (with constraint generation) below this many
+#: variables when they are at most a quarter of the cells; its Newton systems are k x k over
+#: the ~2k cells that can be tight, O(k**3) per iteration against O(k n) for a dual gradient.
+IPM_MAX_VARIABLES = 2048
+#: The interior point stops when its gap has not improved by 0.1 % in this many iterations.
+STALL_ITERATIONS = 25
+#: Iteration cap of the interior point (it converges in 10-40 iterations when it converges).
+IPM_MAX_ITERATIONS = 200
 #: The dual solver evaluates its duality gap every this many iterations.
 GAP_CHECK_EVERY = 10
 #: Relative size under which a cost c_i counts as zero (the variable is then dropped).
@@ -128,7 +133,7 @@ def _minimiser(c: np.ndarray, a: np.ndarray, p: float) -> np.ndarray:
 
 # ----- the dual (first-order) solver -------------------------------------------------------
 def _solve_dual(c: np.ndarray, B: Operator, p: float, tol: float, max_iter: int,
-                progress: Progress | None, mu0: np.ndarray | None) -> Program1Result:
+                progress: Progress | None, mu0: np.ndarray | None, return_mu: bool = False):
     start = time.perf_counter()
     n = _bt_mul(B, np.zeros(c.shape[0])).shape[0]
     kap = _kappa(p)
@@ -172,8 +177,10 @@ def _solve_dual(c: np.ndarray, B: Operator, p: float, tol: float, max_iter: int,
     if state["best"] > lower:  # keep the best certificate seen (the line search may overshoot)
         mu, lower = state["mu"], state["best"]
     x = rescale(_minimiser(c, np.maximum(_b_mul(B, mu), 0.0), p), B)
-    return Program1Result(x, primal_value(c, x, p), lower, int(res.nit), "dual",
-                          time.perf_counter() - start)
+    result = Program1Result(x, primal_value(c, x, p), lower, int(res.nit), "dual",
+                            time.perf_counter() - start)
+    state["final_mu"] = mu
+    return result if not return_mu else (result, mu)
 
 
 # ----- the primal-dual interior-point solver (batched) ------------------------------------
@@ -271,6 +278,7 @@ def solve_batch_ipm(c: np.ndarray, B: np.ndarray, p: float = 1.0, tol: float = G
     lower = np.full(g, -np.inf)
     kap = _kappa(p)
     it = 0
+    stall_best, stall_it = math.inf, 0
     for it in range(1, max_iter + 1):
         a = np.maximum(bm(mu), 0.0)
         lower = np.maximum(lower, kap * (c ** (1 / (p + 1)) * a ** (p / (p + 1))).sum(axis=1)
@@ -285,6 +293,13 @@ def solve_batch_ipm(c: np.ndarray, B: np.ndarray, p: float = 1.0, tol: float = G
         gap = (best_val - lower) / best_val
         report(progress, it, float(gap.max()), "Program 1 (interior point)")
         if np.all(gap <= tol):
+            break
+        # a stalled interior point (Newton systems too ill-conditioned to make progress) is
+        # stopped; the caller sees the gap and can switch solvers
+        worst = float(gap.max())
+        if worst < stall_best * (1.0 - 1e-3):
+            stall_best, stall_it = worst, it
+        elif it - stall_it >= STALL_ITERATIONS:
             break
         hess = p * (p + 1.0) * c * x ** (-p - 2.0)
         grad = -p * c * x ** (-p - 1.0)
@@ -318,8 +333,10 @@ def solve_batch_active(c: np.ndarray, B: np.ndarray, p: float = 1.0, tol: float 
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """:func:`solve_batch_ipm` by constraint generation, for k << n (many slack cells).
 
-    Each problem starts from the cells its Cauchy-Schwarz weights load most; the restricted
-    problems (a relaxation) are solved by the batched interior point, and the most violated
+    With k variables, generically at most k cells are tight at the optimum. Each problem
+    starts from the cells a cheap guess loads most (the Cauchy-Schwarz weights; for a single
+    large problem, the support of a loose dual solution); the restricted problems (a
+    relaxation) are solved by the batched interior point, warm-started, and the most violated
     cells are added until every cell's constraint holds. The restricted dual is a valid dual
     for the full problem (zero weight on the other cells), so the certificate carries over.
     Returns the same tuple as :func:`solve_batch_ipm`.
@@ -330,10 +347,19 @@ def solve_batch_active(c: np.ndarray, B: np.ndarray, p: float = 1.0, tol: float 
     size = min(n, start_columns or 4 * k + 16)
     if size >= n // 2:
         return solve_batch_ipm(c, B, p, tol, max_iter, progress)
-    load = np.matmul((c ** (1.0 / (p + 1.0)))[:, None, :], B)[:, 0, :]
-    columns = np.argsort(-load, axis=1)[:, :size]
-    iterations = 0
     x: np.ndarray | None = None
+    load = np.matmul((c ** (1.0 / (p + 1.0)))[:, None, :], B)[:, 0, :]
+    if g == 1 and k >= 64:
+        # one large problem: a loose dual solve (cheap O(k n) products) points at the cells
+        # that end up tight, far better than the Cauchy-Schwarz loads
+        guess, mu = _solve_dual(c[0], B[0], p, 1e-3, 300, None, None, return_mu=True)
+        load = mu[None, :] + 1e-300 * load
+        x = guess.x[None, :]
+        size = min(size, 2 * k + 16)
+    columns = np.argsort(-load, axis=1)[:, :size]
+    chosen = np.zeros((g, n), dtype=bool)
+    np.put_along_axis(chosen, columns, True, axis=1)
+    iterations = 0
     for _ in range(max_rounds):
         sub = np.take_along_axis(B, columns[:, None, :], axis=2)
         # warm start from the previous (relaxed) solution: few Newton steps per round
@@ -341,12 +367,12 @@ def solve_batch_active(c: np.ndarray, B: np.ndarray, p: float = 1.0, tol: float 
         iterations += it
         # x is exactly feasible on the chosen cells; check every cell
         loads = np.matmul(x[:, None, :], B)[:, 0, :]
-        worst = loads.max(axis=1)
-        if np.all(worst <= 1.0 + tol):
+        if np.all(loads.max(axis=1) <= 1.0 + tol):
             break
-        add = np.argsort(-loads, axis=1)[:, :max(8, k)]
+        # add the most loaded cells not yet chosen (the same count for every problem)
+        add = np.argsort(-np.where(chosen, -np.inf, loads), axis=1)[:, :max(8, k // 2)]
+        np.put_along_axis(chosen, add, True, axis=1)
         columns = np.concatenate([columns, add], axis=1)
-        columns.sort(axis=1)  # duplicates are harmless (the same constraint twice)
         if columns.shape[1] >= n // 2:
             return solve_batch_ipm(c, B, p, tol, max_iter, progress)
     x = x / np.maximum(np.matmul(x[:, None, :], B)[:, 0, :].max(axis=1, keepdims=True), 1e-300)
@@ -358,7 +384,8 @@ def _solve_ipm(c: np.ndarray, B: np.ndarray, p: float, tol: float, max_iter: int
                progress: Progress | None) -> Program1Result:
     start = time.perf_counter()
     x, val, lower, it = solve_batch_active(c[None, :], np.asarray(B, float)[None], p, tol,
-                                           progress, max_iter=max_iter)
+                                           progress, max_iter=min(max_iter,
+                                                                  IPM_MAX_ITERATIONS))
     return Program1Result(x[0], float(val[0]), float(lower[0]), it, "ipm",
                           time.perf_counter() - start)
 
@@ -465,9 +492,17 @@ def solve_program1(c: np.ndarray, B: Operator, *, power: float = 1.0, method: st
     k, n = c.shape[0], _bt_mul(B, np.zeros(c.shape[0])).shape[0]
     if method == "ipm" or (method == "auto" and explicit and k <= IPM_MAX_VARIABLES
                            and 4 * k <= n):
-        return _solve_ipm(c, B, power, tol, max_iter, progress)
+        result = _solve_ipm(c, B, power, tol, max_iter, progress)
+        if method == "ipm" or result.gap <= POLISH_GAP:
+            return result
+        # the interior point stalled: the dual decides, and the better certificate is kept
+        other = _solve_dual(c, B, power, tol, max_iter, progress, None)
+        best = other if other.value < result.value else result
+        return Program1Result(best.x, best.value, max(result.lower, other.lower),
+                              result.iterations + other.iterations, "ipm+dual",
+                              time.perf_counter() - start)
     result = _solve_dual(c, B, power, tol, max_iter, progress, None)
-    if method == "auto" and result.gap > POLISH_GAP and explicit and k <= 4 * IPM_MAX_VARIABLES:
+    if method == "auto" and result.gap > POLISH_GAP and explicit and k <= IPM_MAX_VARIABLES:
         polished = _solve_ipm(c, B, power, tol, 200, progress)
         if polished.value < result.value:
             return Program1Result(polished.x, polished.value,

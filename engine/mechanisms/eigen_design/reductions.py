@@ -24,6 +24,7 @@ import math
 import time
 
 import numpy as np
+import scipy.linalg as sla
 
 from engine.linalg.matrix import Matrix
 from engine.mechanisms.eigen_design.design import (
@@ -141,6 +142,27 @@ def principal_vectors(eig: EigenQueries, fraction: float = 0.1, norm: int = 2, *
                                  "fraction": fraction, "principal": k})
 
 
+def orthonormal_columns(Y: np.ndarray) -> np.ndarray:
+    """An orthonormal basis of Y's columns (n x l, n >> l).
+
+    Cholesky-QR twice (two l x l Gram matrices and triangular solves: matrix-matrix work,
+    about 3x faster than Householder here), after equilibrating the columns; Householder QR
+    when the Gram matrix is too ill-conditioned for a Cholesky factor.
+    """
+    Z = Y / np.maximum(np.linalg.norm(Y, axis=0), 1e-300)
+    try:
+        for _ in range(2):
+            R = np.linalg.cholesky(Z.T @ Z).T
+            Z = sla.solve_triangular(R, Z.T, trans="T", lower=False, check_finite=False).T
+    except np.linalg.LinAlgError:
+        return np.linalg.qr(Y)[0]
+    # the second pass corrects the first one's loss of orthogonality; a factor far from the
+    # identity means the first Cholesky was too inaccurate (cond(Y) near 1e8)
+    if np.abs(np.diag(R) - 1.0).max() > 1e-3:
+        return np.linalg.qr(Y)[0]
+    return Z
+
+
 def dominant_subspace(G: np.ndarray | Matrix, k: int, *, oversample: int | None = None,
                       power_iterations: int = 2, seed: int = 0
                       ) -> tuple[np.ndarray, np.ndarray]:
@@ -157,9 +179,8 @@ def dominant_subspace(G: np.ndarray | Matrix, k: int, *, oversample: int | None 
     rng = np.random.default_rng(seed)
     Y = gram_product(G, rng.standard_normal((n, size)))
     for _ in range(power_iterations):
-        Y, _ = np.linalg.qr(Y)
-        Y = gram_product(G, Y)
-    basis, _ = np.linalg.qr(Y)
+        Y = gram_product(G, orthonormal_columns(Y))
+    basis = orthonormal_columns(Y)
     theta, U = np.linalg.eigh(basis.T @ gram_product(G, basis))
     top = np.argsort(theta)[::-1][:k]
     vectors = np.ascontiguousarray((basis @ U[:, top]).T)

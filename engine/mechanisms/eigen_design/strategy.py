@@ -327,12 +327,12 @@ class NormalSolver:
             return sla.cho_solve(self.chol, v, check_finite=False)
         return self.U @ ((self.U.T @ v) / self.lam[col])
 
-    def trace(self, G: np.ndarray | None = None, F: np.ndarray | None = None,
+    def trace(self, G: np.ndarray | Matrix | None = None, F: np.ndarray | None = None,
               support_rtol: float = 1e-8, diagonal: np.ndarray | None = None) -> float:
         """``tr[G (A^T A)^+]``; inf when A does not support G.
 
         Args:
-            G: the workload Gram (n x n), or
+            G: the workload Gram (n x n; an implicit GramOperator for a complement block), or
             F: a factor with ``G = F F^T`` (n x r), or
             diagonal: ``c`` with ``G = Q^T diag(c) Q`` for the strategy's own square queries
                 (eigen-query designs: the eigenvalues).
