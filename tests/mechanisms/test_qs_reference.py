@@ -419,3 +419,19 @@ def test_r13_marginal_and_circular_coincide() -> None:
 
     C = Workload(dom, (Product((("u", CircularRangeBlock(3)), ("v", CircularRangeBlock(5)))),))
     assert plan(C, "optimal").tse() == pytest.approx(plan(C, "fourier").tse(), rel=1e-8)
+
+
+def test_r13_closed_forms_match_the_sub_solvers() -> None:
+    """Spec 2.2 / 2.4 closed forms per residual equal the RP and WFF sub-solvers' losses."""
+    from engine.mechanisms.querysmasher.subsolvers import (
+        rp_loss_closed_form,
+        wff_loss_closed_form,
+    )
+
+    W = random_workload(3)
+    dec = decompose(W)
+    rp, wff = losses(plan(W, "residual")), losses(plan(W, "fourier"))
+    for attrs, res in dec.residuals.items():
+        names = tuple(W.domain.names[i] for i in attrs)
+        assert rp_loss_closed_form(res) == pytest.approx(rp[names], rel=1e-10)
+        assert wff_loss_closed_form(res, dec.store) == pytest.approx(wff[names], rel=1e-9)

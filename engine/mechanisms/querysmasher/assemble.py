@@ -233,6 +233,19 @@ class Assembly:
             out[self.offsets[k]:self.offsets[k + 1]] = r.mechanism.release(marginals(r.attrs))
         return out
 
+    def scale_blocks(self, w: np.ndarray, power: float) -> np.ndarray:
+        """Multiply each residual's block of ``w`` by ``sigma2**(power / 2)``, in place."""
+        for r, lo, hi in zip(self.releases, self.offsets[:-1], self.offsets[1:], strict=True):
+            w[lo:hi] *= r.multiplier ** (power / 2.0)
+        return w
+
+    def add_noise(self, w: np.ndarray, scale: float, rng: np.random.Generator) -> np.ndarray:
+        """Add ``N(0, scale**2 sigma2_{A'})`` to each residual's block of ``w``, in place
+        (block by block: no temporary of the full release size)."""
+        for r, lo, hi in zip(self.releases, self.offsets[:-1], self.offsets[1:], strict=True):
+            w[lo:hi] += (scale * math.sqrt(r.multiplier)) * rng.standard_normal(int(hi - lo))
+        return w
+
     def noise_std(self, scale: float) -> np.ndarray:
         """Per-output noise std: ``scale * sqrt(sigma2_{A'})``."""
         return np.concatenate([np.full(r.mechanism.outputs, scale * math.sqrt(r.multiplier))
@@ -353,11 +366,10 @@ class ResidualStrategy(Matrix):
 
     def matvec(self, x: np.ndarray) -> np.ndarray:
         X, squeeze = self._columns(x)
-        scale = self.assembly.noise_std(1.0)
         out = np.empty((self.shape[0], X.shape[1]))
         for k in range(X.shape[1]):
             source = MarginalSource(X[:, k], self.assembly.domain)
-            out[:, k] = self.assembly.exact_release(source) / scale
+            out[:, k] = self.assembly.scale_blocks(self.assembly.exact_release(source), -1)
         return out[:, 0] if squeeze else out
 
     def rmatvec(self, y: np.ndarray) -> np.ndarray:
@@ -417,21 +429,22 @@ def assembly_plan(mechanism: str, workload: Workload, privacy: Privacy, assembly
     residual structure, never the full domain.
     """
     bound = assembly.privacy_cost_bound()
+    if bound > 1.0 + 1e-9:  # Theorem 1: the shares must add up to at most beta = 1
+        raise RuntimeError(f"{mechanism}: assembled privacy cost {bound:.12g} exceeds 1")
     sensitivity = math.sqrt(bound)
 
     # Measurements are in the units of the stored (pre-scaled) strategy A: y = A x + noise
     # with i.i.d. noise, as for every engine plan; the residual releases are y * sqrt(sigma2).
-    unscale = assembly.noise_std(1.0)
-
     def measurer(plan: Plan, data: Any, rng: np.random.Generator) -> Measurement:
         start = time.perf_counter()
-        exact = assembly.exact_release(MarginalSource(data, workload.domain)) / unscale
+        y = assembly.scale_blocks(assembly.exact_release(MarginalSource(data,
+                                                                         workload.domain)), -1)
         std = plan.privacy.sigma() * plan.sensitivity[2]
-        return Measurement(exact + std * rng.standard_normal(exact.shape), std,
-                           time.perf_counter() - start)
+        y += std * rng.standard_normal(y.shape)
+        return Measurement(y, std, time.perf_counter() - start)
 
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
-        return assembly.answers(workload, np.asarray(y, dtype=float) * unscale)
+        return assembly.answers(workload, assembly.scale_blocks(np.array(y, dtype=float), 1))
 
     def query_variances(plan: Plan) -> np.ndarray:
         return assembly.query_variances(workload)

@@ -25,14 +25,14 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from engine.errors import NotApplicable
-from engine.executor import Executor, SerialExecutor, default_executor
+from engine.executor import Executor, ProcessExecutor, SerialExecutor, default_executor
 from engine.mechanisms.querysmasher.decomposition import (
     AttrSet,
     Decomposition,
@@ -272,6 +272,38 @@ def _joint_fourier(res: ResidualWorkload, store: GramStore) -> FourierSub:
     return FourierSub(res.sizes, h / res.cells**2)
 
 
+def _solve_joint_optimal(joint: dict[Hashable, list[ResidualWorkload]], store: GramStore,
+                         solver: OptimalSolver, executor: Executor | None,
+                         workers: int | None, progress: Progress | None,
+                         label: Callable[[AttrSet], str], done: int
+                         ) -> dict[Hashable, OptimalSolution]:
+    """One certified SDP per group of identical non-Kronecker residuals, through the
+    executor (a process pool when several are heavy, unless one is given)."""
+    signatures = list(joint)
+    tasks = []
+    for sig in signatures:
+        first = joint[sig][0]
+        matrix, is_factor = _optimal_input(first, store, solver.dense_limit, label(first.attrs))
+        tasks.append((matrix, is_factor, solver.tol, solver.max_iter,
+                      f"SDP {label(first.attrs)}"))
+    heavy = sum(joint[sig][0].cells >= HEAVY_CELLS for sig in signatures)
+    pool = executor if executor is not None else default_executor(heavy, workers)
+    # progress objects hold a thread event: only an in-process solve can report per iteration
+    fn = (functools.partial(_optimal_task, progress=progress)
+          if isinstance(pool, SerialExecutor) else _optimal_task)
+
+    def on_result(index: int, sol: OptimalSolution) -> None:
+        report(progress, done + index + 1, sol.loss, f"solved {tasks[index][4]} "
+               f"({sol.iterations + sol.newton_steps} iterations, gap {sol.gap:.1e})")
+
+    try:
+        solutions = pool.map(fn, tasks, on_result=on_result)
+    finally:
+        if executor is None and isinstance(pool, ProcessExecutor):
+            pool.close()
+    return dict(zip(signatures, solutions, strict=True))
+
+
 def solve_residuals(decomposition: Decomposition, solver: SubSolver,
                     executor: Executor | None = None, workers: int | None = None,
                     progress: Progress | None = None, names: Sequence[str] | None = None
@@ -321,33 +353,12 @@ def solve_residuals(decomposition: Decomposition, solver: SubSolver,
             report(progress, done, float("nan"), f"solved {label(res.attrs)}")
         assigned[res.attrs] = (sub_key, "kron")
 
-    heavy = [sig for sig, members in joint.items()
-             if isinstance(solver, OptimalSolver) and members[0].cells >= HEAVY_CELLS]
     if isinstance(solver, OptimalSolver):
-        signatures = list(joint)
-        tasks = []
-        for sig in signatures:
-            first = joint[sig][0]
-            matrix, is_factor = _optimal_input(first, store, solver.dense_limit,
-                                               label(first.attrs))
-            tasks.append((matrix, is_factor, solver.tol, solver.max_iter,
-                          f"SDP {label(first.attrs)}"))
-        pool = executor if executor is not None else default_executor(len(heavy), workers)
-        fn = (functools.partial(_optimal_task, progress=progress)
-              if isinstance(pool, SerialExecutor) else _optimal_task)
-
-        def on_result(index: int, sol: OptimalSolution) -> None:
-            nonlocal done
-            done += 1
-            report(progress, done, sol.loss, f"solved {tasks[index][4]} "
-                   f"({sol.iterations + sol.newton_steps} iterations, gap {sol.gap:.1e})")
-
-        solutions = pool.map(fn, tasks, on_result=on_result)
-        if executor is None and hasattr(pool, "close"):
-            pool.close()
-        for sig, sol in zip(signatures, solutions, strict=True):
-            sizes = joint[sig][0].sizes
-            subs[("dense", sig)] = DenseSub(sizes, sol.basis, sol.basis_pinv)
+        solutions = _solve_joint_optimal(joint, store, solver, executor, workers, progress,
+                                         label, done)
+        done += len(solutions)
+        for sig, sol in solutions.items():
+            subs[("dense", sig)] = DenseSub(joint[sig][0].sizes, sol.basis, sol.basis_pinv)
             for res in joint[sig]:
                 assigned[res.attrs] = (("dense", sig), "dense")
             solved_info[("dense", sig)] = (sol.iterations + sol.newton_steps, sol.gap)
@@ -388,6 +399,8 @@ def solve_residuals(decomposition: Decomposition, solver: SubSolver,
 
 def wff_loss_closed_form(res: ResidualWorkload, store: GramStore) -> float:
     """``(sum_j sqrt g_j)**2`` for a residual (spec 2.4): the WFF loss without a mechanism."""
+    if not res.attrs:  # the total: a single frequency, measured directly
+        return res.trace
     return _joint_fourier(res, store).loss_unit
 
 
