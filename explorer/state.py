@@ -188,6 +188,8 @@ class PlanningJob:
         self.names = tuple(names)
         self.need_bound = need_bound
         self.progress = Progress(self._on_progress)
+        self._cancelled = False  # the whole job (as opposed to skipping one mechanism)
+        self._skip: str | None = None
         self._lock = threading.Lock()
         self._state = "queued"
         self._done = 0
@@ -226,7 +228,7 @@ class PlanningJob:
                 self._finish("failed")
             return
         with self._lock:
-            self._finish("cancelled" if self.progress.cancelled else "done")
+            self._finish("cancelled" if self._cancelled else "done")
 
     def _finish(self, state: str) -> None:
         self._state = state
@@ -238,7 +240,7 @@ class PlanningJob:
         with self._lock:
             self._done += 1
             self._iteration, self._loss = 0, math.nan
-        if self.progress.cancelled:
+        if self._cancelled:
             raise Cancelled("cancelled between mechanisms")
 
     def _plan_all(self) -> None:
@@ -252,7 +254,10 @@ class PlanningJob:
                 bound = result.bound
                 break
             except Cancelled:
-                raise
+                if self._cancelled:
+                    raise
+                remaining = self._after_skip(remaining, self._done - before)
+                continue
             except Exception as exc:
                 finished = self._done - before
                 if finished >= len(remaining):  # every row is in: the bound itself failed
@@ -273,13 +278,45 @@ class PlanningJob:
         if bound is not None:
             self.store.put_bound(self.key, self.workload, bound)
 
+    def _after_skip(self, remaining: list[str], finished: int) -> list[str]:
+        """What is left to plan once a skip request stopped a mechanism."""
+        with self._lock:
+            target, self._skip = self._skip, None
+            running = remaining[finished] if finished < len(remaining) else None
+            # A fresh Progress: the old one stays cancelled for ever.
+            self.progress = Progress(self._on_progress)
+            if running is not None and running == target:
+                self.store.put_skipped(self.key, self.workload, self.privacy.noise, running)
+                self._done += 1
+                return remaining[finished + 1:]
+        # The mechanism to skip had just finished and the next one caught the request: plan
+        # that one again from the start.
+        return remaining[finished:]
+
     # -- called from any thread --------------------------------------------------------------
     def cancel(self) -> None:
         """Ask the job to stop at the next checkpoint of the running mechanism."""
-        self.progress.cancel()
         with self._lock:
+            self._cancelled = True
+            progress = self.progress
             if self._state in ("queued", "running"):
                 self._state = "cancelling"
+        progress.cancel()
+
+    def skip(self) -> str | None:
+        """Stop planning the running mechanism and go on with the others.
+
+        The mechanism is left out of later automatic planning of this workload (the table
+        says it was skipped); an explicit request plans it again. Returns its name.
+        """
+        with self._lock:
+            current = self._current()
+            if current is None or self._state != "running":
+                return None
+            self._skip = current
+            progress = self.progress
+        progress.cancel()
+        return current
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the job finished (True) or the timeout passed (False)."""
@@ -299,6 +336,7 @@ class _Entry:
     workload: Workload
     bound: Bound | None = None
     rows: dict[str, dict[str, ComparisonRow]] = dataclasses.field(default_factory=dict)
+    skipped: dict[str, set[str]] = dataclasses.field(default_factory=dict)
 
 
 class PlanStore:
@@ -335,6 +373,17 @@ class PlanStore:
             entry = self._entry(key, workload)
             entry.rows.setdefault(noise, {})[row.mechanism] = row
 
+    def put_skipped(self, key: str, workload: Workload, noise: str, name: str) -> None:
+        """Remember that the user skipped planning ``name`` for this workload and noise."""
+        with self._lock:
+            self._entry(key, workload).skipped.setdefault(noise, set()).add(name)
+
+    def skipped(self, key: str, noise: str) -> set[str]:
+        """Mechanisms whose planning the user skipped (a copy)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            return set(entry.skipped.get(noise, ())) if entry else set()
+
     def put_bound(self, key: str, workload: Workload, bound: Bound) -> None:
         """Store the SVD bound of a workload."""
         with self._lock:
@@ -352,16 +401,21 @@ class PlanStore:
             entry = self._entries.get(key)
             return entry.bound if entry else None
 
-    def missing(self, key: str, noise: str, names: Iterable[str]) -> list[str]:
-        """The names among ``names`` with no finished row yet."""
+    def missing(self, key: str, noise: str, names: Iterable[str],
+                include_skipped: bool = False) -> list[str]:
+        """The names among ``names`` with no finished row yet (skipped ones left out)."""
         have = self.rows(key, noise)
-        return [n for n in names if n not in have]
+        skipped = set() if include_skipped else self.skipped(key, noise)
+        return [n for n in names if n not in have and n not in skipped]
 
     def comparison(self, key: str, workload: Workload, privacy: Privacy,
                    names: Sequence[str]) -> Comparison | None:
         """The finished part of the comparison, re-scaled to ``privacy`` (None when empty)."""
         rows = self.rows(key, privacy.noise)
-        chosen = tuple(rows[n] for n in names if n in rows)
+        skipped = self.skipped(key, privacy.noise)
+        chosen = tuple(rows[n] if n in rows else ComparisonRow(
+            n, mechanism_title(n), None, "not planned: skipped by the user (plan it with "
+            "'Plan missing mechanisms')", 0.0) for n in names if n in rows or n in skipped)
         bound = self.bound(key)
         if not chosen and bound is None:
             return None
@@ -371,7 +425,8 @@ class PlanStore:
             privacy_snapshot(privacy))
 
     def start(self, workload: Workload, privacy: Privacy, names: Sequence[str],
-              key: str | None = None, background: bool = True) -> PlanningJob | None:
+              key: str | None = None, background: bool = True,
+              include_skipped: bool = False) -> PlanningJob | None:
         """Plan what is missing; None when everything is cached already.
 
         A job already running for the same workload and noise is returned instead of starting
@@ -382,7 +437,9 @@ class PlanStore:
             job = self._jobs.get((key, privacy.noise))
             if job is not None and not job.status().finished:
                 return job
-            names = [n for n in self.missing(key, privacy.noise, names)]
+            names = self.missing(key, privacy.noise, names, include_skipped)
+            if include_skipped and key in self._entries:
+                self._entries[key].skipped.pop(privacy.noise, None)
             need_bound = self.bound(key) is None
             if not names and not need_bound:
                 return None
@@ -613,10 +670,15 @@ class Session(param.Parameterized):
         """True when every chosen mechanism and the bound are finished."""
         return not self.missing() and self.store.bound(self._key) is not None
 
-    def request_comparison(self, background: bool = True) -> PlanningJob | None:
-        """Start planning what is missing (None when all is cached; the result is shown)."""
+    def request_comparison(self, background: bool = True, include_skipped: bool = False
+                           ) -> PlanningJob | None:
+        """Start planning what is missing (None when all is cached; the result is shown).
+
+        Mechanisms the user skipped are planned again only with ``include_skipped``.
+        """
         job = self.store.start(self.scenario.workload, self.privacy, list(self.mechanisms),
-                               key=self._key, background=background)
+                               key=self._key, background=background,
+                               include_skipped=include_skipped)
         self.job = job if job is not None and not job.status().finished else None
         self._seen_done = -1
         self.refresh(new_plans=True)
@@ -644,6 +706,10 @@ class Session(param.Parameterized):
         """Cancel the running planning job (finished rows are kept)."""
         if self.job is not None:
             self.job.cancel()
+
+    def skip(self) -> str | None:
+        """Skip the mechanism being planned; the job goes on with the others."""
+        return self.job.skip() if self.job is not None else None
 
     def row(self, name: str | None = None) -> ComparisonRow | None:
         """The comparison row of ``name`` (default: the selected mechanism)."""

@@ -1,4 +1,4 @@
-"""Planning progress: a bar, a line of text and a cancel button, fed by the session's job.
+"""Planning progress: a bar, a line of text, skip and cancel buttons, fed by the session's job.
 
 Planning runs on a worker thread (see :class:`explorer.state.PlanningJob`); this view polls it
 from the page's own event loop with a periodic callback, so the page stays responsive and
@@ -61,7 +61,10 @@ class PlanningProgress(pn.viewable.Viewer):
         self._cancel = pn.widgets.Button(label="Cancel planning", color="warning",
                                          css_classes=["cancel-planning"], width=150)
         self._cancel.on_click(lambda event: self.cancel())
-        self._layout = pn.Row(self._bar, self._text, self._cancel, visible=False,
+        self._skip = pn.widgets.Button(label="Skip this mechanism", color="light",
+                                       css_classes=["skip-mechanism"], width=170)
+        self._skip.on_click(lambda event: self.skip())
+        self._layout = pn.Row(self._bar, self._text, self._skip, self._cancel, visible=False,
                               css_classes=["planning-progress"], sizing_mode="stretch_width",
                               align="center")
         self._callback = None
@@ -95,7 +98,15 @@ class PlanningProgress(pn.viewable.Viewer):
         self._bar.value = int(round(100 * status.fraction))
         self._text.object = self.status
         self._cancel.disabled = status.state == "cancelling"
+        self._skip.disabled = status.state != "running" or status.current is None
         self._layout.visible = True
+
+    def skip(self) -> None:
+        """Give up on the mechanism being planned; the others are still planned."""
+        name = self.session.skip()
+        if name and pn.state.notifications is not None:
+            pn.state.notifications.info(f"Skipping {name} (it stops at its next checkpoint).",
+                                        duration=4000)
 
     def cancel(self) -> None:
         """Cancel the running job (what has finished is kept)."""

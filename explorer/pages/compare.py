@@ -109,7 +109,7 @@ class ComparePage(Page):
         progress = PlanningProgress(session=session)
         run = pn.widgets.Button(label="Plan missing mechanisms", color="primary",
                                 css_classes=["run-comparison"])
-        run.on_click(lambda event: self.run())
+        run.on_click(lambda event: self.run(include_skipped=True))
         mechanisms = pn.widgets.MultiChoice.from_param(
             session.param.mechanisms, label="Mechanisms to compare", sizing_mode="stretch_width",
             css_classes=["mechanism-choice"])
@@ -155,13 +155,14 @@ class ComparePage(Page):
             sizing_mode="stretch_width", css_classes=["compare-page"],
         )
 
-    def run(self) -> None:
-        """Plan whatever is missing (on a worker thread when served)."""
+    def run(self, include_skipped: bool = False) -> None:
+        """Plan whatever is missing (on a worker thread when served).
+
+        Automatic runs leave out mechanisms the user skipped; the button plans them too.
+        """
         try:
-            if served():
-                self.session.request_comparison(background=True)
-            else:
-                self.session.compare_now()
+            self.session.request_comparison(background=served(),
+                                            include_skipped=include_skipped)
         except Exception as exc:  # nothing a user does may take the server down
             if pn.state.notifications is not None:
                 pn.state.notifications.error(f"Planning could not start: {one_line(exc)}")

@@ -209,6 +209,37 @@ def test_cancel_stops_a_running_job_and_keeps_finished_rows(store, monkeypatch):
     assert session.missing() == ["h2"]
 
 
+def test_skip_stops_one_mechanism_and_plans_the_rest(store, monkeypatch):
+    started = threading.Event()
+    real = state.compare
+
+    def slow_h2_then_real(workload, privacy, mechanisms, params=None, progress=None,
+                          on_row=None):
+        if mechanisms[0] == "h2":
+            started.set()
+            for i in range(100_000):  # an optimiser reporting every iteration
+                threading.Event().wait(0.001)
+                progress.report(i, 1.0)
+            raise AssertionError("skip was ignored")
+        return real(workload, privacy, mechanisms, params, progress, on_row)
+
+    monkeypatch.setattr(state, "compare", slow_h2_then_real)
+    session = Session(dict(PREFIX_SPEC, mechanisms=["h2", "identity", "wavelet"]), store=store)
+    job = session.request_comparison(background=True)
+    assert started.wait(10)
+    assert session.skip() == "h2"
+    assert job.wait(10) and job.status().state == "done"
+    session.poll()
+    rows = {r.mechanism: r for r in session.comparison.rows}
+    assert rows["identity"].rmse is not None and rows["wavelet"].rmse is not None
+    assert rows["h2"].rmse is None and rows["h2"].error.startswith("not planned: skipped")
+    # Automatic planning leaves the skipped mechanism alone; an explicit request plans it.
+    assert session.missing() == [] and session.request_comparison() is None
+    monkeypatch.setattr(state, "compare", real)
+    session.request_comparison(background=False, include_skipped=True)
+    assert session.row("h2").rmse is not None
+
+
 def test_a_crashing_mechanism_is_reported_and_the_others_still_run(store, monkeypatch):
     real = state.compare
     calls = []
