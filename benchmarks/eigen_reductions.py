@@ -1,6 +1,9 @@
 """Li & Miklau Figure 4: the workload reductions at n = 8192 (error over the SVD bound, time).
 
 Run: ``python benchmarks/eigen_reductions.py [n] [--marginals-dense]`` (default n = 8192).
+On a shared, busy machine prefix ``OPENBLAS_NUM_THREADS=1``: OpenBLAS threads that wait for a
+busy core spin, which inflates the many mid-size products of the reductions far more than the
+one large eigh (the thread setting and the load average are printed).
 Goal (issue 4): reductions within 12 % of the bound and at least 50x faster than the full
 algorithm. Paper: separation with groups of 16 costs +5 % (all ranges) / +11 % (2-way
 marginals); principal vectors with 6 % of the eigenvectors +10 % / +0 %; both cut the time by
@@ -49,7 +52,9 @@ def header(title: str) -> None:
 
 
 def all_range(n: int) -> None:
-    header(f"All 1-D ranges, n = {n} (load average {os.getloadavg()[0]:.1f})")
+    threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    header(f"All 1-D ranges, n = {n} (load average {os.getloadavg()[0]:.1f}, "
+           f"OPENBLAS_NUM_THREADS={threads})")
     start = time.perf_counter()
     G = AllRangeBlock(n).gram_array()
     gram = time.perf_counter() - start

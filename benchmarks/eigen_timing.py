@@ -43,7 +43,8 @@ def workloads(n: int) -> dict[str, Workload]:
 def full_algorithm() -> None:
     print("Full Eigen-Design (plan = Gram + eigh + Program 1 + completion + exact error), "
           "median of 3")
-    print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'default')}")
     print(f"  {'workload':<18} {'n':>5} {'eigh s':>8} {'plan s':>8} {'units':>7} "
           f"{'goal':>5}  stages (s)                         bound ratio")
     for n in (512, 1024, 2048):

@@ -124,6 +124,16 @@ def test_structured_plan_round_trip_and_variances(privacy) -> None:
     assert E(plan, privacy.norm) >= svd_bound(W).value * (1 - 1e-9)
 
 
+def test_iteration_cap_and_certified_gap() -> None:
+    """A capped dual returns an exactly evaluated plan with its certified gap."""
+    W = range_marginals(Domain.from_sizes([4, 8, 8]), 2)
+    capped = get("eigen-design", max_iterations=10, **KRON).plan(W, GAUSS)
+    full = get("eigen-design", **KRON).plan(W, GAUSS)
+    summary = capped.details["program1"][0]
+    assert summary["iterations"] <= 10 and summary["gap"] > 1e-8
+    assert E(full) <= E(capped) <= E(full) * (1 + summary["gap"]) * (1 + 1e-9)
+
+
 def test_max_cells_is_enforced() -> None:
     W = Workload.marginals(Domain.from_sizes([10] * 6), k=1)
     from engine.errors import NotApplicable

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.linalg.matrix import Matrix
-from engine.mechanisms.eigen_design.program1 import Program1Result, solve_program1
+from engine.mechanisms.eigen_design.program1 import GAP_TOL, Program1Result, solve_program1
 from engine.mechanisms.eigen_design.strategy import (
     EigenStrategy,
     LazySensitivity,
@@ -234,7 +234,8 @@ def program1_power(norm: int) -> float:
 
 
 def eigen_design(eig: EigenQueries, norm: int = 2, *, complete: bool = True,
-                 method: str = "auto", progress: Progress | None = None) -> WeightedDesign:
+                 method: str = "auto", tol: float = GAP_TOL, max_iter: int = 5000,
+                 progress: Progress | None = None) -> WeightedDesign:
     """The full Eigen-Design algorithm on precomputed eigen-queries (Program 2).
 
     Args:
@@ -243,18 +244,21 @@ def eigen_design(eig: EigenQueries, norm: int = 2, *, complete: bool = True,
             variant of section 3.5 (row weights under L1 column sums).
         complete: add the diagonal completion (step 4).
         method: Program 1 solver (see :func:`solve_program1`).
+        tol, max_iter: Program 1's target relative gap and iteration cap.
         progress: receives Program 1 iterations.
     """
     B = constraint_matrix(eig.vectors, norm)
     res: Program1Result = solve_program1(eig.values, B, power=program1_power(norm),
-                                         method=method, progress=progress)
+                                         method=method, tol=tol, max_iter=max_iter,
+                                         progress=progress)
     return weighted_design(eig.vectors, eig.values, res.x, norm, complete=complete,
                            eigenbasis=True, program1=(res.summary(),),
                            info={"design_set": "eigen"})
 
 
 def basis_design(queries: np.ndarray, eig: EigenQueries, norm: int = 2, *,
-                 complete: bool = True, method: str = "auto", name: str = "basis",
+                 complete: bool = True, method: str = "auto", tol: float = GAP_TOL,
+                 max_iter: int = 5000, name: str = "basis",
                  progress: Progress | None = None) -> WeightedDesign:
     """Program 1 on a fixed orthonormal design set (Wavelet, Fourier, identity; Figure 5).
 
@@ -264,6 +268,7 @@ def basis_design(queries: np.ndarray, eig: EigenQueries, norm: int = 2, *,
         norm: 2 (Gram weights) or 1 (row weights, section 3.5).
         complete: add the diagonal completion.
         method: Program 1 solver.
+        tol, max_iter: Program 1's target relative gap and iteration cap.
         name: the design set's name (kept in ``info``).
         progress: receives Program 1 iterations.
     """
@@ -273,6 +278,6 @@ def basis_design(queries: np.ndarray, eig: EigenQueries, norm: int = 2, *,
     # c = diag(Q G Q^T) is diag(G) for the identity: no n x n product needed
     costs = (F * F).sum(axis=1) if identity else design_costs(queries, F=F)
     res = solve_program1(costs, constraint_matrix(queries, norm), power=program1_power(norm),
-                         method=method, progress=progress)
+                         method=method, tol=tol, max_iter=max_iter, progress=progress)
     return weighted_design(queries, costs, res.x, norm, complete=complete, F=F,
                            program1=(res.summary(),), info={"design_set": name})

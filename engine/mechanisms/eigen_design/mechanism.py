@@ -47,6 +47,7 @@ from engine.mechanisms.eigen_design.designsets import (
     kron_dense,
 )
 from engine.mechanisms.eigen_design.gram import GramOperator
+from engine.mechanisms.eigen_design.program1 import GAP_TOL
 from engine.mechanisms.eigen_design.reductions import (
     default_group_size,
     eigen_separation,
@@ -119,6 +120,13 @@ class EigenDesignMechanism(Mechanism):
     solver = param.Selector(default="auto", objects=["auto", "dual", "ipm", "cvxpy"],
                             doc="Program 1 solver: auto, our dual (L-BFGS-B), our interior "
                                 "point, or cvxpy/Clarabel.")
+    gap_tolerance = param.Number(default=GAP_TOL, bounds=(1e-14, 0.1),
+                                 doc="Program 1 stops at this certified relative duality gap "
+                                     "(the gap reached is in details['program1']).")
+    max_iterations = param.Integer(default=3000, bounds=(10, None),
+                                   doc="Iteration cap of Program 1's dual solver; large "
+                                       "Kronecker problems with approximate bases can need "
+                                       "thousands (SF1: gap ~1e-4 after 3000).")
     zero_tol = param.Number(default=ZERO_TOL, bounds=(0.0, 1e-3),
                             doc="Eigenvalues below zero_tol * max are dropped.")
     seed = param.Integer(default=0, doc="Seed of the randomized subspace / basis choices.")
@@ -196,7 +204,8 @@ class EigenDesignMechanism(Mechanism):
             design, candidates = _best([
                 (name, lambda name=name: kron_design(
                     workload, norm, design_set=name, max_cells=self.max_cells,
-                    method=self.solver, seed=self.seed, progress=progress))
+                    method=self.solver, tol=self.gap_tolerance,
+                    max_iter=self.max_iterations, seed=self.seed, progress=progress))
                 for name in self._design_sets(norm)], norm)
             timings["program1"] = time.perf_counter() - start
             bound = design.info.get("svd_bound")
@@ -256,9 +265,11 @@ class EigenDesignMechanism(Mechanism):
         def build(name: str) -> WeightedDesign:
             if name == "eigen":
                 return eigen_design(eig, norm, complete=self.completion, method=self.solver,
+                                    tol=self.gap_tolerance, max_iter=self.max_iterations,
                                     progress=progress)
             Q = kron_dense([basis(name, m) for m in workload.domain.shape])
             return basis_design(Q, eig, norm, complete=self.completion, method=self.solver,
+                                tol=self.gap_tolerance, max_iter=self.max_iterations,
                                 name=name, progress=progress)
 
         return _best([(name, lambda name=name: build(name))

@@ -35,7 +35,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.optimize as so
 
-from engine.linalg.matrix import Matrix
+from engine.linalg.matrix import Dense, Kron, Matrix
 from engine.progress import Progress, report
 
 #: Default relative duality gap at which the solvers stop (the spec's reference values are
@@ -408,6 +408,25 @@ def _solve_cvxpy(c: np.ndarray, B: np.ndarray, p: float) -> Program1Result:
 
 
 # ----- the public entry point ---------------------------------------------------------------
+def _separable_row_max(B: Operator) -> np.ndarray | None:
+    """Row maxima of B when every column has at most one non-zero (else None).
+
+    Explicit B, or a Kronecker product of explicit factors (separable iff every factor is;
+    the row maxima are then the Kronecker product of the factors' row maxima).
+    """
+    if isinstance(B, np.ndarray):
+        return B.max(axis=1) if np.all((B > 0).sum(axis=0) <= 1) else None
+    if isinstance(B, Kron) and all(isinstance(f, Dense) for f in B.factors):
+        out = np.ones(1)
+        for f in B.factors:
+            F = f.array
+            if not np.all((F > 0).sum(axis=0) <= 1):
+                return None
+            out = np.kron(out, F.max(axis=1))
+        return out
+    return None
+
+
 def cauchy_schwarz_start(c: np.ndarray, B: Operator, p: float = 1.0
                          ) -> tuple[np.ndarray, float, float]:
     """The closed-form candidate ``x ~ c**(1/(p+1))`` and the dual bound along ``mu ~ 1``.
@@ -477,11 +496,12 @@ def solve_program1(c: np.ndarray, B: Operator, *, power: float = 1.0, method: st
     if method == "cvxpy":
         return _solve_cvxpy(c, B, power)
     if method == "auto":
-        if explicit and np.all((B > 0).sum(axis=0) <= 1):
+        row_max = _separable_row_max(B)
+        if row_max is not None:
             # every cell constrains one variable only (e.g. the identity design): the problem
             # separates and each weight takes its largest feasible value
             with np.errstate(divide="ignore"):
-                x = np.where(live, 1.0 / B.max(axis=1), 0.0)
+                x = np.where(live, 1.0 / row_max, 0.0)
             value = primal_value(c, x, power)
             return Program1Result(x, value, value, 0, "closed form",
                                   time.perf_counter() - start)

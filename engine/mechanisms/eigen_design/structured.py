@@ -45,7 +45,7 @@ from engine.mechanisms.eigen_design.design import (
     weighted_design,
 )
 from engine.mechanisms.eigen_design.designsets import basis
-from engine.mechanisms.eigen_design.program1 import solve_program1
+from engine.mechanisms.eigen_design.program1 import GAP_TOL, solve_program1
 from engine.progress import Progress
 from engine.workloads.blocks import Block
 from engine.workloads.workload import Workload
@@ -165,7 +165,8 @@ def kron_costs(grams: list[tuple[float, list[np.ndarray]]], bases: list[np.ndarr
 
 
 def kron_design(workload: Workload, norm: int = 2, *, design_set: str = "eigen",
-                max_cells: int = MAX_CELLS, method: str = "auto", seed: int = 0,
+                max_cells: int = MAX_CELLS, method: str = "auto", tol: float = GAP_TOL,
+                max_iter: int = 5000, seed: int = 0,
                 progress: Progress | None = None) -> WeightedDesign:
     """Program 1 on a Kronecker design set for a product-union workload (no completion).
 
@@ -176,6 +177,8 @@ def kron_design(workload: Workload, norm: int = 2, *, design_set: str = "eigen",
             ``fourier``.
         max_cells: refuse larger domains (every vector has n entries).
         method: Program 1 solver (implicit operators use the dual).
+        tol, max_iter: Program 1's target relative gap and iteration cap (the certified gap
+            reached is in the design's ``program1`` summary).
         seed: seed of the random combination that separates degenerate eigenspaces.
         progress: receives Program 1 iterations.
 
@@ -208,7 +211,7 @@ def kron_design(workload: Workload, norm: int = 2, *, design_set: str = "eigen",
     B = Kron([Dense(np.abs(b) ** (2 if norm == 2 else 1)) for b in bases])
     # an implicit B cannot go to the interior point (k x k Newton systems with k = n)
     res = solve_program1(costs, B, power=power, method="dual" if method == "ipm" else method,
-                         progress=progress)
+                         tol=tol, max_iter=max_iter, progress=progress)
     info = {"design_set": design_set, "structure": "kronecker", "basis": basis_note,
             "exact_eigenbasis": exact, "attribute_bases": bases}
     if exact:
