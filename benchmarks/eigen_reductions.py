@@ -35,15 +35,20 @@ from engine.mechanisms.eigen_design.reductions import (
 from engine.mechanisms.eigen_design.structured import kron_design
 from engine.workloads import AllRangeBlock, Workload
 
-PAPER = {"full": "-", "separation 16": "+5 % / +11 %", "principal 6 %": "+10 % / +0 %"}
+#: Issue 4's goal for a reduction: at most this far over the bound (root scale) ...
+GOAL_OVER_BOUND = 1.12
+#: ... and at least this many times faster than the full algorithm.
+GOAL_SPEEDUP = 50.0
 
 
 def row(label: str, error: float, bound: float, seconds: float, full: float | None,
-        extra: str = "") -> None:
+        extra: str = "") -> bool:
+    """Print one method; True when it meets the goal (within 12 % and >= 50x faster)."""
     ratio = math.sqrt(error / bound)
     speed = f"{full / seconds:>8.1f}" if full else f"{'-':>8}"
     print(f"  {label:<34} {ratio:>8.4f} {100 * (ratio - 1):>7.1f}% {seconds:>9.2f} {speed}  "
           f"{extra}")
+    return full is not None and ratio <= GOAL_OVER_BOUND and full / seconds >= GOAL_SPEEDUP
 
 
 def header(title: str) -> None:
@@ -65,29 +70,43 @@ def all_range(n: int) -> None:
     full = eigen_design(eig)
     full_seconds = gram + eigh + time.perf_counter() - start
     bound = eig.svd_bound
+    program1 = full.program1[0]
     row("full Eigen-Design", full.unit_error(), bound, full_seconds, None,
-        f"eigh {eigh:.1f} s, Program 1 {full.program1[0]['seconds']:.1f} s")
+        f"eigh {eigh:.1f} s, Program 1 {program1['seconds']:.1f} s (gap "
+        f"{program1['gap']:.0e}), completion + exact error "
+        f"{full_seconds - gram - eigh - program1['seconds']:.1f} s")
+    met = []
     for g in (8, 16):
         start = time.perf_counter()
         design = eigen_separation(eig, g)
         seconds = gram + eigh + time.perf_counter() - start
-        row(f"separation, groups of {g}", design.unit_error(), bound, seconds, full_seconds,
-            f"(needs the full eigh; its own stage {seconds - gram - eigh:.1f} s)")
+        label = f"separation, groups of {g}"
+        if row(label, design.unit_error(), bound, seconds, full_seconds,
+               f"(needs the full eigh; its own stage {seconds - gram - eigh:.1f} s)"):
+            met.append(label)
     for fraction in (0.06, 0.10, 0.25):
         start = time.perf_counter()
         design = principal_vectors(eig, fraction)
         seconds = gram + eigh + time.perf_counter() - start
-        row(f"principal {fraction:.0%}, full eigh", design.unit_error(), bound, seconds,
-            full_seconds, f"(own stage {seconds - gram - eigh:.1f} s)")
+        label = f"principal {fraction:.0%}, full eigh"
+        if row(label, design.unit_error(), bound, seconds, full_seconds,
+               f"(own stage {seconds - gram - eigh:.1f} s)"):
+            met.append(label)
     for fraction in (0.06, 0.10, 0.25):
         start = time.perf_counter()
         design = principal_vectors_partial(GramOperator(Workload.one_dim(AllRangeBlock(n))),
                                            fraction)
         seconds = time.perf_counter() - start
-        row(f"principal {fraction:.0%}, no eigh (partial)", design.unit_error(), bound,
-            seconds, full_seconds, f"k = {design.info['principal']}, implicit O(n) Gram")
+        label = f"principal {fraction:.0%}, no eigh (partial)"
+        if row(label, design.unit_error(), bound, seconds, full_seconds,
+               f"k = {design.info['principal']}, implicit O(n) Gram"):
+            met.append(label)
     print("  paper (Fig. 4a, n = 8192): separation(16) +5 %, principal(6 %) +10 %, both "
           "< 12 %; time ~100x below the full algorithm")
+    print(f"  goal (within {GOAL_OVER_BOUND - 1:.0%} of the bound and >= {GOAL_SPEEDUP:.0f}x "
+          f"faster than the full algorithm): {', '.join(met) if met else 'met by none'}; "
+          "the separation and full-eigh rows cannot reach it once Program 1 is fast, since "
+          "they keep the full algorithm's O(n**3) eigh")
 
 
 def marginals(n_shape: tuple[int, ...], dense: bool) -> None:
