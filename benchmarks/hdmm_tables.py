@@ -75,8 +75,24 @@ def cell(ours: float | None, paper: float | None) -> str:
     return f"{text} ({paper:.{digits}f}, {ours / paper:.3f})"
 
 
-def row(key: tuple[str, str], privacy: Privacy, paper: tuple) -> float:
-    """Print one table row; return the OPT_HDMM planning time (seconds)."""
+#: The issue's oracle: these columns for these data sets within 2 % of the paper (or lower).
+CHECKED_COLUMNS = ("OPT_kron", "OPT_M", "HDMM")
+CHECKED_DATA = ("cps", "adult", "loans")
+TOLERANCE = 1.02
+#: Why a checked cell may miss the paper: printed beside it.
+EXPLAINED = {
+    ("adult", "prefix", "HDMM"): (
+        "the paper's HDMM here is its OPT_+ value 484.07; spec 7.6 shows that column comes "
+        "from another grouping or implementation (its Gaussian OPT_+ values are up to 17x "
+        "above the per-product closed form), so it is not an oracle; our OPT_kron (0.94x) "
+        "and OPT_M (within 2 %) on this row are"),
+}
+
+
+def row(key: tuple[str, str], privacy: Privacy, paper: tuple,
+        misses: list[str]) -> float:
+    """Print one table row, add checked cells above the tolerance to ``misses``; return the
+    OPT_HDMM planning time (seconds)."""
     W = WORKLOADS[key]()
     start = time.perf_counter()
     plan = get("hdmm").plan(W, privacy)
@@ -87,6 +103,12 @@ def row(key: tuple[str, str], privacy: Privacy, paper: tuple) -> float:
     ours = (ident, plain_rmse(W, privacy), cands.get("kron"), cands.get("union"),
             cands.get("marginals"), plan.rmse(), bound)
     cells = [cell(o, p) for o, p in zip(ours, paper, strict=True)]
+    if key[0] in CHECKED_DATA:
+        for column, o, p in zip(COLUMNS, ours, paper, strict=True):
+            if column in CHECKED_COLUMNS and p is not None and o > TOLERANCE * p:
+                why = EXPLAINED.get((*key, column), "not explained")
+                misses.append(f"{key[0]} {key[1]} {column}: {o:.2f} vs {p:.2f} "
+                              f"({o / p:.3f}): {why}")
     print(f"{key[0]:6} {key[1]:9} | " + " | ".join(cells)
           + f" | chose {plan.details['chosen_operator']}, {seconds:.1f} s", flush=True)
     return seconds
@@ -98,9 +120,12 @@ def main() -> None:
                                   GAUSSIAN)):
         print(f"\n{name}: ours (paper, ours/paper)")
         print(f"{'data':6} {'workload':9} | " + " | ".join(COLUMNS))
-        times = {}
+        times, misses = {}, []
         for key, paper in table.items():
-            times[key] = row(key, privacy, paper)
+            times[key] = row(key, privacy, paper, misses)
+        checked = ", ".join(CHECKED_COLUMNS)
+        print(f"Cells of {checked} for CPS, Adult and Loans above {TOLERANCE:.2f}x the paper: "
+              + ("none" if not misses else "\n  " + "\n  ".join(misses)))
         adult = times[("adult", "marginals")]
         print(f"OPT_HDMM on Adult <=3-way marginals: {adult:.1f} s "
               f"(goal < 60 s: {adult / 60:.2f} of it)")
