@@ -56,6 +56,21 @@ def comparison_frame(comparison: Comparison | None) -> pd.DataFrame:
     return pd.DataFrame(records, columns=list(TABLE_COLUMNS))
 
 
+def comparison_table(comparison: Comparison | None) -> pn.widgets.Tabulator:
+    """The comparison table, built with its rows.
+
+    A new table per comparison rather than a new value for one table: rows sent while the
+    browser is still building a Tabulator can be dropped, leaving only the header (seen in a
+    browser test under load); a table built with its data always shows it.
+    """
+    return pn.widgets.Tabulator(
+        comparison_frame(comparison), show_index=False, disabled=True,
+        layout="fit_data_stretch", sizing_mode="stretch_width", css_classes=["comparison-table"],
+        formatters={"rmse": NumberFormatter(format="0,0.0000"),
+                    "ratio_to_bound": NumberFormatter(format="0.000"),
+                    "plan_seconds": NumberFormatter(format="0.000")})
+
+
 def headline(comparison: Comparison | None, privacy_text: str, complete: bool) -> str:
     """The answer in one or two plain sentences."""
     if comparison is None or not comparison.rows:
@@ -120,14 +135,7 @@ class ComparePage(Page):
             self.watch(session.privacy, lambda *events: self.run(), "noise")
         elif not session.complete:
             session.compare_now()
-        table = pn.widgets.Tabulator(
-            pn.bind(comparison_frame, session.param.comparison), show_index=False,
-            disabled=True,
-            layout="fit_data_stretch", sizing_mode="stretch_width", css_classes=[
-                "comparison-table"],
-            formatters={"rmse": NumberFormatter(format="0,0.0000"),
-                        "ratio_to_bound": NumberFormatter(format="0.000"),
-                        "plan_seconds": NumberFormatter(format="0.000")})
+        table = pn.bind(comparison_table, session.param.comparison)
         intro = pn.bind(self._intro, session.param.scenario)
         return pn.Column(
             self.header(),
