@@ -212,17 +212,18 @@ def test_r12_larger_all_range(n, eigen, haar, hier) -> None:
 
 
 CENSUS = Domain.from_sizes([8, 16, 16])  # spec 8.1: the US Census layout of Table 2
-TABLE2 = {  # workload -> (Eigen-Design over the bound, root scale; rank of W)
-    "all range": (lambda: Workload.one_dim(AllRangeBlock(2048)), 1.0138, 2048),
+#: workload -> (Eigen-Design over the bound (root scale), its tolerance, rank of W)
+TABLE2 = {
+    "all range": (lambda: Workload.one_dim(AllRangeBlock(2048)), 1.0138, 1e-4, 2048),
     # completion depends on the weights, not only on Program 1's value: single- and
     # multi-threaded BLAS give weights whose objectives agree to 1.4e-9 but completed errors
     # 1.28190 and 1.28180 (spec pitfall 8: weights agree only to ~1e-4 on a flat optimum)
-    "CDF": (lambda: Workload.one_dim(PrefixBlock(2048)), 1.2819, 2048),
-    "1-way range marginals": (lambda: range_marginals(CENSUS, 1), 1.0202, 38),
-    "2-way range marginals": (lambda: range_marginals(CENSUS, 2), 1.0501, None),
-    "2-way marginals": (lambda: Workload.marginals(CENSUS, k=2), 1.0000, 473),
+    "CDF": (lambda: Workload.one_dim(PrefixBlock(2048)), 1.2819, 2e-4, 2048),
+    "1-way range marginals": (lambda: range_marginals(CENSUS, 1), 1.0202, 1e-4, 38),
+    "2-way range marginals": (lambda: range_marginals(CENSUS, 2), 1.0501, 1e-4, None),
+    "2-way marginals": (lambda: Workload.marginals(CENSUS, k=2), 1.0000, 1e-4, 473),
     "2-way marginals 8x8x16x2": (
-        lambda: Workload.marginals(Domain.from_sizes([8, 8, 16, 2]), k=2), 1.0000, 319),
+        lambda: Workload.marginals(Domain.from_sizes([8, 8, 16, 2]), k=2), 1.0000, 1e-4, 319),
 }
 
 
@@ -231,11 +232,10 @@ TABLE2 = {  # workload -> (Eigen-Design over the bound, root scale; rank of W)
 def test_r12_table2_bound_ratios_at_2048(name) -> None:
     """R12 / spec 8.5 at n = 2048: Table 2's 'ratio to bound' column is the inverse of these
     (0.986 / 0.780 / 0.980 / 0.952 / 1.000; paper 0.99 / 0.80 / 0.98 / 0.95 / 1.00)."""
-    build, ratio, rank = TABLE2[name]
+    build, ratio, tolerance, rank = TABLE2[name]
     W = build()
     ours = plan(W)
-    spread = 2e-4 if name == "CDF" else 1e-4
-    assert math.sqrt(E(ours) / svdb(W)) == pytest.approx(ratio, abs=spread)
+    assert math.sqrt(E(ours) / svdb(W)) == pytest.approx(ratio, abs=tolerance)
     if rank is not None:
         assert ours.details["rank"] == rank
     if name == "all range":  # R12: Haar / Eigen 1.226, hierarchical / Eigen 1.313

@@ -18,8 +18,8 @@ and exact error ~45 s, since about half the cells get a completion row).
 orthonormal basis of the dominant eigenspace by randomized subspace iteration and measures its
 complement through the projector ``I - Q^T Q``, so the strategy is exact and its error is
 evaluated exactly (Woodbury). With the implicit Gram of ``gram`` (O(n) per product for 1-D
-blocks) it costs O(n k**2): 3 s at n = 8192 with 6 % of the eigenvectors, about 50x below the
-full algorithm. Use it for full-rank
+blocks) it costs O(n k**2): 2.5 s at n = 8192 with 6 % of the eigenvectors, about 65x below
+the full algorithm. Use it for full-rank
 workloads; on low-rank ones (marginals) its complement also covers the null space, and the
 Kronecker path of ``structured`` is exact and faster.
 
