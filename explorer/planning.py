@@ -25,7 +25,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from engine.bounds import Bound, svd_bound
 from engine.compare import Comparison, ComparisonRow, compare
@@ -409,7 +408,8 @@ class PlanStore:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._jobs: dict[tuple[str, str], PlanningJob] = {}
         self._queue: list[PlanningJob] = []
-        self._executor: ThreadPoolExecutor | None = None
+        self._job_waiting = threading.Condition(self._lock)
+        self._planners: list[threading.Thread] = []
 
     def _entry(self, key: str, workload: Workload) -> _Entry:
         with self._lock:
@@ -502,14 +502,28 @@ class PlanStore:
             self._jobs[(key, privacy.noise)] = job
             if background:
                 self._queue.append(job)
-                if self._executor is None:
-                    self._executor = ThreadPoolExecutor(
-                        self.planners, thread_name_prefix="explorer-planner"
+                if len(self._planners) < self.planners:
+                    # Daemon threads: stopping the server must not wait for a running plan.
+                    planner = threading.Thread(
+                        target=self._plan_forever,
+                        name=f"explorer-planner-{len(self._planners) + 1}",
+                        daemon=True,
                     )
-                self._executor.submit(job.run)
+                    self._planners.append(planner)
+                    planner.start()
+                self._job_waiting.notify()
         if not background:
             job.run()
         return job
+
+    def _plan_forever(self) -> None:
+        """A planner thread: run queued jobs, first come first served."""
+        while True:
+            with self._job_waiting:
+                while not self._queue:
+                    self._job_waiting.wait()
+                job = self._queue.pop(0)
+            job.run()
 
     def position(self, job: PlanningJob) -> int:
         """The job's place in the queue for a free planner (1 = next; 0 when not queued)."""

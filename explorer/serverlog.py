@@ -9,24 +9,38 @@ before awaiting them, and asyncio then logs "Task exception was never retrieved"
 traceback. Nothing is wrong (the reader has gone), and Bokeh already logs "Failed sending
 message as connection was closed" for the same event, so :class:`ClosedTabFilter` drops these
 records and nothing else.
+
+A tab that closes while its page is still being built makes Bokeh's websocket ``on_close``
+fail an ``assert`` (its connection has no session yet), which Tornado logs as an "Uncaught
+exception" with a traceback; a message still in flight from a tab whose session has just
+been discarded fails the same ``assert`` in Bokeh's protocol handler. The browser is gone and there is nothing to clean up, so
+:class:`ClosedTabFilter` drops that record too, recognised by where the assertion failed.
 """
 
 from __future__ import annotations
 
 import logging
+import traceback
 
 from tornado.iostream import StreamClosedError
 from tornado.websocket import WebSocketClosedError
 
 FORMAT = "%(asctime)s %(name)s %(message)s"
+#: Where Bokeh asserts that a closing websocket connection has a session.
+BOKEH_SESSION_ASSERT = "bokeh/server/connection.py"
 
 
 class ClosedTabFilter(logging.Filter):
-    """Drops asyncio's reports of writes to a browser tab that has closed."""
+    """Drops the tracebacks logged when a browser tab closes (see the module docstring)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, WebSocketClosedError | StreamClosedError)
+        if isinstance(error, WebSocketClosedError | StreamClosedError):
+            return False
+        if isinstance(error, AssertionError) and error.__traceback__ is not None:
+            innermost = traceback.extract_tb(error.__traceback__)[-1]
+            return not innermost.filename.endswith(BOKEH_SESSION_ASSERT)
+        return True
 
 
 def configure() -> None:
@@ -38,6 +52,7 @@ def configure() -> None:
         explorer.addHandler(handler)
         explorer.setLevel(logging.INFO)
         explorer.propagate = False
-    asyncio_log = logging.getLogger("asyncio")
-    if not any(isinstance(f, ClosedTabFilter) for f in asyncio_log.filters):
-        asyncio_log.addFilter(ClosedTabFilter())
+    for name in ("asyncio", "tornado.application", "bokeh.server.protocol_handler"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, ClosedTabFilter) for f in logger.filters):
+            logger.addFilter(ClosedTabFilter())

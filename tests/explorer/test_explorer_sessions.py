@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
 
-from explorer import planning
+from explorer import planning, serverlog
 from explorer.planning import PlanStore
 from explorer.sessions import SessionRegistry
 from explorer.state import Session
@@ -117,3 +118,39 @@ def test_a_read_only_link_opens_a_copy_never_the_session(registry):
     assert registry.open(None, shared="not-a-token")[1].scenario.workload.num_queries == 96
     with pytest.raises(KeyError, match="session: 'nope' is not an open session"):
         registry.share("nope")
+
+
+def _record(logger: str, error: BaseException) -> logging.LogRecord:
+    try:
+        raise error
+    except BaseException as raised:
+        exc_info = (type(raised), raised, raised.__traceback__)
+    return logging.LogRecord(logger, logging.ERROR, __file__, 1, "failed", (), exc_info)
+
+
+def test_closed_tab_noise_is_dropped_and_every_other_error_kept():
+    from tornado.websocket import WebSocketClosedError
+
+    closed_tab = serverlog.ClosedTabFilter()
+    assert not closed_tab.filter(_record("asyncio", WebSocketClosedError()))
+    assert closed_tab.filter(_record("asyncio", ValueError("a real failure")))
+    assert closed_tab.filter(_record("tornado.application", AssertionError("ours")))
+    # Bokeh's own assertion, raised where a closing websocket asks for its missing session.
+    from bokeh.server.connection import ServerConnection
+
+    connection = object.__new__(ServerConnection)
+    connection._session = None
+    try:
+        connection.session  # noqa: B018 (the property raises)
+    except AssertionError as bokeh_assert:
+        record = logging.LogRecord(
+            "tornado.application",
+            logging.ERROR,
+            __file__,
+            1,
+            "Uncaught exception",
+            (),
+            (AssertionError, bokeh_assert, bokeh_assert.__traceback__),
+        )
+    assert not closed_tab.filter(record)
+    assert closed_tab.filter(logging.LogRecord("x", logging.INFO, __file__, 1, "hi", (), None))

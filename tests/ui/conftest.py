@@ -121,10 +121,11 @@ def _wait_until_serving(url: str, process: subprocess.Popen, log_path: Path) -> 
 
 
 @contextlib.contextmanager
-def start_server(log_name: str, *options: str) -> Iterator[str]:
+def start_server(log_name: str, *options: str, prefix: str = "") -> Iterator[str]:
     """Serve the explorer (with extra ``panel serve`` options) until the block ends.
 
-    Yields the base URL; the output goes to ``test-results/<log_name>``.
+    Yields the base URL (with ``prefix``, served through ``--prefix``); the output goes to
+    ``test-results/<log_name>``.
     """
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -132,13 +133,13 @@ def start_server(log_name: str, *options: str) -> Iterator[str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO_ROOT))
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            serve_command(port, *options),
+            serve_command(port, *options, *(("--prefix", prefix) if prefix else ())),
             cwd=REPO_ROOT,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://127.0.0.1:{port}{prefix}"
     try:
         _wait_until_serving(base + "/app", process, log_path)
         yield base

@@ -78,6 +78,18 @@ def test_panel_serve_serves_every_page(served):
         assert response.status == 200 and f"<title>{title}</title>" in html, path
 
 
+def test_behind_a_reverse_proxy_every_page_is_served_under_its_prefix(browser):
+    with start_server("explorer-server-prefix.log", prefix="/dp") as base:
+        for path, _ in menu():
+            with urllib.request.urlopen(base + app_path(path), timeout=60) as response:
+                assert response.status == 200, path
+        page = open_page(browser, base + app_path("/builder"), ".workload-stats")
+        page.locator(".site-nav").get_by_role("link", name="Compare").click()
+        expect(page.locator(".compare-intro").first).to_contain_text("96 queries over 64")
+        assert urllib.parse.urlparse(page.url).path == "/dp/app"  # relative links keep it
+        page.context.close()
+
+
 def test_a_made_up_session_id_gets_a_fresh_empty_session(served, browser):
     owner = open_page(browser, served + app_path("/builder"), ".workload-stats")
     upload(owner, 48)
