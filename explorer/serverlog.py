@@ -13,8 +13,9 @@ records and nothing else.
 A tab that closes while its page is still being built makes Bokeh's websocket ``on_close``
 fail an ``assert`` (its connection has no session yet), which Tornado logs as an "Uncaught
 exception" with a traceback; a message still in flight from a tab whose session has just
-been discarded fails the same ``assert`` in Bokeh's protocol handler. The browser is gone and there is nothing to clean up, so
-:class:`ClosedTabFilter` drops that record too, recognised by where the assertion failed.
+been discarded fails the same ``assert`` in Bokeh's protocol handler. The browser is gone and
+there is nothing to clean up, so :class:`ClosedTabFilter` drops those records too, recognised
+by where the assertion failed.
 """
 
 from __future__ import annotations
