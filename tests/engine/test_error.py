@@ -21,7 +21,7 @@ from engine.error import (
 from engine.errors import NotApplicable
 from engine.linalg.marginals import MarginalStrategy
 from engine.linalg.matrix import Dense, Identity, Kron, Ones, Sparse
-from engine.mechanisms.baselines import hierarchy_matrix
+from engine.linalg.trees import hierarchy_matrix
 from engine.privacy import Privacy
 from engine.scenario import Scenario
 from engine.workloads import AllRangeBlock, PrefixBlock, Workload
