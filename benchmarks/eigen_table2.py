@@ -123,7 +123,7 @@ def main() -> None:
         start = time.perf_counter()
         plan = get("eigen-design").plan(W, PAPER_PRIVACY)
         eigen = unit_error(plan)
-        bound = plan.details["svd_bound"]
+        bound = plan.fact("svd_bound")
         ratios = {c: math.sqrt(competitor(c, W) / eigen) for c in COMPETITORS[name]}
         identity = math.sqrt(unit_error(get("identity").plan(W, PAPER_PRIVACY)) / eigen)
         cells = [f"{ratios[c]:>6.2f}" if c in ratios else f"{'-':>6}"

@@ -56,7 +56,7 @@ def run(label: str, mechanism: str, W: Workload, data: Dataset, records_label: s
     t_rec = time.perf_counter() - start
     rmse = float(np.sqrt(((answers - truth) ** 2).mean()))
     total = t_measure + t_rec
-    print(f"{label}: {plan.details.get('chosen_operator', plan.details['operator'])} "
+    print(f"{label}: {plan.facts().get('chosen_operator', plan.fact('operator'))} "
           f"strategy, {plan.strategy.shape[0]:,} measurements of {W.domain.size:,} cells "
           f"({records_label})")
     print(f"  plan {t_plan:6.1f} s | measure {t_measure:6.1f} s | reconstruct {t_rec:6.1f} s "

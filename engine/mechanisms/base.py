@@ -98,7 +98,6 @@ class Plan:
     trace: float
     sensitivity: Mapping[int, float]
     plan_seconds: float = 0.0
-    details: Mapping[str, Any] = field(default_factory=dict)
     shown: tuple[View, ...] = ()
     reconstructor: Callable[[Plan, np.ndarray], np.ndarray] | None = None
     query_variances: Callable[[Plan], np.ndarray] | None = None
@@ -122,12 +121,21 @@ class Plan:
         raise KeyError(f"{self.mechanism}: no view {key!r}; views: "
                        f"{', '.join(v.key for v in self.shown) or 'none'}")
 
-    def fact(self, key: str) -> Scalar:
-        """The value of the named fact in any of the plan's FactsViews (KeyError otherwise)."""
+    def facts(self) -> dict[str, Scalar]:
+        """Every named fact of the plan's FactsViews, ``{key: value}`` (first one wins)."""
+        out: dict[str, Scalar] = {}
         for v in self.shown:
-            if isinstance(v, FactsView) and key in v:
-                return v[key]
-        raise KeyError(f"{self.mechanism}: no fact {key!r}")
+            if isinstance(v, FactsView):
+                for f in v.facts:
+                    out.setdefault(f.key, f.value)
+        return out
+
+    def fact(self, key: str) -> Scalar:
+        """The value of the named fact (KeyError naming the facts there are)."""
+        known = self.facts()
+        if key not in known:
+            raise KeyError(f"{self.mechanism}: no fact {key!r}; facts: {', '.join(known)}")
+        return known[key]
 
     # ----- error ----------------------------------------------------------------------
     def unit_tse(self, norm: int | None = None) -> float:

@@ -31,8 +31,8 @@ import numpy as np
 
 from engine.linalg.matrix import Matrix
 
-#: Largest matrix (rows x columns) a MatrixView holds: 1024 x 1024, 8 MB of float64.
-MAX_VIEW_ENTRIES = 1024 * 1024
+#: Largest matrix (rows x columns) a MatrixView holds, as many as a heat map draws (32 MB).
+MAX_VIEW_ENTRIES = 4_000_000
 
 #: What a fact or a table cell may hold.
 Scalar = float | int | str | bool
@@ -135,14 +135,12 @@ class FactsView(View):
 @dataclass(frozen=True, kw_only=True, eq=False)
 class MatrixView(View):
     """A matrix drawn as a heat map: ``matrix`` is a 2-D array or an implicit Matrix with at
-    most :data:`MAX_VIEW_ENTRIES` entries; rows and columns are described by ``row_label`` /
-    ``column_label`` and optionally named one by one (``row_names`` / ``column_names``)."""
+    most :data:`MAX_VIEW_ENTRIES` entries; ``row_label`` / ``column_label`` say what one row
+    and one column are."""
 
     matrix: np.ndarray | Matrix
     row_label: str = "row"
     column_label: str = "column"
-    row_names: tuple[str, ...] = ()
-    column_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -158,13 +156,6 @@ class MatrixView(View):
                 raise ValueError(f"{where}: a {array.shape[0]:,} x {array.shape[1]:,} array "
                                  f"exceeds the {MAX_VIEW_ENTRIES:,} entries a view may hold")
             object.__setattr__(self, "matrix", array)
-        rows, cols = self.shape
-        for names, size, axis in ((self.row_names, rows, "row"),
-                                  (self.column_names, cols, "column")):
-            if names and len(names) != size:
-                raise ValueError(f"{where}: {len(names)} {axis} names for {size} {axis}s")
-        object.__setattr__(self, "row_names", tuple(map(str, self.row_names)))
-        object.__setattr__(self, "column_names", tuple(map(str, self.column_names)))
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -235,11 +226,12 @@ class TableView(View):
 
     @classmethod
     def of(cls, records: Iterable[Mapping[str, Any]], **kwargs: Any) -> TableView:
-        """A table from records with the same keys (the first record's order)."""
+        """A table from records: every key any record has is a column (first-seen order);
+        a record without that key shows an empty cell."""
         records = list(records)
-        columns = tuple(records[0]) if records else ()
-        return cls(columns=columns, rows=tuple(tuple(r[c] for c in columns) for r in records),
-                   **kwargs)
+        columns = tuple(dict.fromkeys(k for r in records for k in r))
+        return cls(columns=columns, rows=tuple(tuple(r.get(c, "") for c in columns)
+                                               for r in records), **kwargs)
 
     def column(self, name: str) -> list[Scalar]:
         """The values of one column, top to bottom."""
@@ -299,15 +291,6 @@ def fact_if(key: str, label: str, value: Any, units: str = "") -> Fact | None:
     return None if value is None else Fact(key, label, value, units)
 
 
-def matrix_or_none(key: str, matrix: np.ndarray | Matrix, **kwargs: Any) -> MatrixView | None:
-    """A MatrixView when ``matrix`` is small enough to hold, else None."""
-    rows, cols = (int(s) for s in np.shape(matrix)) if not isinstance(matrix, Matrix) \
-        else matrix.shape
-    if rows * cols > MAX_VIEW_ENTRIES:
-        return None
-    return MatrixView(key=key, matrix=matrix, **kwargs)
-
-
 def factor_matrices(names: Sequence[str], factors: Sequence[Matrix],
                     max_entries: int = MAX_VIEW_ENTRIES) -> tuple[View, ...]:
     """The parts of a per-attribute (Kronecker) strategy: one MatrixView per attribute whose
@@ -330,4 +313,4 @@ def factor_matrices(names: Sequence[str], factors: Sequence[Matrix],
 
 __all__ = ["MAX_VIEW_ENTRIES", "VIEW_TYPES", "Fact", "FactsView", "MatrixView", "Scalar",
            "SeriesView", "TableView", "View", "WeightsView", "check_views", "fact_if",
-           "facts", "factor_matrices", "matrix_or_none"]
+           "facts", "factor_matrices"]

@@ -67,7 +67,7 @@ def test_mechanism_partial_route_on_a_large_one_dimensional_domain() -> None:
     """5000 cells > max_dense_cells: principal vectors without any n x n matrix."""
     W = Workload.one_dim(AllRangeBlock(5000))
     plan = get("eigen-design", reduction="principal", fraction=0.02).plan(W, Privacy())
-    assert plan.details["structure"] == "partial" and plan.details["principal"] == 100
+    assert plan.fact("structure") == "partial" and plan.fact("principal") == 100
     from engine.bounds import svd_bound
 
     bound = svd_bound(W).value

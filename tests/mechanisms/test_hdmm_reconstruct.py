@@ -80,7 +80,7 @@ def test_census_domain_end_to_end() -> None:
     assert len(W.domain) == 5 and W.domain.size == 1_501_440
     data = Dataset.synthetic(W.domain, 50_000, rng=1, correlation=0.3)
     plan = get("hdmm").plan(W, GAUSSIAN)
-    assert plan.details["chosen_operator"] == "kron"
+    assert plan.fact("chosen_operator") == "kron"
     truth = true_answers(W, data)
     # exact without noise, from the records and from the data vector
     np.testing.assert_allclose(silent(plan).run(data, np.random.default_rng(0)), truth,
@@ -119,7 +119,7 @@ def test_union_blocks_measure_small_marginals_only() -> None:
     assert W.domain.size > 8e15
     data = Dataset.synthetic(W.domain, 20_000, rng=4, correlation=0.3)
     plan = get("hdmm-union").plan(W, GAUSSIAN)
-    assert len(plan.details["union_weights"]) == 188
+    assert len(plan.view("union_weights").values) == 188
     truth = true_answers(W, data)
     answers = silent(plan).run(data, np.random.default_rng(0))
     np.testing.assert_allclose(answers, truth, rtol=1e-9, atol=1e-9 * float(truth.max()))

@@ -51,6 +51,7 @@ from engine.linalg.matrix import (
 from engine.linalg.pinv import RCOND, supports
 from engine.mechanisms.base import Plan, register, registered_name
 from engine.mechanisms.hdmm.knobs import HdmmBase
+from engine.mechanisms.hdmm.plan_views import factor_views, operator_facts
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter, minimize_reported, reporter
 from engine.privacy import Privacy
@@ -59,8 +60,6 @@ from engine.workloads.workload import Workload
 
 #: Relative eigenvalue cutoff under which V is treated as rank deficient.
 RANK_RTOL = 1e-10
-#: Largest attribute whose strategy matrix is put in a plan's views (8 MB of float64).
-VIEW_CELLS = 1024
 #: The Gaussian dual forms its primal point once every |diag X(lambda) - 1| is below this.
 PRIMAL_TRIGGER = 0.05
 #: Upper ends of the Uniform[0, c) p-Identity starts, used in turn.
@@ -457,7 +456,7 @@ class Factor:
         matrix: the strategy A (columns = cells).
         loss: ``||A||_K**2 tr[(A^T A)^+ V]`` on the Gram it was chosen for.
         norm: K (1 Laplace, 2 Gaussian).
-        info: optimiser details (restart losses, duality gap, candidates...).
+        info: the optimiser's results (restart losses, duality gap, candidates...).
     """
 
     kind: str
@@ -528,26 +527,6 @@ class Factor:
     def pinv_apply(self, y: np.ndarray) -> np.ndarray:
         """Least squares ``A^+ y`` (O(p n) for p-Identity)."""
         return self.pinv.matvec(np.asarray(y, dtype=float))
-
-    def view(self, max_cells: int = VIEW_CELLS, trivial_matrix: bool = True
-             ) -> dict[str, Any]:
-        """What a dashboard needs to draw this factor.
-
-        Args:
-            max_cells: include the explicit matrix up to this many cells.
-            trivial_matrix: also include it for Identity and Total (their kind says it all;
-                unions of hundreds of products leave them out).
-        """
-        out: dict[str, Any] = {"kind": self.kind, "cells": self.n,
-                               "rows": self.matrix.shape[0], "loss": self.loss}
-        A = self.matrix
-        if isinstance(A, PIdentity):
-            out.update(p=A.p, theta=A.theta, identity_weights=A.scale.copy(),
-                       nonzero_rows=int(np.count_nonzero(A.theta.max(axis=1) > 0)))
-        if self.n <= max_cells and (trivial_matrix or self.kind not in ("identity", "total")):
-            out["matrix"] = A.dense()
-        out.update({k: v for k, v in self.info.items() if k != "theta"})
-        return out
 
 
 def _is_scaled_identity(V: np.ndarray) -> bool:
@@ -671,10 +650,9 @@ def explicit_plan(name: str, workload: Workload, privacy: Privacy,
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         return workload.answer(factor.pinv_apply(np.asarray(y, dtype=float)))
 
-    details = {**factor.view(), "kind": "explicit", "operator": "OPT_0",
-               "family": factor.kind, "unit_error": factor.loss}
+    views = (operator_facts("explicit", "OPT_0", factor.loss), *factor_views(factor))
     return Plan(mechanism=name, workload=workload, privacy=privacy, strategy=factor.matrix,
-                trace=factor.trace(V), sensitivity=dict(factor.sensitivity), details=details,
+                trace=factor.trace(V), sensitivity=dict(factor.sensitivity), shown=views,
                 reconstructor=reconstructor)
 
 
