@@ -29,8 +29,8 @@ import param
 from engine import error
 from engine.errors import NotApplicable, SpecError, suggest
 from engine.linalg.marginals import MarginalStrategy
-from engine.linalg.matrix import DENSE_GUARD, Kron, Matrix
-from engine.linalg.pinv import psd_pinv
+from engine.linalg.matrix import Matrix
+from engine.mechanisms.views import FactsView, Scalar, View, check_views
 from engine.privacy import NOISE_TYPES, Privacy, budget_for_rmse
 from engine.progress import Progress
 from engine.workloads.workload import Workload
@@ -84,7 +84,8 @@ class Plan:
             sensitivity); inf when A does not support W.
         sensitivity: ``{1: L1, 2: L2}`` sensitivities of the strategy.
         plan_seconds: wall-clock time spent planning.
-        details: what a dashboard needs to draw the strategy (see each mechanism).
+        shown: typed views of how the mechanism works (``views()``; see
+            :mod:`engine.mechanisms.views`), checked when the plan is made.
         reconstructor: custom ``(plan, y) -> workload answers`` (default: least squares).
         query_variances: custom ``plan -> unit per-query variances`` (default: generic).
         measurer: custom ``(plan, data, rng) -> Measurement`` (default: ``A x + noise``).
@@ -98,11 +99,35 @@ class Plan:
     sensitivity: Mapping[int, float]
     plan_seconds: float = 0.0
     details: Mapping[str, Any] = field(default_factory=dict)
+    shown: tuple[View, ...] = ()
     reconstructor: Callable[[Plan, np.ndarray], np.ndarray] | None = None
     query_variances: Callable[[Plan], np.ndarray] | None = None
     measurer: Callable[[Plan, Data, np.random.Generator], Measurement] | None = None
     _unit_variances: _UnitVariances = field(default_factory=_UnitVariances, init=False,
                                             repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shown", check_views(self.shown))
+
+    # ----- views ----------------------------------------------------------------------
+    def views(self) -> tuple[View, ...]:
+        """Typed views of the strategy and the optimiser's results, for a page to draw."""
+        return self.shown
+
+    def view(self, key: str) -> View:
+        """The view with this key (KeyError naming the keys there are)."""
+        for v in self.shown:
+            if v.key == key:
+                return v
+        raise KeyError(f"{self.mechanism}: no view {key!r}; views: "
+                       f"{', '.join(v.key for v in self.shown) or 'none'}")
+
+    def fact(self, key: str) -> Scalar:
+        """The value of the named fact in any of the plan's FactsViews (KeyError otherwise)."""
+        for v in self.shown:
+            if isinstance(v, FactsView) and key in v:
+                return v[key]
+        raise KeyError(f"{self.mechanism}: no fact {key!r}")
 
     # ----- error ----------------------------------------------------------------------
     def unit_tse(self, norm: int | None = None) -> float:
@@ -210,21 +235,13 @@ def data_vector(data: Data) -> np.ndarray:
 
 
 def least_squares(A: Matrix, y: np.ndarray) -> np.ndarray:
-    """``A^+ y`` using the strategy's structure (Kronecker, marginal) or explicitly."""
-    if isinstance(A, Kron):
-        pinvs = []
-        for f in A.factors:
-            F = f.dense()
-            pinvs.append(psd_pinv(F.T @ F) @ F.T)
-        from engine.linalg.matrix import kmatvec
-
-        return kmatvec(pinvs, y)
-    if isinstance(A, MarginalStrategy):
-        return A.pinv_apply(y)
-    if A.size > DENSE_GUARD:
-        raise NotApplicable(f"least squares on a {A.shape[0]:,} x {A.shape[1]:,} strategy "
-                            "needs a structured reconstruction")
-    return np.linalg.lstsq(A.dense(), y, rcond=None)[0]
+    """``A^+ y`` through the strategy's own pseudo-inverse (Kronecker factor-wise, marginal
+    closed form, explicit below the size guard); NotApplicable when it has none."""
+    try:
+        pinv = A.pinv()
+    except ValueError as exc:
+        raise NotApplicable(f"least squares: {exc}") from None
+    return pinv.matvec(np.asarray(y, dtype=float))
 
 
 class Mechanism(param.Parameterized):

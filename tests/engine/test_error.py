@@ -26,8 +26,8 @@ from engine.error import (
 from engine.errors import NotApplicable
 from engine.linalg.marginals import MarginalStrategy
 from engine.linalg.matrix import DENSE_GUARD, Dense, Identity, Kron, Ones, Sparse
+from engine.linalg.trees import hierarchy_matrix
 from engine.mechanisms import get
-from engine.mechanisms.baselines import hierarchy_matrix
 from engine.privacy import Privacy
 from engine.scenario import Scenario
 from engine.workloads import AllRangeBlock, PrefixBlock, Workload
