@@ -231,23 +231,19 @@ def test_no_family_imports_another_family() -> None:
               "mechanism families importing another family")
 
 
-#: Explorer pages that still run a family's internals; issue 13.3 moves that work into the
-#: engine (``engine.experiments``). Checked on their own below, as an expected failure.
-PENDING_PAGES = ("explorer/pages/adaptive.py", "explorer/pages/census.py")
+#: Pages that score releases against the truth: they run them through ``engine.experiments``.
+EXPERIMENT_PAGES = ("explorer/pages/adaptive.py", "explorer/pages/census.py")
 
 
 def test_explorer_uses_no_family_internals() -> None:
-    paths = [p for p in source_files("explorer")
-             if p.relative_to(ROOT).as_posix() not in PENDING_PAGES]
-    fail_with(explorer_family_imports(paths), "explorer modules importing a mechanism family")
+    fail_with(explorer_family_imports(source_files("explorer")),
+              "explorer modules importing a mechanism family")
 
 
-@pytest.mark.xfail(strict=True, reason="explorer/pages/adaptive.py (aim_grem) and "
-                   "explorer/pages/census.py (hierarchical) still import family internals "
-                   "until issue 13.3 lands; when this passes, drop the mark and PENDING_PAGES")
-def test_pending_pages_use_no_family_internals() -> None:
-    fail_with(explorer_family_imports([ROOT / p for p in PENDING_PAGES]),
-              "explorer pages importing a mechanism family")
+def test_experiment_pages_run_through_the_engine() -> None:
+    fail_with([page for page in EXPERIMENT_PAGES
+               if not any(imp.module == "engine.experiments" for imp in imports(ROOT / page))],
+              "pages comparing against the truth without engine.experiments")
 
 
 def test_no_private_names_across_modules() -> None:
@@ -267,8 +263,8 @@ def test_allow_lists_name_existing_modules() -> None:
             "residual"} <= families
     for module in REGISTRY_USERS:
         assert module in PATHS, f"REGISTRY_USERS names a missing module {module}"
-    for page in PENDING_PAGES:
-        assert (ROOT / page).is_file(), f"PENDING_PAGES names a missing file {page}"
+    for page in EXPERIMENT_PAGES:
+        assert (ROOT / page).is_file(), f"EXPERIMENT_PAGES names a missing file {page}"
 
 
 # ----- the checker itself, on small made-up trees ------------------------------------------
