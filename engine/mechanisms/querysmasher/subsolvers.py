@@ -171,11 +171,15 @@ def kron_basis_bases(workload: Workload, tol: float = 1e-10) -> dict[int, np.nda
     matrices) gets the centred identity alone, i.e. ResidualPlanner's basis.
     """
     designs: dict[int, dict[tuple, np.ndarray]] = {}
+    keys: dict[int, tuple] = {}  # one content key per block object (a spec's repr is slow)
     for term in workload.terms:
         if not term.is_product:
             continue
         for attr, f in zip(term.attrs, term.factors or (), strict=True):
-            key = (type(f).__name__, repr(f.spec())) if isinstance(f, Block) else (id(f),)
+            if id(f) not in keys:
+                keys[id(f)] = ((type(f).__name__, repr(f.spec())) if isinstance(f, Block)
+                               else (id(f),))
+            key = keys[id(f)]
             if key not in designs.setdefault(attr, {}):
                 G = centre_gram(f.gram_array() if isinstance(f, Block) else f.gram().dense())
                 if np.trace(G) > 0:
