@@ -26,10 +26,10 @@ from engine.data.dataset import Dataset
 from engine.domain import Domain
 from engine.errors import NotApplicable
 from engine.mechanisms import get
-from engine.mechanisms.hdmm.experiments import adult_marginals
 from engine.mechanisms.hdmm.reconstruct import data_marginal
 from engine.privacy import Privacy
 from engine.workloads import PrefixMarginals, Workload
+from engine.workloads.catalog import workload
 
 GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 LAPLACE = Privacy(noise="laplace", epsilon=1.0)
@@ -81,7 +81,7 @@ def main() -> None:
         "full data vector from the records", LAPLACE)
     run("OPT_HDMM on 1e8 cells", "hdmm", W, data, "marginals of the blocks' attributes")
 
-    W = adult_marginals()
+    W = workload("adult_marginals")
     data = Dataset.synthetic(W.domain, 200_000, rng=1, correlation=0.3)
     print(f"\nAdult: {W.describe()} (x cannot be stored)")
     kron = get("hdmm-kron").plan(W, GAUSSIAN)

@@ -61,6 +61,15 @@ class _UnitVariances:
         self._lock = threading.Lock()
         self._value: np.ndarray | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"value": self._value}  # a lock does not pickle: a copy gets its own
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._lock = threading.Lock()
+        self._value = state["value"]
+        if self._value is not None:
+            self._value.setflags(write=False)
+
     def get(self, compute: Callable[[], np.ndarray]) -> np.ndarray:
         with self._lock:
             if self._value is None:

@@ -19,10 +19,10 @@ from engine.workloads import (
     IdentityBlock,
     PermutedBlock,
     PrefixBlock,
+    RandomBlock,
     SuffixBlock,
     WidthRangeBlock,
     Workload,
-    random_block,
 )
 
 CASES = {
@@ -33,7 +33,7 @@ CASES = {
     "circular": lambda: Workload.one_dim(CircularRangeBlock(12, 3)),
     "permuted": lambda: Workload.one_dim(PermutedBlock(AllRangeBlock(30), 3)),
     "identity": lambda: Workload.one_dim(IdentityBlock(6)),
-    "random rows": lambda: Workload.one_dim(random_block(10, 7, 0.4, seed=2)),
+    "random rows": lambda: Workload.one_dim(RandomBlock(10, 7, 0.4, seed=2)),
     "range marginals": lambda: range_marginals(Domain.from_sizes([3, 4, 5]), 2),
     "marginals": lambda: Workload.marginals(Domain.from_sizes([3, 4, 5]), upto=2),
 }

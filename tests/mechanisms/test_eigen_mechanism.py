@@ -25,9 +25,9 @@ from engine.workloads import (
     MatrixBlock,
     PermutedBlock,
     PrefixBlock,
+    RandomBlock,
     WidthRangeBlock,
     Workload,
-    random_block,
 )
 
 GAUSS = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)  # HDMM Table 5's level
@@ -86,7 +86,7 @@ def never_worse_cases() -> dict[str, Workload]:
     dom = Domain.from_sizes([3, 4, 2])
     return {
         "fig1": fig1_workload(),
-        "random predicates": Workload.one_dim(random_block(20, 30, 0.3, seed=1)),
+        "random predicates": Workload.one_dim(RandomBlock(20, 30, 0.3, seed=1)),
         "gaussian rows": Workload.one_dim(MatrixBlock(rng.standard_normal((15, 12)))),
         "low rank": Workload.one_dim(MatrixBlock(rng.standard_normal((3, 16)))),
         "marginals": Workload.marginals(dom, upto=2),

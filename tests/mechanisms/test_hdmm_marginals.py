@@ -20,7 +20,6 @@ from engine.domain import Domain
 from engine.linalg.marginals import MarginalStrategy, key_of, pinv_weights, xmatrix
 from engine.mechanisms import get
 from engine.mechanisms.hdmm.blas import blas_threads
-from engine.mechanisms.hdmm.experiments import cps_marginals, loans_small_marginals
 from engine.mechanisms.hdmm.marginals import (
     MarginalObjective,
     laplace_starts,
@@ -31,6 +30,7 @@ from engine.mechanisms.hdmm.reconstruct import MarginalEstimates, marginal_varia
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.privacy import Privacy
 from engine.workloads import PrefixMarginals, Workload
+from engine.workloads.catalog import workload
 
 LAPLACE = Privacy(noise="laplace", epsilon=1.0)
 GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
@@ -137,7 +137,7 @@ def test_gradients_match_central_differences(form: str) -> None:
 
 
 def test_r12_cps_closed_form_attains_the_svd_bound() -> None:
-    W = cps_marginals()
+    W = workload("cps_marginals")
     union = ProductUnion.of(W)
     obj = MarginalObjective(union.marginal_weights, W.domain.shape)
     assert obj.closed_form().min() > 0.0  # every entry of theta^2 = Y^-1 sqrt(Y w) is positive
@@ -148,7 +148,7 @@ def test_r12_cps_closed_form_attains_the_svd_bound() -> None:
 
 
 def test_loans_closed_form_is_clipped_then_optimised() -> None:
-    W = loans_small_marginals()
+    W = workload("loans_marginals")
     plan = get("hdmm-marginals").plan(W, GAUSSIAN)
     assert not plan.details["closed_form_optimal"]
     assert plan.details["closed_form_negatives"] == 59  # about -2e-7 each (spec)
