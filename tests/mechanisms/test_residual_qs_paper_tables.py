@@ -52,15 +52,20 @@ def worst_gap(workload: Workload) -> float:
 def hybrid(name: str, ways: tuple[int, ...], all_numeric: bool = False) -> Workload:
     """Categorical attributes identity, numeric ones prefix (Tables 2, 3)."""
     cat, num = SCHEMAS[name]
-    kinds = ["numeric"] * (len(cat) + len(num)) if all_numeric else (
-        ["categorical"] * len(cat) + ["numeric"] * len(num))
+    kinds = (
+        ["numeric"] * (len(cat) + len(num))
+        if all_numeric
+        else (["categorical"] * len(cat) + ["numeric"] * len(num))
+    )
     dom = Domain.from_sizes(cat + num, kinds=kinds)
     return Workload(dom, tuple(PrefixMarginals(k=k) for k in ways))
 
 
 def pairs(dom: Domain, kind: str) -> list[PairQueries]:
-    return [PairQueries(attrs=p, pair_kind="affine" if kind == "affine" else "abs_diff")
-            for p in itertools.combinations(dom.names, 2)]
+    return [
+        PairQueries(attrs=p, pair_kind="affine" if kind == "affine" else "abs_diff")
+        for p in itertools.combinations(dom.names, 2)
+    ]
 
 
 def table3(kind: str) -> Workload:
@@ -71,8 +76,13 @@ def table3(kind: str) -> Workload:
 
 def circular(n: int) -> MatrixBlock:
     """Every start and every length 1..n (n^2 rows, n of them the full range)."""
-    return MatrixBlock([[1.0 if (x - s) % n < length else 0.0 for x in range(n)]
-                        for s in range(n) for length in range(1, n + 1)])
+    return MatrixBlock(
+        [
+            [1.0 if (x - s) % n < length else 0.0 for x in range(n)]
+            for s in range(n)
+            for length in range(1, n + 1)
+        ]
+    )
 
 
 def table4(kind: str, n: int, d: int = 40) -> Workload:
@@ -95,8 +105,10 @@ def table5(n: int, d: int) -> Workload:
     dom = Domain.from_sizes([n] * d, kinds=["numeric"] * d)
     groups = [Product(((a, AllRangeBlock(n)),)) for a in dom.names]
     groups += pairs(dom, "affine")
-    groups += [Product(tuple((a, PrefixBlock(n)) for a in triple))
-               for triple in itertools.combinations(dom.names, 3)]
+    groups += [
+        Product(tuple((a, PrefixBlock(n)) for a in triple))
+        for triple in itertools.combinations(dom.names, 3)
+    ]
     return Workload(dom, tuple(groups))
 
 
@@ -125,8 +137,7 @@ def test_rp_plus_is_the_certified_optimum_below_the_printed_cell(cell: str) -> N
 def test_rp_plus_prefix_residuals_are_the_1d_centred_optimum() -> None:
     """Spec R6: OPT(C P_10' P_10 C) = 9.9659437267 per attribute, so the {a1} residual costs
     (1 + 39 s) OPT with s = 3.85 (the row means of P_10) and {a1, a2} costs OPT**2."""
-    plan = get("querysmasher", sub_solver="kron_basis", workers=0).plan(
-        table4("prefix", 10), BETA1)
+    plan = get("querysmasher", sub_solver="kron_basis", workers=0).plan(table4("prefix", 10), BETA1)
     losses = {row["residual"]: row["loss"] for row in plan.details["residual_table"]}
     opt = 9.9659437267
     assert losses[("a1",)] == pytest.approx((1 + 39 * 3.85) * opt, rel=1e-8)
@@ -137,8 +148,10 @@ def test_rp_plus_marginals_reproduce_the_printed_cell() -> None:
     assert rmse(table4("marginal", 10), "kron_basis") == pytest.approx(23.48, abs=HALF_CENTI)
 
 
-@pytest.mark.parametrize(("kind", "printed", "qs", "rp"), [
-    ("affine", 62.48, 28.010, 62.178), ("abs", 85.99, 30.103, 87.398)])
+@pytest.mark.parametrize(
+    ("kind", "printed", "qs", "rp"),
+    [("affine", 62.48, 28.010, 62.178), ("abs", 85.99, 30.103, 87.398)],
+)
 def test_rp_plus_non_kronecker_rows(kind: str, printed: float, qs: float, rp: float) -> None:
     """Affine / abs 2-way queries are not products: RP+ measures their residuals in the
     prefix bases of the 1-way part. Two-sided: above the certified QS optimum (spec R10),
@@ -150,7 +163,8 @@ def test_rp_plus_non_kronecker_rows(kind: str, printed: float, qs: float, rp: fl
 # ----- Table 2, two-way, three-way and <=3-way rows -----------------------------------------
 #: (dataset, ways) -> (printed RP+, printed WFF, printed QS, certified QS)
 TABLE2 = {
-    ("CPS", "2"): (6.36, 7.841, 6.194, 6.192), ("CPS", "3"): (8.12, 10.267, 7.903, 7.886),
+    ("CPS", "2"): (6.36, 7.841, 6.194, 6.192),
+    ("CPS", "3"): (8.12, 10.267, 7.903, 7.886),
     ("CPS", "<=3"): (8.39, 10.594, 8.140, 8.140),
     ("Adult", "2"): (17.63, 22.493, 17.632, 17.190),
     ("Adult", "3"): (47.19, 66.934, 47.055, 45.552),
@@ -176,10 +190,13 @@ def test_table2(key: tuple[str, str]) -> None:
 
 
 # ----- Table 3, CPS (approximate definition, spec 5.8) --------------------------------------
-@pytest.mark.parametrize(("kind", "wff", "printed_wff", "printed_rp_plus"), [
-    ("affine", 7.144, 7.147, 10.012), ("abs", 7.382, 7.387, 10.476)])
-def test_table3_cps_wff_and_rp_plus(kind: str, wff: float, printed_wff: float,
-                                    printed_rp_plus: float) -> None:
+@pytest.mark.parametrize(
+    ("kind", "wff", "printed_wff", "printed_rp_plus"),
+    [("affine", 7.144, 7.147, 10.012), ("abs", 7.382, 7.387, 10.476)],
+)
+def test_table3_cps_wff_and_rp_plus(
+    kind: str, wff: float, printed_wff: float, printed_rp_plus: float
+) -> None:
     """WFF equals the spec's derived value and is within 0.006 of the printed one (the
     paper's Table 3 workload differs in a detail the text does not give)."""
     W = table3(kind)
@@ -190,8 +207,9 @@ def test_table3_cps_wff_and_rp_plus(kind: str, wff: float, printed_wff: float,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("kind", "printed", "certified"), [
-    ("affine", 5.935, 4.825), ("abs", 5.900, None)])
+@pytest.mark.parametrize(
+    ("kind", "printed", "certified"), [("affine", 5.935, 4.825), ("abs", 5.900, None)]
+)
 def test_table3_cps_qs(kind: str, printed: float, certified: float | None) -> None:
     """QS below the printed value (spec 5.8's certified 4.825 for affine); abs has no spec
     value, so ours is checked by its own certificate and against WFF."""
@@ -207,14 +225,22 @@ def test_table3_cps_qs(kind: str, printed: float, certified: float | None) -> No
 # ----- Table 4, n = 20-50: marginal, prefix, range, circular --------------------------------
 #: (n, kind) -> (printed WFF, printed QS, certified QS); spec 5.8.
 TABLE4 = {
-    (20, "marginal"): (25.70, 25.70, 25.699), (30, "marginal"): (26.46, 26.46, 26.460),
-    (40, "marginal"): (26.84, 26.84, 26.844), (50, "marginal"): (27.07, 27.07, 27.074),
-    (20, "prefix"): (62.95, 49.51, 49.382), (30, "prefix"): (79.09, 60.81, 59.662),
-    (40, "prefix"): (91.67, 68.78, 67.460), (50, "prefix"): (102.09, 75.26, 73.801),
-    (20, "range"): (63.58, 63.32, 63.307), (30, "range"): (79.02, 78.79, 78.784),
-    (40, "range"): (91.11, 90.91, 90.903), (50, "range"): (101.15, 100.97, 100.962),
-    (20, "circular"): (63.01, 63.01, 63.010), (30, "circular"): (79.14, 79.14, 79.141),
-    (40, "circular"): (91.72, 91.72, 91.723), (50, "circular"): (102.13, 102.13, 102.131),
+    (20, "marginal"): (25.70, 25.70, 25.699),
+    (30, "marginal"): (26.46, 26.46, 26.460),
+    (40, "marginal"): (26.84, 26.84, 26.844),
+    (50, "marginal"): (27.07, 27.07, 27.074),
+    (20, "prefix"): (62.95, 49.51, 49.382),
+    (30, "prefix"): (79.09, 60.81, 59.662),
+    (40, "prefix"): (91.67, 68.78, 67.460),
+    (50, "prefix"): (102.09, 75.26, 73.801),
+    (20, "range"): (63.58, 63.32, 63.307),
+    (30, "range"): (79.02, 78.79, 78.784),
+    (40, "range"): (91.11, 90.91, 90.903),
+    (50, "range"): (101.15, 100.97, 100.962),
+    (20, "circular"): (63.01, 63.01, 63.010),
+    (30, "circular"): (79.14, 79.14, 79.141),
+    (40, "circular"): (91.72, 91.72, 91.723),
+    (50, "circular"): (102.13, 102.13, 102.131),
 }
 #: Cells over 10 s on the shared 2-core machine.
 SLOW4 = {(40, "circular"), (50, "circular")}
@@ -224,8 +250,11 @@ SLOW4 = {(40, "circular"), (50, "circular")}
 EXACT4 = {"marginal": HALF_CENTI, "circular": HALF_CENTI, "range": 0.015}
 
 
-@pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW4 else k
-                                 for k in TABLE4], ids=lambda k: f"n{k[0]}-{k[1]}")
+@pytest.mark.parametrize(
+    "key",
+    [pytest.param(k, marks=pytest.mark.slow) if k in SLOW4 else k for k in TABLE4],
+    ids=lambda k: f"n{k[0]}-{k[1]}",
+)
 def test_table4(key: tuple[int, str]) -> None:
     n, kind = key
     wff, qs, certified = TABLE4[key]
@@ -243,23 +272,42 @@ def test_table4(key: tuple[int, str]) -> None:
 # ----- Table 5: 1-way range + 2-way affine + 3-way prefix -----------------------------------
 #: (n, d) -> (printed RP+, printed WFF, printed QS, certified QS); spec 5.5 / 5.8.
 TABLE5 = {
-    (10, 10): (22.49, 25.37, 20.41, 20.41), (10, 20): (57.17, 65.13, 51.63, 51.545),
-    (10, 30): (99.66, 113.98, 93.50, 89.583), (10, 40): (148.46, 170.18, 138.38, 133.212),
+    (10, 10): (22.49, 25.37, 20.41, 20.41),
+    (10, 20): (57.17, 65.13, 51.63, 51.545),
+    (10, 30): (99.66, 113.98, 93.50, 89.583),
+    (10, 40): (148.46, 170.18, 138.38, 133.212),
     (10, 50): (202.72, 232.72, 187.24, 181.670),
-    (20, 10): (36.82, 47.04, 34.60, 33.751), (20, 20): (97.22, 125.94, 95.63, 88.686),
-    (20, 30): (172.22, 224.36, 167.16, 156.777), (20, 40): (259.00, 338.53, 249.29, 235.482),
+    (20, 10): (36.82, 47.04, 34.60, 33.751),
+    (20, 20): (97.22, 125.94, 95.63, 88.686),
+    (20, 30): (172.22, 224.36, 167.16, 156.777),
+    (20, 40): (259.00, 338.53, 249.29, 235.482),
     (20, 50): (355.93, 466.26, 340.55, 323.338),
-    (30, 10): (47.08, 64.37, 44.46, 43.580), (30, 20): (126.20, 175.18, 126.19, 116.357),
-    (30, 30): (224.99, 314.28, 221.80, 207.088), (30, 40): (339.60, 476.12, 331.86, 312.285),
+    (30, 10): (47.08, 64.37, 44.46, 43.580),
+    (30, 20): (126.20, 175.18, 126.19, 116.357),
+    (30, 30): (224.99, 314.28, 221.80, 207.088),
+    (30, 40): (339.60, 476.12, 331.86, 312.285),
     (30, 50): (467.86, 657.56, 454.37, 429.946),
 }
 #: Cells over 10 s (three plans each) on the shared 2-core machine.
-SLOW5 = {(10, 50), (20, 20), (20, 30), (20, 40), (20, 50), (30, 10), (30, 20), (30, 30),
-         (30, 40), (30, 50)}
+SLOW5 = {
+    (10, 50),
+    (20, 20),
+    (20, 30),
+    (20, 40),
+    (20, 50),
+    (30, 10),
+    (30, 20),
+    (30, 30),
+    (30, 40),
+    (30, 50),
+}
 
 
-@pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW5 else k
-                                 for k in TABLE5], ids=lambda k: f"n{k[0]}-d{k[1]}")
+@pytest.mark.parametrize(
+    "key",
+    [pytest.param(k, marks=pytest.mark.slow) if k in SLOW5 else k for k in TABLE5],
+    ids=lambda k: f"n{k[0]}-d{k[1]}",
+)
 def test_table5(key: tuple[int, int]) -> None:
     rp_plus, wff, qs, certified = TABLE5[key]
     W = table5(*key)

@@ -30,9 +30,17 @@ SCHEMAS = {
     "Adult": [42, 16, 15, 9, 7, 6, 5, 2, 2, 100, 100, 100, 99, 85],
     "Loans": [51, 36, 15, 8, 6, 5, 4, 3, 101, 101, 101, 101],
 }
-PUBLISHED = {("CPS", 1): 1.744, ("CPS", 2): 2.035, ("CPS", 3): 2.048,
-             ("Adult", 1): 3.047, ("Adult", 2): 6.359, ("Adult", 3): 10.515,
-             ("Loans", 1): 2.875, ("Loans", 2): 5.634, ("Loans", 3): 8.702}
+PUBLISHED = {
+    ("CPS", 1): 1.744,
+    ("CPS", 2): 2.035,
+    ("CPS", 3): 2.048,
+    ("Adult", 1): 3.047,
+    ("Adult", 2): 6.359,
+    ("Adult", 3): 10.515,
+    ("Loans", 1): 2.875,
+    ("Loans", 2): 5.634,
+    ("Loans", 3): 8.702,
+}
 
 
 def closed_form_rmse(sizes: list[int], k: int) -> float:
@@ -46,10 +54,12 @@ def closed_form_rmse(sizes: list[int], k: int) -> float:
         for r in range(k + 1):
             for sub in itertools.combinations(target, r):
                 rest = [i for i in target if i not in sub]
-                v[sub] = v.get(sub, 0.0) + (math.prod(sizes[i] - 1 for i in sub)
-                                            / math.prod(sizes[i] for i in rest))
-    root = sum(math.sqrt(val * math.prod((sizes[i] - 1) / sizes[i] for i in sub))
-               for sub, val in v.items())
+                v[sub] = v.get(sub, 0.0) + (
+                    math.prod(sizes[i] - 1 for i in sub) / math.prod(sizes[i] for i in rest)
+                )
+    root = sum(
+        math.sqrt(val * math.prod((sizes[i] - 1) / sizes[i] for i in sub)) for sub, val in v.items()
+    )
     return math.sqrt(root**2 / cells)
 
 
