@@ -61,8 +61,19 @@ def test_r8_table3_opt_kron() -> None:
 def test_r9_example13_opt_kron() -> None:
     W = example13_workload()
     result = opt_kron(ProductUnion.of(W), 1)
-    # paper 33,385 (spec's implementation 33,362): lower is fine
-    assert 30_000 < result.loss <= 33_385
+    # the reported loss is the true error of the returned strategy, recomputed from its
+    # explicit factors: ||A1||_1^2 ||A2||_1^2 (tr[P'P X1^-1] tr[J X2^-1] + tr[J X1^-1] tr[P'P
+    # X2^-1]) with X_i = A_i^T A_i, so it cannot understate the error
+    A1, A2 = (np.asarray(f.matrix.dense()) for f in result.factors)
+    PtP, J = PrefixBlock(100).gram_array(), np.ones((100, 100))
+    X1inv, X2inv = np.linalg.inv(A1.T @ A1), np.linalg.inv(A2.T @ A2)
+    l1 = np.abs(A1).sum(axis=0).max() ** 2 * np.abs(A2).sum(axis=0).max() ** 2
+    explicit = l1 * (np.sum(PtP * X1inv) * np.sum(J * X2inv)
+                     + np.sum(J * X1inv) * np.sum(PtP * X2inv))
+    assert result.loss == pytest.approx(explicit, rel=1e-9)
+    # paper 33,385 (spec's implementation 33,362); a Laplace OPT_kron has no certificate, so
+    # the floor is the printed value less 3 %: our alternating sweeps stop 1.9 % lower
+    assert 0.97 * 33_385 <= result.loss <= 33_385
     assert all(h2 <= h1 for h1, h2 in zip(result.history, result.history[1:], strict=False))
     assert [f.kind for f in result.factors] == ["p-identity", "p-identity"]
 

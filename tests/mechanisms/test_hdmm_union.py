@@ -63,12 +63,13 @@ def test_r9_example13_opt_union() -> None:
     W = Workload(dom, (Product((("a", PrefixBlock(100)),)), Product((("b", PrefixBlock(100)),))))
     plan = get("hdmm-union").plan(W, LAPLACE)
     E = np.array(plan.view("union_groups").column("error"))
-    # each block is OPT_0(P_100) x T (spec: E(P_100) = 1781.14) ...
-    assert np.all(E <= 1781.14 + 0.01)
+    # each block is OPT_0(P_100) x T (spec: E(P_100) = 1781.14; a Laplace OPT_0 has no
+    # certificate, so the floor is the spec's value less 1 %: our restarts end 0.4 % lower) ...
+    assert np.all((E >= 0.99 * 1781.14) & (E <= 1781.14 + 0.01))
     assert E.min() == pytest.approx(opt0(PrefixBlock(100).gram_array(), 1).loss, rel=0.01)
     # ... and the union costs (E_1^(1/3) + E_2^(1/3))^3 = 8 E: 14,249 in the spec
     assert plan.unit_tse(1) == pytest.approx(float(np.cbrt(E).sum() ** 3), rel=1e-9)
-    assert plan.unit_tse(1) <= 14_252
+    assert 0.99 * 14_249 <= plan.unit_tse(1) <= 14_252
     assert plan.strategy.shape[0] == 212  # 2 x (100 + 6) rows
     kron = get("hdmm-kron").plan(W, LAPLACE)
     assert kron.unit_tse(1) / plan.unit_tse(1) > 2.2  # the paper's ratio is 2.34
