@@ -114,9 +114,9 @@ def percentile(values: list[float], q: float) -> float:
 
 def sf1_yaml() -> bytes:
     """The Census SF1 preset as a scenario file."""
-    from explorer.presets import PRESETS
+    from explorer.presets import build_preset
 
-    return yaml.safe_dump(PRESETS["sf1"].build(None, 0), sort_keys=False).encode()
+    return yaml.safe_dump(build_preset("sf1"), sort_keys=False).encode()
 
 
 def start_server(port: int, log_path: Path) -> subprocess.Popen:
