@@ -4,6 +4,6 @@ The explorer only holds engine objects and asks them questions; the maths lives 
 Serve it with ``python -m explorer`` (see :func:`explorer.app.main`).
 """
 
-__all__ = ["__version__"]
+from engine import __version__
 
-__version__ = "0.1.0"
+__all__ = ["__version__"]

@@ -37,7 +37,6 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
 import param
 import yaml
 
@@ -101,32 +100,6 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, SpecError | NotApplicable):
         return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _memoised_unit_variances(plan: Plan) -> Plan:
-    """The plan with its unit per-query variances computed at most once.
-
-    ``Plan.variances(privacy)`` scales the unit variances; memoising the unit part makes the
-    per-query view re-scale instantly when the privacy level moves.
-    """
-    original = plan.query_variances
-    memo: dict[str, np.ndarray] = {}
-    lock = threading.Lock()
-
-    def unit(p: Plan) -> np.ndarray:
-        with lock:
-            if "unit" not in memo:
-                if original is not None:
-                    memo["unit"] = original(p)
-                else:
-                    from engine.error import per_query_variances
-
-                    if p.strategy is None:
-                        raise NotApplicable(f"{p.mechanism}: the plan has no explicit strategy")
-                    memo["unit"] = per_query_variances(p.workload, p.strategy)
-            return memo["unit"]
-
-    return dataclasses.replace(plan, query_variances=unit)
 
 
 # ----- planning jobs -----------------------------------------------------------------------
@@ -366,9 +339,7 @@ class PlanStore:
             return entry
 
     def put_row(self, key: str, workload: Workload, noise: str, row: ComparisonRow) -> None:
-        """Store one finished row (its plan's per-query variances are memoised)."""
-        if row.plan is not None:
-            row = dataclasses.replace(row, plan=_memoised_unit_variances(row.plan))
+        """Store one finished row."""
         with self._lock:
             entry = self._entry(key, workload)
             entry.rows.setdefault(noise, {})[row.mechanism] = row

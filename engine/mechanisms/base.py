@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -25,11 +26,12 @@ from typing import Any, ClassVar
 import numpy as np
 import param
 
+from engine import error
 from engine.errors import NotApplicable, SpecError, suggest
 from engine.linalg.marginals import MarginalStrategy
 from engine.linalg.matrix import DENSE_GUARD, Kron, Matrix
 from engine.linalg.pinv import psd_pinv
-from engine.privacy import NOISE_TYPES, Privacy
+from engine.privacy import NOISE_TYPES, Privacy, budget_for_rmse
 from engine.progress import Progress
 from engine.workloads.workload import Workload
 
@@ -45,6 +47,27 @@ class Measurement:
     y: np.ndarray
     noise_std: float | np.ndarray
     seconds: float = 0.0
+
+
+class _UnitVariances:
+    """The unit per-query variances of one (workload, strategy), computed at most once.
+
+    Shared by a plan and its re-calibrations (``Plan.with_privacy``): they differ only in the
+    noise scale. The lock makes concurrent first calls (web sessions sharing a plan) wait for
+    one computation instead of repeating it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value: np.ndarray | None = None
+
+    def get(self, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        with self._lock:
+            if self._value is None:
+                value = np.array(compute(), dtype=float)
+                value.setflags(write=False)  # shared: callers get a read-only view
+                self._value = value
+            return self._value
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,6 +101,8 @@ class Plan:
     reconstructor: Callable[[Plan, np.ndarray], np.ndarray] | None = None
     query_variances: Callable[[Plan], np.ndarray] | None = None
     measurer: Callable[[Plan, Data, np.random.Generator], Measurement] | None = None
+    _unit_variances: _UnitVariances = field(default_factory=_UnitVariances, init=False,
+                                            repr=False, compare=False)
 
     # ----- error ----------------------------------------------------------------------
     def unit_tse(self, norm: int | None = None) -> float:
@@ -94,18 +119,46 @@ class Plan:
         """Root mean squared error per workload query at ``privacy``."""
         return math.sqrt(self.tse(privacy) / self.workload.num_queries)
 
+    def budget_for_rmse(self, target: float, privacy: Privacy | None = None) -> float:
+        """The smallest eps (or rho for zcdp) at which the RMSE is at most ``target``.
+
+        ``privacy`` (default: the plan's) gives the noise family and, for Gaussian noise, the
+        delta and calibration; see :func:`engine.privacy.budget_for_rmse` (0.0: every budget
+        reaches the target; SpecError for a target <= 0 or an unreachable one).
+        """
+        p = self.privacy if privacy is None else privacy
+        return budget_for_rmse(p, target, math.sqrt(self.unit_tse(p.norm)
+                                                    / self.workload.num_queries))
+
     def with_privacy(self, privacy: Privacy) -> Plan:
-        """The same strategy re-calibrated to another privacy level (no re-optimisation)."""
-        return replace(self, privacy=privacy)
+        """The same strategy re-calibrated to another privacy level (no re-optimisation).
+
+        The re-calibrated plan shares this plan's unit per-query variances.
+        """
+        plan = replace(self, privacy=privacy)
+        object.__setattr__(plan, "_unit_variances", self._unit_variances)
+        return plan
+
+    def unit_variances(self) -> np.ndarray:
+        """``w^T (A^T A)^+ w`` for every workload row w (read-only; computed once per plan).
+
+        Multiplied by ``sigma**2 ||A||**2`` it gives the per-query variances; see
+        :meth:`variances`.
+        """
+        return self._unit_variances.get(self._compute_unit_variances)
+
+    def _compute_unit_variances(self) -> np.ndarray:
+        if self.query_variances is not None:
+            return self.query_variances(self)
+        return error.per_query_variances(self.workload, self._strategy())
 
     def variances(self, privacy: Privacy | None = None) -> np.ndarray:
-        """Expected squared error of every workload query at ``privacy``."""
-        from engine.error import per_query_variances
+        """Expected squared error of every workload query at ``privacy`` (squared counts).
 
+        A rescale of :meth:`unit_variances`, which are computed only on the first call.
+        """
         p = self.privacy if privacy is None else privacy
-        unit = (self.query_variances(self) if self.query_variances is not None
-                else per_query_variances(self.workload, self._strategy()))
-        return p.unit_variance() * self.sensitivity[p.norm] ** 2 * unit
+        return p.unit_variance() * self.sensitivity[p.norm] ** 2 * self.unit_variances()
 
     def noise_std(self) -> float:
         """Std of the noise added to each strategy answer."""

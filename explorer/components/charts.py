@@ -17,6 +17,7 @@ from bokeh.palettes import Category20, Category20b
 
 from engine.compare import Comparison
 from engine.mechanisms import registry_names
+from engine.privacy import budget_name
 
 hv.extension("bokeh", logo=False)
 
@@ -82,7 +83,8 @@ def rmse_bars(comparison: Comparison | None, height: int = 340) -> hv.Overlay | 
 
 def privacy_knob(noise: str) -> tuple[str, str]:
     """The privacy parameter a trade-off chart sweeps: (attribute name, axis label)."""
-    return ("rho", "rho (zCDP)") if noise == "zcdp" else ("epsilon", "epsilon")
+    name = budget_name(noise)
+    return name, "rho (zCDP)" if name == "rho" else name
 
 
 def tradeoff_curves(frame: pd.DataFrame, noise: str) -> hv.Overlay:

@@ -18,8 +18,8 @@ import pandas as pd
 import panel as pn
 
 from engine.domain import Domain
+from engine.error import reconstruction_map
 from engine.linalg.matrix import Matrix
-from engine.linalg.pinv import psd_pinv
 from engine.mechanisms import Plan
 from explorer.components.charts import color_of, weights_bars
 from explorer.components.exports import csv_download
@@ -228,9 +228,8 @@ def matrix_views(plan: Plan) -> list[StrategyView]:
         StrategyView("gram", "What the measurements cover (AᵀA)", CAPTIONS["gram"], "matrix",
                      gram),
     ]
-    W = plan.workload.dense()
-    recon = W @ psd_pinv(gram) @ dense.T
-    views.append(StrategyView("recon", f"How answers are rebuilt (W A⁺, {W.shape[0]} queries)",
+    recon = reconstruction_map(plan.workload, A)
+    views.append(StrategyView("recon", f"How answers are rebuilt (W A⁺, {recon.shape[0]} queries)",
                               CAPTIONS["recon"], "matrix", recon))
     return views
 

@@ -9,7 +9,7 @@ from engine.error import FactorInverse, trace_term
 from engine.linalg.matrix import Dense, Identity, Kron, Sparse
 from engine.linalg.pinv import psd_pinv
 from engine.linalg.spectral import gram_spectrum, haar_rows
-from engine.mechanisms.baselines import haar_matrix, hb_branching, hierarchy_matrix
+from engine.linalg.trees import haar_matrix, hb_branching, hierarchy_matrix
 from engine.workloads import (
     AllRangeBlock,
     CircularRangeBlock,

@@ -162,14 +162,14 @@ def test_markers_and_readout_follow_the_live_privacy(session):
 def test_required_budget_inverts_the_error(session):
     plan = session.plan("identity")
     # Laplace RMSE is proportional to 1/eps: eps needed = eps_now * rmse_now / target.
-    needed = required_knob(plan.rmse, session.privacy, 1.0)
+    needed = required_knob(plan.budget_for_rmse, session.privacy, 1.0)
     assert needed == pytest.approx(plan.rmse() / 1.0, rel=1e-8)
     frame = required_frame(session.comparison, session.privacy, 1.0)
     assert frame["epsilon_needed"].iloc[0] == pytest.approx(
         frame["epsilon_needed"].min())
     assert frame["mechanism"].iloc[0] == "SVD lower bound"  # the bound needs the least
-    assert math.isinf(required_knob(plan.rmse, session.privacy, 1e-9))
-    assert required_knob(plan.rmse, session.privacy, 1e9) == 0.0
+    assert math.isinf(required_knob(plan.budget_for_rmse, session.privacy, 1e-9))
+    assert required_knob(plan.budget_for_rmse, session.privacy, 1e9) == 0.0
 
 
 def test_required_budget_for_gaussian_and_zcdp():
@@ -177,12 +177,12 @@ def test_required_budget_for_gaussian_and_zcdp():
                 store=PlanStore())
     s.compare_now()
     plan = s.plan("h2")
-    eps = required_knob(plan.rmse, s.privacy, 2.0)
+    eps = required_knob(plan.budget_for_rmse, s.privacy, 2.0)
     assert plan.rmse(s.privacy.with_(epsilon=eps)) == pytest.approx(2.0, rel=1e-6)
     s.privacy.param.update(noise="zcdp", rho=0.5)
     s.compare_now()
     plan = s.plan("h2")
-    rho = required_knob(plan.rmse, s.privacy, 2.0)
+    rho = required_knob(plan.budget_for_rmse, s.privacy, 2.0)
     assert plan.rmse(s.privacy.with_(rho=rho)) == pytest.approx(2.0, rel=1e-6)
     assert "rho_needed" in required_frame(s.comparison, s.privacy, 2.0).columns
 

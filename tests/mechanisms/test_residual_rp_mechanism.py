@@ -12,7 +12,6 @@ from engine.data.dataset import Dataset
 from engine.domain import Domain
 from engine.linalg.residuals import privacy_factor, variance_factor
 from engine.mechanisms import get
-from engine.mechanisms.residual_planner import max_allocation, sum_allocation
 from engine.privacy import Privacy
 from engine.workloads import Workload
 from engine.workloads.groups import Marginals, PrefixMarginals
@@ -59,13 +58,6 @@ def test_r4_closed_form_and_parametrisations() -> None:
     assert variance_factor((0,), (0, 1), shape) == pytest.approx(0.5 / 9)
 
 
-def test_sum_allocation_is_cauchy_schwarz() -> None:
-    tau2, total = sum_allocation([1.0, 4.0], [1.0, 1.0])
-    assert total == pytest.approx(9.0)
-    np.testing.assert_allclose(tau2, [3.0, 1.5])
-    assert float((np.array([1.0, 1.0]) / tau2).sum()) == pytest.approx(1.0)
-
-
 def test_equals_querysmasher_residual_sub_solver_on_any_workload() -> None:
     dom = Domain.from_sizes([2, 3, 4], ["A", "B", "C"], ["numeric"] * 3)
     W = Workload(dom, (PrefixMarginals(k=1), PrefixMarginals(k=2)))
@@ -104,10 +96,3 @@ def test_max_variance_objective() -> None:
     heavy = Workload(W.domain, (Marginals(k=1), Marginals(k=2, weight=3.0)))
     wp = get("residual-planner", objective="max").plan(heavy, BETA1)
     assert float(wp.variances().max()) == pytest.approx(wp.details["max_variance"], rel=1e-5)
-
-
-def test_max_allocation_small_program() -> None:
-    # min 1/s1 + 1/s2 s.t. s1 + s2 <= 1, s1 <= 1: optimum s = (1/2, 1/2), cost 4
-    tau2, max_var = max_allocation(np.array([1.0, 1.0]), np.array([[1.0, 1.0], [1.0, 0.0]]))
-    assert max_var == pytest.approx(4.0, rel=1e-6)
-    np.testing.assert_allclose(tau2, [2.0, 2.0], rtol=1e-5)  # rescaled to cost 1

@@ -33,15 +33,15 @@ import numpy as np
 
 from engine.errors import NotApplicable
 from engine.executor import Executor, ProcessExecutor, SerialExecutor, default_executor
-from engine.mechanisms.querysmasher.decomposition import (
-    AttrSet,
+from engine.linalg.residuals import AttrSet
+from engine.mechanisms.residual.decomposition import (
     Decomposition,
     GramStore,
     ResidualWorkload,
     centre_gram,
 )
-from engine.mechanisms.querysmasher.optimal import OptimalSolution, solve_optimal
-from engine.mechanisms.querysmasher.submechanisms import (
+from engine.mechanisms.residual.optimal import OptimalSolution, solve_optimal
+from engine.mechanisms.residual.submechanisms import (
     DenseSub,
     FactorSolution,
     FourierSub,

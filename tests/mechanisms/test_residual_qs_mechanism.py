@@ -16,9 +16,9 @@ from engine.error import per_query_variances, trace_term
 from engine.errors import Cancelled, NotApplicable
 from engine.executor import ProcessExecutor, SerialExecutor
 from engine.mechanisms import get
-from engine.mechanisms.querysmasher import QuerySmasher
-from engine.mechanisms.querysmasher.decomposition import decompose, residual_projector
-from engine.mechanisms.querysmasher.optimal import solve_optimal
+from engine.mechanisms.residual import QuerySmasher
+from engine.mechanisms.residual.decomposition import decompose, residual_projector
+from engine.mechanisms.residual.optimal import solve_optimal
 from engine.privacy import Privacy, analytic_gaussian_sigma
 from engine.progress import Progress
 from engine.workloads import Workload

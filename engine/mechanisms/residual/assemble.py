@@ -34,10 +34,10 @@ import numpy as np
 from engine.domain import Domain
 from engine.errors import NotApplicable
 from engine.linalg.matrix import Matrix
-from engine.linalg.residuals import smear_into, subsets
+from engine.linalg.residuals import AttrSet, smear_into, subsets
 from engine.mechanisms.base import Measurement, Plan
-from engine.mechanisms.querysmasher.decomposition import AttrSet, subquery
-from engine.mechanisms.querysmasher.submechanisms import SubMechanism
+from engine.mechanisms.residual.decomposition import subquery
+from engine.mechanisms.residual.submechanisms import SubMechanism
 from engine.privacy import Privacy
 from engine.workloads.term import Term
 from engine.workloads.workload import Workload

@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 from engine.domain import Domain
-from engine.mechanisms.querysmasher import QuerySmasher, allocate, privacy_conversions
-from engine.mechanisms.querysmasher.decomposition import (
+from engine.mechanisms.residual import QuerySmasher, allocate, privacy_conversions
+from engine.mechanisms.residual.decomposition import (
     decompose,
     residual_projector,
     subquery,
 )
-from engine.mechanisms.querysmasher.optimal import solve_optimal
-from engine.mechanisms.querysmasher.submechanisms import FourierSub
-from engine.mechanisms.querysmasher.subsolvers import fourier_factor
+from engine.mechanisms.residual.optimal import solve_optimal
+from engine.mechanisms.residual.submechanisms import FourierSub
+from engine.mechanisms.residual.subsolvers import fourier_factor
 from engine.privacy import Privacy, analytic_gaussian_sigma
 from engine.workloads import Workload
 from engine.workloads.blocks import (
@@ -351,7 +351,7 @@ def test_r12_fourier_bookkeeping() -> None:
     rng = np.random.default_rng(3)
     rows = subquery(rng.random((6, 16)), sizes, (0, 1))
     G = rows.T @ rows
-    from engine.mechanisms.querysmasher.submechanisms import fourier_diag
+    from engine.mechanisms.residual.submechanisms import fourier_diag
 
     sub = FourierSub(sizes, fourier_diag(G, sizes) / 16**2)
     params = [tuple(int(v) for v in np.unravel_index(j, sizes)) for j in sub.params]
@@ -372,7 +372,7 @@ def test_r12_fourier_bookkeeping() -> None:
     for value in table.values():
         assert value == pytest.approx((n - 1) ** 2 / n, rel=1e-9)
     Gc = np.eye(n) - 1.0 / n
-    from engine.mechanisms.querysmasher.submechanisms import fourier_diag_1d
+    from engine.mechanisms.residual.submechanisms import fourier_diag_1d
 
     np.testing.assert_allclose(fourier_diag_1d(Gc)[1:] / n**2, 1.0 / n, rtol=1e-12)
 
@@ -423,7 +423,7 @@ def test_r13_marginal_and_circular_coincide() -> None:
 
 def test_r13_closed_forms_match_the_sub_solvers() -> None:
     """Spec 2.2 / 2.4 closed forms per residual equal the RP and WFF sub-solvers' losses."""
-    from engine.mechanisms.querysmasher.subsolvers import (
+    from engine.mechanisms.residual.subsolvers import (
         rp_loss_closed_form,
         wff_loss_closed_form,
     )

@@ -1,4 +1,5 @@
-"""ResidualPlanner (Xiao, He, Zhang, Kifer, NeurIPS 2023), registered as ``residual-planner``.
+"""ResidualPlanner's plan (Xiao, He, Zhang, Kifer, NeurIPS 2023); registered as
+``residual-planner`` in ``mechanism.py``.
 
 One Gaussian mechanism per attribute set A' in the downward closure of the workload: it
 releases the residual ``z_{A'} = H_{A'} (x_{A'} + xi)``, ``H_{A'} = kron_{i in A'} S_{d_i}``
@@ -15,7 +16,9 @@ Noise allocation (privacy cost beta = 1, i.e. zCDP rho = 1/2):
   spec's ``v_{A'}``; for any other query answerable from marginals, the trace of its residual
   sub-workload Gram);
 * ``objective="max"``: the convex program ``min sum p / s`` subject to ``w_q Var_q(s) <= 1``
-  for every query (cvxpy with Clarabel, SCS as fallback), rescaled to cost beta.
+  for every query, rescaled to cost beta.
+
+Both splits live in ``engine.linalg.allocation`` (AIM+GReM's batch RP baseline uses the first).
 
 RP is optimal among all matrix mechanisms for marginal workloads under both objectives.
 """
@@ -24,17 +27,16 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-import cvxpy as cp
 import numpy as np
-import param
 
 from engine.errors import NotApplicable
+from engine.linalg.allocation import max_allocation, sum_allocation
 from engine.linalg.residuals import (
+    AttrSet,
     decomp,
     marginal_from_residuals,
     privacy_factor,
@@ -42,74 +44,19 @@ from engine.linalg.residuals import (
     subsets,
     variance_factor,
 )
-from engine.mechanisms.base import Measurement, Mechanism, Plan, register, registered_name
-from engine.mechanisms.querysmasher.assemble import (
+from engine.mechanisms.base import Measurement, Plan
+from engine.mechanisms.residual.assemble import (
     Assembly,
     MarginalSource,
     Release,
     assembly_plan,
 )
-from engine.mechanisms.querysmasher.decomposition import AttrSet, decompose, subquery
-from engine.mechanisms.querysmasher.mechanism import GAUSSIAN_ONLY
-from engine.mechanisms.querysmasher.submechanisms import KronSub
-from engine.mechanisms.querysmasher.subsolvers import rp_factor
+from engine.mechanisms.residual.decomposition import decompose, subquery
+from engine.mechanisms.residual.submechanisms import KronSub
+from engine.mechanisms.residual.subsolvers import rp_factor
 from engine.privacy import Privacy
 from engine.progress import Progress, report
 from engine.workloads.workload import Workload
-
-
-def sum_allocation(v: Sequence[float], p: Sequence[float], beta: float = 1.0
-                   ) -> tuple[np.ndarray, float]:
-    """Minimise ``sum v tau2`` subject to ``sum p / tau2 = beta`` (Cauchy-Schwarz).
-
-    Returns:
-        ``(tau2, total)`` with ``tau2 = sqrt(p/v) sum sqrt(v p) / beta`` and the optimal
-        weighted sum of variances ``total = (sum sqrt(v p))**2 / beta``.
-    """
-    v, p = np.asarray(v, dtype=float), np.asarray(p, dtype=float)
-    s = float(np.sqrt(v * p).sum())
-    return np.sqrt(p / v) * s / beta, s**2 / beta
-
-
-def max_allocation(p: np.ndarray, A: np.ndarray, beta: float = 1.0
-                   ) -> tuple[np.ndarray, float]:
-    """Minimise the privacy cost ``sum p / s`` subject to ``A s <= 1``, then rescale to beta.
-
-    Args:
-        p: privacy factors ``p_{A'}`` of the residuals.
-        A: one row per query variance profile: ``w_q ||q_{=>A'}||^2`` per residual.
-        beta: target privacy cost.
-
-    Returns:
-        ``(tau2, max_variance)``: the noise variances at cost beta and the resulting maximum
-        weighted query variance ``P* / beta`` (P* the optimal cost at variance bound 1).
-    """
-    # Scale each variable so that its largest coefficient is 1: the raw coefficients span
-    # many orders of magnitude (1/d**2 per marginalised attribute).
-    scale = 1.0 / A.max(axis=0)
-    s = cp.Variable(len(p), pos=True)
-    objective = cp.Minimize(cp.sum(cp.multiply(p / scale, cp.inv_pos(s))))
-    problem = cp.Problem(objective, [(A * scale) @ s <= 1.0])
-    # Tight tolerances first (the defaults leave ~1e-5 relative error in the variances);
-    # looser ones and SCS only if the solver reports an inaccurate solution.
-    attempts = [(cp.CLARABEL, {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}),
-                (cp.CLARABEL, {}), (cp.SCS, {"eps": 1e-9, "max_iters": 200_000})]
-    for solver, settings in attempts:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-            try:
-                problem.solve(solver=solver, **settings)
-            except cp.SolverError:
-                continue
-        if problem.status == cp.OPTIMAL and s.value is not None:
-            break
-    else:
-        raise NotApplicable(f"residual-planner: the max-variance program failed "
-                            f"({problem.status})")
-    raw = np.asarray(s.value) * scale
-    # rescale so the privacy cost is exactly beta; report the variance bound actually met
-    tau2 = raw * float((p / raw).sum()) / beta
-    return tau2, float((A @ tau2).max())
 
 
 def _pareto(rows: np.ndarray) -> np.ndarray:
@@ -166,61 +113,54 @@ def variance_profiles(workload: Workload, residuals: Sequence[AttrSet],
     return _pareto(np.vstack(out))
 
 
-@register
-class ResidualPlanner(Mechanism):
-    """Optimal Gaussian mechanism for marginals through residual measurements."""
+def residual_plan(name: str, workload: Workload, privacy: Privacy, objective: str = "sum",
+                  max_profiles: int = 20_000, progress: Progress | None = None) -> Plan:
+    """ResidualPlanner's plan (also QuerySmasher's with ``objective="max"``).
 
-    name = registered_name("residual-planner")
-    title = "ResidualPlanner"
-    family = "residual"
-    description = ("one subtraction-basis measurement per attribute subset, noise split in "
-                   "closed form (sum of variances) or by a convex program (max variance); "
-                   "optimal for marginals, scales to huge domains")
-    noises = ("gaussian", "zcdp")
+    Args:
+        name: the registered mechanism name the plan carries.
+        workload: any workload answerable from marginals.
+        privacy: a Gaussian or zCDP privacy level (checked by the caller).
+        objective: ``"sum"`` (weighted sum of variances) or ``"max"`` (maximum weighted
+            query variance).
+        max_profiles: cap on distinct query variance profiles of the max-variance program.
+        progress: receives the decomposition's reports and one after the noise split.
 
-    objective = param.Selector(default="sum", objects=["sum", "max"],
-                               doc="Minimise the weighted sum of variances, or the maximum "
-                                   "weighted query variance.")
-    max_profiles = param.Integer(default=20_000, bounds=(1, None),
-                                 doc="Cap on distinct query variance profiles in the "
-                                     "max-variance program.")
-
-    def check(self, workload: Workload, privacy: Privacy) -> None:
-        if privacy.noise not in self.noises:
-            raise NotApplicable(GAUSSIAN_ONLY.format(name=self.name))
-
-    def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
-        start = time.perf_counter()
-        dec = decompose(workload, progress)
-        shape = workload.domain.shape
-        residuals = list(dec.residuals)
-        v = np.array([dec.residuals[a].trace for a in residuals])
-        v_unweighted = np.array([dec.residuals[a].trace_unweighted for a in residuals])
-        p = np.array([privacy_factor(a, shape) for a in residuals])
-        if self.objective == "sum":
-            tau2, _ = sum_allocation(v, p)
-            max_variance = None
-        else:
-            tau2, max_variance = max_allocation(p, variance_profiles(
-                workload, residuals, self.max_profiles))
-        report(progress, 1, float(v @ tau2), "allocated noise")
-        # In unit-cost terms: V = kron C d/(d-1), loss p v, multiplier tau2 / p.
-        releases = [Release(a, KronSub([rp_factor(shape[i]) for i in a]), float(pa * va),
-                            float(pa * vu), float(t / pa), "isotropic")
-                    for a, pa, va, vu, t in zip(residuals, p, v, v_unweighted, tau2,
-                                                strict=True)]
-        assembly = Assembly(workload.domain, releases)
-        tau = dict(zip(residuals, tau2, strict=True))
-        details: dict[str, Any] = {
-            "sub_solver": "residual", "objective": self.objective,
-            "residual_variances": {tuple(workload.domain.names[i] for i in a): float(t)
-                                   for a, t in tau.items()},
-            "marginal_variances": marginal_cell_variances(workload, tau),
-            "timings": {"total": time.perf_counter() - start}}
-        if max_variance is not None:
-            details["max_variance"] = max_variance
-        plan = assembly_plan(self.name, workload, privacy, assembly, details)
-        return _native(plan, workload, tau)
+    Returns:
+        A plan measured and reconstructed in RP's own subtraction basis; ``details`` holds
+        the per-residual noise variances ``tau2`` and per-cell marginal variances (counts
+        squared, at privacy cost 1).
+    """
+    start = time.perf_counter()
+    dec = decompose(workload, progress)
+    shape = workload.domain.shape
+    residuals = list(dec.residuals)
+    v = np.array([dec.residuals[a].trace for a in residuals])
+    v_unweighted = np.array([dec.residuals[a].trace_unweighted for a in residuals])
+    p = np.array([privacy_factor(a, shape) for a in residuals])
+    if objective == "sum":
+        tau2, _ = sum_allocation(v, p)
+        max_variance = None
+    else:
+        tau2, max_variance = max_allocation(p, variance_profiles(
+            workload, residuals, max_profiles))
+    report(progress, 1, float(v @ tau2), "allocated noise")
+    # In unit-cost terms: V = kron C d/(d-1), loss p v, multiplier tau2 / p.
+    releases = [Release(a, KronSub([rp_factor(shape[i]) for i in a]), float(pa * va),
+                        float(pa * vu), float(t / pa), "isotropic")
+                for a, pa, va, vu, t in zip(residuals, p, v, v_unweighted, tau2, strict=True)]
+    assembly = Assembly(workload.domain, releases)
+    tau = dict(zip(residuals, tau2, strict=True))
+    details: dict[str, Any] = {
+        "sub_solver": "residual", "objective": objective,
+        "residual_variances": {tuple(workload.domain.names[i] for i in a): float(t)
+                               for a, t in tau.items()},
+        "marginal_variances": marginal_cell_variances(workload, tau),
+        "timings": {"total": time.perf_counter() - start}}
+    if max_variance is not None:
+        details["max_variance"] = max_variance
+    plan = assembly_plan(name, workload, privacy, assembly, details)
+    return _native(plan, workload, tau)
 
 
 def marginal_cell_variances(workload: Workload, tau: dict[AttrSet, float]
