@@ -468,8 +468,10 @@ def column_support(A: Any) -> int:
 def grid_sensitivity(l1: float, l2: float, support: int, spacing: float
                      ) -> tuple[float, float]:
     """(L1, L2) sensitivities of ``x -> round(A x / g) g`` in answer units (module docstring)."""
-    return (l1 + spacing * support,
-            math.sqrt(l2**2 + 2.0 * spacing * l1 + spacing**2 * support))
+    l2_grid = l2 + spacing * math.sqrt(support)  # triangle inequality; needs no finite L1
+    if math.isfinite(l1):
+        l2_grid = min(l2_grid, math.sqrt(l2**2 + 2.0 * spacing * l1 + spacing**2 * support))
+    return l1 + spacing * support, l2_grid
 
 
 # ----- a calibrated exact noise for one measurement ---------------------------------------
@@ -480,7 +482,8 @@ class ExactNoise:
     Attributes:
         sampler: ``discrete_gaussian`` or ``discrete_laplace``.
         grid_exponent: k of the grid spacing 2**-k (0 for integer strategies).
-        scale: sigma (Gaussian) or b (Laplace) in answer units, as sampled.
+        scale: sigma (Gaussian) or b (Laplace) in answer units; the sampler rounds it up
+            by at most a relative 1e-8 (module docstring).
         sensitivity: the sensitivity on the grid in answer units (L2 for Gaussian, L1 for
             Laplace) the guarantee is computed from.
         plan_scale: the continuous plan's sigma (or b) in answer units, for comparison.
@@ -562,10 +565,8 @@ def exact_noise(privacy: Any, l1: float, l2: float, *, integral: bool, support: 
             one_d = discrete_gaussian_sigma(privacy.epsilon, privacy.delta, int(shift)) * g
             if one_d < sigma:
                 sigma, how = one_d, "CKS Theorem 7 (one coordinate per record)"
-    param = gaussian_parameter(Fraction(sigma) / Fraction(g))
-    used = float(np.nextafter(math.sqrt(float(param.sigma2)) * g, math.inf))
-    rho = d2**2 / (2.0 * used**2)
-    guarantee = {"rho": rho}
+    # the sampler rounds sigma**2 up (gaussian_parameter): the guarantee at sigma is conservative
+    guarantee = {"rho": d2**2 / (2.0 * sigma**2)}
     if privacy.noise == "gaussian":
         guarantee.update(epsilon=float(privacy.epsilon), delta=float(privacy.delta))
-    return ExactNoise("discrete_gaussian", k, used, d2, privacy.sigma() * l2, guarantee, how)
+    return ExactNoise("discrete_gaussian", k, sigma, d2, privacy.sigma() * l2, guarantee, how)
