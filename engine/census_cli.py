@@ -1,8 +1,8 @@
 """The ``census`` subcommand: run hierarchical-pgsr on a hierarchy and report its errors.
 
 ``python -m engine census [--data CSV --max-size K | --synthetic SPEC] --variant NAME
-[privacy flags] [--trials T] [--seed S] [--out DIR] [--json]`` (CONTRACT.md). :func:`census_command` takes the parsed
-arguments and returns the JSON document
+[privacy flags] [--trials T] [--seed S] [--out DIR] [--json]`` (CONTRACT.md).
+:func:`census_command` takes the parsed arguments and returns the JSON document
 ``{"variant", "violations", "rmse", "rmse_by_level": [...], "seconds", ...}`` averaged over
 the trials (extra keys: sds, per-level L1, the privacy unit, the hierarchy's shape).
 :func:`add_census_arguments` declares the flags on an argparse (sub)parser.
@@ -198,9 +198,10 @@ def format_census(result: dict[str, Any]) -> str:
     """A short human-readable report of :func:`census_command`'s document."""
     levels = ", ".join(f"{x:.3g}" for x in result["rmse_by_level"])
     notice = f"{result['notice']}\n" if result.get("notice") else ""
-    return notice + (f"{result['variant']} ({result.get('title', '')}) at eps={result['epsilon']:g}, "
-            f"{result['trials']} trials, privacy unit: {result['privacy_unit']}\n"
-            f"  RMSE per (size, region) query: {result['rmse']:.4g} "
-            f"(sd {result['rmse_sd']:.2g}); by level: {levels}\n"
-            f"  consistency violations: {result['violations']:g}; "
-            f"seconds per release: {result['seconds']:.3g}")
+    return notice + (
+        f"{result['variant']} ({result.get('title', '')}) at eps={result['epsilon']:g}, "
+        f"{result['trials']} trials, privacy unit: {result['privacy_unit']}\n"
+        f"  RMSE per (size, region) query: {result['rmse']:.4g} "
+        f"(sd {result['rmse_sd']:.2g}); by level: {levels}\n"
+        f"  consistency violations: {result['violations']:g}; "
+        f"seconds per release: {result['seconds']:.3g}")

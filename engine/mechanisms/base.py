@@ -31,8 +31,14 @@ from engine.errors import NotApplicable, SpecError, suggest
 from engine.linalg.marginals import MarginalStrategy
 from engine.linalg.matrix import DENSE_GUARD, Kron, Matrix
 from engine.linalg.pinv import psd_pinv
-from engine.noise import DEFAULT_GRID_EXPONENT, ExactNoise, column_support, exact_noise, \
-    is_integral, release_rng
+from engine.noise import (
+    DEFAULT_GRID_EXPONENT,
+    ExactNoise,
+    column_support,
+    exact_noise,
+    is_integral,
+    release_rng,
+)
 from engine.privacy import NOISE_TYPES, Privacy, budget_for_rmse
 from engine.progress import Progress
 from engine.workloads.workload import Workload
