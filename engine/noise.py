@@ -126,19 +126,46 @@ def _bernoulli_exp_fraction(r: np.ndarray, den: int, rng: np.random.Generator) -
     K counts the successes of Bernoulli(gamma / K), K = 1, 2, ...; the answer is "K odd"
     at the first failure. Bernoulli(gamma / K) is Bernoulli(r / den) AND Bernoulli(1 / K).
     """
-    n = r.shape[0]
-    out = np.empty(n, dtype=bool)
-    alive = np.arange(n)
+    if den == 1:
+        return bernoulli_exp1(r.shape[0], rng) | (r == 0)
+    out = np.empty(r.shape[0], dtype=bool)
+    alive = np.arange(r.shape[0])
+    ra = r
     k = 1
     while alive.size:
-        ra = r[alive]
-        go = ra >= den if den == 1 else rng.integers(0, den, alive.size) < ra
-        if k > 1:
-            go &= rng.integers(0, k, alive.size) == 0
+        # Bernoulli(r / (den k)) in one draw while den k fits int64, else as an AND of two
+        if den * k < 1 << 62:
+            go = rng.integers(0, den * k, alive.size) < ra
+        else:
+            go = (rng.integers(0, den, alive.size) < ra) & (rng.integers(0, k, alive.size) == 0)
         out[alive[~go]] = k % 2 == 1
-        alive = alive[go]
+        alive, ra = alive[go], ra[go]
         k += 1
     return out
+
+
+#: N! / k! for k = N, ..., 1 (ascending), N = 20: 20! < 2**63
+_FACTORIAL_N = 20
+_FACTORIAL_STEPS = np.array([math.factorial(_FACTORIAL_N) // math.factorial(k)
+                             for k in range(_FACTORIAL_N, 0, -1)], dtype=np.int64)
+
+
+def bernoulli_exp1(n: int, rng: np.random.Generator) -> np.ndarray:
+    """n exact Bernoulli(exp(-1)) draws with one integer draw each (almost always).
+
+    In CKS Algorithm 1 at gamma = 1 the first k trials all succeed with probability 1/k!;
+    with U uniform on [0, 20!) that is the event ``U < 20!/k!`` exactly, so the number of
+    successes is a count of thresholds above U. Only U = 0 (probability 1/20!) continues
+    the trials one by one.
+    """
+    u = rng.integers(0, math.factorial(_FACTORIAL_N), n)
+    successes = _FACTORIAL_N - np.searchsorted(_FACTORIAL_STEPS, u, side="right")
+    for i in np.flatnonzero(u == 0).tolist():
+        k = _FACTORIAL_N + 1
+        while rng.integers(0, k) == 0:
+            k += 1
+        successes[i] = k - 1
+    return successes % 2 == 0
 
 
 def bernoulli_exp(num: np.ndarray, den: int, rng: np.random.Generator) -> np.ndarray:
@@ -160,7 +187,7 @@ def bernoulli_exp(num: np.ndarray, den: int, rng: np.random.Generator) -> np.nda
     j = 0
     pending = np.flatnonzero(whole > 0)
     while pending.size:
-        ok[pending] = _bernoulli_exp_fraction(np.ones(pending.size, np.int64), 1, rng)
+        ok[pending] = bernoulli_exp1(pending.size, rng)
         j += 1
         pending = pending[ok[pending] & (whole[pending] > j)]
     rest = np.flatnonzero(ok & (frac > 0))
@@ -186,7 +213,7 @@ def _bernoulli_exp_big(num: int, den: int, rng: np.random.Generator) -> bool:
     whose exponent overflows int64; CKS Algorithm 1 again)."""
     whole, frac = divmod(num, den)
     for _ in range(whole):
-        if not _bernoulli_exp_fraction(np.ones(1, np.int64), 1, rng)[0]:
+        if not bernoulli_exp1(1, rng)[0]:
             return False
     k = 1
     while _uniform_below(den * k, rng) < frac:
@@ -200,21 +227,21 @@ def _geometric_exp1(n: int, rng: np.random.Generator) -> np.ndarray:
     v = np.zeros(n, dtype=np.int64)
     alive = np.arange(n)
     while alive.size:
-        hit = _bernoulli_exp_fraction(np.ones(alive.size, np.int64), 1, rng)
-        alive = alive[hit]
+        alive = alive[bernoulli_exp1(alive.size, rng)]
         v[alive] += 1
     return v
 
 
 def _laplace_proposals(t: int, s: int, n: int, rng: np.random.Generator) -> np.ndarray:
     """CKS Algorithm 2 on n candidates: accepted draws of Lap_Z(t / s) (fewer than n)."""
-    u = rng.integers(0, t, n)
-    u = u[_bernoulli_exp_fraction(u, t, rng)]
+    w = rng.integers(0, 2 * t, n)  # one draw for U uniform on [0, t) and the sign bit
+    u, negative = w >> 1, (w & 1).astype(bool)
+    accepted = _bernoulli_exp_fraction(u, t, rng)
+    u, negative = u[accepted], negative[accepted]
     v = _geometric_exp1(u.size, rng)
     if v.size and int(v.max()) > ((1 << 62) - t) // t:
         raise OverflowError("discrete Laplace: geometric draw overflows int64")
     y = (u + t * v) // s
-    negative = rng.integers(0, 2, y.size).astype(bool)
     keep = ~(negative & (y == 0))
     return np.where(negative, -y, y)[keep]
 
