@@ -16,8 +16,6 @@ import argparse
 import time
 import tracemalloc
 
-import numpy as np
-
 from engine.noise import BATCH, discrete_gaussian, discrete_laplace, release_rng
 
 SIGMAS = (0.5, 4.2, 1e3)
