@@ -26,10 +26,10 @@ from engine.data.dataset import Dataset
 from engine.domain import Domain
 from engine.errors import NotApplicable
 from engine.mechanisms import get
-from engine.mechanisms.hdmm.experiments import adult_marginals
 from engine.mechanisms.hdmm.reconstruct import data_marginal
 from engine.privacy import Privacy
 from engine.workloads import PrefixMarginals, Workload
+from engine.workloads.catalog import workload
 
 GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 LAPLACE = Privacy(noise="laplace", epsilon=1.0)
@@ -56,7 +56,7 @@ def run(label: str, mechanism: str, W: Workload, data: Dataset, records_label: s
     t_rec = time.perf_counter() - start
     rmse = float(np.sqrt(((answers - truth) ** 2).mean()))
     total = t_measure + t_rec
-    print(f"{label}: {plan.details.get('chosen_operator', plan.details['operator'])} "
+    print(f"{label}: {plan.facts().get('chosen_operator', plan.fact('operator'))} "
           f"strategy, {plan.strategy.shape[0]:,} measurements of {W.domain.size:,} cells "
           f"({records_label})")
     print(f"  plan {t_plan:6.1f} s | measure {t_measure:6.1f} s | reconstruct {t_rec:6.1f} s "
@@ -81,7 +81,7 @@ def main() -> None:
         "full data vector from the records", LAPLACE)
     run("OPT_HDMM on 1e8 cells", "hdmm", W, data, "marginals of the blocks' attributes")
 
-    W = adult_marginals()
+    W = workload("adult_marginals")
     data = Dataset.synthetic(W.domain, 200_000, rng=1, correlation=0.3)
     print(f"\nAdult: {W.describe()} (x cannot be stored)")
     kron = get("hdmm-kron").plan(W, GAUSSIAN)

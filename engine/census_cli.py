@@ -25,9 +25,9 @@ import argparse
 from typing import Any
 
 from engine.errors import SpecError, suggest
-from engine.mechanisms.hierarchical.evaluate import evaluate
+from engine.experiments import census_trials
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv
-from engine.mechanisms.hierarchical.mechanism import VARIANTS, HierarchicalPGSR
+from engine.mechanisms.hierarchical.mechanism import VARIANTS
 from engine.mechanisms.hierarchical.model import Hierarchy
 from engine.mechanisms.hierarchical.noise import NOISE_KINDS, SPLITS
 from engine.mechanisms.hierarchical.synthetic import synthetic_census
@@ -116,9 +116,9 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
     if weights is not None and len(weights) != hierarchy.tree.depth:
         raise SpecError(f"--weights: expected {hierarchy.tree.depth} numbers (one per level), "
                         f"got {len(weights)}")
-    mech = HierarchicalPGSR(variant=variant, noise=sampler, split=split,
-                            level_weights=list(weights or []))
-    evaluation = evaluate(hierarchy, mech, epsilon, trials, seed)
+    run = census_trials(hierarchy, [variant], epsilon, trials, noise=sampler, split=split,
+                        level_weights=weights or (), seed=seed)
+    evaluation = run.evaluations[variant]
     result = evaluation.summary()
     result.update({"hierarchy": hierarchy.name or "csv",
                    "regions_by_level": list(hierarchy.tree.level_sizes),

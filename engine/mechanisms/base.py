@@ -29,8 +29,8 @@ import param
 from engine import error
 from engine.errors import NotApplicable, SpecError, suggest
 from engine.linalg.marginals import MarginalStrategy
-from engine.linalg.matrix import DENSE_GUARD, Kron, Matrix
-from engine.linalg.pinv import psd_pinv
+from engine.linalg.matrix import Matrix
+from engine.mechanisms.views import FactsView, Scalar, View, check_views
 from engine.noise import (
     DEFAULT_GRID_EXPONENT,
     ExactNoise,
@@ -71,6 +71,15 @@ class _UnitVariances:
         self._lock = threading.Lock()
         self._value: np.ndarray | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"value": self._value}  # a lock does not pickle: a copy gets its own
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._lock = threading.Lock()
+        self._value = state["value"]
+        if self._value is not None:
+            self._value.setflags(write=False)
+
     def get(self, compute: Callable[[], np.ndarray]) -> np.ndarray:
         with self._lock:
             if self._value is None:
@@ -94,7 +103,8 @@ class Plan:
             sensitivity); inf when A does not support W.
         sensitivity: ``{1: L1, 2: L2}`` sensitivities of the strategy.
         plan_seconds: wall-clock time spent planning.
-        details: what a dashboard needs to draw the strategy (see each mechanism).
+        shown: typed views of how the mechanism works (``views()``; see
+            :mod:`engine.mechanisms.views`), checked when the plan is made.
         reconstructor: custom ``(plan, y) -> workload answers`` (default: least squares).
         query_variances: custom ``plan -> unit per-query variances`` (default: generic).
         measurer: custom ``(plan, data, rng) -> Measurement`` (default: ``A x + noise``).
@@ -107,7 +117,7 @@ class Plan:
     trace: float
     sensitivity: Mapping[int, float]
     plan_seconds: float = 0.0
-    details: Mapping[str, Any] = field(default_factory=dict)
+    shown: tuple[View, ...] = ()
     reconstructor: Callable[[Plan, np.ndarray], np.ndarray] | None = None
     query_variances: Callable[[Plan], np.ndarray] | None = None
     measurer: Callable[[Plan, Data, np.random.Generator], Measurement] | None = None
@@ -115,6 +125,38 @@ class Plan:
     grid_exponent: int = DEFAULT_GRID_EXPONENT
     _unit_variances: _UnitVariances = field(default_factory=_UnitVariances, init=False,
                                             repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shown", check_views(self.shown))
+
+    # ----- views ----------------------------------------------------------------------
+    def views(self) -> tuple[View, ...]:
+        """Typed views of the strategy and the optimiser's results, for a page to draw."""
+        return self.shown
+
+    def view(self, key: str) -> View:
+        """The view with this key (KeyError naming the keys there are)."""
+        for v in self.shown:
+            if v.key == key:
+                return v
+        raise KeyError(f"{self.mechanism}: no view {key!r}; views: "
+                       f"{', '.join(v.key for v in self.shown) or 'none'}")
+
+    def facts(self) -> dict[str, Scalar]:
+        """Every named fact of the plan's FactsViews, ``{key: value}`` (first one wins)."""
+        out: dict[str, Scalar] = {}
+        for v in self.shown:
+            if isinstance(v, FactsView):
+                for f in v.facts:
+                    out.setdefault(f.key, f.value)
+        return out
+
+    def fact(self, key: str) -> Scalar:
+        """The value of the named fact (KeyError naming the facts there are)."""
+        known = self.facts()
+        if key not in known:
+            raise KeyError(f"{self.mechanism}: no fact {key!r}; facts: {', '.join(known)}")
+        return known[key]
 
     # ----- error ----------------------------------------------------------------------
     def unit_tse(self, norm: int | None = None) -> float:
@@ -250,21 +292,13 @@ def data_vector(data: Data) -> np.ndarray:
 
 
 def least_squares(A: Matrix, y: np.ndarray) -> np.ndarray:
-    """``A^+ y`` using the strategy's structure (Kronecker, marginal) or explicitly."""
-    if isinstance(A, Kron):
-        pinvs = []
-        for f in A.factors:
-            F = f.dense()
-            pinvs.append(psd_pinv(F.T @ F) @ F.T)
-        from engine.linalg.matrix import kmatvec
-
-        return kmatvec(pinvs, y)
-    if isinstance(A, MarginalStrategy):
-        return A.pinv_apply(y)
-    if A.size > DENSE_GUARD:
-        raise NotApplicable(f"least squares on a {A.shape[0]:,} x {A.shape[1]:,} strategy "
-                            "needs a structured reconstruction")
-    return np.linalg.lstsq(A.dense(), y, rcond=None)[0]
+    """``A^+ y`` through the strategy's own pseudo-inverse (Kronecker factor-wise, marginal
+    closed form, explicit below the size guard); NotApplicable when it has none."""
+    try:
+        pinv = A.pinv()
+    except ValueError as exc:
+        raise NotApplicable(f"least squares: {exc}") from None
+    return pinv.matvec(np.asarray(y, dtype=float))
 
 
 class Mechanism(param.Parameterized):

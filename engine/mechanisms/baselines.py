@@ -22,16 +22,24 @@ from engine.linalg.marginals import MarginalStrategy, key_of
 from engine.linalg.matrix import Identity, Kron, Matrix, Sparse
 from engine.linalg.trees import haar_matrix, hb_branching, hierarchy_matrix
 from engine.mechanisms.base import Mechanism, Plan, register, registered_name
+from engine.mechanisms.views import Fact, View, WeightsView, factor_matrices, facts
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
 
 
 def _plan_from_strategy(name: str, workload: Workload, privacy: Privacy, A: Matrix,
-                        details: dict) -> Plan:
+                        views: tuple[View, ...]) -> Plan:
     return Plan(mechanism=name, workload=workload, privacy=privacy, strategy=A,
                 trace=trace_term(workload, A),
-                sensitivity={1: A.sensitivity(1), 2: A.sensitivity(2)}, details=details)
+                sensitivity={1: A.sensitivity(1), 2: A.sensitivity(2)}, shown=views)
+
+
+def _kind(kind: str, meaning: str, *more: Fact) -> View:
+    """The baseline's headline: what kind of strategy it is, in words."""
+    return facts("baseline", "Strategy", "A fixed strategy: nothing is optimised.",
+                 [Fact("kind", "strategy kind", kind), Fact("meaning", "what it measures",
+                                                            meaning), *more])
 
 
 class PerAttributeBaseline(Mechanism):
@@ -44,8 +52,10 @@ class PerAttributeBaseline(Mechanism):
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
         factors = [self.factor(n) if n > 1 else Identity(1) for n in workload.domain.shape]
         A = Kron(factors)
-        return _plan_from_strategy(self.name, workload, privacy, A,
-                                   {"kind": "kron", "factors": factors})
+        views = (_kind("kron", f"{self.description} (one part per attribute, combined as a "
+                       "Kronecker product)"),
+                 *factor_matrices(workload.domain.names, factors))
+        return _plan_from_strategy(self.name, workload, privacy, A, views)
 
 
 @register
@@ -110,14 +120,23 @@ class WorkloadMechanism(Mechanism):
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
         marginal = as_marginal_strategy(workload)
         if marginal is not None:
-            return _plan_from_strategy(self.name, workload, privacy, marginal,
-                                       {"kind": "marginals", "theta": marginal.theta})
+            names = workload.domain.names
+            weights = {" x ".join(names[i] for i in axes) or "total": marginal.theta[a]
+                       for a, axes in zip(marginal.keys, marginal.block_axes(), strict=True)}
+            views = (_kind("marginals", "the workload's own marginal tables, with its weights"),
+                     WeightsView.of(weights, key="marginal_weights", title="Weight per marginal",
+                                    units="weight", caption=(
+                                        "Each measured table (marginal) and the weight its "
+                                        "counts are multiplied by before noise is added.")))
+            return _plan_from_strategy(self.name, workload, privacy, marginal, views)
         A = workload.matrix
         exact = workload.domain.size <= self.max_sensitivity_cells
         sens = {p: A.sensitivity(p) if exact else A.sensitivity_bound(p) for p in (1, 2)}
         return Plan(mechanism=self.name, workload=workload, privacy=privacy, strategy=A,
                     trace=trace_term(workload, A), sensitivity=sens,
-                    details={"kind": "workload", "exact_sensitivity": exact})
+                    shown=(_kind("workload", "the workload's own queries",
+                                 Fact("exact_sensitivity", "sensitivity computed exactly",
+                                      exact)),))
 
 
 def as_marginal_strategy(workload: Workload) -> MarginalStrategy | None:

@@ -60,7 +60,7 @@ def test_validate(spec: Path, tmp_path: Path) -> None:
     assert_one_line_error(cli("validate", str(bad)),
                           "error: workload[1].product.age: unknown block 'prefx' (did you mean "
                           "'prefix'?); allowed: identity, total, prefix, suffix, all_range, "
-                          "range, circular_range, permuted, random, matrix")
+                          "range, circular_range, permuted, random, matrix, identity_total")
 
 
 def test_bound_table_and_json(spec: Path) -> None:

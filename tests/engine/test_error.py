@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import pickle
 import threading
 import time
 
@@ -228,6 +229,15 @@ def test_concurrent_first_calls_compute_once(monkeypatch) -> None:
     expected = 2.0 * np.arange(1, 65)
     for r in results:
         np.testing.assert_allclose(r, expected, rtol=1e-12)
+
+
+def test_plans_still_pickle_with_their_variances() -> None:
+    plan = get("h2").plan(Workload.one_dim(PrefixBlock(16)), Privacy(noise="laplace"))
+    fresh = pickle.loads(pickle.dumps(plan))
+    np.testing.assert_array_equal(fresh.variances(), plan.variances())
+    computed = pickle.loads(pickle.dumps(plan))  # now with the unit variances inside
+    assert not computed.unit_variances().flags.writeable
+    np.testing.assert_array_equal(computed.unit_variances(), plan.unit_variances())
 
 
 # ----- reconstruction map -------------------------------------------------------------------------

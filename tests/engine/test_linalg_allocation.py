@@ -52,10 +52,11 @@ def test_residual_planner_and_aim_grem_baseline_split_alike() -> None:
     plan = get("residual-planner").plan(workload, Privacy(noise="zcdp", rho=0.5))
     sets = [t.attrs for t in workload.terms]
     baseline = residual_planner_variances(sets, None, domain.shape, rho=0.5)
-    planned = plan.details["residual_variances"]
+    planned = plan.view("residual_variances").as_dict()
     assert len(baseline) == len(planned) == 7  # every subset of size <= 2 of three attributes
     for tau, sigma2 in baseline.items():
-        assert planned[tuple(domain.names[i] for i in tau)] == pytest.approx(sigma2, rel=1e-12)
+        name = " x ".join(domain.names[i] for i in tau) or "total"
+        assert planned[name] == pytest.approx(sigma2, rel=1e-12)
     assert baseline[(0,)] == pytest.approx(5.206544388, rel=1e-9)  # spec R4: residual A
     assert sum(privacy_factor(t, domain.shape) / (2 * s) for t, s in baseline.items()) == (
         pytest.approx(0.5, rel=1e-12))

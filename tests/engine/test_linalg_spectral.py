@@ -16,11 +16,11 @@ from engine.workloads import (
     IdentityBlock,
     PermutedBlock,
     PrefixBlock,
+    RandomBlock,
     SuffixBlock,
     TotalBlock,
     WidthRangeBlock,
     Workload,
-    random_block,
 )
 
 
@@ -72,7 +72,7 @@ def test_no_spectrum_for_unstructured_strategies() -> None:
 def blocks(n: int) -> list:
     return [IdentityBlock(n), TotalBlock(n), PrefixBlock(n), SuffixBlock(n), AllRangeBlock(n),
             WidthRangeBlock(n, 5), CircularRangeBlock(n), CircularRangeBlock(n, 3),
-            PermutedBlock(AllRangeBlock(n), 0), random_block(n, 7, 0.3, 2)]
+            PermutedBlock(AllRangeBlock(n), 0), RandomBlock(n, 7, 0.3, 2)]
 
 
 @pytest.mark.parametrize("strategy", ["identity", "h2", "wavelet", "hb", "diag"])

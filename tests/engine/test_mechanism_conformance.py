@@ -7,7 +7,9 @@ NotApplicable for a case is skipped for that case, with its reason):
 * the error scales exactly with the noise unit (a new privacy level is a rescale);
 * a run without noise returns ``W x`` exactly, from a data vector and from a Dataset;
 * per-query variances, where the plan lists them, add up to the total;
-* (one case per mechanism) the Monte-Carlo error of ``run`` is within 20% of the analytic one.
+* (one case per mechanism) the Monte-Carlo error of ``run`` is within 20% of the analytic one;
+* the plan's views are typed, frozen, captioned, uniquely keyed, and survive a re-targeted
+  privacy level unchanged.
 
 New mechanisms are picked up automatically from ``registry_names()``.
 """
@@ -27,6 +29,7 @@ from engine.domain import Domain
 from engine.errors import NotApplicable
 from engine.mechanisms import get, mechanism_class, registry_names
 from engine.mechanisms.base import Plan
+from engine.mechanisms.views import VIEW_TYPES, FactsView, MatrixView
 from engine.noise import ExactNoise
 from engine.privacy import Privacy
 from engine.scenario import Scenario
@@ -155,6 +158,29 @@ def test_error_respects_the_svd_bound_and_scales(name: str, case: str) -> None:
         assert variances.shape == (W.num_queries,), where
         assert variances.min() >= -1e-9 * variances.max(), where
         assert variances.sum() == pytest.approx(tse, rel=1e-8), where
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_views_are_typed_and_captioned(name: str, case: str) -> None:
+    for noise, plan in applicable(name, case):
+        where = f"{name} on {case} ({noise})"
+        views = plan.views()
+        assert isinstance(views, tuple) and views, f"{where}: no views"
+        assert all(isinstance(v, VIEW_TYPES) for v in views), where
+        keys = [v.key for v in views]
+        assert len(set(keys)) == len(keys), f"{where}: repeated keys {keys}"
+        for view in views:
+            assert view.title.strip() and len(view.caption.split()) >= 3, f"{where}: {view.key}"
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                view.caption = ""  # type: ignore[misc]
+            if isinstance(view, FactsView):
+                assert all(f.label.strip() for f in view.facts), f"{where}: {view.key}"
+            if isinstance(view, MatrixView):
+                assert view.array().shape == view.shape, f"{where}: {view.key}"
+        # the kind of strategy is always stated in words
+        assert isinstance(plan.fact("kind"), str), where
+        assert plan.with_privacy(NOISES[noise][1]).views() == views, where
 
 
 @pytest.mark.parametrize("case", list(CASES))

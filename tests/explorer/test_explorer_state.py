@@ -107,7 +107,7 @@ def test_invalid_draft_keeps_the_last_valid_scenario_and_names_the_field(store):
 
     assert message == ("workload[0].product.x: unknown block 'prefx' (did you mean 'prefix'?); "
                        "allowed: identity, total, prefix, suffix, all_range, range, "
-                       "circular_range, permuted, random, matrix")
+                       "circular_range, permuted, random, matrix, identity_total")
     assert session.draft_error == message
     assert session.scenario is before  # the last valid workload stays current
     assert session.draft == bad  # and the user's work is kept

@@ -20,10 +20,10 @@ from engine.linalg.matrix import Dense, Ones
 from engine.mechanisms import get
 from engine.mechanisms.base import Plan
 from engine.mechanisms.hdmm.blas import blas_threads
-from engine.mechanisms.hdmm.experiments import adult_domain, census_sf1, loans_small_marginals
 from engine.mechanisms.hdmm.opt0 import PIdentity
 from engine.mechanisms.hdmm.reconstruct import data_marginal, kron_estimate, kron_measure
 from engine.privacy import Privacy
+from engine.workloads.catalog import workload
 from engine.workloads.workload import Workload
 
 GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
@@ -76,11 +76,11 @@ def test_r13_kronecker_least_squares_through_factor_pseudo_inverses() -> None:
 
 
 def test_census_domain_end_to_end() -> None:
-    W = census_sf1(states=True)
+    W = workload("sf1_plus")
     assert len(W.domain) == 5 and W.domain.size == 1_501_440
     data = Dataset.synthetic(W.domain, 50_000, rng=1, correlation=0.3)
     plan = get("hdmm").plan(W, GAUSSIAN)
-    assert plan.details["chosen_operator"] == "kron"
+    assert plan.fact("chosen_operator") == "kron"
     truth = true_answers(W, data)
     # exact without noise, from the records and from the data vector
     np.testing.assert_allclose(silent(plan).run(data, np.random.default_rng(0)), truth,
@@ -98,7 +98,7 @@ def test_census_domain_end_to_end() -> None:
 
 
 def test_marginal_only_path_without_the_data_vector() -> None:
-    dom = adult_domain()
+    dom = workload("adult_marginals").domain
     W = Workload.marginals(dom, upto=2)
     assert dom.size > 6e17
     data = Dataset.synthetic(dom, 20_000, rng=2, correlation=0.3)
@@ -115,18 +115,18 @@ def test_marginal_only_path_without_the_data_vector() -> None:
 
 
 def test_union_blocks_measure_small_marginals_only() -> None:
-    W = loans_small_marginals()
+    W = workload("loans_marginals")
     assert W.domain.size > 8e15
     data = Dataset.synthetic(W.domain, 20_000, rng=4, correlation=0.3)
     plan = get("hdmm-union").plan(W, GAUSSIAN)
-    assert len(plan.details["union_weights"]) == 188
+    assert len(plan.view("union_weights").values) == 188
     truth = true_answers(W, data)
     answers = silent(plan).run(data, np.random.default_rng(0))
     np.testing.assert_allclose(answers, truth, rtol=1e-9, atol=1e-9 * float(truth.max()))
 
 
 def test_data_vector_of_the_wrong_size_is_refused() -> None:
-    W = census_sf1()
+    W = workload("sf1")
     plan = get("hdmm-kron").plan(W, GAUSSIAN)
     with pytest.raises(ValueError, match="data vector has 10 entries"):
         plan.measure(np.zeros(10), np.random.default_rng(0))

@@ -36,16 +36,18 @@ def test_r4_closed_form_and_parametrisations() -> None:
     plan = get("residual-planner").plan(W, BETA1)
     assert plan.tse() == pytest.approx(85.842330816576, rel=1e-11)
     for names, value in R4_CELL_VAR.items():
-        assert plan.details["marginal_variances"][names] == pytest.approx(value, rel=1e-9)
+        cells = plan.view("marginal_variances").as_dict()
+        assert cells[" x ".join(names) or "total"] == pytest.approx(value, rel=1e-9)
     # RP's native noise tau2 = p * sigma2_QS: residual A has sigma2_QS = 10.413089, p = 1/2
-    assert plan.details["residual_variances"][("A",)] == pytest.approx(5.206545, abs=1e-6)
+    tau2 = plan.view("residual_variances").as_dict()
+    assert tau2["A"] == pytest.approx(5.206545, abs=1e-6)
     # tau2 = sqrt(p / v) sum sqrt(v p) with v_A = 19/12 (spec 2.2)
     shape = W.domain.shape
     v = {(): 35 / 24, (0,): 19 / 12}
     p = {a: privacy_factor(a, shape) for a in v}
     assert p[(0,)] == 0.5
     total = math.sqrt(85.842330816576)
-    assert plan.details["residual_variances"][("A",)] == pytest.approx(
+    assert tau2["A"] == pytest.approx(
         math.sqrt(p[(0,)] / v[(0,)]) * total, rel=1e-9)
     # per-cell variances also come out of the generic per-query variances
     offset = 0
@@ -88,11 +90,11 @@ def test_max_variance_objective() -> None:
     best = get("residual-planner", objective="max").plan(W, BETA1)
     plain = get("residual-planner").plan(W, BETA1)
     worst = float(best.variances().max())
-    assert worst == pytest.approx(best.details["max_variance"], rel=1e-5)
+    assert worst == pytest.approx(best.fact("max_variance"), rel=1e-5)
     assert worst < float(plain.variances().max())
     # privacy cost exactly 1 and every marginal's cells share one variance
     np.testing.assert_allclose(best.strategy.column_norms(2) ** 2, 1.0, rtol=1e-6)
     # weights: a marginal with weight w gets variance bound 1/w (weighted variance <= max)
     heavy = Workload(W.domain, (Marginals(k=1), Marginals(k=2, weight=3.0)))
     wp = get("residual-planner", objective="max").plan(heavy, BETA1)
-    assert float(wp.variances().max()) == pytest.approx(wp.details["max_variance"], rel=1e-5)
+    assert float(wp.variances().max()) == pytest.approx(wp.fact("max_variance"), rel=1e-5)

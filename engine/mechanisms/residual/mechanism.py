@@ -28,7 +28,7 @@ import param
 
 from engine.errors import NotApplicable
 from engine.mechanisms.base import Mechanism, Plan, register, registered_name
-from engine.mechanisms.residual.assemble import Assembly, assembly_plan
+from engine.mechanisms.residual.assemble import Assembly, assembly_plan, timings_table
 from engine.mechanisms.residual.decomposition import decompose
 from engine.mechanisms.residual.planner import residual_plan
 from engine.mechanisms.residual.subsolvers import (
@@ -36,6 +36,7 @@ from engine.mechanisms.residual.subsolvers import (
     make_solver,
     solve_residuals,
 )
+from engine.mechanisms.views import Fact
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
@@ -101,9 +102,12 @@ class QuerySmasher(Mechanism):
         timings = {"decompose": decomposition.seconds, "solve": solved.seconds,
                    "assemble": time.perf_counter() - assemble_start,
                    "total": time.perf_counter() - start}
-        return assembly_plan(self.name, workload, privacy, assembly, {
-            "sub_solver": self.sub_solver, "objective": "sum",
-            "distinct_subproblems": solved.distinct, "timings": timings})
+        settings = (Fact("sub_solver", "sub-solver", self.sub_solver),
+                    Fact("objective", "objective (sum or max of variances)", "sum"),
+                    Fact("distinct_subproblems", "distinct sub-problems solved",
+                         solved.distinct))
+        return assembly_plan(self.name, workload, privacy, assembly, settings,
+                             (timings_table(timings),))
 
 
 @register

@@ -50,10 +50,13 @@ from engine.mechanisms.residual.assemble import (
     MarginalSource,
     Release,
     assembly_plan,
+    residual_label,
+    timings_table,
 )
 from engine.mechanisms.residual.decomposition import decompose, subquery
 from engine.mechanisms.residual.submechanisms import KronSub
 from engine.mechanisms.residual.subsolvers import rp_factor
+from engine.mechanisms.views import Fact, WeightsView
 from engine.privacy import Privacy
 from engine.progress import Progress, report
 from engine.workloads.workload import Workload
@@ -127,8 +130,8 @@ def residual_plan(name: str, workload: Workload, privacy: Privacy, objective: st
         progress: receives the decomposition's reports and one after the noise split.
 
     Returns:
-        A plan measured and reconstructed in RP's own subtraction basis; ``details`` holds
-        the per-residual noise variances ``tau2`` and per-cell marginal variances (counts
+        A plan measured and reconstructed in RP's own subtraction basis; its views hold the
+        per-residual noise variances ``tau2`` and per-cell marginal variances (counts
         squared, at privacy cost 1).
     """
     start = time.perf_counter()
@@ -151,26 +154,40 @@ def residual_plan(name: str, workload: Workload, privacy: Privacy, objective: st
                 for a, pa, va, vu, t in zip(residuals, p, v, v_unweighted, tau2, strict=True)]
     assembly = Assembly(workload.domain, releases)
     tau = dict(zip(residuals, tau2, strict=True))
-    details: dict[str, Any] = {
-        "sub_solver": "residual", "objective": objective,
-        "residual_variances": {tuple(workload.domain.names[i] for i in a): float(t)
-                               for a, t in tau.items()},
-        "marginal_variances": marginal_cell_variances(workload, tau),
-        "timings": {"total": time.perf_counter() - start}}
-    if max_variance is not None:
-        details["max_variance"] = max_variance
-    plan = assembly_plan(name, workload, privacy, assembly, details)
+    names = workload.domain.names
+    settings = (
+        Fact("sub_solver", "sub-solver", "residual"),
+        Fact("objective", "objective (sum or max of variances)", objective),
+        Fact("measurement", "what is measured", "subtraction-basis residuals z = S (x + xi); "
+             "noise_std is the std of xi per marginal cell"),
+        *([] if max_variance is None else [
+            Fact("max_variance", "largest weighted query variance at privacy cost 1",
+                 max_variance, "squared counts")]))
+    views = (
+        WeightsView.of({residual_label(a, names): t for a, t in tau.items()},
+                       key="residual_variances", title="Noise variance per residual",
+                       units="squared counts at privacy cost 1", caption=(
+                           "The noise variance tau2 ResidualPlanner gives each residual: "
+                           "smaller bars are measured more precisely.")),
+        WeightsView.of({residual_label(a, names): v for a, v in
+                        marginal_cell_variances(workload, tau).items()},
+                       key="marginal_variances", title="Variance per marginal cell",
+                       units="squared counts at privacy cost 1", caption=(
+                           "The variance of each cell of every workload marginal, rebuilt "
+                           "from the noisy residuals.")),
+        timings_table({"total": time.perf_counter() - start}))
+    plan = assembly_plan(name, workload, privacy, assembly, settings, views)
     return _native(plan, workload, tau)
 
 
 def marginal_cell_variances(workload: Workload, tau: dict[AttrSet, float]
-                            ) -> dict[tuple[str, ...], float]:
+                            ) -> dict[AttrSet, float]:
     """Per-cell variance (at privacy cost 1) of every workload marginal reconstructed from
     the residuals: ``sum_{A' subset A} tau2_{A'} v(A', A)``."""
     shape = workload.domain.shape
     out = {}
     for attrs in workload.attribute_sets:
-        out[tuple(workload.domain.names[i] for i in attrs)] = float(sum(
+        out[attrs] = float(sum(
             tau[a] * variance_factor(a, attrs, shape) for a in subsets(attrs) if a in tau))
     return out
 
@@ -211,6 +228,4 @@ def _native(plan: Plan, workload: Workload, tau: dict[AttrSet, float]) -> Plan:
             position += t.num_queries
         return out
 
-    details = dict(plan.details, measurement="subtraction-basis residuals z = S (x + xi); "
-                   "noise_std is the std of xi per marginal cell")
-    return replace(plan, measurer=measurer, reconstructor=reconstructor, details=details)
+    return replace(plan, measurer=measurer, reconstructor=reconstructor)
