@@ -16,7 +16,6 @@ from typing import Any, NoReturn
 import numpy as np
 
 from engine.errors import NotApplicable, SpecError
-from engine.noise import DEFAULT_GRID_EXPONENT
 from engine.privacy import NOISE_TYPES, Privacy
 from engine.scenario import Scenario, parse_mechanisms
 
@@ -43,7 +42,8 @@ def _add_release_flags(p: argparse.ArgumentParser) -> None:
                    "and tests: the output is then labelled not a private release); default: "
                    "OS entropy")
     p.add_argument("--grid", default=None, help="exponent k of the release grid 2**-k for "
-                   f"real-valued strategy answers (0..40, default {DEFAULT_GRID_EXPONENT})")
+                   "real-valued strategy answers (0..40; default: the coarsest grid that "
+                   "enlarges the sensitivity by at most 2**-10)")
     p.add_argument("--out", default=None, metavar="DIR", help="write answers.csv and "
                    "release.json (the release record) into DIR")
 
@@ -175,7 +175,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     name = args.mechanism or (s.mechanisms[0] if s.mechanisms else "hdmm")
     parse_mechanisms([name], "--mechanism")
     seed = seed_from_text(args.seed)
-    grid = check_grid_exponent(DEFAULT_GRID_EXPONENT if args.grid is None else args.grid)
+    grid = None if args.grid is None else check_grid_exponent(args.grid)
     if args.out is not None:
         check_out_dir(args.out)
     data = _load_data(args.data, s.domain)

@@ -36,7 +36,9 @@ What is exact, and what is not:
 * **The grid.** Integer-valued strategies (identity, prefix, marginals, hierarchies, whose
   entries are integers) are released with spacing 1: ``A x`` is computed exactly in float64
   for counts below 2**53, nothing is rounded and the sensitivity is unchanged. Any other
-  strategy's answers are rounded to the grid ``g = 2**-k`` (:func:`grid_sensitivity`); a
+  strategy's answers are rounded to the grid ``g = 2**-k`` (:func:`grid_sensitivity`; by
+  default the coarsest grid that enlarges the sensitivity by at most 2**-10, relative,
+  :func:`auto_grid_exponent`); a
   coordinate whose exact change is ``c`` then changes by at most ``g ceil(|c| / g) <= |c| + g``,
   and only the ``N`` coordinates a record touches change at all, so the sensitivities on the
   grid are bounded by ``D1 + g N`` (L1) and ``sqrt(D2**2 + 2 g D1 + g**2 N)`` (L2), with
@@ -75,9 +77,11 @@ from engine.errors import SpecError
 #: the label every seeded (reproducible) output carries
 SEEDED_LABEL = "seeded: reproducible, not a private release"
 
-#: default grid exponent k (spacing 2**-k) for strategies with non-integer entries
-DEFAULT_GRID_EXPONENT = 10
 MAX_GRID_EXPONENT = 40
+#: the automatic grid is the coarsest whose rounding enlarges the sensitivity by at most this
+GRID_INFLATION = 2.0**-10
+#: largest discrete Laplace scale (grid units) the int64 arithmetic supports comfortably
+MAX_LAPLACE_SCALE = float(2**40)
 #: samples generated per vectorised round (memory is O(BATCH) whatever the size asked for)
 BATCH = 1 << 20
 #: largest sigma (in grid units) the int64 arithmetic of the Gaussian sampler supports
@@ -559,8 +563,31 @@ class ExactNoise:
                 "guarantee": dict(self.guarantee), "calibration": self.calibration}
 
 
+def auto_grid_exponent(laplace: bool, l1: float, l2: float, support: int,
+                       unit_scale: float) -> int:
+    """The coarsest grid 2**-k (k in 0..40) whose rounding enlarges the sensitivity in the
+    noise's norm by at most :data:`GRID_INFLATION` (relative), without the noise scale in grid
+    units passing the samplers' int64 limits (then the finest grid within them).
+
+    Args:
+        laplace: True for L1 / discrete Laplace, False for L2 / discrete Gaussian.
+        l1, l2: the strategy's sensitivities; support: :func:`column_support`.
+        unit_scale: noise scale per unit of sensitivity (sigma, or 1 / eps).
+    """
+    base = l1 if laplace else l2
+    limit = MAX_LAPLACE_SCALE if laplace else MAX_SIGMA
+    k_max = MAX_GRID_EXPONENT
+    if base * unit_scale > 0:
+        k_max = min(k_max, max(0, math.floor(math.log2(limit / (2.0 * base * unit_scale)))))
+    for k in range(k_max + 1):
+        d1, d2 = grid_sensitivity(l1, l2, support, 2.0**-k)
+        if (d1 if laplace else d2) <= base * (1.0 + GRID_INFLATION):
+            return k
+    return k_max
+
+
 def exact_noise(privacy: Any, l1: float, l2: float, *, integral: bool, support: int,
-                grid_exponent: int = DEFAULT_GRID_EXPONENT) -> ExactNoise:
+                grid_exponent: int | None = None) -> ExactNoise:
     """Calibrate the exact noise of a measurement with sensitivities (l1, l2).
 
     Args:
@@ -568,9 +595,17 @@ def exact_noise(privacy: Any, l1: float, l2: float, *, integral: bool, support: 
         l1, l2: the strategy's L1 and L2 sensitivities (answer units).
         integral: True when the strategy's entries are integers (then no rounding, spacing 1).
         support: :func:`column_support` of the strategy.
-        grid_exponent: k of the spacing 2**-k for non-integer strategies.
+        grid_exponent: k of the spacing 2**-k for non-integer strategies; None chooses it
+            (:func:`auto_grid_exponent`).
     """
-    k = 0 if integral else check_grid_exponent(grid_exponent)
+    laplace = privacy.noise == "laplace"
+    if integral:
+        k = 0
+    elif grid_exponent is None:
+        k = auto_grid_exponent(laplace, l1, l2, support,
+                               1.0 / privacy.epsilon if laplace else privacy.sigma())
+    else:
+        k = check_grid_exponent(grid_exponent)
     g = 2.0**-k
     d1, d2 = (l1, l2) if integral else grid_sensitivity(l1, l2, support, g)
     if privacy.noise == "laplace":

@@ -32,7 +32,6 @@ from engine.linalg.marginals import MarginalStrategy
 from engine.linalg.matrix import Matrix
 from engine.mechanisms.views import FactsView, Scalar, View, check_views
 from engine.noise import (
-    DEFAULT_GRID_EXPONENT,
     ExactNoise,
     column_support,
     exact_noise,
@@ -121,8 +120,9 @@ class Plan:
     reconstructor: Callable[[Plan, np.ndarray], np.ndarray] | None = None
     query_variances: Callable[[Plan], np.ndarray] | None = None
     measurer: Callable[[Plan, Data, np.random.Generator], Measurement] | None = None
-    #: k of the grid spacing 2**-k that real-valued strategy answers are released on
-    grid_exponent: int = DEFAULT_GRID_EXPONENT
+    #: k of the grid spacing 2**-k that real-valued strategy answers are released on (None:
+    #: the coarsest grid that enlarges the sensitivity by at most 2**-10)
+    grid_exponent: int | None = None
     _unit_variances: _UnitVariances = field(default_factory=_UnitVariances, init=False,
                                             repr=False, compare=False)
 
@@ -249,7 +249,7 @@ class Plan:
             data: the data vector or a Dataset.
             rng: the generator; None (the default, for a release) seeds one from the OS.
             grid_exponent: k of the grid 2**-k for real-valued strategies (default: the
-                plan's, :data:`engine.noise.DEFAULT_GRID_EXPONENT`).
+                plan's, automatic unless set: :func:`engine.noise.auto_grid_exponent`).
         """
         rng = release_rng() if rng is None else rng
         plan = self if grid_exponent is None else replace(self, grid_exponent=grid_exponent)

@@ -11,7 +11,9 @@ from scipy import stats
 from engine.errors import SpecError
 from engine.linalg.matrix import Dense, Identity, Kron
 from engine.noise import (
+    GRID_INFLATION,
     SEEDED_LABEL,
+    auto_grid_exponent,
     _bernoulli_exp_big,
     bernoulli_exp,
     check_grid_exponent,
@@ -180,6 +182,21 @@ def test_real_strategies_are_released_on_the_grid() -> None:
     assert noise.scale == pytest.approx(noise.sensitivity)  # sigma = D / sqrt(2 rho), rho = 1/2
     y = noise.apply(np.random.default_rng(2).normal(size=1000) * 50, release_rng(2))
     assert np.array_equal(y / g, np.round(y / g))
+
+
+def test_automatic_grid_is_the_coarsest_within_the_inflation_bound() -> None:
+    # a dense Kronecker strategy touching 10**6 answers per record needs a fine grid
+    l1, l2, support = 800.0, 1.3, 10**6
+    k = auto_grid_exponent(False, l1, l2, support, 4.2)
+    d2 = grid_sensitivity(l1, l2, support, 2.0**-k)[1]
+    assert d2 <= l2 * (1 + GRID_INFLATION) < grid_sensitivity(l1, l2, support, 2.0**(1 - k))[1]
+    assert k == 19  # g = 2**-19: 1600 g + 1e6 g**2 <= 1.69 * 2 * 2**-10
+    k1 = auto_grid_exponent(True, l1, l2, support, 1.0)
+    assert grid_sensitivity(l1, l2, support, 2.0**-k1)[0] <= l1 * (1 + GRID_INFLATION)
+    # capped where the noise scale in grid units would leave int64: then the finest allowed
+    assert auto_grid_exponent(False, 1e9, 1e4, 10**12, 1e3) == 2  # 2e7 * 2**2 < 2**27
+    noise = exact_noise(Privacy(noise="zcdp", rho=0.5), l1, l2, integral=False, support=support)
+    assert noise.grid_exponent == 19 and noise.sensitivity == pytest.approx(d2)
 
 
 def test_laplace_release_is_pure_eps_at_the_grid_sensitivity() -> None:
