@@ -200,19 +200,50 @@ class UpperTriangular(Dense):
         if not np.all(np.diag(a)):
             raise ValueError("UpperTriangular: a zero on the diagonal (the matrix is singular)")
 
-    def pinv(self) -> Matrix:
+    @cached_property
+    def inverse(self) -> np.ndarray:
+        """``A^-1`` by one triangular solve (computed once: the Gram's inverse reuses it)."""
         n = self.shape[0]
-        return Dense(sla.solve_triangular(self.array, np.eye(n), lower=False,
-                                          check_finite=False))
+        return sla.solve_triangular(self.array, np.eye(n), lower=False, check_finite=False)
+
+    def pinv(self) -> Matrix:
+        return Dense(self.inverse)
 
     def gram(self) -> Matrix:
         """``A^T A``, whose inverse is ``A^-1 A^-T`` (exact, no eigendecomposition)."""
+        return ImplicitGram(self)
 
-        def inverse() -> np.ndarray:
-            P = self.pinv().dense()
-            return P @ P.T
 
-        return PsdDense(self.array.T @ self.array, inverse)
+class ImplicitGram(Matrix):
+    """``A^T A`` kept as its factor A: products go through A, the explicit matrix is formed
+    only when asked for, and the pseudo-inverse is ``A^+ (A^+)^T`` from A's own ``pinv()``
+    (exact where A's is, e.g. a triangular solve)."""
+
+    def __init__(self, factor: Matrix) -> None:
+        self.factor = factor
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        n = self.factor.shape[1]
+        return (n, n)
+
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        return self.factor.rmatvec(self.factor.matvec(x))
+
+    rmatvec = matvec
+
+    def dense(self) -> np.ndarray:
+        self.check_dense()
+        d = self.factor.dense()
+        return d.T @ d
+
+    @property
+    def T(self) -> Matrix:
+        return self
+
+    def pinv(self) -> Matrix:
+        P = self.factor.pinv().dense()
+        return PsdDense(P @ P.T)
 
 
 class Sparse(Matrix):

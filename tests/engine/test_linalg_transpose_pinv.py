@@ -11,6 +11,7 @@ from engine.linalg.marginals import MarginalsGram, MarginalStrategy
 from engine.linalg.matrix import (
     Dense,
     Identity,
+    ImplicitGram,
     Kron,
     Matrix,
     Ones,
@@ -50,6 +51,7 @@ def cases() -> dict[str, Matrix]:
         "product": Product(D, Dense(RNG.random((3, 4)))),
         "upper-triangular": UpperTriangular(np.triu(RNG.random((4, 4))) + np.eye(4)),
         "psd": PsdDense(D.array.T @ D.array),
+        "implicit-gram": ImplicitGram(D),
         "marginals": MarginalStrategy(np.array([0.0, 0.5, 0.3, 0.2, 0.1, 0.0, 0.4, 0.6]),
                                       (2, 3, 4)),
         "marginals-gram": MarginalsGram(np.array([0.2, 0.0, 1.0, 0.5]), (3, 4)),
@@ -129,5 +131,7 @@ def test_upper_triangular_refuses_what_it_is_not() -> None:
     with pytest.raises(ValueError, match="singular"):
         UpperTriangular(np.diag([1.0, 0.0, 2.0]))
     U = CASES["upper-triangular"]
+    assert isinstance(U.gram(), ImplicitGram)  # A^T A is formed only when asked for
+    np.testing.assert_allclose(U.gram().dense(), U.dense().T @ U.dense(), rtol=1e-12)
     np.testing.assert_allclose(U.gram().pinv().dense(), np.linalg.inv(U.dense().T @ U.dense()),
                                rtol=1e-10)

@@ -95,7 +95,7 @@ def factor_views(factor: Factor, where: str = "") -> list[View]:
                     info.get("factorization"))])]
     if factor.n <= VIEW_CELLS and rows * factor.n <= MAX_VIEW_ENTRIES:
         out.append(MatrixView(
-            key=f"strategy{tag}", title=f"OPT_0 strategy{part}", matrix=A.dense(),
+            key=f"strategy{tag}", title=f"OPT_0 strategy{part}", matrix=A,
             caption=("Each row is one noisy measurement, each column one cell; colour is the "
                      "weight the measurement gives the cell."), units="weight",
             row_label="measurement", column_label="cell"))
