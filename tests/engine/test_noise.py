@@ -13,8 +13,8 @@ from engine.linalg.matrix import Dense, Identity, Kron
 from engine.noise import (
     GRID_INFLATION,
     SEEDED_LABEL,
-    auto_grid_exponent,
     _bernoulli_exp_big,
+    auto_grid_exponent,
     bernoulli_exp,
     check_grid_exponent,
     column_support,
