@@ -7,15 +7,13 @@ marginal workloads (all k-way marginals, or explicit attribute sets) and accepts
 directly.
 
 Example:
-    >>> import numpy as np
     >>> from engine.data import Dataset
     >>> from engine.domain import Domain
     >>> from engine.privacy import Privacy
     >>> from engine.workloads import Workload
     >>> d = Domain.from_sizes([2, 3, 2])
     >>> data = Dataset.synthetic(d, 500, rng=0, correlation=0.5)
-    >>> result = AIMGReM().run(Workload.marginals(d, k=2), Privacy(noise="zcdp", rho=1.0), data,
-    ...                        np.random.default_rng(0))
+    >>> result = AIMGReM().run(Workload.marginals(d, k=2), Privacy(noise="zcdp", rho=1.0), data)
     >>> abs(result.rho_spent - 1.0) < 1e-12
     True
 """

@@ -19,10 +19,8 @@ public n), except the clearly labelled ``chain_noise='paper-not-dp'`` replicatio
 The mechanism is data-dependent, so ``plan()`` refuses: call :meth:`release`.
 
 Example:
-    >>> import numpy as np
     >>> from engine.mechanisms.hierarchical.synthetic import running_example
-    >>> out = HierarchicalPGSR(variant="dp").release(running_example(), 1.0,
-    ...                                               np.random.default_rng(0))
+    >>> out = HierarchicalPGSR(variant="dp").release(running_example(), 1.0)  # OS entropy
     >>> out.is_consistent_integer(), int(out.levels[0].sum())
     (True, 6)
 """
