@@ -280,7 +280,9 @@ def discrete_laplace(scale: float | Fraction, size: int, rng: np.random.Generato
         int64 array of ``size`` samples.
     """
     t, s = laplace_parameter(scale)
-    return _fill(lambda m: _laplace_proposals(t, s, m, rng), int(size), 0.55)
+    # measured acceptance of CKS Algorithm 2: 0.57 for small scales, 0.63 for large ones
+    return _fill(lambda m: _laplace_proposals(t, s, m, rng), int(size),
+                 0.55 if t <= 4 * s else 0.62)
 
 
 # ----- discrete Gaussian ------------------------------------------------------------------
@@ -362,7 +364,9 @@ def discrete_gaussian(sigma: float | Fraction, size: int, rng: np.random.Generat
         int64 array of ``size`` samples.
     """
     p = gaussian_parameter(sigma)
-    return _fill(lambda m: _gaussian_proposals(p, m, rng), int(size), 0.35)
+    # measured acceptance of CKS Algorithm 3: 0.35 at sigma = 0.5, 0.47-0.48 from sigma ~ 2 on
+    return _fill(lambda m: _gaussian_proposals(p, m, rng), int(size),
+                 0.34 if p.t <= 2 else 0.46)
 
 
 def _fill(propose: Any, size: int, rate: float) -> np.ndarray:
