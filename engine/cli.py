@@ -201,8 +201,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         errors = {"rmse": float(np.sqrt(np.mean(diffs**2))),
                   **result.errors(truth).as_json()}
         rho = result.rho_spent
-        record.update(noise={"sampler": "float64 numpy normal (not exact: correlated residual "
-                             "noise)", "exact": False},
+        record.update(noise=dict(RESIDUAL_FLOAT_NOISE),
                       ledger=[{"charge": what, "rho": cost} for what, cost in result.ledger])
         header = ["marginal", "cell", "answer"]
         rows = [[result.label(g), i, float(v)] for g, est in result.estimates.items()
@@ -215,9 +214,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         errors = workload_errors(s.workload, estimate, truth)
         rho = privacy.zcdp_rho()
         noise = measurement.noise
-        record["noise"] = noise.record() if noise is not None else {
-            "sampler": "float64 numpy normal (not exact: correlated residual noise)",
-            "exact": False}
+        record["noise"] = noise.record() if noise is not None else dict(RESIDUAL_FLOAT_NOISE)
         if noise is not None and "rho" in noise.guarantee:
             rho = noise.guarantee["rho"]
         labels = [t.label for t in s.workload.terms for _ in range(t.num_queries)]
@@ -230,6 +227,12 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     return {"mechanism": name, "records": data.records, "rho_spent": rho,
             "seconds": record["seconds"], "errors": errors,
             "seeded": record["seeded"], "notice": record["notice"], "release": record}
+
+
+#: the record's noise entry for mechanisms that project correlated Gaussian noise onto
+#: residuals (aim-grem, residual-planner, querysmasher): not yet an exact sampler
+RESIDUAL_FLOAT_NOISE = {"sampler": "float64 numpy normal (not exact: correlated residual noise)",
+                        "exact": False}
 
 
 def _knobs(mech: Any) -> dict[str, Any]:
