@@ -544,6 +544,13 @@ class ExactNoise:
         """Upper bound on the per-answer noise std in answer units (the continuous one)."""
         return self.scale * (math.sqrt(2.0) if self.sampler == "discrete_laplace" else 1.0)
 
+    @property
+    def variance_factor(self) -> float:
+        """``(scale / plan_scale)**2``: the release's expected squared error is the plan's times
+        this (1 for zCDP and Laplace on integer strategies; about 1.15 for (eps, delta) through
+        zCDP; slightly above 1 where the grid enlarges the sensitivity)."""
+        return (self.scale / self.plan_scale) ** 2
+
     def integers(self, size: int, rng: np.random.Generator) -> np.ndarray:
         """Integer noise in grid units."""
         unit = Fraction(self.scale) / Fraction(self.spacing)
@@ -564,6 +571,7 @@ class ExactNoise:
         return {"sampler": self.sampler, "exact": True, "grid_exponent": self.grid_exponent,
                 "grid_spacing": self.spacing, "scale": self.scale,
                 "sensitivity_on_grid": self.sensitivity, "plan_scale": self.plan_scale,
+                "variance_factor": self.variance_factor,
                 "guarantee": dict(self.guarantee), "calibration": self.calibration}
 
 
