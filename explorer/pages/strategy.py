@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import panel as pn
 
+from engine.compare import Comparison
 from engine.error import reconstruction_map
 from engine.mechanisms import Plan
 from engine.mechanisms.views import (
@@ -214,10 +215,10 @@ class StrategyPage(Page):
                  f"({self.link('/compare', 'compare')} ranks the mechanisms).")
         return pn.Column(self.header(intro), choice, PlanningProgress(session=session),
                          pn.bind(off_loop(self._views), session.param.selected,
-                                 session.param.planned),
+                                 session.param.plans),
                          sizing_mode="stretch_width", css_classes=["strategy-page"])
 
-    def _views(self, name: str | None, planned: int) -> pn.viewable.Viewable:
+    def _views(self, name: str | None, plans: Comparison | None) -> pn.viewable.Viewable:
         # Bound through off_loop: dense matrices and a pseudo-inverse for small domains.
         plan = self.session.plan(name)
         if plan is None:

@@ -220,7 +220,7 @@ class TradeoffPage(Page):
         self.watch(session, self._comparison_changed, "comparison")
         self._doc = pn.state.curdoc
         self._chart_pane = pn.pane.Bokeh(
-            pn.bind(self._chart, session.param.planned, p.param.noise, p.param.delta,
+            pn.bind(self._chart, session.param.plans, p.param.noise, p.param.delta,
                     p.param.calibration),
             sizing_mode="stretch_width", css_classes=["tradeoff-chart"])
         chart = self._chart_pane
@@ -251,7 +251,7 @@ class TradeoffPage(Page):
                          "Download table (CSV)", css_class="tradeoff-csv"),
             pn.pane.Markdown("### What budget do I need?", margin=(0, 10)),
             target,
-            pn.bind(off_loop(self._required), self.model.param.target, session.param.planned,
+            pn.bind(off_loop(self._required), self.model.param.target, session.param.plans,
                     p.param.noise, p.param.delta, p.param.calibration),
             sizing_mode="stretch_width", css_classes=["tradeoff-page"],
         )
@@ -270,7 +270,7 @@ class TradeoffPage(Page):
             if best is not None:
                 self.model.target = _round_sig(best.rmse / 2)
 
-    def _chart(self, planned: int, noise: str, delta: float, calibration: str):
+    def _chart(self, plans: Comparison | None, noise: str, delta: float, calibration: str):
         session = self.session
         comparison = session.comparison
         privacy = comparison.privacy if comparison is not None else session.privacy
@@ -303,7 +303,7 @@ class TradeoffPage(Page):
         privacy = comparison.privacy if comparison is not None else self.session.privacy
         return f"At **{privacy.describe()}**:"
 
-    def _required(self, target: float | None, planned: int, noise: str, delta: float,
+    def _required(self, target: float | None, plans: Comparison | None, noise: str, delta: float,
                   calibration: str) -> pn.viewable.Viewable:
         # Bound through off_loop: one root search per mechanism for the analytic Gaussian.
         if not target:

@@ -17,7 +17,8 @@ from explorer.pages.builder import (
     attribute_spec,
     group_summary,
 )
-from explorer.state import PlanStore, Session
+from explorer.planning import PlanStore
+from explorer.state import Session
 
 
 @pytest.fixture

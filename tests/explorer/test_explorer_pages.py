@@ -38,7 +38,8 @@ from explorer.pages.tradeoff import (
     required_frame,
     required_knob,
 )
-from explorer.state import PlanStore, Session
+from explorer.planning import PlanStore
+from explorer.state import Session
 
 PREFIX = {"domain": {"x": {"size": 16, "kind": "numeric"}},
           "workload": [{"product": {"x": "prefix"}}],
@@ -240,7 +241,7 @@ def test_tradeoff_page_renders_and_moves_markers_in_place(session):
     view = page.__panel__()
     assert isinstance(view, pn.viewable.Viewable)
     assert page.model.target == pytest.approx(float(f"{session.comparison.best().rmse / 2:.2g}"))
-    figure = page._chart(session.planned, "laplace", session.privacy.delta, "analytic")
+    figure = page._chart(session.plans, "laplace", session.privacy.delta, "analytic")
     source = page._live.source
     session.privacy.epsilon = 4.0
     assert page._live.figure is figure  # no new chart for a slider move
