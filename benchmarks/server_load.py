@@ -235,13 +235,16 @@ async def run(args: argparse.Namespace) -> None:
             await asyncio.sleep(UNUSED_SESSION_MS / 1000 + 2)
             before = rss_mb(server.pid)
             sampler = asyncio.create_task(sample_rss(server.pid, during, stop))
-            planner = await plan_sf1(browser, base, timeout_ms)
+            planner = None if args.idle else await plan_sf1(browser, base, timeout_ms)
             results = await asyncio.gather(
                 *(analyst(browser, base, args.moves, timeout_ms) for _ in range(args.sessions))
             )
             loads = [load for load, _ in results]
             sliders = [s for _, moves in results for s in moves]
-            still_planning = await planner.locator(".planning-progress").first.is_visible()
+            still_planning = (
+                planner is not None
+                and await planner.locator(".planning-progress").first.is_visible()
+            )
             for start in range(0, args.cycles, args.batch):
                 await asyncio.gather(
                     *(
@@ -249,7 +252,8 @@ async def run(args: argparse.Namespace) -> None:
                         for _ in range(min(args.batch, args.cycles - start))
                     )
                 )
-            await planner.context.close()
+            if planner is not None:
+                await planner.context.close()
             await browser.close()
         stop.set()
         await sampler
@@ -261,11 +265,14 @@ async def run(args: argparse.Namespace) -> None:
         server.wait(timeout=30)
 
     log = log_path.read_text(errors="replace")
+    if args.idle:
+        load_text = "no planning load (--idle)"
+    else:
+        state = "still planning" if still_planning else "planning finished"
+        load_text = f"while one session planned Census SF1 ({state} after the sessions)"
     print(
         f"server_load: {args.sessions} sessions x {args.moves} slider moves, "
-        f"{args.cycles} open/close cycles, while one session planned Census SF1 "
-        f"({'still planning' if still_planning else 'planning finished'} after the "
-        f"sessions); {os.cpu_count()} CPU(s)"
+        f"{args.cycles} open/close cycles, {load_text}; {os.cpu_count()} CPU(s)"
     )
     print(
         f"  page load (trade-off page, rendered with numbers): p50 {percentile(loads, 50):.2f}"
@@ -281,11 +288,12 @@ async def run(args: argparse.Namespace) -> None:
         f"(median {statistics.median(during):.0f}), after {after:.0f} MB: "
         f"{after - before:+.0f} MB (goal within {GOALS['RSS back within']:.0f} MB)"
     )
-    print(
-        f"  SF1 planning job after its tab closed: "
-        f"{'cancelled' if 'cancelled after' in log else 'no cancel logged'}; tracebacks in "
-        f"the server log: {log.count('Traceback')}"
-    )
+    if not args.idle:
+        print(
+            f"  SF1 planning job after its tab closed: "
+            f"{'cancelled' if 'cancelled after' in log else 'no cancel logged'}; tracebacks in "
+            f"the server log: {log.count('Traceback')}"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -296,6 +304,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=5, help="cycles opened at the same time")
     parser.add_argument(
         "--timeout", type=float, default=180.0, help="seconds any one browser step may take"
+    )
+    parser.add_argument(
+        "--idle",
+        action="store_true",
+        help="no SF1 planning session (the baseline the planning load is compared with)",
     )
     parser.add_argument(
         "--quick",
