@@ -31,6 +31,13 @@ from engine.errors import NotApplicable, SpecError, suggest
 from engine.linalg.marginals import MarginalStrategy
 from engine.linalg.matrix import Matrix
 from engine.mechanisms.views import FactsView, Scalar, View, check_views
+from engine.noise import (
+    ExactNoise,
+    column_support,
+    exact_noise,
+    is_integral,
+    release_rng,
+)
 from engine.privacy import NOISE_TYPES, Privacy, budget_for_rmse
 from engine.progress import Progress
 from engine.workloads.workload import Workload
@@ -47,6 +54,8 @@ class Measurement:
     y: np.ndarray
     noise_std: float | np.ndarray
     seconds: float = 0.0
+    #: the exact sampler, grid and guarantee of the noise (None: a mechanism's own noise)
+    noise: ExactNoise | None = None
 
 
 class _UnitVariances:
@@ -111,6 +120,9 @@ class Plan:
     reconstructor: Callable[[Plan, np.ndarray], np.ndarray] | None = None
     query_variances: Callable[[Plan], np.ndarray] | None = None
     measurer: Callable[[Plan, Data, np.random.Generator], Measurement] | None = None
+    #: k of the grid spacing 2**-k that real-valued strategy answers are released on (None:
+    #: the coarsest grid that enlarges the sensitivity by at most 2**-10)
+    grid_exponent: int | None = None
     _unit_variances: _UnitVariances = field(default_factory=_UnitVariances, init=False,
                                             repr=False, compare=False)
 
@@ -212,20 +224,46 @@ class Plan:
             raise NotApplicable(f"{self.mechanism}: the plan has no explicit strategy")
         return self.strategy
 
-    def measure(self, data: Data, rng: np.random.Generator) -> Measurement:
-        """Noisy answers to the strategy on ``data`` (a data vector or a Dataset)."""
-        if self.measurer is not None:
-            return self.measurer(self, data, rng)
-        start = time.perf_counter()
+    def exact_noise(self) -> ExactNoise:
+        """The exact noise of this plan's measurement (sampler, grid, calibrated scale).
+
+        Integer strategies are released on the integers; others on the grid
+        ``2**-grid_exponent`` with the sensitivity bound of :mod:`engine.noise`.
+        """
         A = self._strategy()
+        return exact_noise(self.privacy, self.sensitivity.get(1, math.inf),
+                           self.sensitivity.get(2, math.inf), integral=is_integral(A),
+                           support=column_support(A), grid_exponent=self.grid_exponent)
+
+    def add_noise(self, exact: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray,
+                                                                             ExactNoise]:
+        """``exact`` rounded to the plan's grid plus exact integer noise on it."""
+        noise = self.exact_noise()
+        return noise.apply(exact, rng), noise
+
+    def measure(self, data: Data, rng: np.random.Generator | None = None, *,
+                grid_exponent: int | None = None) -> Measurement:
+        """Noisy answers to the strategy on ``data`` (a data vector or a Dataset).
+
+        Args:
+            data: the data vector or a Dataset.
+            rng: the generator; None (the default, for a release) seeds one from the OS.
+            grid_exponent: k of the grid 2**-k for real-valued strategies (default: the
+                plan's, automatic unless set: :func:`engine.noise.auto_grid_exponent`).
+        """
+        rng = release_rng() if rng is None else rng
+        plan = self if grid_exponent is None else replace(self, grid_exponent=grid_exponent)
+        if plan.measurer is not None:
+            return plan.measurer(plan, data, rng)
+        start = time.perf_counter()
+        A = plan._strategy()
         if isinstance(A, MarginalStrategy) and hasattr(data, "marginal"):
             names = data.domain.names
             exact = A.measure_marginals(lambda ax: data.marginal([names[i] for i in ax]))
         else:
             exact = A.matvec(data_vector(data))
-        std = self.noise_std()
-        y = exact + self.privacy.sample(exact.shape, self.sensitivity[self.privacy.norm], rng)
-        return Measurement(y, std, time.perf_counter() - start)
+        y, noise = plan.add_noise(exact, rng)
+        return Measurement(y, noise.noise_std, time.perf_counter() - start, noise)
 
     def reconstruct(self, measurement: Measurement | np.ndarray) -> np.ndarray:
         """Workload answers estimated from the measurement (least squares by default)."""
@@ -234,9 +272,11 @@ class Plan:
             return self.reconstructor(self, y)
         return self.workload.answer(least_squares(self._strategy(), y))
 
-    def run(self, data: Data, rng: np.random.Generator) -> np.ndarray:
-        """Measure and reconstruct: private answers to every workload query."""
-        return self.reconstruct(self.measure(data, rng))
+    def run(self, data: Data, rng: np.random.Generator | None = None, *,
+            grid_exponent: int | None = None) -> np.ndarray:
+        """Measure and reconstruct: private answers to every workload query (OS entropy
+        unless ``rng`` is given)."""
+        return self.reconstruct(self.measure(data, rng, grid_exponent=grid_exponent))
 
     def summary(self) -> dict[str, Any]:
         """Name, RMSE at the plan's privacy, planning time."""

@@ -29,6 +29,7 @@ import pandas as pd
 import panel as pn
 import param
 
+from engine.noise import SEEDED_LABEL, release_rng
 from explorer.components.worker import BackgroundRun
 
 ADULT = "Adult (bundled)"
@@ -95,7 +96,8 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
     max_rounds = param.Integer(default=None, bounds=(1, 100_000), allow_None=True,
                                doc="Rounds cap (empty: the paper's schedule); the budget is "
                                    "spread over about this many rounds.")
-    seed = param.Integer(default=0, bounds=(0, None), doc="Seed of the run's noise.")
+    seed = param.Integer(default=None, bounds=(0, None), allow_None=True,
+                         doc="Seed of the run's noise, for teaching only (empty: OS entropy).")
     compare_rp = param.Boolean(default=True, doc="Also run the batch ResidualPlanner on the "
                                                  "same data and budget.")
     compare_pgm = param.Boolean(default=False, doc="Also run AIM+PGM (needs the optional mbi "
@@ -208,7 +210,6 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         self.param.update(**changes)
 
     def _job(self) -> None:
-        import numpy as np
 
         from engine.errors import Cancelled
         from engine.experiments import AIM_GREM, compare_adaptive
@@ -229,7 +230,7 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
             comparison = compare_adaptive(
                 data, workload, self.privacy(), max_rounds=self.max_rounds,
                 residual_planner=self.compare_rp, pgm=self.compare_pgm,
-                post_processing=self.post_processing, rng=np.random.default_rng(self.seed),
+                post_processing=self.post_processing, rng=release_rng(self.seed),
                 progress=self._progress, on_round=lambda r, share: self._on_round(r, share, label),
                 on_method=running)
             ours = comparison.runs[0].result
@@ -260,6 +261,8 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
     def csv_export(self) -> io.StringIO:
         """The comparison table and the round log as one CSV document."""
         buffer = io.StringIO()
+        if self.seed is not None:
+            buffer.write(f"# {SEEDED_LABEL}\n")
         buffer.write("# comparison (errors against the true data: evaluation only)\n")
         self.results_frame().to_csv(buffer, index=False)
         buffer.write("\n# AIM+GReM rounds\n")
@@ -335,7 +338,9 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
             pn.widgets.FloatInput.from_param(self.param.epsilon, label="epsilon", step=0.1),
             pn.widgets.FloatInput.from_param(self.param.delta, label="delta"),
             pn.widgets.IntInput.from_param(self.param.max_rounds, label="Rounds cap"),
-            pn.widgets.IntInput.from_param(self.param.seed, label="Seed"),
+            pn.widgets.IntInput.from_param(self.param.seed, label="Seed (teaching only)"),
+            pn.pane.Alert(SEEDED_LABEL, alert_type="warning",
+                          visible=self.param.seed.rx().rx.is_not(None)),
             pn.widgets.Checkbox.from_param(self.param.compare_rp,
                                            label="Compare with ResidualPlanner"),
             pn.widgets.Checkbox.from_param(self.param.compare_pgm, label="Compare with AIM+PGM",

@@ -26,6 +26,7 @@ import panel as pn
 import param
 
 from engine.experiments import CENSUS_VARIANTS
+from engine.noise import SEEDED_LABEL
 from explorer.components.worker import BackgroundRun
 
 SYNTHETIC = "synthetic"
@@ -64,7 +65,11 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
     variants = param.ListSelector(default=["dp", "cdp", "topdown", "relaxed"],
                                   objects=VARIANT_CHOICES, doc="Variants to compare.")
     trials = param.Integer(default=5, bounds=(1, 500), doc="Monte Carlo trials per variant.")
-    seed = param.Integer(default=0, bounds=(0, None), doc="Seed of the noise.")
+    seed = param.Integer(default=None, bounds=(0, None), allow_None=True,
+                         doc="Seed of the noise, for teaching only (empty: OS entropy).")
+    max_size = param.Integer(default=None, bounds=(1, None), allow_None=True,
+                             doc="Top size bucket of an uploaded hierarchy: public, never read "
+                                 "from the private CSV.")
     heat_variant = param.Selector(default="dp", objects=VARIANT_CHOICES,
                                   doc="Variant shown in the heat map and tree view.")
     region = param.Selector(default=None, objects=[], allow_None=True,
@@ -99,7 +104,11 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
 
             if not self.csv_file:
                 raise SpecError("upload: choose a hierarchy CSV first")
-            return experiments.load_hierarchy(io.StringIO(self.csv_file.decode("utf-8")))
+            if self.max_size is None:
+                raise SpecError("max size: required for an uploaded hierarchy (the size range "
+                                "must be public, not read from the private CSV)")
+            return experiments.load_hierarchy(io.StringIO(self.csv_file.decode("utf-8")),
+                                              max_size=self.max_size)
         return experiments.synthetic_hierarchy(self.synthetic_spec)
 
     def weights(self) -> list[float]:
@@ -314,6 +323,8 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             pn.Column(upload, pn.pane.Markdown(
                 "CSV header: the level names, then `size` and optionally `count`; one row "
                 "per (leaf, size) with its count, or one row per group."),
+                pn.widgets.IntInput.from_param(self.param.max_size,
+                                               label="Max size (public top bucket)"),
                 visible=self.param.source.rx() == UPLOAD),
             pn.widgets.FloatInput.from_param(self.param.epsilon, label="epsilon", step=0.1),
             pn.widgets.Select.from_param(self.param.split, label="Budget split over levels"),
@@ -323,7 +334,9 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             pn.widgets.Select.from_param(self.param.noise, label="Noise"),
             pn.widgets.CheckBoxGroup.from_param(self.param.variants, label="Variants"),
             pn.widgets.IntInput.from_param(self.param.trials, label="Trials"),
-            pn.widgets.IntInput.from_param(self.param.seed, label="Seed"),
+            pn.widgets.IntInput.from_param(self.param.seed, label="Seed (teaching only)"),
+            pn.pane.Alert(SEEDED_LABEL, alert_type="warning",
+                          visible=self.param.seed.rx().rx.is_not(None)),
             pn.Row(run, cancel),
             pn.pane.Markdown(PRIVACY_NOTE),
             width=320,

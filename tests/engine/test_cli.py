@@ -173,7 +173,9 @@ def test_run_on_a_csv(spec: Path, tmp_path: Path, capsys) -> None:
                "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert list(doc) == ["mechanism", "records", "rho_spent", "seconds", "errors"]
+    # the contract's keys first, then the release fields (issue 14) appended compatibly
+    assert list(doc)[:5] == ["mechanism", "records", "rho_spent", "seconds", "errors"]
+    assert list(doc)[5:] == ["seeded", "notice", "release"]
     assert doc["mechanism"] == "h2" and doc["records"] == 400
     assert doc["rho_spent"] == pytest.approx(Privacy().zcdp_rho())
     assert set(doc["errors"]) == {"rmse", "mean_l1", "mean_l2", "max_l1"}

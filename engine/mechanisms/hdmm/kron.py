@@ -153,8 +153,8 @@ def kron_plan(name: str, workload: Workload, privacy: Privacy, union: ProductUni
     def measurer(plan: Plan, data: Any, rng: np.random.Generator) -> Measurement:
         start = time.perf_counter()
         y = kron_measure(mats, data, workload.domain, max_cells)
-        y += plan.privacy.sample(y.shape, plan.sensitivity[plan.privacy.norm], rng)
-        return Measurement(y, plan.noise_std(), time.perf_counter() - start)
+        y, noise = plan.add_noise(y, rng)
+        return Measurement(y, noise.noise_std, time.perf_counter() - start, noise)
 
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         return kron_answers(pinvs, mats, y, workload)

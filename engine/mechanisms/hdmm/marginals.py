@@ -259,8 +259,8 @@ def marginals_plan(name: str, workload: Workload, privacy: Privacy, union: Produ
         start = time.perf_counter()
         exact = strategy.measure_marginals(
             lambda ax: data_marginal(data, ax, domain, max_cells))
-        y = exact + plan.privacy.sample(exact.shape, plan.sensitivity[plan.privacy.norm], rng)
-        return Measurement(y, plan.noise_std(), time.perf_counter() - start)
+        y, noise = plan.add_noise(exact, rng)
+        return Measurement(y, noise.noise_std, time.perf_counter() - start, noise)
 
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         return answers(workload, MarginalEstimates(theta, domain.shape, np.asarray(y)))

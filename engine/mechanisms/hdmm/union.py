@@ -145,8 +145,8 @@ def union_plan(name: str, workload: Workload, privacy: Privacy, union: ProductUn
         start = time.perf_counter()
         y = np.concatenate([weights[g] * kron_measure(mats[g], data, workload.domain,
                                                       max_cells) for g in live])
-        y += plan.privacy.sample(y.shape, plan.sensitivity[plan.privacy.norm], rng)
-        return Measurement(y, plan.noise_std(), time.perf_counter() - start)
+        y, noise = plan.add_noise(y, rng)
+        return Measurement(y, noise.noise_std, time.perf_counter() - start, noise)
 
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         pieces = strategy.split(np.asarray(y, dtype=float))
