@@ -69,6 +69,9 @@ START_SCALES = (1.0, 0.5, 0.25)
 #: that the p-Identity starts share: 800 evaluations on 256 cells (p = 16), about eight
 #: starts there. Where one start costs more than the rest of it, no further start runs.
 SCREEN_WORK = 800 * 16 * 256**2
+#: Work cap of a whole p-Identity optimisation (starts and polish): about a minute of one
+#: core, 240 evaluations on 4,096 cells (p = 256); below 2,048 cells it never binds.
+MAX_WORK = 240 * 256 * 4096**2
 
 
 # --------------------------------------------------------------------------------------
@@ -273,7 +276,8 @@ def pidentity_start(V: np.ndarray, p: int, rng: np.random.Generator, k: int) -> 
 
 def optimize_pidentity(V: np.ndarray, p: int, *, restarts: int = 8, seed: int = 0,
                        maxiter: int = 300, polish_iterations: int = 200,
-                       screen_ftol: float = 1e-4, init: np.ndarray | None = None,
+                       screen_ftol: float = 1e-4, max_work: int = MAX_WORK,
+                       init: np.ndarray | None = None,
                        progress: Progress | Reporter | None = None
                        ) -> tuple[np.ndarray, float, list[float]]:
     """Best p-Identity ``Theta`` for V: seeded starts screened, the best one polished.
@@ -297,6 +301,8 @@ def optimize_pidentity(V: np.ndarray, p: int, *, restarts: int = 8, seed: int = 
         polish_iterations: most iterations refining the best start at a tight tolerance (no
             more than that start's screening took).
         screen_ftol: L-BFGS-B ``ftol`` of the screening runs.
+        max_work: multiply-adds the whole optimisation may spend (caps the iterations of the
+            starts and the polish on very large domains).
         init: an extra warm start (p x n), tried before the random ones.
         progress: receives one step per objective evaluation.
 
@@ -312,6 +318,7 @@ def optimize_pidentity(V: np.ndarray, p: int, *, restarts: int = 8, seed: int = 
     warm = [] if init is None else [np.asarray(init, float).reshape(p, n)]
     total = len(warm) + restarts
     budget = SCREEN_WORK // (p * n * n)  # in evaluations
+    cap = max(1, max_work // (p * n * n))
     evaluations = [0]
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
@@ -325,17 +332,17 @@ def optimize_pidentity(V: np.ndarray, p: int, *, restarts: int = 8, seed: int = 
         rep = reporter(progress, f"OPT_0 p-identity (p={p}) start {k + 1}/{total}")
         before = evaluations[0]
         results.append(minimize_reported(fun, x0.ravel(), rep, ftol=screen_ftol,
-                                         maxiter=maxiter))
+                                         maxiter=min(maxiter, cap - before)))
         lengths.append(evaluations[0] - before)
         first = lengths[len(warm)] if k >= len(warm) else 0  # the first random start's
-        if first and evaluations[0] + first > budget:
+        if (first and evaluations[0] + first > budget) or evaluations[0] >= cap:
             break
     losses = [f for f, _ in results]
     best = int(np.argmin(losses))
     f, x = results[best]
     # the polish runs at most as long as the best start's screening did: short on small or
     # easy problems, longer where the screening itself needed many iterations
-    polish = min(polish_iterations, lengths[best])
+    polish = min(polish_iterations, lengths[best], cap - evaluations[0])
     if polish > 0 and math.isfinite(f):
         rep = reporter(progress, f"OPT_0 p-identity (p={p}) polish")
         f2, x2 = minimize_reported(fun, x, rep, ftol=1e-12, maxiter=polish)
@@ -616,7 +623,8 @@ def total_factor(n: int, V: np.ndarray, norm: int) -> Factor:
 
 def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, seed: int = 0,
          maxiter: int = 300, polish_iterations: int = 200, tol: float = 1e-7,
-         init: Factor | None = None, progress: Progress | Reporter | None = None) -> Factor:
+         max_work: int = MAX_WORK, init: Factor | None = None,
+         progress: Progress | Reporter | None = None) -> Factor:
     """OPT_0: the best strategy for the explicit Gram V in sensitivity norm ``norm``.
 
     Args:
@@ -628,6 +636,7 @@ def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, s
         maxiter: p-Identity iterations per start (Laplace) / dual iterations (Gaussian).
         polish_iterations: extra iterations on the best p-Identity start.
         tol: certified relative optimality gap of the Gaussian problem.
+        max_work: multiply-adds one p-Identity optimisation may spend.
         init: a previous p-Identity factor to warm-start from (same p and n).
         progress: receives (iteration, loss) from every optimiser loop.
 
@@ -650,7 +659,8 @@ def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, s
                     and init.matrix.theta.shape == (p, n) else None)
             theta, f, losses = optimize_pidentity(
                 V, p, restarts=restarts, seed=seed, maxiter=maxiter,
-                polish_iterations=polish_iterations, init=warm, progress=progress)
+                polish_iterations=polish_iterations, max_work=max_work, init=warm,
+                progress=progress)
             candidates.append(Factor("p-identity", PIdentity(theta), f, norm,
                                      {"p": p, "start_losses": losses}))
             t, f = optimize_idtotal(V, progress)
