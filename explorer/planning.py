@@ -15,6 +15,7 @@ Nothing here imports Panel; it is unit-testable without a browser or a server.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -36,6 +37,8 @@ from engine.workloads.workload import Workload
 
 LOG = logging.getLogger(__name__)
 
+#: How much lower than the web thread's the planner threads' CPU priority is (nice steps).
+PLANNER_NICENESS = 10
 #: Planning jobs that may run at the same time in one server process (``EXPLORER_PLANNERS``).
 DEFAULT_PLANNERS = 2
 
@@ -518,6 +521,7 @@ class PlanStore:
 
     def _plan_forever(self) -> None:
         """A planner thread: run queued jobs, first come first served."""
+        lower_thread_priority()
         while True:
             with self._job_waiting:
                 while not self._queue:
@@ -544,6 +548,17 @@ class PlanStore:
         """Forget every plan (running jobs finish, and store what they finish)."""
         with self._lock:
             self._entries.clear()
+
+
+def lower_thread_priority() -> None:
+    """Give the calling thread a lower CPU priority than the web thread (Linux; else no-op).
+
+    Planning is throughput work and page serving is latency work: on a busy machine the
+    kernel should run page builds and slider callbacks first.
+    """
+    # AttributeError / OSError: no per-thread priorities on this platform.
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PLANNER_NICENESS)
 
 
 def planners_from_environment() -> int:

@@ -7,6 +7,7 @@ engine.compare is replaced where a test needs a mechanism that runs until it is 
 from __future__ import annotations
 
 import math
+import os
 import threading
 
 import pytest
@@ -268,3 +269,18 @@ def test_the_planner_limit_must_be_positive(monkeypatch):
     monkeypatch.setenv("EXPLORER_PLANNERS", "many")
     with pytest.raises(SystemExit, match="EXPLORER_PLANNERS: 'many'"):
         planning.planners_from_environment()
+
+
+def test_planner_threads_run_at_a_lower_cpu_priority_than_the_web_thread():
+    web = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen = []
+
+    def planner():
+        planning.lower_thread_priority()
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    thread = threading.Thread(target=planner)
+    thread.start()
+    thread.join(10)
+    assert seen == [min(web + planning.PLANNER_NICENESS, 19)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == web
