@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from engine.cli import add_executor_flags, executor_from_flags
 from engine.errors import SpecError, suggest
 from engine.experiments import census_trials
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv
@@ -67,6 +68,7 @@ def add_census_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
                         help="top size bucket k (sizes >= k share it); required with --data: "
                         "the domain must be public, never read from the private CSV")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_executor_flags(parser)
     return parser
 
 
@@ -116,8 +118,9 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
     if weights is not None and len(weights) != hierarchy.tree.depth:
         raise SpecError(f"--weights: expected {hierarchy.tree.depth} numbers (one per level), "
                         f"got {len(weights)}")
-    run = census_trials(hierarchy, [variant], epsilon, trials, noise=sampler, split=split,
-                        level_weights=weights or (), seed=seed)
+    with executor_from_flags(args) as executor:
+        run = census_trials(hierarchy, [variant], epsilon, trials, noise=sampler, split=split,
+                            level_weights=weights or (), seed=seed, executor=executor)
     evaluation = run.evaluations[variant]
     result = evaluation.summary()
     result.update({"hierarchy": hierarchy.name or "csv",
