@@ -248,6 +248,9 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         rho = privacy.zcdp_rho()
         noise = measurement.noise
         record["noise"] = noise.record() if noise is not None else dict(RESIDUAL_FLOAT_NOISE)
+        # data-independent, so public: the plan's RMSE at the sigma the sampler used
+        record["expected_rmse"] = plan.rmse() * math.sqrt(
+            noise.variance_factor if noise is not None else 1.0)
         if noise is not None and "rho" in noise.guarantee:
             rho = noise.guarantee["rho"]
         labels = [t.label for t in s.workload.terms for _ in range(t.num_queries)]
