@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from engine.cli import add_executor_flags, executor_from_flags
 from engine.errors import SpecError, suggest
 from engine.experiments import census_trials
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv
@@ -70,6 +71,7 @@ def add_census_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     from engine.budget_cli import add_ledger_flag
 
     add_ledger_flag(parser)
+    add_executor_flags(parser)
     return parser
 
 
@@ -127,16 +129,18 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
                        cost=Cost.pure(epsilon), seeded=seed is not None, out=out,
                        mechanism="hierarchical-pgsr", knobs=knobs,
                        privacy={"noise": "laplace", "epsilon": epsilon}):
-        return _census_release(hierarchy, knobs, epsilon, trials, seed, out)
+        return _census_release(args, hierarchy, knobs, epsilon, trials, seed, out)
 
 
-def _census_release(hierarchy: Hierarchy, knobs: dict[str, Any], epsilon: float, trials: int,
-                    seed: int | None, out: str | None) -> dict[str, Any]:
+def _census_release(args: argparse.Namespace, hierarchy: Hierarchy, knobs: dict[str, Any],
+                    epsilon: float, trials: int, seed: int | None,
+                    out: str | None) -> dict[str, Any]:
     """The trials and the release record of :func:`census_command` (charged by its caller)."""
     variant, split, sampler, weights = (knobs["variant"], knobs["split"], knobs["sampler"],
                                         knobs["level_weights"])
-    run = census_trials(hierarchy, [variant], epsilon, trials, noise=sampler, split=split,
-                        level_weights=weights or (), seed=seed)
+    with executor_from_flags(args) as executor:
+        run = census_trials(hierarchy, [variant], epsilon, trials, noise=sampler, split=split,
+                            level_weights=weights or (), seed=seed, executor=executor)
     evaluation = run.evaluations[variant]
     result = evaluation.summary()
     result.update({"hierarchy": hierarchy.name or "csv",

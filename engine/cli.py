@@ -6,17 +6,20 @@ Bad input exits with status 2 and one line on stderr that names the field.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Executor
 from typing import Any, NoReturn
 
 import numpy as np
 
 from engine.errors import NotApplicable, SpecError
+from engine.executor import SCHEDULER_VARIABLE, executor_for, scheduler_from_environment
 from engine.privacy import NOISE_TYPES, Privacy
 from engine.scenario import Scenario, parse_mechanisms
 
@@ -52,6 +55,34 @@ def _add_release_flags(p: argparse.ArgumentParser) -> None:
     add_ledger_flag(p)
 
 
+def add_executor_flags(p: argparse.ArgumentParser) -> None:
+    """``--workers N`` (a local process pool) and ``--scheduler ADDRESS`` (a Dask cluster)."""
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="run independent pieces on N local processes (default: serial, or "
+                        "the planner's own choice)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run independent pieces on an existing Dask cluster, e.g. "
+                        f"tcp://127.0.0.1:8786 (default: ${SCHEDULER_VARIABLE}; needs the "
+                        "'dask' extra)")
+
+
+@contextlib.contextmanager
+def executor_from_flags(args: argparse.Namespace) -> Iterator[Executor | None]:
+    """The executor that ``--workers`` / ``--scheduler`` / ``$DPWB_SCHEDULER`` ask for (None:
+    plan in this process), shut down on exit."""
+    workers = getattr(args, "workers", None)
+    scheduler = getattr(args, "scheduler", None)
+    if workers is not None and workers < 1:
+        raise SpecError(f"--workers: must be >= 1, got {workers}")
+    if workers is not None and scheduler:
+        raise SpecError("--workers: give --workers or --scheduler, not both")
+    field = "--scheduler"
+    if workers is None and scheduler is None:
+        scheduler, field = scheduler_from_environment(), SCHEDULER_VARIABLE
+    with executor_for(workers, scheduler, field) as executor:
+        yield executor
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m engine``."""
     parser = _Parser(prog="python -m engine", description="DP matrix-mechanism workbench.")
@@ -66,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("spec")
     c.add_argument("--mechanism", action="append", default=None, help="repeatable")
     _add_privacy_flags(c)
+    add_executor_flags(c)
     c.add_argument("--json", action="store_true")
     r = sub.add_parser("run", help="run a mechanism on data")
     r.add_argument("spec")
@@ -145,7 +177,8 @@ def cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
     privacy = privacy_from_flags(s.privacy, args)
     mechs = parse_mechanisms(args.mechanism, "--mechanism") if args.mechanism else (
         s.mechanisms or None)
-    return compare(s.workload, privacy, mechs).to_json()
+    with executor_from_flags(args) as executor:
+        return compare(s.workload, privacy, mechs, executor=executor).to_json()
 
 
 def workload_errors(workload: Any, estimate: np.ndarray, truth: np.ndarray) -> dict[str, float]:
