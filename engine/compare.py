@@ -20,6 +20,7 @@ from typing import Any
 from engine.bounds import Bound, svd_bound
 from engine.errors import Cancelled, NotApplicable
 from engine.mechanisms import Plan, get, mechanism_class, registry_names
+from engine.mechanisms.base import shared_plans
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
@@ -126,7 +127,17 @@ def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | No
         on_row: called with each finished row (for live displays).
     """
     names = tuple(mechanisms) if mechanisms is not None else default_mechanisms()
-    rows = []
+    rows: list[ComparisonRow] = []
+    with shared_plans():
+        _plan_rows(workload, privacy, names, params, progress, on_row, rows)
+    return Comparison(workload, privacy, svd_bound(workload), tuple(rows))
+
+
+def _plan_rows(workload: Workload, privacy: Privacy, names: tuple[str, ...],
+               params: Mapping[str, Mapping[str, Any]] | None, progress: Progress | None,
+               on_row: Callable[[ComparisonRow], None] | None, rows: list[ComparisonRow]
+               ) -> None:
+    """Append one row per name to ``rows`` (in order), calling ``on_row`` after each."""
     for name in names:
         cls = mechanism_class(name)
         start = time.perf_counter()
@@ -150,7 +161,6 @@ def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | No
         rows.append(row)
         if on_row is not None:
             on_row(row)
-    return Comparison(workload, privacy, svd_bound(workload), tuple(rows))
 
 
 def compare_scenario(spec: Mapping[str, Any]) -> dict[str, Any]:
