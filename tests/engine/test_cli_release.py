@@ -92,6 +92,8 @@ def test_out_writes_the_answers_and_the_record(capsys, scenario, tmp_path) -> No
     assert record["noise"]["grid_spacing"] == 1.0  # identity is an integer strategy
     assert record["noise"]["guarantee"]["rho"] == pytest.approx(0.5, rel=1e-12)
     assert record["seeded"] is False and record["package_version"]
+    plan = get("identity").plan(Scenario.load(spec).workload, Privacy(noise="zcdp", rho=0.5))
+    assert record["expected_rmse"] == pytest.approx(plan.rmse(), rel=1e-12)  # factor 1
     with (out / "answers.csv").open() as fh:
         rows = list(csv.reader(fh))
     assert rows[0] == ["query", "term", "answer"] and len(rows) == 17

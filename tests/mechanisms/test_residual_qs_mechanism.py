@@ -14,7 +14,7 @@ from engine.data.dataset import Dataset
 from engine.domain import Domain
 from engine.error import per_query_variances, trace_term
 from engine.errors import Cancelled, NotApplicable
-from engine.executor import ProcessExecutor, SerialExecutor
+from engine.executor import SerialExecutor, local_pool
 from engine.mechanisms import get
 from engine.mechanisms.residual import QuerySmasher
 from engine.mechanisms.residual.decomposition import decompose, residual_projector
@@ -231,7 +231,7 @@ def test_executor_choice_does_not_change_the_plan() -> None:
     W = Workload(dom, (PrefixMarginals(k=1), PairQueries(attrs=("x", "y"), pair_kind="affine"),
                        PairQueries(attrs=("y", "z"), pair_kind="abs_diff")))
     serial = QuerySmasher(executor=SerialExecutor()).plan(W, BETA1)
-    with ProcessExecutor(max_workers=2) as pool:
+    with local_pool(max_workers=2) as pool:
         parallel = QuerySmasher(executor=pool).plan(W, BETA1)
     assert parallel.tse() == pytest.approx(serial.tse(), rel=1e-12)
     assert decompose(W).residuals[(0, 1)].cells == 256

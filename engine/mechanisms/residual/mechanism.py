@@ -76,8 +76,10 @@ class QuerySmasher(Mechanism):
     workers = param.Integer(default=None, allow_None=True, bounds=(0, None),
                             doc="Processes for independent sub-problems (None: automatic, "
                                 "0 or 1: serial).")
-    executor = param.Parameter(default=None, doc="An engine.executor.Executor for the "
-                                                 "sub-problems (overrides workers).")
+    executor = param.Parameter(default=None, doc="A concurrent.futures.Executor for the "
+                                                 "sub-problems, e.g. engine.executor."
+                                                 "local_pool() or a Dask client's "
+                                                 "get_executor() (overrides workers).")
 
     def check(self, workload: Workload, privacy: Privacy) -> None:
         if privacy.noise not in self.noises:

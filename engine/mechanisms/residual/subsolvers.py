@@ -16,8 +16,8 @@ When a residual's Gram is one Kronecker product ``c kron_i G_i`` (every product 
 one block per attribute) the optimum is the Kronecker product of 1-D optima (spec R7): each
 distinct 1-D Gram is solved once and shared by every residual that uses it. Other residuals
 are grouped by their normalised Gram (residuals with proportional Grams share one strategy)
-and each group is solved once; the optimal SDPs of different groups run through an
-:class:`~engine.executor.Executor`.
+and each group is solved once; the optimal SDPs of different groups run through
+any ``concurrent.futures.Executor`` (:func:`~engine.executor.map_ordered`).
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ import functools
 import math
 import time
 from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from engine.errors import NotApplicable
-from engine.executor import Executor, ProcessExecutor, SerialExecutor, default_executor
+from engine.executor import SerialExecutor, default_executor, map_ordered
 from engine.linalg.residuals import AttrSet
 from engine.mechanisms.residual.decomposition import (
     Decomposition,
@@ -311,10 +312,10 @@ def _solve_joint_optimal(joint: dict[Hashable, list[ResidualWorkload]], store: G
                f"({sol.iterations + sol.newton_steps} iterations, gap {sol.gap:.1e})")
 
     try:
-        solutions = pool.map(fn, tasks, on_result=on_result)
+        solutions = map_ordered(pool, fn, tasks, on_result=on_result, progress=progress)
     finally:
-        if executor is None and isinstance(pool, ProcessExecutor):
-            pool.close()
+        if executor is None:
+            pool.shutdown(wait=True, cancel_futures=True)
     return dict(zip(signatures, solutions, strict=True))
 
 
