@@ -221,7 +221,7 @@ class Ledger:
             yield
         except LedgerError:
             raise
-        except (SQLAlchemyError, DBAPIError, OSError) as exc:
+        except (SQLAlchemyError, DBAPIError, OSError, ValueError) as exc:
             where = sqlite_file(self.url) or self.engine.url.render_as_string(hide_password=True)
             raise LedgerError(f"ledger: cannot {what} {str(where)!r}: {_one_line(exc)}") from None
 
