@@ -201,7 +201,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         errors = {"rmse": float(np.sqrt(np.mean(diffs**2))),
                   **result.errors(truth).as_json()}
         rho = result.rho_spent
-        record.update(noise=dict(RESIDUAL_FLOAT_NOISE),
+        record.update(noise=dict(result.details["noise"]),
                       ledger=[{"charge": what, "rho": cost} for what, cost in result.ledger])
         header = ["marginal", "cell", "answer"]
         rows = [[result.label(g), i, float(v)] for g, est in result.estimates.items()
@@ -214,11 +214,10 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         errors = workload_errors(s.workload, estimate, truth)
         rho = privacy.zcdp_rho()
         noise = measurement.noise
-        record["noise"] = noise.record() if noise is not None else dict(RESIDUAL_FLOAT_NOISE)
+        record["noise"] = noise.record()
         # data-independent, so public: the plan's RMSE at the sigma the sampler used
-        record["expected_rmse"] = plan.rmse() * math.sqrt(
-            noise.variance_factor if noise is not None else 1.0)
-        if noise is not None and "rho" in noise.guarantee:
+        record["expected_rmse"] = plan.rmse() * math.sqrt(noise.variance_factor)
+        if "rho" in noise.guarantee:
             rho = noise.guarantee["rho"]
         labels = [t.label for t in s.workload.terms for _ in range(t.num_queries)]
         header = ["query", "term", "answer"]
@@ -230,12 +229,6 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     return {"mechanism": name, "records": data.records, "rho_spent": rho,
             "seconds": record["seconds"], "errors": errors,
             "seeded": record["seeded"], "notice": record["notice"], "release": record}
-
-
-#: the record's noise entry for mechanisms that project correlated Gaussian noise onto
-#: residuals (aim-grem, residual-planner, querysmasher): not yet an exact sampler
-RESIDUAL_FLOAT_NOISE = {"sampler": "float64 numpy normal (not exact: correlated residual noise)",
-                        "exact": False}
 
 
 def _knobs(mech: Any) -> dict[str, Any]:
