@@ -121,3 +121,23 @@ def test_data_dependent_mechanisms_are_not_planned() -> None:
         assert c.rows[0].error.startswith("not applicable: data-dependent")
     assert {"identity", "h2", "hb", "wavelet", "workload"} <= set(default_mechanisms())
     assert get("identity").name == "identity"
+
+
+def test_a_process_pool_gives_the_serial_comparison_in_mechanism_order() -> None:
+    from engine.executor import local_pool
+    from engine.scenario import Scenario
+
+    s = Scenario.from_spec({"domain": {"x": 16, "y": 8},
+                            "workload": [{"marginals": {"k": 2}}, {"product": {"x": "prefix"}}],
+                            "privacy": {"noise": "gaussian", "epsilon": 1, "delta": 1e-6}})
+    # plans whose reconstructors are local functions come back too (cloudpickle)
+    names = ["eigen-design", "identity", "hdmm-opt0", "querysmasher", "wavelet"]
+    serial = compare(s.workload, s.privacy, names)
+    seen: list[str] = []
+    with local_pool(2) as pool:
+        pooled = compare(s.workload, s.privacy, names, executor=pool,
+                         on_row=lambda row: seen.append(row.mechanism))
+    assert seen == names == [r.mechanism for r in pooled.rows]
+    for a, b in zip(serial.rows, pooled.rows, strict=True):
+        assert b.rmse == pytest.approx(a.rmse, rel=1e-12)
+    assert callable(pooled.rows[0].plan.reconstructor)  # a local function, back from a worker
