@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import sys
@@ -49,6 +50,9 @@ def _add_release_flags(p: argparse.ArgumentParser) -> None:
                    "enlarges the sensitivity by at most 2**-10)")
     p.add_argument("--out", default=None, metavar="DIR", help="write answers.csv and "
                    "release.json (the release record) into DIR")
+    from engine.budget_cli import add_ledger_flag
+
+    add_ledger_flag(p)
 
 
 def add_executor_flags(p: argparse.ArgumentParser) -> None:
@@ -106,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     from engine.census_cli import add_census_arguments
 
     add_census_arguments(sub.add_parser("census", help="hierarchical group-size release"))
+    from engine.budget_cli import add_budget_arguments
+
+    add_budget_arguments(sub.add_parser("budget", help="privacy budget ledger: register data "
+                                        "sets, show spent and remaining, list releases"))
     return parser
 
 
@@ -199,6 +207,8 @@ def _load_data(path: str, domain: Any) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
+    from engine.budget_cli import release_guard
+    from engine.ledger.charge import release_cost
     from engine.mechanisms import get
     from engine.noise import check_grid_exponent, release_rng, seed_from_text
     from engine.release import base_record, check_out_dir, workload_summary, write_release
@@ -223,43 +233,56 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     if name == "hierarchical-pgsr":
         raise NotApplicable("hierarchical-pgsr releases region hierarchies: use "
                             "`python -m engine census`")
-    if mech.data_dependent:
-        result = mech.run(s.workload, privacy, data, rng)
+    plan = None if mech.data_dependent else mech.plan(s.workload, privacy)
+    guarantee = None
+    if plan is not None and plan.measurer is None:  # the exact sampler's own guarantee
+        gridded = plan if grid is None else dataclasses.replace(plan, grid_exponent=grid)
+        guarantee = gridded.exact_noise().guarantee
+    with release_guard(ledger_url=args.ledger, data=args.data,
+                       cost=release_cost(privacy, guarantee), seeded=seed is not None,
+                       out=args.out, mechanism=name, knobs=record["knobs"],
+                       workload_sha256=record["workload"]["sha256"],
+                       privacy=record["privacy"]) as reservation:
+        if mech.data_dependent:
+            result = mech.run(s.workload, privacy, data, rng)
 
-        def truth(gamma: tuple[int, ...]) -> np.ndarray:
-            return data.marginal([names[i] for i in gamma])
+            def truth(gamma: tuple[int, ...]) -> np.ndarray:
+                return data.marginal([names[i] for i in gamma])
 
-        diffs = np.concatenate([(np.asarray(est, float) - truth(g)).ravel()
-                                for g, est in result.estimates.items()])
-        errors = {"rmse": float(np.sqrt(np.mean(diffs**2))),
-                  **result.errors(truth).as_json()}
-        rho = result.rho_spent
-        record.update(noise=dict(RESIDUAL_FLOAT_NOISE),
-                      ledger=[{"charge": what, "rho": cost} for what, cost in result.ledger])
-        header = ["marginal", "cell", "answer"]
-        rows = [[result.label(g), i, float(v)] for g, est in result.estimates.items()
-                for i, v in enumerate(np.asarray(est, float).ravel())]
-    else:
-        plan = mech.plan(s.workload, privacy)
-        measurement = plan.measure(data, rng, grid_exponent=grid)
-        estimate = plan.reconstruct(measurement)
-        truth = s.workload.answer_from_marginals(lambda ax: data.marginal([names[i] for i in ax]))
-        errors = workload_errors(s.workload, estimate, truth)
-        rho = privacy.zcdp_rho()
-        noise = measurement.noise
-        record["noise"] = noise.record() if noise is not None else dict(RESIDUAL_FLOAT_NOISE)
-        # data-independent, so public: the plan's RMSE at the sigma the sampler used
-        record["expected_rmse"] = plan.rmse() * math.sqrt(
-            noise.variance_factor if noise is not None else 1.0)
-        if noise is not None and "rho" in noise.guarantee:
-            rho = noise.guarantee["rho"]
-        labels = [t.label for t in s.workload.terms for _ in range(t.num_queries)]
-        header = ["query", "term", "answer"]
-        rows = [[i, label, float(v)] for i, (label, v) in enumerate(zip(labels, estimate,
-                                                                         strict=True))]
-    record.update(rho_spent=rho, seconds=time.perf_counter() - start)
-    if args.out is not None:
-        write_release(args.out, header, rows, record)
+            diffs = np.concatenate([(np.asarray(est, float) - truth(g)).ravel()
+                                    for g, est in result.estimates.items()])
+            errors = {"rmse": float(np.sqrt(np.mean(diffs**2))),
+                      **result.errors(truth).as_json()}
+            rho = result.rho_spent
+            record.update(noise=dict(RESIDUAL_FLOAT_NOISE),
+                          ledger=[{"charge": what, "rho": cost} for what, cost in result.ledger])
+            header = ["marginal", "cell", "answer"]
+            rows = [[result.label(g), i, float(v)] for g, est in result.estimates.items()
+                    for i, v in enumerate(np.asarray(est, float).ravel())]
+        else:
+            measurement = plan.measure(data, rng, grid_exponent=grid)
+            estimate = plan.reconstruct(measurement)
+            truth = s.workload.answer_from_marginals(
+                lambda ax: data.marginal([names[i] for i in ax]))
+            errors = workload_errors(s.workload, estimate, truth)
+            rho = privacy.zcdp_rho()
+            noise = measurement.noise
+            record["noise"] = (noise.record() if noise is not None
+                               else dict(RESIDUAL_FLOAT_NOISE))
+            # data-independent, so public: the plan's RMSE at the sigma the sampler used
+            record["expected_rmse"] = plan.rmse() * math.sqrt(
+                noise.variance_factor if noise is not None else 1.0)
+            if noise is not None and "rho" in noise.guarantee:
+                rho = noise.guarantee["rho"]
+            labels = [t.label for t in s.workload.terms for _ in range(t.num_queries)]
+            header = ["query", "term", "answer"]
+            rows = [[i, label, float(v)] for i, (label, v) in enumerate(zip(labels, estimate,
+                                                                             strict=True))]
+        record.update(rho_spent=rho, seconds=time.perf_counter() - start)
+        if args.out is not None:
+            write_release(args.out, header, rows, record)
+        if reservation is not None:  # the AIM round-by-round ledger, kept with the charge
+            reservation.rounds = record.get("ledger")
     return {"mechanism": name, "records": data.records, "rho_spent": rho,
             "seconds": record["seconds"], "errors": errors,
             "seeded": record["seeded"], "notice": record["notice"], "release": record}
@@ -285,8 +308,15 @@ def cmd_census(args: argparse.Namespace) -> dict[str, Any]:
     return census_command(args)
 
 
+def cmd_budget(args: argparse.Namespace) -> dict[str, Any]:
+    """The budget ledger's ``init|show|history`` (see engine.budget_cli)."""
+    from engine.budget_cli import budget_command
+
+    return budget_command(args)
+
+
 COMMANDS = {"validate": cmd_validate, "bound": cmd_bound, "compare": cmd_compare,
-            "run": cmd_run, "census": cmd_census}
+            "run": cmd_run, "census": cmd_census, "budget": cmd_budget}
 
 
 def _print_table(command: str, doc: dict[str, Any]) -> None:
@@ -302,6 +332,11 @@ def _print_table(command: str, doc: dict[str, Any]) -> None:
             ratio = r.get("ratio_to_bound")
             print(f"{r['mechanism']:<{width}}  {_fmt(r['rmse']):>12}  {_fmt(ratio, 3):>8}  "
                   f"{r['plan_seconds']:>8.3f}")
+        return
+    if command == "budget":
+        from engine.budget_cli import format_budget
+
+        print(format_budget(doc))
         return
     if command == "census":
         from engine.census_cli import format_census

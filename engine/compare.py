@@ -22,6 +22,7 @@ from engine.bounds import Bound, svd_bound
 from engine.errors import Cancelled, NotApplicable
 from engine.executor import SerialExecutor, map_ordered
 from engine.mechanisms import Plan, get, mechanism_class, registry_names
+from engine.mechanisms.base import shared_plans
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
@@ -162,10 +163,11 @@ def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | No
     knobs = {name: dict((params or {}).get(name, {})) for name in names}
     if executor is None or isinstance(executor, SerialExecutor):
         rows = []
-        for name in names:
-            rows.append(_plan_row(name, knobs[name], workload, privacy, progress))
-            if on_row is not None:
-                on_row(rows[-1])
+        with shared_plans():  # hdmm and its operators' rows share one optimisation each
+            for name in names:
+                rows.append(_plan_row(name, knobs[name], workload, privacy, progress))
+                if on_row is not None:
+                    on_row(rows[-1])
         return Comparison(workload, privacy, svd_bound(workload), tuple(rows))
     finished: dict[int, ComparisonRow] = {}
     delivered = 0
