@@ -182,8 +182,6 @@ def cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
     mechs = parse_mechanisms(args.mechanism, "--mechanism") if args.mechanism else (
         s.mechanisms or list(registry_names()))
     total = len(mechs)
-    print(f"planning {total} mechanisms for {s.workload.num_queries:,} queries over "
-          f"{s.domain.size:,} cells; planning {mechs[0]} ...", file=sys.stderr, flush=True)
     done = [0]
 
     def report(row: Any) -> None:
@@ -195,7 +193,10 @@ def cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
         if done[0] < total:
             print(f"planning {mechs[done[0]]} ...", file=sys.stderr, flush=True)
 
+    # the cluster first: a bad --scheduler is the only line on stderr
     with executor_from_flags(args) as executor:
+        print(f"planning {total} mechanisms for {s.workload.num_queries:,} queries over "
+              f"{s.domain.size:,} cells; planning {mechs[0]} ...", file=sys.stderr, flush=True)
         comparison = compare(s.workload, privacy, mechs, executor=executor, on_row=report)
     doc = comparison.to_json()
     best = comparison.best()
