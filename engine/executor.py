@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import socket
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any, TypeVar
+
+import cloudpickle
 
 from engine.errors import Cancelled, SpecError
 from engine.progress import Progress
@@ -159,11 +162,17 @@ def map_ordered(
             if on_result is not None:
                 on_result(index, out[-1])
         return out
+    # Plans close over local functions (reconstructors) that pickle cannot send back from a
+    # process pool; cloudpickle can, and Dask uses it already.
+    by_value = isinstance(executor, ProcessPoolExecutor)
     futures: dict[Future, int] = {}
     results: list[Any] = [None] * len(items)
     try:
         for index, item in enumerate(items):
-            futures[executor.submit(fn, item)] = index
+            if by_value:
+                futures[executor.submit(_call_by_value, cloudpickle.dumps((fn, item)))] = index
+            else:
+                futures[executor.submit(fn, item)] = index
         pending = set(futures)
         while pending:
             done, pending = wait(
@@ -173,7 +182,8 @@ def map_ordered(
             )
             for future in done:
                 index = futures[future]
-                results[index] = future.result()
+                value = future.result()
+                results[index] = cloudpickle.loads(value) if by_value else value
                 if on_result is not None:
                     on_result(index, results[index])
             if progress is not None and progress.cancelled:
@@ -189,6 +199,11 @@ def map_ordered(
             ) from exc
         raise
     return results
+
+
+def _call_by_value(call: bytes) -> bytes:
+    fn, item = cloudpickle.loads(call)
+    return cloudpickle.dumps(fn(item))
 
 
 def _is_lost_worker(exc: BaseException) -> bool:
@@ -227,15 +242,45 @@ def dask_client(
             processes=True,
             host="127.0.0.1",
             dashboard_address=None,
+            # the scheduler's health routes on a free port, not 8787 (another cluster's)
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
         )
         return Client(cluster)
+    _probe(scheduler, field, timeout)
     try:
         return Client(scheduler, timeout=timeout)
     except Exception as exc:  # OSError, TimeoutError, ValueError: all mean "cannot use it"
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SpecError(
+            f"{field}: {scheduler!r} is not a usable Dask scheduler ({_first_line(exc)})"
+        ) from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _probe(scheduler: str, field: str, timeout: float) -> None:
+    """Fail fast on a malformed or unreachable TCP address, before a ``Client`` exists (a
+    Client that failed to connect spends seconds closing itself when it is collected)."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(scheduler)
+        host, port = parse_host_port(location, default_port=8786)
+    except (ValueError, TypeError) as exc:
+        raise SpecError(
+            f"{field}: {scheduler!r} is not a scheduler address like "
+            f"tcp://127.0.0.1:8786 ({_first_line(exc)})"
+        ) from exc
+    if scheme not in ("tcp", "tls"):
+        return
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
         raise SpecError(
             f"{field}: cannot reach the Dask scheduler {scheduler!r} within "
-            f"{timeout:g} s ({reason})"
+            f"{timeout:g} s ({_first_line(exc)})"
         ) from exc
 
 
