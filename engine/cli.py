@@ -182,8 +182,6 @@ def cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
     mechs = parse_mechanisms(args.mechanism, "--mechanism") if args.mechanism else (
         s.mechanisms or list(registry_names()))
     total = len(mechs)
-    print(f"planning {total} mechanisms for {s.workload.num_queries:,} queries over "
-          f"{s.domain.size:,} cells; planning {mechs[0]} ...", file=sys.stderr, flush=True)
     done = [0]
 
     def report(row: Any) -> None:
@@ -195,7 +193,10 @@ def cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
         if done[0] < total:
             print(f"planning {mechs[done[0]]} ...", file=sys.stderr, flush=True)
 
+    # the cluster first: a bad --scheduler is the only line on stderr
     with executor_from_flags(args) as executor:
+        print(f"planning {total} mechanisms for {s.workload.num_queries:,} queries over "
+              f"{s.domain.size:,} cells; planning {mechs[0]} ...", file=sys.stderr, flush=True)
         comparison = compare(s.workload, privacy, mechs, executor=executor, on_row=report)
     doc = comparison.to_json()
     best = comparison.best()
@@ -282,7 +283,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
             errors = {"rmse": float(np.sqrt(np.mean(diffs**2))),
                       **result.errors(truth).as_json()}
             rho = result.rho_spent
-            record.update(noise=dict(RESIDUAL_FLOAT_NOISE),
+            record.update(noise=dict(result.details["noise"]),
                           ledger=[{"charge": what, "rho": cost} for what, cost in result.ledger])
             header = ["marginal", "cell", "answer"]
             rows = [[result.label(g), i, float(v)] for g, est in result.estimates.items()
@@ -295,12 +296,10 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
             errors = workload_errors(s.workload, estimate, truth)
             rho = privacy.zcdp_rho()
             noise = measurement.noise
-            record["noise"] = (noise.record() if noise is not None
-                               else dict(RESIDUAL_FLOAT_NOISE))
+            record["noise"] = noise.record()
             # data-independent, so public: the plan's RMSE at the sigma the sampler used
-            record["expected_rmse"] = plan.rmse() * math.sqrt(
-                noise.variance_factor if noise is not None else 1.0)
-            if noise is not None and "rho" in noise.guarantee:
+            record["expected_rmse"] = plan.rmse() * math.sqrt(noise.variance_factor)
+            if "rho" in noise.guarantee:
                 rho = noise.guarantee["rho"]
             labels = [t.label for t in s.workload.terms for _ in range(t.num_queries)]
             header = ["query", "term", "answer"]
@@ -314,12 +313,6 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     return {"mechanism": name, "records": data.records, "rho_spent": rho,
             "seconds": record["seconds"], "errors": errors,
             "seeded": record["seeded"], "notice": record["notice"], "release": record}
-
-
-#: the record's noise entry for mechanisms that project correlated Gaussian noise onto
-#: residuals (aim-grem, residual-planner, querysmasher): not yet an exact sampler
-RESIDUAL_FLOAT_NOISE = {"sampler": "float64 numpy normal (not exact: correlated residual noise)",
-                        "exact": False}
 
 
 def _knobs(mech: Any) -> dict[str, Any]:
