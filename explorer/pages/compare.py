@@ -15,6 +15,8 @@ import panel as pn
 from bokeh.models.widgets.tables import NumberFormatter
 
 from engine.compare import Comparison
+from engine.query_error import METHODS, error_half_widths, query_error
+from engine.workloads.labels import readable_labels
 from explorer.components.charts import color_of, error_histogram, rmse_bars
 from explorer.components.exports import csv_download, text_download
 from explorer.components.notes import caption
@@ -94,8 +96,11 @@ def headline(comparison: Comparison | None, privacy_text: str, complete: bool) -
 def query_error_frame(session: Session, name: str | None = None) -> pd.DataFrame:
     """Expected error of every query under a mechanism's plan, worst first.
 
-    Columns: ``query`` (label), ``group`` (workload item, 1-based), ``expected_error``
-    (standard deviation of the query's error) and ``variance``.
+    Columns: ``query`` (term and row), ``description`` (the query in the domain's value
+    labels, e.g. "age 30-34, sex female"), ``group`` (workload item, 1-based),
+    ``expected_error`` (standard deviation of the query's error, counts), ``error_95``
+    (the error is within +/- this many counts with 95 % probability: exact for Gaussian
+    noise, a bound for Laplace, see ``error_95_method``) and ``variance``.
 
     Raises:
         ValueError: when the mechanism has no plan or the workload has too many queries.
@@ -108,8 +113,12 @@ def query_error_frame(session: Session, name: str | None = None) -> pd.DataFrame
                          f"{QUERY_LIST_LIMIT:,}")
     variances = np.asarray(session.variances(name), dtype=float)
     groups = np.concatenate([np.full(t.num_queries, t.group + 1) for t in workload.terms])
-    frame = pd.DataFrame({"query": workload.query_labels(QUERY_LIST_LIMIT), "group": groups,
+    half_widths, method = error_half_widths(session.plan(name))
+    frame = pd.DataFrame({"query": workload.query_labels(QUERY_LIST_LIMIT),
+                          "description": readable_labels(workload, QUERY_LIST_LIMIT),
+                          "group": groups,
                           "expected_error": np.sqrt(np.maximum(variances, 0.0)),
+                          "error_95": half_widths, "error_95_method": METHODS[method],
                           "variance": variances})
     return frame.sort_values("expected_error", ascending=False, kind="stable").reset_index(
         drop=True)
@@ -193,13 +202,40 @@ class ComparePage(Page):
         session = self.session
         choice = pn.widgets.Select.from_param(session.param.selected, label="Mechanism",
                                               css_classes=["selected-mechanism"], width=220)
+        query = pn.widgets.TextInput(label="A query, in words (e.g. 'age 30, sex female')",
+                                     placeholder="empty: the worst query",
+                                     css_classes=["query-in-words"], width=360)
         return pn.Column(
             pn.pane.Markdown("## Which queries are worst?", margin=(0, 10)),
-            choice,
+            pn.Row(choice, query),
+            pn.bind(off_loop(self._in_people), session.param.selected, session.param.comparison,
+                    query.param.value),
             pn.bind(off_loop(self._per_query_view), session.param.selected,
                     session.param.comparison),
             sizing_mode="stretch_width", css_classes=["per-query"],
         )
+
+    def _in_people(self, name: str | None, comparison: Comparison | None, text: str
+                   ) -> pn.viewable.Viewable:
+        """One query's error in people at 95 % under the selected mechanism."""
+        plan = self.session.plan(name)
+        if plan is None:
+            return pn.pane.Markdown("")
+        try:
+            if text.strip():
+                error = query_error(plan, text)
+            else:
+                worst = int(np.argmax(np.asarray(self.session.variances(name))))
+                error = query_error(plan, worst)
+        except Exception as exc:  # an unknown label, too many queries
+            return pn.pane.Alert(one_line(exc), alert_type="warning",
+                                 css_classes=["query-error-message"])
+        lead = "" if text.strip() else "The worst query, "
+        return pn.pane.Markdown(
+            f"{lead}**{error.label}** under **{name}**: within **+/- "
+            f"{error.half_width:,.1f} people** of the truth with {error.level:.0%} probability "
+            f"(standard deviation {error.std:,.2f}; {METHODS[error.method]}).",
+            css_classes=["query-in-people"], sizing_mode="stretch_width")
 
     def _per_query_view(self, name: str | None, comparison: Comparison | None
                         ) -> pn.viewable.Viewable:
@@ -227,6 +263,7 @@ class ComparePage(Page):
                 layout="fit_data_stretch", sizing_mode="stretch_width",
                 css_classes=["worst-queries"],
                 formatters={"expected_error": NumberFormatter(format="0,0.0000"),
+                            "error_95": NumberFormatter(format="0,0.0"),
                             "variance": NumberFormatter(format="0,0.0000")}),
             csv_download(lambda: query_error_frame(self.session, name),
                          f"per-query-{name}.csv", "Download all queries (CSV)",

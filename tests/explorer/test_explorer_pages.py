@@ -262,3 +262,21 @@ def test_tour_loads_the_classic_example_and_restores_the_users_work():
     assert s.complete
     page.restore()
     assert s.scenario.workload.num_queries == 16 and s.stash is None
+
+
+def test_per_query_errors_in_people_with_readable_labels(session):
+    frame = query_error_frame(session, "identity")
+    # prefix(x) [15] counts x <= 15: 16 cells of Laplace(1) noise, variance 32
+    assert frame["description"][0] == "total" and frame["description"][1] == "x <= 14"
+    assert frame["error_95"][0] == pytest.approx(4.1344 * math.sqrt(32.0), rel=1e-4)
+    assert frame["error_95_method"][0].startswith("bound: Chernoff")
+    page = ComparePage(session=session)
+    text = page._in_people("identity", session.comparison, "x <= 3").object
+    # x <= 3: four Laplace(1) terms, std sqrt(8) = 2.83; exact 95 % quantile 5.69 (a
+    # simulation of 2e6 draws gives 5.695), below the Chernoff bound 11.69
+    assert "**x <= 3** under **identity**: within **+/- 5.7 people**" in text
+    assert "standard deviation 2.83" in text
+    worst = page._in_people("identity", session.comparison, "").object
+    assert worst.startswith("The worst query, **total**")
+    bad = page._in_people("identity", session.comparison, "x <= 99")
+    assert "no query labelled 'x <= 99'" in bad.object
