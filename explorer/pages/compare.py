@@ -7,6 +7,7 @@ privacy level only re-scales them.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,12 @@ from explorer.state import Session
 
 #: Columns of the comparison table and of its CSV export.
 TABLE_COLUMNS = ("mechanism", "title", "rmse", "ratio_to_bound", "plan_seconds", "note")
+#: What each column of comparison.csv means (written into its JSON sidecar).
+COLUMN_MEANINGS = {
+    "mechanism": "registered mechanism name", "title": "its display name",
+    "rmse": "root mean squared error per query at the privacy level (counts)",
+    "ratio_to_bound": "rmse / the SVD lower bound (1.0 is the best possible)",
+    "plan_seconds": "seconds spent planning", "note": "why a mechanism does not apply"}
 #: How many of the worst queries are listed.
 WORST = 20
 #: Largest number of per-query errors listed for one mechanism.
@@ -62,13 +69,18 @@ def comparison_frame(comparison: Comparison | None) -> pd.DataFrame:
     return pd.DataFrame(records, columns=list(TABLE_COLUMNS))
 
 
-def comparison_export(session: Session) -> pd.DataFrame:
-    """comparison.csv: the table, the SVD bound and the scenario (privacy, noise, workload)
-    on every row."""
+def comparison_description(session: Session) -> dict[str, Any]:
+    """comparison.json, the sidecar of comparison.csv: the privacy level, noise, workload
+    and SVD bound the table's numbers are for, and what each column means."""
     comparison = session.comparison
-    frame = comparison_frame(comparison)
-    frame["svd_bound_rmse"] = comparison.bound_rmse if comparison is not None else None
-    return scenario_columns(frame, session.privacy, session.workload)
+    privacy = session.privacy
+    workload = session.workload
+    return {"file": "comparison.csv", "privacy": privacy.to_spec(),
+            "privacy_text": privacy.describe(), "noise": privacy.noise,
+            "privacy_unit": "one record (add/remove)", "workload": workload.describe(),
+            "queries": workload.num_queries, "cells": workload.domain.size,
+            "svd_bound_rmse": comparison.bound_rmse if comparison is not None else None,
+            "columns": COLUMN_MEANINGS}
 
 
 def comparison_table(comparison: Comparison | None) -> pn.widgets.Tabulator:
@@ -195,8 +207,11 @@ class ComparePage(Page):
                     "mechanism of this kind could reach on these queries. Use the toolbar's "
                     "save button for a PNG."),
             table,
-            csv_download(lambda: comparison_export(session), "comparison.csv",
-                         "Download table (CSV)", css_class="comparison-csv"),
+            pn.Row(csv_download(lambda: comparison_frame(session.comparison), "comparison.csv",
+                                "Download table (CSV)", css_class="comparison-csv"),
+                   text_download(lambda: json.dumps(comparison_description(session), indent=1),
+                                 "comparison.json", "Download what it describes (JSON)",
+                                 css_class="comparison-json")),
             pn.layout.Divider(),
             self._per_query_section(),
             pn.layout.Divider(),

@@ -288,15 +288,20 @@ def test_exports_describe_themselves(session):
     import pandas as pd
     import yaml
 
-    from explorer.pages.compare import comparison_export, comparison_report
+    from explorer.components.exports import scenario_columns
+    from explorer.pages.compare import comparison_description, comparison_report
 
-    csv = comparison_export(session).to_csv(index=False)
-    assert not csv.startswith("#")
-    table = pd.read_csv(io.StringIO(csv))
+    # comparison.csv keeps the table's columns; its JSON sidecar says what they are for
+    side = comparison_description(session)
+    assert side["privacy"] == {"noise": "laplace", "epsilon": 1.0} and side["noise"] == "laplace"
+    assert (side["queries"], side["cells"]) == (16, 16)
+    assert side["svd_bound_rmse"] == pytest.approx(session.comparison.bound_rmse)
+    assert set(side["columns"]) == set(TABLE_COLUMNS)
+    per_query = scenario_columns(query_error_frame(session, "identity"), session.privacy,
+                                 session.workload).to_csv(index=False)
+    table = pd.read_csv(io.StringIO(per_query))
     assert set(table["noise"]) == {"laplace"} and set(table["epsilon"]) == {1.0}
-    assert set(table["queries"]) == {16} and set(table["cells"]) == {16}
-    assert table["svd_bound_rmse"].iloc[0] == pytest.approx(session.comparison.bound_rmse)
-    assert table["rmse"].iloc[0] == pytest.approx(session.comparison.rows[0].rmse)
+    assert set(table["queries"]) == {16} and table["description"].iloc[0] == "total"
     report = comparison_report(session)
     best = session.comparison.best()
     assert f"<strong>{best.mechanism}</strong>" in report
