@@ -48,6 +48,7 @@ from engine.mechanisms import Plan, mechanism_class, registry_names
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.scenario import Scenario
+from engine.specfile import load_text
 from engine.workloads.workload import Workload
 
 #: The scenario every new session starts with: age (numeric, 32 values) by sex, asking for the
@@ -578,10 +579,9 @@ class Session(param.Parameterized):
     def apply_text(self, text: str) -> str:
         """Parse YAML text from the spec editor and apply it (see :meth:`apply_draft`)."""
         try:
-            draft = yaml.safe_load(text) if text.strip() else {}
-        except yaml.YAMLError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
-            message = f"scenario: not valid YAML: {first}"
+            draft = load_text(text) if text.strip() else {}
+        except SpecError as exc:
+            message = one_line(exc)
             self._update_draft(draft_text=text, draft_error=message)
             return message
         return self.apply_draft(draft, text=text)
@@ -595,7 +595,7 @@ class Session(param.Parameterized):
         fmt = "json" if filename.lower().endswith(".json") else "yaml"
         try:
             scenario = Scenario.loads(text, fmt)
-            draft = json.loads(text) if fmt == "json" else yaml.safe_load(text)
+            draft = load_text(text, fmt)
         except Exception as exc:  # SpecError normally; anything else is reported the same way
             return f"{filename}: {one_line(exc)}"
         self.set_scenario(scenario, draft=draft, text=text)
