@@ -171,6 +171,7 @@ class ResidualPlanner(Mechanism):
     """Optimal Gaussian mechanism for marginals through residual measurements."""
 
     name = registered_name("residual-planner")
+    cost_model = "marginals"
     title = "ResidualPlanner"
     family = "residual"
     description = ("one subtraction-basis measurement per attribute subset, noise split in "

@@ -16,6 +16,7 @@ from typing import Any
 
 import param
 
+from engine.cost import Cost, estimate_model, worst
 from engine.errors import NotApplicable
 from engine.mechanisms.base import Plan, register, registered_name
 from engine.mechanisms.hdmm.knobs import HdmmBase
@@ -53,6 +54,14 @@ class HdmmMechanism(HdmmBase):
         reasons = self._skipped(workload, privacy)
         if len(reasons) == len(self.operators):
             raise NotApplicable("hdmm: no operator applies: " + "; ".join(reasons.values()))
+
+    def estimate(self, workload: Workload, privacy: Privacy) -> Cost:
+        """The worst of the operators that will run (each is planned, the best is kept)."""
+        models = {"opt0": "dense", "kron": "factors", "union": "factors",
+                  "marginals": "marginals"}
+        skipped = self._skipped(workload, privacy)
+        return worst([estimate_model(models[op], workload) for op in self.operators
+                      if op not in skipped] or [estimate_model("domain", workload)])
 
     def _skipped(self, workload: Workload, privacy: Privacy) -> dict[str, str]:
         out = {}

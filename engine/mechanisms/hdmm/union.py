@@ -197,6 +197,7 @@ class UnionMechanism(HdmmBase):
     """HDMM's OPT_+: a weighted union of per-group Kronecker strategies."""
 
     name = registered_name("hdmm-union")
+    cost_model = "factors"
     title = "HDMM OPT_+"
     description = ("one optimised Kronecker strategy per group of queries, stacked with "
                    "closed-form weights; each group is answered from its own measurements")

@@ -47,6 +47,7 @@ class QuerySmasher(Mechanism):
     """Residual sub-workloads solved independently, then assembled."""
 
     name = registered_name("querysmasher")
+    cost_model = "marginals"
     title = "QuerySmasher"
     family = "residual"
     description = ("splits every query into orthogonal residual pieces, solves each piece's "
