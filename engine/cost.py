@@ -19,7 +19,7 @@ Example:
     ...     require(c, "hdmm-opt0", limit=12 * 2**30)
     ... except MemoryBudgetError as exc:
     ...     print(exc)
-    hdmm-opt0: planning needs a dense 1e+09 x 1e+09 Gram (8e+18 bytes); the limit is 12 GiB
+    hdmm-opt0: needs a dense 1e+09 x 1e+09 Gram (8e+18 bytes); the limit is 12 GiB
 """
 
 from __future__ import annotations
@@ -152,9 +152,9 @@ def require(cost: Cost, who: str, phase: str = "plan", limit: float | None = Non
     need, what = ((cost.plan_bytes, cost.plan_what) if phase == "plan"
                   else (cost.run_bytes, cost.run_what))
     if need > limit:
-        verb = "planning" if phase == "plan" else "running on data"
-        raise MemoryBudgetError(f"{who}: {verb} needs {what} ({need:.3g} bytes); the limit is "
-                         f"{format_bytes(limit)}")
+        verb = "needs" if phase == "plan" else "needs, to run on data,"
+        raise MemoryBudgetError(f"{who}: {verb} {what} ({need:.3g} bytes); the limit is "
+                                f"{format_bytes(limit)}")
 
 
 # ----- sizes of the common pieces (floats: no overflow, no allocation) ---------------------
@@ -293,3 +293,19 @@ def worst(costs: Iterable[Cost]) -> Cost:
                 plan_operations=sum(c.plan_operations for c in costs),
                 run_operations=max(c.run_operations for c in costs),
                 plan_what=plan.plan_what, run_what=run.run_what)
+
+
+def estimate_census(regions: float, buckets: float, trials: float = 1.0) -> Cost:
+    """A hierarchical group-size release: ``regions`` (all levels) x ``buckets`` histograms.
+
+    Building the hierarchy holds a few copies of the leaf and level tables (the size profiles,
+    the counts, the cumulative sums); each trial adds noisy and post-processed copies and the
+    per-trial summaries are kept for every trial.
+    """
+    tables = FLOAT * regions * buckets
+    what = f"{count(regions)} regions x {count(buckets)} size buckets"
+    return Cost(plan_bytes=6.0 * tables, run_bytes=10.0 * tables + 8.0 * FLOAT * trials,
+                plan_operations=regions * buckets,
+                run_operations=trials * regions * buckets * max(math.log2(max(buckets, 2.0)),
+                                                                1.0),
+                plan_what=f"tables of {what}", run_what=f"tables of {what}")
