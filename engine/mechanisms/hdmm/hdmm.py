@@ -25,7 +25,7 @@ from engine.mechanisms.hdmm.marginals import check_marginals, marginals_plan, op
 from engine.mechanisms.hdmm.opt0 import check_explicit, explicit_plan
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter, reporter
-from engine.mechanisms.hdmm.union import groups_of, opt_union, union_plan
+from engine.mechanisms.hdmm.union import check_groups, groups_of, opt_union, union_plan
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
@@ -71,6 +71,8 @@ class HdmmMechanism(HdmmBase):
                     check_explicit(workload, self.opt0_cells, "OPT_0")
                 elif op in ("kron", "union"):
                     check_attributes(workload, "OPT_kron" if op == "kron" else "OPT_+")
+                    if op == "union":
+                        check_groups(workload, "product", "OPT_+")
                 else:
                     check_marginals(workload, "OPT_M")
             except NotApplicable as exc:
