@@ -229,14 +229,14 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     privacy = privacy_from_flags(s.privacy, args)
     name = args.mechanism or (s.mechanisms[0] if s.mechanisms else "hdmm")
     parse_mechanisms([name], "--mechanism")
-    data = _load_data(args.data, s.domain)
-    rng = np.random.default_rng(args.seed)
     mech = get(name)
     if not mech.data_dependent and name != "hierarchical-pgsr":
         from engine.cost import require
 
         mech.check(s.workload, privacy)
         require(mech.estimate(s.workload, privacy), name, "run")
+    data = _load_data(args.data, s.domain)
+    rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
     names = s.domain.names
     if name == "hierarchical-pgsr":

@@ -152,7 +152,7 @@ def require(cost: Cost, who: str, phase: str = "plan", limit: float | None = Non
     need, what = ((cost.plan_bytes, cost.plan_what) if phase == "plan"
                   else (cost.run_bytes, cost.run_what))
     if need > limit:
-        verb = "needs" if phase == "plan" else "needs, to run on data,"
+        verb = "needs" if phase == "plan" else "running on data needs"
         raise MemoryBudgetError(f"{who}: {verb} {what} ({need:.3g} bytes); the limit is "
                                 f"{format_bytes(limit)}")
 
