@@ -45,6 +45,15 @@ GROUP_KINDS = ("product", "marginals", "prefix_marginals", "affine", "abs_diff",
 
 #: Largest number of explicit cells a random/matrix group may span.
 MAX_EXPLICIT_CELLS = 1_000_000
+#: Most entries (rows x cells) of the explicit rows a random block or group draws (400 MB).
+MAX_EXPLICIT_ENTRIES = 50_000_000
+
+
+def _explicit_entries(count: int, cells: int, where: str) -> int:
+    if count * cells > MAX_EXPLICIT_ENTRIES:
+        raise SpecError(f"{where}: {count:,} random rows over {cells:,} cells make "
+                        f"{count * cells:,} entries; the limit is {MAX_EXPLICIT_ENTRIES:,}")
+    return count
 
 
 def _int(value: Any, where: str, lo: int | None = None, hi: int | None = None) -> int:
@@ -136,7 +145,8 @@ def parse_block(spec: Any, attr: Attribute, where: str) -> Block:
         base = parse_block(opts["of"], attr, f"{where}.of")
         return PermutedBlock(base, _int(opts.get("seed", 0), f"{where}.seed", 0))
     if name == "random":
-        count = _int(opts.get("count", n), f"{where}.count", 1, 1_000_000)
+        count = _explicit_entries(_int(opts.get("count", n), f"{where}.count", 1, 1_000_000),
+                                  n, f"{where}.count")
         p = _number(opts.get("p", 0.5), f"{where}.p", 0.0, 1.0, open_lo=True)
         return random_block(n, count, p, _int(opts.get("seed", 0), f"{where}.seed", 0))
     if "rows" not in opts:
@@ -243,7 +253,9 @@ def parse_group(spec: Any, domain: Domain, index: int) -> Group:
     if kind == "random":
         _check_keys(body, ("on", "count", "p", "seed"), w)
         on = _on(body.get("on"), domain, f"{w}.on")
-        return SubsetMatrix(on=on, count=_int(body.get("count", 16), f"{w}.count", 1, 100_000),
+        count = _explicit_entries(_int(body.get("count", 16), f"{w}.count", 1, 100_000),
+                                  int(np.prod([domain[a].size for a in on])), f"{w}.count")
+        return SubsetMatrix(on=on, count=count,
                             p=_number(body.get("p", 0.5), f"{w}.p", 0.0, 1.0, open_lo=True),
                             seed=_int(body.get("seed", 0), f"{w}.seed", 0), weight=weight)
     _check_keys(body, ("on", "rows"), w)
