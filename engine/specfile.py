@@ -30,6 +30,8 @@ from engine.errors import SpecError
 MAX_DEPTH = 64
 #: Longest spec text, in characters (explicit matrix rows up to the group limit fit).
 MAX_CHARS = 50_000_000
+#: Most values a document may expand to once YAML aliases are followed ("billion laughs").
+MAX_NODES = 50_000_000
 
 
 def load_text(text: str, fmt: str = "yaml", where: str = "scenario") -> Any:
@@ -56,9 +58,13 @@ def load_text(text: str, fmt: str = "yaml", where: str = "scenario") -> Any:
         raise SpecError(f"{where}: duplicate key {exc.args[0]!r}") from None
     except (YAMLError, json.JSONDecodeError, ValueError) as exc:
         raise SpecError(f"{where}: not valid {fmt.upper()}: {_first_line(exc)}") from None
-    depth = _value_depth(value)
-    if depth > MAX_DEPTH:
-        raise SpecError(f"{where}: nested {depth} levels deep; the limit is {MAX_DEPTH}")
+    if isinstance(value, dict | list):
+        depth, nodes = _extent(value)
+        if depth > MAX_DEPTH:
+            raise SpecError(f"{where}: nested {depth} levels deep; the limit is {MAX_DEPTH}")
+        if nodes > MAX_NODES:
+            raise SpecError(f"{where}: the document expands (through aliases) to {nodes:,} "
+                            f"values; the limit is {MAX_NODES:,}")
     return value
 
 
@@ -67,6 +73,9 @@ def _yaml() -> YAML:
     loader = YAML(typ="safe", pure=True)
     loader.version = (1, 2)
     loader.allow_duplicate_keys = False
+    loader.max_depth = MAX_DEPTH + 1  # one past, so the message below names our limit
+    # a re-defined anchor is valid YAML (the later one wins); say nothing about it
+    loader.composer.warn_double_anchors = False
     return loader
 
 
@@ -130,20 +139,27 @@ def _flow_depth(text: str) -> int:
     return deepest
 
 
-def _value_depth(value: Any) -> int:
-    """Nesting depth of parsed lists and mappings (iterative: no recursion on hostile input)."""
-    deepest = 0
-    stack = [(value, 1)]
+def _extent(value: dict | list) -> tuple[int, int]:
+    """(nesting depth, number of values once aliases are expanded) of a parsed document.
+
+    Iterative, and linear in the *parsed* size: YAML aliases share one object, whose extent is
+    computed once and reused, so an exponential alias bomb costs no more than its text.
+    """
+    known: dict[int, tuple[int, int]] = {}
+    stack: list[tuple[Any, bool]] = [(value, False)]
     while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children = list(item.values())
-        elif isinstance(item, list):
-            children = item
-        else:
+        item, children_done = stack.pop()
+        if id(item) in known:
             continue
-        deepest = max(deepest, depth)
-        if depth > MAX_DEPTH:
-            return depth
-        stack.extend((child, depth + 1) for child in children)
-    return deepest
+        children = list(item.values()) if isinstance(item, dict) else item
+        containers = [c for c in children if isinstance(c, dict | list)]
+        if not children_done:
+            if len(stack) > MAX_DEPTH * 1000:  # only a deeper-than-allowed document gets here
+                return MAX_DEPTH + 1, 0
+            stack.append((item, True))
+            stack.extend((c, False) for c in containers if id(c) not in known)
+            continue
+        depth = 1 + max((known[id(c)][0] for c in containers), default=0)
+        nodes = len(children) + sum(known[id(c)][1] for c in containers)
+        known[id(item)] = (depth, nodes)
+    return known[id(value)]
