@@ -4,6 +4,7 @@ SHELL := /bin/bash
 
 PYTHON ?= python3
 PORT ?= 5006
+SERVE_FLAGS ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 # Written only after a successful install, so an interrupted install is retried next time.
@@ -15,7 +16,7 @@ BENCHMARKS := $(wildcard benchmarks/*.py)
 .PHONY: help serve chromium test lint format bench clean distclean
 
 help:
-	@echo "make serve     serve the explorer at http://127.0.0.1:$(PORT)/ (PORT=... to change)"
+	@echo "make serve     serve the explorer at http://127.0.0.1:$(PORT)/ (PORT=..., SERVE_FLAGS=...)"
 	@echo "make test      ruff check + pytest (unit, browser, notebooks)"
 	@echo "make lint      ruff check + ruff format --check"
 	@echo "make format    ruff format + ruff check --fix"
@@ -31,9 +32,10 @@ $(VENV_STAMP): pyproject.toml
 	$(PY) -m pip install -e '.[test]'
 	touch $(VENV_STAMP)
 
+# Any panel serve option goes through SERVE_FLAGS, e.g. SERVE_FLAGS="--num-threads 4".
 serve: $(VENV)
 	@echo "Explorer: http://127.0.0.1:$(PORT)/"
-	$(PY) -m explorer --address 127.0.0.1 --port $(PORT)
+	$(VENV)/bin/panel serve explorer/app.py --address 127.0.0.1 --port $(PORT) $(SERVE_FLAGS)
 
 # Browser tests drive Debian's Chromium (Playwright's own browser downloads are not used).
 chromium:

@@ -34,7 +34,7 @@ def permuted_cells(W: Workload, seed: int = 0) -> Workload:
 
 def unit_error(W: Workload, design_set: str) -> tuple[float, float]:
     plan = get("eigen-design", design_set=design_set).plan(W, GAUSS)
-    return plan.sensitivity[2] ** 2 * plan.trace, plan.details["svd_bound"]
+    return plan.sensitivity[2] ** 2 * plan.trace, plan.fact("svd_bound")
 
 
 def main() -> None:

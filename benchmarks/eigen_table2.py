@@ -27,7 +27,7 @@ from engine.mechanisms.eigen_design.designsets import hadamard
 from engine.mechanisms.eigen_design.examples import range_marginals
 from engine.mechanisms.eigen_design.structured import factor_grams, kron_costs
 from engine.privacy import Privacy
-from engine.workloads import AllRangeBlock, PermutedBlock, PrefixBlock, Workload, random_block
+from engine.workloads import AllRangeBlock, PermutedBlock, PrefixBlock, RandomBlock, Workload
 
 PAPER_PRIVACY = Privacy(noise="gaussian", epsilon=0.5, delta=1e-4, calibration="li-miklau")
 N = 2048
@@ -62,7 +62,7 @@ def workloads() -> dict[str, Workload]:
         "1-way range marginals": range_marginals(CENSUS, 1),
         "2-way range marginals": range_marginals(CENSUS, 2),
         "1D CDF": Workload.one_dim(PrefixBlock(N)),
-        "predicate": Workload.one_dim(random_block(N, N, 0.5, seed=0)),
+        "predicate": Workload.one_dim(RandomBlock(N, N, 0.5, seed=0)),
         "2-way marginals": Workload.marginals(CENSUS, k=2),
     }
 
@@ -123,7 +123,7 @@ def main() -> None:
         start = time.perf_counter()
         plan = get("eigen-design").plan(W, PAPER_PRIVACY)
         eigen = unit_error(plan)
-        bound = plan.details["svd_bound"]
+        bound = plan.fact("svd_bound")
         ratios = {c: math.sqrt(competitor(c, W) / eigen) for c in COMPETITORS[name]}
         identity = math.sqrt(unit_error(get("identity").plan(W, PAPER_PRIVACY)) / eigen)
         cells = [f"{ratios[c]:>6.2f}" if c in ratios else f"{'-':>6}"

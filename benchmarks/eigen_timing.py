@@ -52,11 +52,13 @@ def full_algorithm() -> None:
             G = dense_gram(W)
             _, unit = timed(lambda G=G: np.linalg.eigh(G))
             plan, seconds = timed(lambda W=W: get("eigen-design").plan(W, GAUSS))
-            t = plan.details["timings"]
-            stages = ", ".join(f"{k} {v:.2f}" for k, v in t.items())
+            t = plan.view("timings")
+            stages = ", ".join(f"{k} {v:.2f}" for k, v in zip(t.column("stage"),
+                                                                t.column("seconds"),
+                                                                strict=True))
             goal = f"{GOAL_UNITS:.0f}" if name == "all-range" and n == 2048 else ""
             print(f"  {name:<18} {n:>5} {unit:>8.3f} {seconds:>8.3f} {seconds / unit:>7.2f} "
-                  f"{goal:>5}  {stages:<34} {plan.details['bound_ratio']:.4f}")
+                  f"{goal:>5}  {stages:<34} {plan.fact('bound_ratio'):.4f}")
 
 
 def program1_solvers(with_cvxpy_1024: bool) -> None:

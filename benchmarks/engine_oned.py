@@ -15,7 +15,7 @@ from timing import timed
 from engine.bounds import svd_bound
 from engine.mechanisms import get
 from engine.privacy import Privacy
-from engine.workloads import AllRangeBlock, PermutedBlock, PrefixBlock, WidthRangeBlock, Workload
+from engine.workloads import Workload, catalog
 
 N = 4096
 GOAL_SECONDS = 1.0
@@ -34,10 +34,8 @@ PAPER = {
 
 
 def workload(kind: str) -> Workload:
-    block = {"all-range": lambda: AllRangeBlock(N), "prefix": lambda: PrefixBlock(N),
-             "width32": lambda: WidthRangeBlock(N, 32),
-             "permuted": lambda: PermutedBlock(AllRangeBlock(N), 0)}[kind]()
-    return Workload.one_dim(block)
+    """The 1-D workload of a Table 4/5 row at n = N (as the catalogue defines it)."""
+    return catalog.build_workload(catalog.one_dim(kind, N))
 
 
 def timings() -> None:

@@ -36,12 +36,8 @@ from engine.mechanisms.hdmm.opt0 import (  # noqa: E402
     optimize_pidentity,
 )
 from engine.privacy import Privacy  # noqa: E402
-from engine.workloads.blocks import (  # noqa: E402
-    AllRangeBlock,
-    PermutedBlock,
-    PrefixBlock,
-    WidthRangeBlock,
-)
+from engine.workloads import catalog  # noqa: E402
+from engine.workloads.blocks import AllRangeBlock, Block  # noqa: E402
 
 LAPLACE = Privacy(noise="laplace", epsilon=1.0)
 GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
@@ -62,11 +58,9 @@ PAPER = {
 }
 
 
-def block(kind: str, n: int):
-    """The 1-D workload block of a Table 4/5 row."""
-    return {"all-range": lambda: AllRangeBlock(n), "prefix": lambda: PrefixBlock(n),
-            "width32": lambda: WidthRangeBlock(n, 32),
-            "permuted": lambda: PermutedBlock(AllRangeBlock(n), 0)}[kind]()
+def block(kind: str, n: int) -> Block:
+    """The 1-D workload block of a Table 4/5 row (as the catalogue defines it)."""
+    return Block.from_spec(catalog.HDMM_ONE_DIM[kind], n)
 
 
 def eigh_unit(n: int, repeats: int = 3) -> float:

@@ -97,7 +97,8 @@ def row(key: tuple[str, str], privacy: Privacy, paper: tuple,
     start = time.perf_counter()
     plan = get("hdmm").plan(W, privacy)
     seconds = time.perf_counter() - start
-    cands = {op: c["rmse"] for op, c in plan.details["candidates"].items()}
+    table = plan.view("candidates")
+    cands = dict(zip(table.column("operator"), table.column("rmse"), strict=True))
     ident = get("identity").plan(W, privacy).rmse()
     bound = svd_bound(W).rmse(W, privacy)
     ours = (ident, plain_rmse(W, privacy), cands.get("kron"), cands.get("union"),
@@ -110,7 +111,7 @@ def row(key: tuple[str, str], privacy: Privacy, paper: tuple,
                 misses.append(f"{key[0]} {key[1]} {column}: {o:.2f} vs {p:.2f} "
                               f"({o / p:.3f}): {why}")
     print(f"{key[0]:6} {key[1]:9} | " + " | ".join(cells)
-          + f" | chose {plan.details['chosen_operator']}, {seconds:.1f} s", flush=True)
+          + f" | chose {plan.fact('chosen_operator')}, {seconds:.1f} s", flush=True)
     return seconds
 
 

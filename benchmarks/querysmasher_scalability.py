@@ -50,9 +50,9 @@ def run_row(table: int, n: int, d: int, records: int) -> dict:
 
     from engine.data.dataset import Dataset
     from engine.executor import SerialExecutor
-    from engine.mechanisms.querysmasher.assemble import Assembly, MarginalSource
-    from engine.mechanisms.querysmasher.decomposition import decompose
-    from engine.mechanisms.querysmasher.subsolvers import make_solver, solve_residuals
+    from engine.mechanisms.residual.assemble import Assembly, MarginalSource
+    from engine.mechanisms.residual.decomposition import decompose
+    from engine.mechanisms.residual.subsolvers import make_solver, solve_residuals
 
     workload = prefix_12_workload(n, d) if table == 6 else mixed_workload(n, d)
     data = Dataset.synthetic(workload.domain, records, rng=0)

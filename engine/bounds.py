@@ -16,7 +16,7 @@ from engine.error import EXPLICIT_LIMIT
 from engine.linalg.marginals import factor_pair, is_marginal_like, marginal_svd_bound
 from engine.linalg.matrix import Identity, Matrix, Ones
 from engine.linalg.pinv import psd_sqrt_trace
-from engine.privacy import Privacy
+from engine.privacy import Privacy, budget_for_rmse
 from engine.workloads.blocks import Block
 from engine.workloads.workload import Workload
 
@@ -40,6 +40,14 @@ class Bound:
         if self.value is None:
             return None
         return privacy.sigma() * math.sqrt(self.value / workload.num_queries)
+
+    def budget_for_rmse(self, workload: Workload, target: float, privacy: Privacy
+                        ) -> float | None:
+        """The smallest eps (or rho for zcdp) at which the bound's RMSE is ``target``: no
+        mechanism of this kind reaches the target with less (None when not computable)."""
+        if self.value is None:
+            return None
+        return budget_for_rmse(privacy, target, math.sqrt(self.value / workload.num_queries))
 
 
 def svd_bound_explicit(V: np.ndarray) -> float:

@@ -1,8 +1,8 @@
 """The ``census`` subcommand: run hierarchical-pgsr on a hierarchy and report its errors.
 
-``python -m engine census [--data CSV | --synthetic SPEC] --variant NAME [privacy flags]
-[--trials T] [--seed S] [--json]`` (CONTRACT.md). :func:`census_command` takes the parsed
-arguments and returns the JSON document
+``python -m engine census [--data CSV --max-size K | --synthetic SPEC] --variant NAME
+[privacy flags] [--trials T] [--seed S] [--out DIR] [--json]`` (CONTRACT.md).
+:func:`census_command` takes the parsed arguments and returns the JSON document
 ``{"variant", "violations", "rmse", "rmse_by_level": [...], "seconds", ...}`` averaged over
 the trials (extra keys: sds, per-level L1, the privacy unit, the hierarchy's shape).
 :func:`add_census_arguments` declares the flags on an argparse (sub)parser.
@@ -12,6 +12,11 @@ Privacy: pure eps-DP at the *individual* level (one person joining or leaving a 
 sampler is used unless ``--sampler laplace``); ``--delta`` and ``--rho`` are ignored, so a
 shared privacy-flag parser may pass its defaults. Bad input raises ``SpecError`` with one line
 naming the flag.
+
+Releases draw their noise from OS entropy; ``--seed`` makes the trials reproducible and the
+output then says "seeded: reproducible, not a private release". The size range is part of the
+public domain: with ``--data`` the top bucket comes from ``--max-size`` (required), never from
+the private CSV. The reported errors compare with the true data and are not private.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ from typing import Any
 
 from engine.cost import estimate_census, require
 from engine.errors import SpecError, suggest
-from engine.mechanisms.hierarchical.evaluate import evaluate
+from engine.experiments import census_trials
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv
-from engine.mechanisms.hierarchical.mechanism import VARIANTS, HierarchicalPGSR
+from engine.mechanisms.hierarchical.mechanism import VARIANTS
 from engine.mechanisms.hierarchical.model import Hierarchy
 from engine.mechanisms.hierarchical.noise import NOISE_KINDS, SPLITS
 from engine.mechanisms.hierarchical.synthetic import synthetic_census
+from engine.noise import seed_from_text
+from engine.release import base_record, check_out_dir, write_release
 
 DEFAULT_SYNTHETIC = "levels=1,6,30;groups=20000;max_size=50;seed=0"
 #: Smallest total eps: below it the noise scale passes the integers a float holds exactly.
@@ -52,14 +59,19 @@ def add_census_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     parser.add_argument("--rho", type=float, default=None,
                         help="ignored: the release is pure eps-DP")
     parser.add_argument("--trials", type=int, default=5, help="Monte Carlo trials (default 5)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the noise (default 0)")
+    parser.add_argument("--seed", default=None, help="integer seed for reproducible trials "
+                        "(teaching and tests: labelled not a private release); default: OS "
+                        "entropy")
+    parser.add_argument("--out", default=None, metavar="DIR", help="write the last trial's "
+                        "released hierarchy (answers.csv) and its record (release.json) to DIR")
     parser.add_argument("--split", default="uniform", help=f"budget split: {', '.join(SPLITS)}")
     parser.add_argument("--weights", default=None,
                         help="per-level budget weights for --split user, e.g. 1,2,4")
     parser.add_argument("--sampler", default="geometric",
                         help=f"noise sampler: {', '.join(NOISE_KINDS)}")
-    parser.add_argument("--max-size", dest="max_size", type=int, default=None,
-                        help="top size bucket for --data (default: largest size seen)")
+    parser.add_argument("--max-size", dest="max_size", default=None,
+                        help="top size bucket k (sizes >= k share it); required with --data: "
+                        "the domain must be public, never read from the private CSV")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -90,12 +102,10 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
     trials = 5 if trials is None else int(trials)
     if not 1 <= trials <= MAX_TRIALS:
         raise SpecError(f"--trials: must be 1..{MAX_TRIALS:,}, got {trials}")
-    seed = int(getattr(args, "seed", 0) or 0)
-    if seed < 0:
-        raise SpecError(f"--seed: must be a non-negative integer, got {seed}")
-    max_size = getattr(args, "max_size", None)
-    if max_size is not None and max_size < 1:
-        raise SpecError(f"--max-size: must be an integer >= 1, got {max_size}")
+    seed = seed_from_text(getattr(args, "seed", None))
+    out = getattr(args, "out", None)
+    if out is not None:
+        check_out_dir(out)
     split = getattr(args, "split", "uniform") or "uniform"
     if split not in SPLITS:
         raise SpecError(f"--split: unknown {split!r}{suggest(split, SPLITS)}; allowed: "
@@ -109,20 +119,69 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
     if sampler not in NOISE_KINDS:
         raise SpecError(f"--sampler: unknown {sampler!r}; allowed: {', '.join(NOISE_KINDS)}")
     hierarchy = load_census_hierarchy(getattr(args, "data", None),
-                                      getattr(args, "synthetic", None), max_size)
+                                      getattr(args, "synthetic", None),
+                                      public_max_size(getattr(args, "max_size", None),
+                                                      getattr(args, "data", None)))
     regions = float(sum(hierarchy.tree.level_sizes))
     require(estimate_census(regions, float(hierarchy.sizes.k), float(trials)), "--trials",
             "run")
     if weights is not None and len(weights) != hierarchy.tree.depth:
         raise SpecError(f"--weights: expected {hierarchy.tree.depth} numbers (one per level), "
                         f"got {len(weights)}")
-    mech = HierarchicalPGSR(variant=variant, noise=sampler, split=split,
-                            level_weights=list(weights or []))
-    result = evaluate(hierarchy, mech, epsilon, trials, seed).summary()
+    run = census_trials(hierarchy, [variant], epsilon, trials, noise=sampler, split=split,
+                        level_weights=weights or (), seed=seed)
+    evaluation = run.evaluations[variant]
+    result = evaluation.summary()
     result.update({"hierarchy": hierarchy.name or "csv",
                    "regions_by_level": list(hierarchy.tree.level_sizes),
                    "size_buckets": hierarchy.sizes.k, "groups": hierarchy.total})
+    record = base_record("hierarchical-pgsr", seed)
+    record.update(knobs={"variant": variant, "split": split, "sampler": sampler,
+                         "level_weights": weights},
+                  domain={"regions_by_level": list(hierarchy.tree.level_sizes),
+                          "sizes": hierarchy.sizes.to_spec(), "groups_public": hierarchy.total},
+                  privacy_unit="one individual joining or leaving a group",
+                  privacy={"noise": "laplace", "epsilon": epsilon},
+                  noise={"sampler": "discrete_laplace" if sampler == "geometric"
+                         else "float64 numpy laplace (not exact)",
+                         "exact": sampler == "geometric", "grid_spacing": 1.0,
+                         "scale_by_level": evaluation.report.get("scale_by_level")},
+                  evaluation="errors are against the true data: not private", trials=trials)
+    result.update(seeded=record["seeded"], notice=record["notice"], release=record)
+    if out is not None:
+        write_release(out, ["level", "region", "size", "count"],
+                      census_rows(evaluation.last_release), record)
     return result
+
+
+def public_max_size(text: str | int | None, data: str | None) -> int | None:
+    """``--max-size`` as an integer >= 1; required with ``--data`` (a public domain bound).
+
+    Raises:
+        SpecError: one line naming ``--max-size``.
+    """
+    if text is None:
+        if data:
+            raise SpecError("--max-size: required with --data (the size range must be public, "
+                            "not read from the private CSV), e.g. --max-size 7")
+        return None
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise SpecError(f"--max-size: expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise SpecError(f"--max-size: expected an integer >= 1, got {value}")
+    return value
+
+
+def census_rows(release: Any) -> list[list[Any]]:
+    """``level, region, size, count`` rows of a released hierarchy (size = bucket label)."""
+    labels = release.sizes.labels
+    return [[lev, name, labels[b], value.item() if hasattr(value, "item") else value]
+            for lev, (level, names) in enumerate(zip(release.levels, release.tree.names,
+                                                     strict=True))
+            for name, row in zip(names, level, strict=True)
+            for b, value in enumerate(row)]
 
 
 def load_census_hierarchy(data: str | None, synthetic: str | None,
@@ -153,9 +212,11 @@ def _weights(text: str | None) -> list[float] | None:
 def format_census(result: dict[str, Any]) -> str:
     """A short human-readable report of :func:`census_command`'s document."""
     levels = ", ".join(f"{x:.3g}" for x in result["rmse_by_level"])
-    return (f"{result['variant']} ({result.get('title', '')}) at eps={result['epsilon']:g}, "
-            f"{result['trials']} trials, privacy unit: {result['privacy_unit']}\n"
-            f"  RMSE per (size, region) query: {result['rmse']:.4g} "
-            f"(sd {result['rmse_sd']:.2g}); by level: {levels}\n"
-            f"  consistency violations: {result['violations']:g}; "
-            f"seconds per release: {result['seconds']:.3g}")
+    notice = f"{result['notice']}\n" if result.get("notice") else ""
+    return notice + (
+        f"{result['variant']} ({result.get('title', '')}) at eps={result['epsilon']:g}, "
+        f"{result['trials']} trials, privacy unit: {result['privacy_unit']}\n"
+        f"  RMSE per (size, region) query: {result['rmse']:.4g} "
+        f"(sd {result['rmse_sd']:.2g}); by level: {levels}\n"
+        f"  consistency violations: {result['violations']:g}; "
+        f"seconds per release: {result['seconds']:.3g}")

@@ -29,17 +29,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}"
-                                         ) from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
-    return value
-
-
 def _memory_limit(text: str) -> float:
     from engine.cost import parse_size
 
@@ -60,6 +49,18 @@ def _add_privacy_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epsilon", type=float, help="privacy loss eps (> 0)")
     p.add_argument("--delta", type=float, help="delta in (0, 1) for gaussian noise")
     p.add_argument("--rho", type=float, help="zCDP rho (> 0)")
+
+
+def _add_release_flags(p: argparse.ArgumentParser) -> None:
+    """``--seed`` (teaching only), ``--grid`` and ``--out`` of a releasing subcommand."""
+    p.add_argument("--seed", default=None, help="integer seed for a reproducible run (teaching "
+                   "and tests: the output is then labelled not a private release); default: "
+                   "OS entropy")
+    p.add_argument("--grid", default=None, help="exponent k of the release grid 2**-k for "
+                   "real-valued strategy answers (0..40; default: the coarsest grid that "
+                   "enlarges the sensitivity by at most 2**-10)")
+    p.add_argument("--out", default=None, metavar="DIR", help="write answers.csv and "
+                   "release.json (the release record) into DIR")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "or 'adult' for the bundled data")
     r.add_argument("--mechanism", default=None)
     _add_privacy_flags(r)
-    r.add_argument("--seed", type=_non_negative_int, default=0)
+    _add_release_flags(r)
     r.add_argument("--json", action="store_true")
     from engine.census_cli import add_census_arguments
 
@@ -224,11 +225,17 @@ def _load_data(path: str, domain: Any) -> Any:
 
 def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     from engine.mechanisms import get
+    from engine.noise import check_grid_exponent, release_rng, seed_from_text
+    from engine.release import base_record, check_out_dir, workload_summary, write_release
 
     s = Scenario.load(args.spec)
     privacy = privacy_from_flags(s.privacy, args)
     name = args.mechanism or (s.mechanisms[0] if s.mechanisms else "hdmm")
     parse_mechanisms([name], "--mechanism")
+    seed = seed_from_text(args.seed)
+    grid = None if args.grid is None else check_grid_exponent(args.grid)
+    if args.out is not None:
+        check_out_dir(args.out)
     mech = get(name)
     if not mech.data_dependent and name != "hierarchical-pgsr":
         from engine.cost import require
@@ -236,9 +243,13 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         mech.check(s.workload, privacy)
         require(mech.estimate(s.workload, privacy), name, "run")
     data = _load_data(args.data, s.domain)
-    rng = np.random.default_rng(args.seed)
+    rng = release_rng(seed)
     start = time.perf_counter()
     names = s.domain.names
+    record = base_record(name, seed)
+    record.update(knobs=_knobs(mech), workload=workload_summary(s.domain, s.workload),
+                  privacy_unit="one record (add/remove) of the data",
+                  privacy=privacy.to_spec())
     if name == "hierarchical-pgsr":
         raise NotApplicable("hierarchical-pgsr releases region hierarchies: use "
                             "`python -m engine census`")
@@ -253,14 +264,48 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         errors = {"rmse": float(np.sqrt(np.mean(diffs**2))),
                   **result.errors(truth).as_json()}
         rho = result.rho_spent
+        record.update(noise=dict(RESIDUAL_FLOAT_NOISE),
+                      ledger=[{"charge": what, "rho": cost} for what, cost in result.ledger])
+        header = ["marginal", "cell", "answer"]
+        rows = [[result.label(g), i, float(v)] for g, est in result.estimates.items()
+                for i, v in enumerate(np.asarray(est, float).ravel())]
     else:
         plan = mech.plan(s.workload, privacy)
-        estimate = plan.run(data, rng)
+        measurement = plan.measure(data, rng, grid_exponent=grid)
+        estimate = plan.reconstruct(measurement)
         truth = s.workload.answer_from_marginals(lambda ax: data.marginal([names[i] for i in ax]))
         errors = workload_errors(s.workload, estimate, truth)
         rho = privacy.zcdp_rho()
+        noise = measurement.noise
+        record["noise"] = noise.record() if noise is not None else dict(RESIDUAL_FLOAT_NOISE)
+        # data-independent, so public: the plan's RMSE at the sigma the sampler used
+        record["expected_rmse"] = plan.rmse() * math.sqrt(
+            noise.variance_factor if noise is not None else 1.0)
+        if noise is not None and "rho" in noise.guarantee:
+            rho = noise.guarantee["rho"]
+        labels = [t.label for t in s.workload.terms for _ in range(t.num_queries)]
+        header = ["query", "term", "answer"]
+        rows = [[i, label, float(v)] for i, (label, v) in enumerate(zip(labels, estimate,
+                                                                         strict=True))]
+    record.update(rho_spent=rho, seconds=time.perf_counter() - start)
+    if args.out is not None:
+        write_release(args.out, header, rows, record)
     return {"mechanism": name, "records": data.records, "rho_spent": rho,
-            "seconds": time.perf_counter() - start, "errors": errors}
+            "seconds": record["seconds"], "errors": errors,
+            "seeded": record["seeded"], "notice": record["notice"], "release": record}
+
+
+#: the record's noise entry for mechanisms that project correlated Gaussian noise onto
+#: residuals (aim-grem, residual-planner, querysmasher): not yet an exact sampler
+RESIDUAL_FLOAT_NOISE = {"sampler": "float64 numpy normal (not exact: correlated residual noise)",
+                        "exact": False}
+
+
+def _knobs(mech: Any) -> dict[str, Any]:
+    """A mechanism's constructor knobs as JSON values (param values, ``name`` excluded)."""
+    values = mech.param.values()
+    return {k: v for k, v in values.items() if k != "name"
+            and isinstance(v, int | float | str | bool | type(None) | list | tuple)}
 
 
 def cmd_census(args: argparse.Namespace) -> dict[str, Any]:
@@ -313,6 +358,8 @@ def _print_table(command: str, doc: dict[str, Any]) -> None:
         print(format_census(doc))
         return
     for key, value in doc.items():
+        if key == "release" or value is None:  # the record goes to --json / --out
+            continue
         if isinstance(value, dict):
             for k, v in value.items():
                 print(f"{key}.{k}: {_fmt(v) if isinstance(v, float) else v}")

@@ -28,7 +28,7 @@ import math
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.errors import SpecError
 from engine.linalg.matrix import Identity, Matrix, Ones
@@ -40,6 +40,9 @@ AVAILABLE_FRACTION = 0.5
 LIMIT_ENV = "DPWB_MEMORY_LIMIT"
 #: Bytes of one float64.
 FLOAT = 8.0
+#: Python objects of any plan or run (the plan, its views, small arrays), measured at 40 to
+#: 300 KB with tracemalloc on 16-cell plans (benchmarks/guards.py).
+OVERHEAD = 2.0**16
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9,
           "t": 1e12, "tb": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -173,8 +176,10 @@ def dense_gram(n: float) -> tuple[float, str]:
     return FLOAT * n * n, f"a dense {count(n)} x {count(n)} Gram"
 
 
-def data_vector(n: float, copies: float = 4.0) -> tuple[float, str]:
-    """Bytes of ``copies`` float vectors over the full domain (data, noisy answers, estimate)."""
+def data_vector(n: float, copies: float = 8.0) -> tuple[float, str]:
+    """Bytes of ``copies`` float vectors over the full domain (the data vector, the strategy's
+    answers and noise, the estimate and their temporaries: eight at the peak measured on the
+    identity mechanism at 1e6 cells)."""
     return FLOAT * copies * n, f"vectors over all {count(n)} cells"
 
 
@@ -208,10 +213,10 @@ def _workload_pieces(workload: Workload) -> tuple[float, float, float, float]:
 
 
 def _factor_bytes(factor: Matrix) -> float:
-    """Bytes of the n x n Gram of a 1-D factor; a vector for identity and total factors, whose
-    Grams are never formed."""
+    """Bytes of the n x n Gram of a 1-D factor and its working copy; vectors for identity and
+    total factors, whose Grams are never formed."""
     n = float(factor.shape[1])
-    return FLOAT * n if isinstance(factor, Identity | Ones) else FLOAT * n * n
+    return 2.0 * FLOAT * n if isinstance(factor, Identity | Ones) else 2.0 * FLOAT * n * n
 
 
 def _largest(*pieces: tuple[float, str]) -> tuple[float, str]:
@@ -219,17 +224,20 @@ def _largest(*pieces: tuple[float, str]) -> tuple[float, str]:
 
 
 def estimate_domain(workload: Workload) -> Cost:
-    """A strategy over the full domain vector (identity, hierarchical, workload, Kronecker).
+    """A strategy answered over the full domain vector (identity, hierarchical, workload).
 
-    Planning holds per-attribute Grams and vectors over all cells (column norms, the strategy's
-    diagonal); running holds the data vector, the noisy answers, the estimate and the workload
-    answers.
+    Planning works attribute by attribute: vectors over one attribute (column norms, the
+    strategy's factor) and the Grams of its non-trivial 1-D queries; running holds the data
+    vector, the noisy answers, the estimate and the workload answers.
     """
-    n = cells(_shape(workload))
+    shape = _shape(workload)
+    n = cells(shape)
     gram, explicit, _, answers = _workload_pieces(workload)
-    plan_bytes, plan_what = _largest(data_vector(n, 2.0), (gram, "per-attribute Grams"),
-                                     (explicit, "the explicit query rows"))
-    run_bytes, run_what = data_vector(n, 4.0)
+    largest = max(shape, default=1.0)
+    plan_bytes, plan_what = _largest(
+        (4.0 * FLOAT * largest, f"vectors over {count(largest)} values of one attribute"),
+        (gram, "per-attribute Grams"), (explicit, "the explicit query rows"))
+    run_bytes, run_what = data_vector(n, 8.0)
     terms = float(len(workload.terms))
     return Cost(plan_bytes=plan_bytes, run_bytes=run_bytes + answers + explicit,
                 plan_operations=terms * (n + (gram / FLOAT) ** 1.5),
@@ -253,11 +261,12 @@ def estimate_factors(workload: Workload) -> Cost:
 
 def estimate_dense(workload: Workload) -> Cost:
     """An explicit strategy over the whole domain (OPT_0, dense eigen-design): the n x n Gram,
-    its eigenvectors or the p x n strategy, and their products (about six n x n arrays)."""
+    its eigenvectors or the p x n strategy, and their products (about twelve n x n arrays at
+    the peak, measured on OPT_0 at n = 64 and 256)."""
     n = cells(_shape(workload))
     base = estimate_domain(workload)
     gram_bytes, gram_what = dense_gram(n)
-    return Cost(plan_bytes=6.0 * gram_bytes, run_bytes=base.run_bytes + gram_bytes,
+    return Cost(plan_bytes=12.0 * gram_bytes, run_bytes=base.run_bytes + gram_bytes,
                 plan_operations=100.0 * n**3, run_operations=n * n + base.run_operations,
                 plan_what=gram_what, run_what=gram_what)
 
@@ -279,9 +288,11 @@ def estimate_marginals(workload: Workload) -> Cost:
 
 
 def estimate_model(model: str, workload: Workload) -> Cost:
-    """The cost of ``workload`` under one of :data:`MODELS`."""
-    return {"domain": estimate_domain, "factors": estimate_factors, "dense": estimate_dense,
+    """The cost of ``workload`` under one of :data:`MODELS`, with the fixed :data:`OVERHEAD`."""
+    cost = {"domain": estimate_domain, "factors": estimate_factors, "dense": estimate_dense,
             "marginals": estimate_marginals}[model](workload)
+    return replace(cost, plan_bytes=cost.plan_bytes + OVERHEAD,
+                   run_bytes=cost.run_bytes + OVERHEAD)
 
 
 def worst(costs: Iterable[Cost]) -> Cost:

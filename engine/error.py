@@ -9,6 +9,8 @@ squared error over the workload is::
 where ``sigma`` is the privacy level's noise std per unit sensitivity (``Privacy.sigma()``).
 RMSE is ``sqrt(TSE / m)`` with m the number of workload queries. Changing eps/delta/rho only
 changes ``sigma``: error for a new privacy level is a rescale, never a re-plan.
+:func:`reconstruction_map` gives ``W A^+`` itself (small domains), the weights behind each
+answer.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from engine.linalg.marginals import (
     marginal_weights,
     pinv_weights,
 )
-from engine.linalg.matrix import Dense, Kron, Matrix
+from engine.linalg.matrix import DENSE_GUARD, Dense, Kron, Matrix
 from engine.linalg.pinv import is_positive_definite, psd_pinv, supports
 from engine.linalg.spectral import GramSpectrum, gram_spectrum
 from engine.privacy import Privacy
@@ -289,6 +291,27 @@ def _marginal_query_variances(workload: Workload, strategy: MarginalStrategy) ->
     return np.concatenate(parts)
 
 
+def reconstruction_map(workload: Workload, strategy: Matrix) -> np.ndarray:
+    """``W (A^T A)^+ A^T = W A^+``: how least squares rebuilds each workload answer (a row)
+    from the strategy's measurements (the columns), as an explicit queries x measurements array.
+
+    A zero-noise measurement ``y = A x`` gives ``W x`` back when A supports W; the noise of
+    query i is ``sigma**2 ||A||**2`` times the squared norm of row i.
+
+    Raises:
+        NotApplicable: a domain above :data:`EXPLICIT_LIMIT` cells, or a W, A or map with more
+            than :data:`~engine.linalg.matrix.DENSE_GUARD` entries (the map is explicit).
+    """
+    (m, n), k = workload.shape, strategy.shape[0]
+    largest = max(m * n, k * n, m * k)
+    if n > EXPLICIT_LIMIT or largest > DENSE_GUARD:
+        raise NotApplicable(f"reconstruction map: {m:,} queries x {k:,} measurements over "
+                            f"{n:,} cells is formed explicitly only up to {EXPLICIT_LIMIT:,} "
+                            f"cells and {DENSE_GUARD:,} entries per matrix")
+    A = strategy.dense()
+    return workload.dense() @ psd_pinv(A.T @ A) @ A.T
+
+
 def monte_carlo_tse(workload: Workload, strategy: Matrix, privacy: Privacy, trials: int,
                     rng: np.random.Generator) -> float:
     """Empirical total squared error of least squares on ``strategy`` (small domains).
@@ -306,4 +329,4 @@ def monte_carlo_tse(workload: Workload, strategy: Matrix, privacy: Privacy, tria
 
 
 __all__ = ["Dense", "expected_tse", "explicit_trace", "monte_carlo_tse", "per_query_variances",
-           "rmse", "trace_term"]
+           "reconstruction_map", "rmse", "trace_term"]

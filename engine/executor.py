@@ -1,38 +1,34 @@
-"""A tiny executor interface for independent sub-problems.
+"""Running independent pieces of work on any ``concurrent.futures.Executor``.
 
-Mechanisms that split their planning into independent pieces (QuerySmasher's residual
-sub-workloads, for example) hand the pieces to an :class:`Executor` instead of looping
-themselves, so that the same algorithm runs serially in-process, on a local process pool, or on
-a cluster. The contract is one method, ``map(fn, items, on_result=None) -> list`` with results
-in item order; ``fn`` must be a picklable top-level function and ``items`` picklable values for
-anything but the serial executor.
+Planners split work into independent items (QuerySmasher's residual sub-problems, the
+mechanisms of one comparison, batches of census trials) and hand them to
+:func:`map_ordered` with an executor instead of looping themselves, so that the same algorithm
+runs in-process (:class:`SerialExecutor`), on a local process pool (:func:`local_pool`), or on a
+Dask cluster (:func:`dask_executor`, with the optional ``dask`` extra). No private protocol:
+anything with ``submit`` returning ``concurrent.futures.Future`` works. ``fn`` must be a
+picklable top-level function and the items picklable values for anything out of process.
 
-A Dask or Ray client fits the same shape without touching the algorithm, e.g.::
-
-    class DaskExecutor:
-        def __init__(self, client):
-            self.client = client
-
-        def map(self, fn, items, on_result=None):
-            futures = self.client.map(fn, list(items), pure=False)
-            for index, future in enumerate(futures):
-                if on_result is not None:
-                    on_result(index, future.result())
-            return self.client.gather(futures)
+Progress and cancellation go through the futures: ``on_result`` runs in the caller's process as
+items finish, and an exception there (or a cancelled :class:`~engine.progress.Progress`)
+cancels every pending future; Dask also drops the cancelled tasks from its workers' queues.
 
 Example:
-    >>> SerialExecutor().map(abs, [-1, 2, -3])
+    >>> map_ordered(SerialExecutor(), abs, [-1, 2, -3])
     [1, 2, 3]
 """
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import Any, Protocol, TypeVar
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from engine.errors import Cancelled, SpecError
+from engine.progress import Progress
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -41,112 +37,81 @@ R = TypeVar("R")
 #: completion order); an exception raised there (e.g. ``Cancelled``) stops the map.
 ResultCallback = Callable[[int, Any], None]
 
-
-class Executor(Protocol):
-    """Anything that maps a function over independent items and returns results in order."""
-
-    def map(self, fn: Callable[[T], R], items: Iterable[T],
-            on_result: ResultCallback | None = None) -> list[R]:
-        """``[fn(item) for item in items]``, possibly computed concurrently."""
-        ...
-
-
-class SerialExecutor:
-    """Runs every item in the calling process, one after the other (no pickling)."""
-
-    def map(self, fn: Callable[[T], R], items: Iterable[T],
-            on_result: ResultCallback | None = None) -> list[R]:
-        """Apply ``fn`` to each item in order; ``on_result`` is called after each."""
-        out: list[R] = []
-        for index, item in enumerate(items):
-            result = fn(item)
-            out.append(result)
-            if on_result is not None:
-                on_result(index, result)
-        return out
+#: The environment variable that names a Dask scheduler (``tcp://host:port``) to plan on.
+SCHEDULER_VARIABLE = "DPWB_SCHEDULER"
+#: Seconds allowed to reach a Dask scheduler before giving up.
+CONNECT_TIMEOUT = 5.0
+#: Seconds between checks of a Progress for cancellation while remote items run.
+_POLL_SECONDS = 0.2
+_BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-class ProcessExecutor:
-    """A local pool of worker processes (``concurrent.futures``) created on first use.
+class WorkerLost(RuntimeError):  # noqa: N818 -- reads as "worker lost: what happened"
+    """A worker process died while it ran an item (killed, out of memory, crashed)."""
 
-    Workers are started with the ``spawn`` method: forking a process whose BLAS or GUI
-    threads are running can deadlock, and spawn behaves the same on every platform. Each
-    worker limits its BLAS to ``blas_threads`` threads, because several processes that each
-    start one BLAS thread per core oversubscribe the machine (spawned workers start during
-    ``submit`` and inherit the environment set around it; BLAS reads it at import).
+
+class SerialExecutor(Executor):
+    """Runs each call in the calling process when it is submitted (no pickling).
+
+    :func:`map_ordered` runs the items one after the other so that ``on_result`` can stop
+    the map between two items.
+    """
+
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future:
+        """Run ``fn(*args, **kwargs)`` now; the returned future is already done."""
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # the future carries it, as a pool's would
+            future.set_exception(exc)
+        return future
+
+
+def _limit_blas_threads(threads: int) -> None:
+    # Runs first in every spawned worker: libraries loaded later read the environment, those
+    # already loaded (numpy may be, through the re-imported __main__) are limited in place.
+    for var in _BLAS_VARS:
+        os.environ[var] = str(threads)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(threads)
+
+
+def local_pool(max_workers: int | None = None, blas_threads: int = 1) -> ProcessPoolExecutor:
+    """The default local executor: a pool of ``spawn``-started worker processes.
+
+    Spawn, because forking a process whose BLAS or GUI threads are running can deadlock, and
+    it behaves the same on every platform. Each worker limits its BLAS to ``blas_threads``
+    threads: several processes that each start one BLAS thread per core oversubscribe the
+    machine. Shut it down with ``shutdown()`` or a ``with`` block.
 
     Args:
         max_workers: number of processes (default: the number of CPUs).
         blas_threads: BLAS threads per worker (default 1).
     """
-
-    def __init__(self, max_workers: int | None = None, blas_threads: int = 1) -> None:
-        self.max_workers = max(1, int(max_workers or os.cpu_count() or 1))
-        self.blas_threads = int(blas_threads)
-        self._pool: ProcessPoolExecutor | None = None
-
-    def _ensure_pool(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.max_workers,
-                                             mp_context=multiprocessing.get_context("spawn"))
-        return self._pool
-
-    def map(self, fn: Callable[[T], R], items: Iterable[T],
-            on_result: ResultCallback | None = None) -> list[R]:
-        """Submit every item, collect results in item order, report each as it completes."""
-        items = list(items)
-        if not items:
-            return []
-        pool = self._ensure_pool()
-        with _blas_threads_env(self.blas_threads):
-            futures: dict[Future, int] = {pool.submit(fn, item): i
-                                          for i, item in enumerate(items)}
-        results: list[Any] = [None] * len(items)
-        pending = set(futures)
-        try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    index = futures[future]
-                    results[index] = future.result()
-                    if on_result is not None:
-                        on_result(index, results[index])
-        except BaseException:
-            for future in pending:
-                future.cancel()
-            raise
-        return results
-
-    def close(self) -> None:
-        """Shut the worker processes down (a later ``map`` starts new ones)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-    def __enter__(self) -> ProcessExecutor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    workers = max(1, int(max_workers or os.cpu_count() or 1))
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_limit_blas_threads,
+        initargs=(int(blas_threads),),
+    )
 
 
-_BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+def worker_count(executor: Executor) -> int:
+    """How many items ``executor`` runs at once (1 when it cannot tell)."""
+    if isinstance(executor, ProcessPoolExecutor):
+        return int(executor._max_workers)  # no public accessor in concurrent.futures
+    client = getattr(executor, "_client", None)  # distributed's ClientExecutor
+    if client is not None:
+        workers = client.scheduler_info().get("workers", {})
+        return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
+    return 1
 
 
-@contextlib.contextmanager
-def _blas_threads_env(threads: int) -> Iterator[None]:
-    # Spawned workers copy os.environ when they start; BLAS reads it when numpy is imported.
-    saved = {var: os.environ.get(var) for var in _BLAS_VARS}
-    try:
-        for var in _BLAS_VARS:
-            os.environ[var] = str(threads)
-        yield
-    finally:
-        for var, value in saved.items():
-            if value is None:
-                os.environ.pop(var, None)
-            else:
-                os.environ[var] = value
+def in_worker_process() -> bool:
+    """True inside a pool or cluster worker process (nested pools would oversubscribe)."""
+    return multiprocessing.parent_process() is not None
 
 
 def default_executor(heavy_items: int, workers: int | None = None) -> Executor:
@@ -154,11 +119,153 @@ def default_executor(heavy_items: int, workers: int | None = None) -> Executor:
 
     ``workers`` = 0 or 1 forces serial execution; None picks a process pool only when there
     are at least two heavy items and more than one CPU (starting processes costs about a
-    second, which only pays off for expensive items).
+    second, which only pays off for expensive items). Inside a worker process the answer is
+    always serial: the pool or cluster that runs this item already uses the cores.
     """
     cpus = os.cpu_count() or 1
-    if workers is not None and workers <= 1:
+    if in_worker_process() or (workers is not None and workers <= 1):
         return SerialExecutor()
     if workers is None and (heavy_items < 2 or cpus < 2):
         return SerialExecutor()
-    return ProcessExecutor(max_workers=min(workers or cpus, max(heavy_items, 1)))
+    return local_pool(max_workers=min(workers or cpus, max(heavy_items, 1)))
+
+
+def map_ordered(
+    executor: Executor,
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    on_result: ResultCallback | None = None,
+    progress: Progress | None = None,
+) -> list[R]:
+    """``[fn(item) for item in items]`` on ``executor``, results in item order.
+
+    Args:
+        executor: any ``concurrent.futures.Executor``.
+        fn: a picklable top-level function of one item.
+        items: the items.
+        on_result: called as ``on_result(index, result)`` in this process as items finish.
+        progress: while out-of-process items run, a cancel of it raises ``Cancelled`` here.
+
+    Raises:
+        WorkerLost: a worker process died under an item (after the executor's own retries).
+        Cancelled: ``progress`` was cancelled or ``on_result`` raised it; every pending item
+            is cancelled first.
+    """
+    items = list(items)
+    if isinstance(executor, SerialExecutor):
+        out: list[R] = []
+        for index, item in enumerate(items):
+            out.append(fn(item))
+            if on_result is not None:
+                on_result(index, out[-1])
+        return out
+    futures: dict[Future, int] = {}
+    results: list[Any] = [None] * len(items)
+    try:
+        for index, item in enumerate(items):
+            futures[executor.submit(fn, item)] = index
+        pending = set(futures)
+        while pending:
+            done, pending = wait(
+                pending,
+                timeout=None if progress is None else _POLL_SECONDS,
+                return_when=FIRST_COMPLETED,
+            )
+            for future in done:
+                index = futures[future]
+                results[index] = future.result()
+                if on_result is not None:
+                    on_result(index, results[index])
+            if progress is not None and progress.cancelled:
+                raise Cancelled("cancelled while remote items ran")
+    except BaseException as exc:
+        for future in futures:
+            future.cancel()
+        if _is_lost_worker(exc):
+            raise WorkerLost(
+                f"a worker process died while it ran {fn.__name__} "
+                f"({type(exc).__name__}); nothing was returned for this run, "
+                "start it again"
+            ) from exc
+        raise
+    return results
+
+
+def _is_lost_worker(exc: BaseException) -> bool:
+    # KilledWorker is distributed's (optional, imported lazily): matched by name.
+    return isinstance(exc, BrokenProcessPool) or type(exc).__name__ == "KilledWorker"
+
+
+def dask_client(
+    scheduler: str | None = None,
+    workers: int | None = None,
+    field: str = "--scheduler",
+    timeout: float = CONNECT_TIMEOUT,
+) -> Any:
+    """A ``distributed.Client`` on an existing scheduler, or on a new local cluster.
+
+    Args:
+        scheduler: the scheduler address (``tcp://host:port``); None starts a
+            ``LocalCluster`` of ``workers`` single-threaded processes on 127.0.0.1.
+        workers: processes of the local cluster (default: the number of CPUs).
+        field: the setting that gave the address, named in errors.
+        timeout: seconds allowed to reach the scheduler.
+
+    Raises:
+        SpecError: Dask is not installed, or the scheduler is unreachable or malformed.
+    """
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as exc:
+        raise SpecError(
+            f"{field}: Dask is not installed (pip install 'dpworkbench[dask]')"
+        ) from exc
+    if scheduler is None:
+        cluster = LocalCluster(
+            n_workers=max(1, int(workers or os.cpu_count() or 1)),
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
+        return Client(cluster)
+    try:
+        return Client(scheduler, timeout=timeout)
+    except Exception as exc:  # OSError, TimeoutError, ValueError: all mean "cannot use it"
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SpecError(
+            f"{field}: cannot reach the Dask scheduler {scheduler!r} within "
+            f"{timeout:g} s ({reason})"
+        ) from exc
+
+
+def dask_executor(client: Any) -> Executor:
+    """``client``'s ``concurrent.futures`` executor (every submission is a new task)."""
+    return client.get_executor(pure=False)
+
+
+@contextmanager
+def executor_for(
+    workers: int | None = None, scheduler: str | None = None, field: str = "--scheduler"
+) -> Iterator[Executor | None]:
+    """The executor that front doors ask for, closed on exit.
+
+    ``scheduler`` (an address) gives a Dask cluster's executor, ``workers`` >= 2 a local
+    process pool of that size; neither gives None (the planners' own default).
+    """
+    if scheduler:
+        client = dask_client(scheduler, field=field)
+        try:
+            yield dask_executor(client)
+        finally:
+            client.close()
+    elif workers is not None and workers >= 2:
+        with local_pool(workers) as pool:
+            yield pool
+    else:
+        yield None
+
+
+def scheduler_from_environment() -> str | None:
+    """The scheduler address in ``DPWB_SCHEDULER`` (None when unset or blank)."""
+    return os.environ.get(SCHEDULER_VARIABLE, "").strip() or None

@@ -12,6 +12,11 @@ The conversions rho <-> (eps, delta) use the bound of Canonne, Kamath & Steinke 
 as in the reference code of private-pgm. "Privacy cost 1" in ResidualPlanner / QuerySmasher
 means rho = 0.5.
 
+The inverse question, "the smallest budget whose noise is at most sigma" (or "whose error is
+at most t"), is :func:`budget_for_sigma` / :func:`budget_for_rmse`: exact rescales for
+Laplace, zCDP and the classical Gaussian calibrations, a root search for the analytic
+Gaussian mechanism.
+
 Example:
     >>> round(analytic_gaussian_sigma(1.0, 1e-6), 6)
     4.224679
@@ -41,6 +46,15 @@ def _check_eps_delta(eps: float, delta: float) -> None:
         raise SpecError(f"privacy.delta: must lie strictly between 0 and 1, got {delta!r}")
 
 
+def _analytic_delta(sigma: float, eps: float) -> float:
+    """The delta of the Gaussian mechanism with noise ``sigma`` per unit L2 sensitivity at
+    ``eps`` (Balle & Wang 2018, Theorem 8), computed in log space; decreasing in both."""
+    a = log_ndtr(0.5 / sigma - eps * sigma)
+    b = eps + log_ndtr(-0.5 / sigma - eps * sigma)
+    # delta = e^a - e^b, computed stably
+    return math.exp(a) * -math.expm1(b - a) if b < a else 0.0
+
+
 @lru_cache(maxsize=4096)
 def analytic_gaussian_sigma(eps: float, delta: float) -> float:
     """Smallest Gaussian noise std per unit L2 sensitivity that gives (eps, delta)-DP.
@@ -52,10 +66,7 @@ def analytic_gaussian_sigma(eps: float, delta: float) -> float:
     _check_eps_delta(eps, delta)
 
     def excess(s: float) -> float:
-        a = log_ndtr(0.5 / s - eps * s)
-        b = eps + log_ndtr(-0.5 / s - eps * s)
-        # delta(s) = e^a - e^b, computed stably
-        return math.exp(a) * -math.expm1(b - a) - delta if b < a else -delta
+        return _analytic_delta(s, eps) - delta
 
     lo, hi = 1e-8, 1.0
     while excess(hi) > 0:
@@ -122,6 +133,84 @@ def cdp_rho(eps: float, delta: float) -> float:
         else:
             rhomax = rho
     return rhomin
+
+
+#: Largest budget (eps or rho) the inverse question reports; beyond it a target is unreachable.
+BUDGET_LIMIT = 1e300
+
+
+def _analytic_epsilon(sigma: float, delta: float) -> float:
+    """Smallest eps at which the Gaussian mechanism with noise ``sigma`` per unit L2
+    sensitivity is (eps, delta)-DP; 0.0 when it is for every eps > 0."""
+    # At eps = 0: delta(sigma, 0) = 2 Phi(1/(2 sigma)) - 1.
+    if math.erf(0.5 / (sigma * math.sqrt(2.0))) <= delta:
+        return 0.0
+    lo, hi = 1.0, 1.0
+    while _analytic_delta(sigma, lo) <= delta:
+        lo /= 2.0
+        if lo < 1e-300:  # the eps -> 0 limit meets delta up to rounding
+            return 0.0
+    while _analytic_delta(sigma, hi) > delta:
+        hi *= 2.0
+        if hi > BUDGET_LIMIT:
+            raise SpecError(f"target: noise std {sigma:.3g} per unit sensitivity needs eps "
+                            f"above {BUDGET_LIMIT:g}")
+    # Searched in log eps for a relative accuracy at any scale.
+    log_eps = brentq(lambda x: _analytic_delta(sigma, math.exp(x)) - delta, math.log(lo),
+                     math.log(hi), xtol=1e-14, rtol=1e-15, maxiter=500)
+    return math.exp(log_eps)
+
+
+def budget_name(noise: str) -> str:
+    """The parameter that sets the budget of a noise family: ``epsilon`` or ``rho`` (zcdp)."""
+    return "rho" if noise == "zcdp" else "epsilon"
+
+
+def budget_for_sigma(privacy: Privacy, sigma: float) -> float:
+    """The smallest budget at which ``privacy``'s noise is at most ``sigma`` per unit
+    sensitivity: eps for laplace and gaussian (at ``privacy.delta`` and its calibration),
+    rho for zcdp (see :func:`budget_name`). The inverse of :meth:`Privacy.sigma`.
+
+    Exact for laplace (eps = sqrt(2) / sigma), zcdp (rho = 1 / (2 sigma**2)) and the
+    classical / li-miklau Gaussian calibrations; a root search (relative accuracy 1e-14) for
+    the analytic Gaussian mechanism, whose noise stays bounded as eps -> 0 at fixed delta:
+    then 0.0 is returned, meaning every eps > 0 suffices.
+
+    Raises:
+        SpecError: ``sigma`` not a positive finite number.
+    """
+    if not (sigma > 0 and math.isfinite(sigma)):
+        raise SpecError(f"target: noise std must be a positive number, got {sigma!r}")
+    if privacy.noise == "laplace":
+        return math.sqrt(2.0) / sigma
+    if privacy.noise == "zcdp":
+        return 1.0 / (2.0 * sigma * sigma)
+    if privacy.calibration == "classical":
+        return math.sqrt(2.0 * math.log(1.25 / privacy.delta)) / sigma
+    if privacy.calibration == "li-miklau":
+        return math.sqrt(2.0 * math.log(2.0 / privacy.delta)) / sigma
+    return _analytic_epsilon(sigma, privacy.delta)
+
+
+def budget_for_rmse(privacy: Privacy, target: float, unit_rmse: float) -> float:
+    """The smallest budget (eps, or rho for zcdp) at which an error of ``unit_rmse`` per unit
+    noise std (a plan's or bound's RMSE at sigma = 1) drops to at most ``target``.
+
+    Error is proportional to sigma, so this is :func:`budget_for_sigma` at
+    ``target / unit_rmse``; 0.0 when every budget reaches the target.
+
+    Raises:
+        SpecError: ``target`` not a positive finite number, or unreachable (the error is
+            infinite at every budget).
+    """
+    if not (target > 0 and math.isfinite(target)):
+        raise SpecError(f"target: the RMSE must be a positive number, got {target!r}")
+    if math.isinf(unit_rmse):
+        raise SpecError("target: unreachable, the error is infinite at every budget (the "
+                        "strategy does not support the workload)")
+    if unit_rmse <= 0:
+        return 0.0
+    return budget_for_sigma(privacy, target / unit_rmse)
 
 
 class Privacy(param.Parameterized):

@@ -1,9 +1,9 @@
 """Panel/HoloViews explorer for the engine: one ``pn.viewable.Viewer`` per page.
 
 The explorer only holds engine objects and asks them questions; the maths lives in ``engine``.
-Serve it with ``python -m explorer`` (see :func:`explorer.app.main`).
+Serve it with ``panel serve explorer/app.py`` (see :mod:`explorer.app`).
 """
 
-__all__ = ["__version__"]
+from engine import __version__
 
-__version__ = "0.1.0"
+__all__ = ["__version__"]

@@ -1,137 +1,164 @@
-"""Served entry point: the multi-page app and ``python -m explorer``.
+"""Served entry point: ``panel serve explorer/app.py`` serves every page.
 
-Templates are applied here and only here; the page Viewers render inline in notebooks.
-Every URL path is its own Bokeh document. The pages of one user share a
-:class:`~explorer.state.Session` through its id in the URL (``?s=...``), so the workload,
-privacy level and finished plans follow them from page to page.
+``panel serve`` gives one file one URL (``/app``; ``/`` redirects there), so the page is chosen
+by the ``page`` query parameter: ``/app?page=compare&s=<session id>``. Links are relative
+(``?page=...``), so the app works unchanged behind ``--prefix`` and a reverse proxy, and every
+``panel serve`` option (``--num-threads``, ``--basic-auth``, ``--oauth-provider``,
+``--allow-websocket-origin``, ``--admin``...) applies. Templates are applied here and only here;
+the page Viewers render inline in notebooks.
 
-The adaptive (AIM+GReM) and census pages are written separately: they are mounted when
-their modules exist, and a page whose module fails to import shows the error instead of
-taking the app down.
+The pages of one user share a :class:`~explorer.state.Session` through its server-issued id
+(see :mod:`explorer.sessions`), so the workload, privacy level and finished plans follow them
+from page to page. ``python -m explorer`` is a thin wrapper around ``panel serve``.
 
 Usage::
 
-    python -m explorer [--address 127.0.0.1] [--port 5006]
+    panel serve explorer/app.py --address 127.0.0.1 --port 5006 [panel serve options]
+    python -m explorer [--address 127.0.0.1] [--port 5006] [panel serve options]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
+import os
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
+from urllib.parse import urlencode
 
 import panel as pn
 
-from explorer.pages.base import PAGES, Page
-from explorer.state import one_line, session_for
+from explorer import serverlog
+from explorer.pages.adaptive import AdaptivePage
+from explorer.pages.base import PAGES, page_url
+from explorer.pages.builder import BuilderPage
+from explorer.pages.census import CensusPage
+from explorer.pages.compare import ComparePage
+from explorer.pages.learn import LearnPage
+from explorer.pages.overview import OverviewPage
+from explorer.pages.strategy import StrategyPage
+from explorer.pages.tradeoff import TradeoffPage
+from explorer.planning import one_line
+from explorer.sessions import REGISTRY
+from explorer.state import Session
 
 TITLE = "DP Workbench"
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 5006
+APP_FILE = Path(__file__).resolve()
 
-#: Pages written by other modules: URL path -> (module, class name, menu label).
-OPTIONAL_PAGES: dict[str, tuple[str, str, str]] = {
-    "/adaptive": ("explorer.pages.adaptive", "AdaptivePage", "Adaptive (AIM+GReM)"),
-    "/census": ("explorer.pages.census", "CensusPage", "Census hierarchy"),
+#: URL path -> the page's view for a session and its id. The adaptive and census pages work on
+#: data of their own, not on the session's workload.
+VIEWS: dict[str, Callable[[Session, str], pn.viewable.Viewable]] = {
+    "/": lambda session, sid: OverviewPage(session=session, sid=sid),
+    "/builder": lambda session, sid: BuilderPage(session=session, sid=sid),
+    "/compare": lambda session, sid: ComparePage(session=session, sid=sid),
+    "/strategy": lambda session, sid: StrategyPage(session=session, sid=sid),
+    "/tradeoff": lambda session, sid: TradeoffPage(session=session, sid=sid),
+    "/learn": lambda session, sid: LearnPage(session=session, sid=sid),
+    "/adaptive": lambda session, sid: AdaptivePage(),
+    "/census": lambda session, sid: CensusPage(),
 }
 
 pn.extension("tabulator", "codeeditor", notifications=True)
 
 
-def _builtin(path: str) -> type[Page]:
-    """The page class of a built-in path (imported on demand)."""
-    from explorer.pages.builder import BuilderPage
-    from explorer.pages.compare import ComparePage
-    from explorer.pages.learn import LearnPage
-    from explorer.pages.overview import OverviewPage
-    from explorer.pages.strategy import StrategyPage
-    from explorer.pages.tradeoff import TradeoffPage
-
-    return {"/": OverviewPage, "/builder": BuilderPage, "/compare": ComparePage,
-            "/strategy": StrategyPage, "/tradeoff": TradeoffPage, "/learn": LearnPage}[path]
-
-
-def optional_paths() -> list[str]:
-    """The optional pages whose modules exist in this checkout."""
-    paths = []
-    for path, (module, _, _) in OPTIONAL_PAGES.items():
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if found:
-            paths.append(path)
-    return paths
-
-
 def menu() -> list[tuple[str, str]]:
-    """(path, label) of every page in the navigation, built-in first."""
-    items = [(path, label) for path, label, _ in PAGES]
-    items += [(path, OPTIONAL_PAGES[path][2]) for path in optional_paths()]
-    return items
+    """(path, label) of every page in the navigation."""
+    return [(path, label) for path, label, _ in PAGES]
 
 
-def _current_sid() -> str | None:
-    args = pn.state.session_args or {}
-    values = args.get("s") or [b""]
-    value = values[0]
-    return value.decode(errors="ignore") if isinstance(value, bytes) else str(value)
-
-
-def build_page(path: str, session, sid: str) -> pn.viewable.Viewable:
+def build_page(path: str, session: Session, sid: str) -> pn.viewable.Viewable:
     """The page for ``path`` (an alert with the problem when it cannot be built)."""
+    view = VIEWS.get(path)
+    if view is None:
+        return pn.pane.Alert(
+            f"page: no page {path.strip('/')!r} (allowed: "
+            f"{', '.join(p.strip('/') or 'start' for p in VIEWS)})",
+            alert_type="danger",
+            css_classes=["page-error"],
+        )
     try:
-        if path in OPTIONAL_PAGES:
-            module_name, class_name, label = OPTIONAL_PAGES[path]
-            cls = getattr(importlib.import_module(module_name), class_name)
-            kwargs = {}
-            if hasattr(cls, "param") and "session" in cls.param:
-                kwargs["session"] = session
-            if hasattr(cls, "param") and "sid" in cls.param:
-                kwargs["sid"] = sid
-            return cls(**kwargs)
-        return _builtin(path)(session=session, sid=sid)
+        return view(session, sid)
     except Exception as exc:  # a broken page shows its error; the app keeps serving
-        return pn.pane.Alert(f"This page could not be built: {one_line(exc)}",
-                             alert_type="danger", css_classes=["page-error"])
+        return pn.pane.Alert(
+            f"This page could not be built: {one_line(exc)}",
+            alert_type="danger",
+            css_classes=["page-error"],
+        )
 
 
 def navigation(current: str, sid: str) -> pn.pane.Markdown:
     """The sidebar menu; links keep the session id."""
     lines = []
     for path, label in menu():
-        link = f"[{label}]({path}?s={sid})"
+        link = f"[{label}]({page_url(path, sid)})"
         lines.append(f"- **{link}**" if path == current else f"- {link}")
     return pn.pane.Markdown("\n".join(lines), css_classes=["site-nav"])
 
 
-def page_app(path: str) -> pn.template.BootstrapTemplate:
-    """The page at ``path`` inside the site template, for the current browser session."""
-    requested = _current_sid()
-    sid, session = session_for(requested)
-    if sid != requested and pn.state.curdoc is not None:
-        # Put the session id into the address bar (once the browser has synced its URL), so a
-        # reload or a bookmark comes back to the same session.
-        pn.state.onload(lambda: pn.state.location.update_query(s=sid))
-    page = build_page(path, session, sid)
+def share_control(sid: str) -> pn.Column:
+    """A button that makes a read-only link to a copy of this session's scenario."""
+    button = pn.widgets.Button(
+        label="Share read-only link", css_classes=["share-session"], width=200
+    )
+    link = pn.widgets.TextInput(
+        label="Read-only link (a copy; your session stays yours)",
+        visible=False,
+        css_classes=["share-link"],
+        width=200,
+    )
+
+    def share(event) -> None:
+        token = REGISTRY.share(sid)
+        location = pn.state.location
+        base = location.href.split("?")[0].split("#")[0] if location is not None else ""
+        link.param.update(value=f"{base}?{urlencode({'view': token})}", visible=True)
+
+    button.on_click(share)
+    return pn.Column(button, link)
+
+
+def query_arg(name: str) -> str:
+    """The first value of the URL query parameter ``name`` ('' when absent)."""
+    values = (pn.state.session_args or {}).get(name) or [b""]
+    value = values[0]
+    return value.decode(errors="ignore") if isinstance(value, bytes) else str(value)
+
+
+def page_app(path: str | None = None) -> pn.template.BaseTemplate:
+    """The requested page inside the site template, for the current browser session.
+
+    ``path`` defaults to the ``page`` query parameter. The session is the one named by ``s``
+    when this server issued it to this user; otherwise a fresh one (started from the
+    read-only link ``view`` when there is one) whose id goes into the address bar.
+    """
+    path = path if path is not None else "/" + query_arg("page").strip("/")
+    requested = query_arg("s")
+    sid, session = REGISTRY.open(requested, pn.state.user, shared=query_arg("view"))
+    doc = pn.state.curdoc
+    if doc is not None and doc.session_context is not None:
+        REGISTRY.connect(sid)
+        pn.state.on_session_destroyed(REGISTRY.tab_closed(sid))
+        if sid != requested:
+            # Put the session id into the address bar (once the browser has synced its URL),
+            # so a reload or a bookmark comes back to the same session.
+            pn.state.onload(lambda: setattr(pn.state.location, "search", page_url(path, sid)))
     label = dict(menu()).get(path, "")
     return pn.template.BootstrapTemplate(
         title=f"{TITLE} · {label}" if path != "/" else TITLE,
-        sidebar=[navigation(path, sid)],
-        main=[page],
+        sidebar=[navigation(path, sid), share_control(sid)],
+        main=[build_page(path, session, sid)],
         sidebar_width=230,
     )
 
 
-def pages() -> dict[str, Callable[[], pn.viewable.Viewable]]:
-    """URL path -> page factory, as ``pn.serve`` takes them."""
-    return {path: (lambda p=path: page_app(p)) for path, _ in menu()}
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m explorer", description="Serve the DP workbench explorer."
+        prog="python -m explorer",
+        description="Serve the DP workbench explorer (panel serve explorer/app.py); any other "
+        "option is passed to panel serve.",
     )
     parser.add_argument(
         "--address", default=DEFAULT_ADDRESS, help=f"address to bind (default {DEFAULT_ADDRESS})"
@@ -142,24 +169,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``--address`` / ``--port`` and serve every page until interrupted."""
+def serve_command(argv: Sequence[str] | None = None) -> list[str]:
+    """The ``panel serve`` command line that ``python -m explorer argv`` runs."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
     if not 1 <= args.port <= 65535:
         parser.error(f"--port: {args.port} is not a port number (allowed 1..65535)")
-    address, port = args.address, args.port
-    print(f"Serving the explorer at http://{address}:{port}/", flush=True)
-    pn.serve(
-        pages(),
-        address=address,
-        port=port,
-        show=False,
-        title=TITLE,
-        websocket_origin=[f"{address}:{port}", f"localhost:{port}"],
-    )
-    return 0
+    return [
+        sys.executable,
+        "-m",
+        "panel",
+        "serve",
+        str(APP_FILE),
+        "--address",
+        args.address,
+        "--port",
+        str(args.port),
+        *rest,
+    ]
 
 
-if __name__.startswith("bokeh"):  # `panel serve explorer/app.py`: the start page alone
-    page_app("/").servable()
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Replace this process with ``panel serve explorer/app.py`` and the given options."""
+    command = serve_command(argv)
+    os.execv(command[0], command)
+
+
+if __name__.startswith("bokeh"):  # `panel serve explorer/app.py`
+    serverlog.configure()
+    page_app().servable(title=TITLE)

@@ -17,37 +17,36 @@ from pathlib import Path
 
 from engine.data.csv import load_csv
 from engine.data.dataset import Dataset
-from engine.domain import Attribute, Domain
+from engine.domain import Domain
 from engine.errors import SpecError
+from engine.workloads import catalog
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "assets" / "data"
-
-# Ordered Adult attributes (private-pgm bins of a number), for prefix and range workloads.
-ADULT_NUMERIC = frozenset(
-    {"age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"}
-)
 
 
 def adult_domain() -> Domain:
     """The public domain of the bundled Adult data, without reading the records.
 
-    Attribute order and sizes come from ``adult-domain.json``; the attributes in
-    :data:`ADULT_NUMERIC` are ``numeric``, the rest ``categorical``.
+    The attributes, their sizes and which are ordered (``numeric``) come from the catalogue's
+    Adult schema (:data:`engine.workloads.catalog.ADULT_SIZES`, ``ADULT_ORDERED``); their order
+    is the data's, from ``adult-domain.json``.
 
     Returns:
         A 14-attribute domain (sizes in values per attribute).
+
+    Raises:
+        SpecError: when the file is missing or disagrees with the catalogue.
     """
     path = DATA_DIR / "adult-domain.json"
     try:
         sizes = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SpecError(f"adult: bundled domain file not found at {path}") from None
-    return Domain(
-        tuple(
-            Attribute(name, int(size), "numeric" if name in ADULT_NUMERIC else "categorical")
-            for name, size in sizes.items()
-        )
-    )
+    if sizes != catalog.ADULT_SIZES:
+        raise SpecError(f"adult: {path.name} does not list the catalogue's Adult attributes "
+                        f"and sizes ({', '.join(f'{k} {v}' for k, v in sizes.items())})")
+    schema = catalog.adult_domain()
+    return Domain.from_spec({name: schema[name] for name in sizes})
 
 
 @functools.cache

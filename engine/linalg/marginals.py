@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from engine.linalg.matrix import Matrix
+from engine.linalg.matrix import Matrix, Product
 
 
 def key_of(axes: Iterable[int], d: int) -> int:
@@ -151,6 +151,14 @@ class MarginalsGram(Matrix):
 
     rmatvec = matvec
 
+    @property
+    def T(self) -> Matrix:
+        return self
+
+    def pinv(self) -> Matrix:
+        """``G(v)^+ = G(eta)`` with the weights of :func:`pinv_weights`."""
+        return MarginalsGram(pinv_weights(self.v, self.domain_shape), self.domain_shape)
+
     def trace(self) -> float:
         return math.prod(self.domain_shape) * float(self.v.sum())
 
@@ -225,10 +233,13 @@ class MarginalStrategy(Matrix):
         # every column of Q(a) holds exactly one 1, so ||Q(a)||_F^2 = n for every a
         return float(math.prod(self.domain_shape) * (self.theta**2).sum())
 
+    def pinv(self) -> Matrix:
+        """``M(theta)^+ = G(theta**2)^+ M(theta)^T``, implicit (any domain size)."""
+        return Product(self.gram().pinv(), self.T)
+
     def pinv_apply(self, y: np.ndarray) -> np.ndarray:
-        """Least-squares ``x = M(theta)^+ y = G(theta**2)^+ M(theta).T y``."""
-        eta = pinv_weights(self.theta**2, self.domain_shape)
-        return gram_apply(eta, self.rmatvec(y), self.domain_shape)
+        """Least-squares ``x = M(theta)^+ y``."""
+        return self.pinv().matvec(y)
 
 
 def factor_pair(V: np.ndarray) -> tuple[float, float]:

@@ -8,11 +8,14 @@ Kronecker products use numpy C order: factor 1 varies slowest, as ``np.kron``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 
 import numpy as np
+import scipy.linalg as sla
 import scipy.sparse as sp
+
+from engine.linalg.pinv import psd_pinv
 
 #: Largest number of entries ``dense()`` will materialise (8 bytes each: 400 MB).
 DENSE_GUARD = 50_000_000
@@ -70,7 +73,7 @@ class Matrix:
         if n * n > DENSE_GUARD:
             raise ValueError(f"refusing to form a {n:,} x {n:,} Gram matrix explicitly")
         d = self.dense()
-        return Dense(d.T @ d)
+        return PsdDense(d.T @ d)
 
     def column_norms(self, p: int) -> np.ndarray:
         """Per-column L1 (p=1) or L2 (p=2) norms."""
@@ -98,6 +101,22 @@ class Matrix:
         """True for an identity matrix."""
         return False
 
+    @property
+    def T(self) -> Matrix:
+        """The transpose (structured where the subclass knows how, else a wrapper)."""
+        return Transpose(self)
+
+    def pinv(self) -> Matrix:
+        """The Moore-Penrose pseudo-inverse ``A^+`` (columns x rows).
+
+        Structured subclasses return a structured (implicit) pseudo-inverse; the default
+        computes it explicitly, as least squares with numpy's default cutoff, and raises a
+        ValueError naming the size above ``DENSE_GUARD`` entries.
+        """
+        self.check_dense("matrix to pseudo-invert")
+        m = self.shape[0]
+        return Dense(np.linalg.lstsq(self.dense(), np.eye(m), rcond=None)[0])
+
 
 class Dense(Matrix):
     """An explicit numpy matrix."""
@@ -124,7 +143,11 @@ class Dense(Matrix):
         return self.array
 
     def gram(self) -> Matrix:
-        return Dense(self.array.T @ self.array)
+        return PsdDense(self.array.T @ self.array)
+
+    @property
+    def T(self) -> Matrix:
+        return Dense(self.array.T)
 
     def trace(self) -> float:
         return float(np.trace(self.array))
@@ -139,6 +162,88 @@ class Dense(Matrix):
 
     def __repr__(self) -> str:
         return f"Dense({self.shape[0]}x{self.shape[1]})"
+
+
+class PsdDense(Dense):
+    """An explicit symmetric positive semi-definite matrix, typically a Gram ``A^T A``.
+
+    Its pseudo-inverse drops eigenvalues below ``engine.linalg.pinv.RCOND`` relative, or is
+    computed by ``inverse`` when the caller knows an exact route (a triangular solve, a
+    Woodbury identity) that avoids an n x n eigendecomposition.
+    """
+
+    def __init__(self, array: np.ndarray,
+                 inverse: Callable[[], np.ndarray] | None = None) -> None:
+        super().__init__(array)
+        if self.array.shape[0] != self.array.shape[1]:
+            raise ValueError(f"PsdDense: expected a square array, got shape {self.array.shape}")
+        self.inverse = inverse
+
+    @property
+    def T(self) -> Matrix:
+        return self
+
+    def pinv(self) -> Matrix:
+        return PsdDense(self.inverse() if self.inverse is not None else psd_pinv(self.array))
+
+
+class UpperTriangular(Dense):
+    """A square upper-triangular matrix of full rank (e.g. a Cholesky factor ``L^T``):
+    its pseudo-inverse is the inverse, by one triangular solve."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        super().__init__(array)
+        a = self.array
+        if a.shape[0] != a.shape[1] or np.any(np.tril(a, -1)):
+            raise ValueError(f"UpperTriangular: expected a square upper-triangular array, "
+                             f"got shape {a.shape}")
+        if not np.all(np.diag(a)):
+            raise ValueError("UpperTriangular: a zero on the diagonal (the matrix is singular)")
+
+    @cached_property
+    def inverse(self) -> np.ndarray:
+        """``A^-1`` by one triangular solve (computed once: the Gram's inverse reuses it)."""
+        n = self.shape[0]
+        return sla.solve_triangular(self.array, np.eye(n), lower=False, check_finite=False)
+
+    def pinv(self) -> Matrix:
+        return Dense(self.inverse)
+
+    def gram(self) -> Matrix:
+        """``A^T A``, whose inverse is ``A^-1 A^-T`` (exact, no eigendecomposition)."""
+        return ImplicitGram(self)
+
+
+class ImplicitGram(Matrix):
+    """``A^T A`` kept as its factor A: products go through A, the explicit matrix is formed
+    only when asked for, and the pseudo-inverse is ``A^+ (A^+)^T`` from A's own ``pinv()``
+    (exact where A's is, e.g. a triangular solve)."""
+
+    def __init__(self, factor: Matrix) -> None:
+        self.factor = factor
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        n = self.factor.shape[1]
+        return (n, n)
+
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        return self.factor.rmatvec(self.factor.matvec(x))
+
+    rmatvec = matvec
+
+    def dense(self) -> np.ndarray:
+        self.check_dense()
+        d = self.factor.dense()
+        return d.T @ d
+
+    @property
+    def T(self) -> Matrix:
+        return self
+
+    def pinv(self) -> Matrix:
+        P = self.factor.pinv().dense()
+        return PsdDense(P @ P.T)
 
 
 class Sparse(Matrix):
@@ -165,11 +270,15 @@ class Sparse(Matrix):
         self.check_dense()
         return self.matrix.toarray()
 
+    @property
+    def T(self) -> Matrix:
+        return Sparse(self.matrix.T)
+
     def gram(self) -> Matrix:
         n = self.shape[1]
         if n * n > DENSE_GUARD:
             raise ValueError(f"refusing to form a {n:,} x {n:,} Gram matrix explicitly")
-        return Dense((self.matrix.T @ self.matrix).toarray())
+        return PsdDense((self.matrix.T @ self.matrix).toarray())
 
     def column_norms(self, p: int) -> np.ndarray:
         m = abs(self.matrix) if p == 1 else self.matrix.multiply(self.matrix)
@@ -216,6 +325,13 @@ class Identity(Matrix):
     def gram(self) -> Matrix:
         return self
 
+    @property
+    def T(self) -> Matrix:
+        return self
+
+    def pinv(self) -> Matrix:
+        return self
+
     def column_norms(self, p: int) -> np.ndarray:
         return np.ones(self.n)
 
@@ -258,6 +374,14 @@ class Ones(Matrix):
         return Scaled(Ones(self.n, self.n), float(self.m)) if self.m != 1 else Ones(self.n,
                                                                                     self.n)
 
+    @property
+    def T(self) -> Matrix:
+        return Ones(self.n, self.m)
+
+    def pinv(self) -> Matrix:
+        """``1 1^T / (m n)``: the all-ones matrix has rank one."""
+        return Scaled(Ones(self.n, self.m), 1.0 / (self.m * self.n))
+
     def column_norms(self, p: int) -> np.ndarray:
         return np.full(self.n, float(self.m) if p == 1 else math.sqrt(self.m))
 
@@ -295,6 +419,15 @@ class Scaled(Matrix):
 
     def gram(self) -> Matrix:
         return Scaled(self.base.gram(), self.c**2)
+
+    @property
+    def T(self) -> Matrix:
+        return Scaled(self.base.T, self.c)
+
+    def pinv(self) -> Matrix:
+        if self.c == 0.0:  # the zero matrix is its own pseudo-inverse (transposed)
+            return Scaled(self.base.T, 0.0)
+        return Scaled(self.base.pinv(), 1.0 / self.c)
 
     def column_norms(self, p: int) -> np.ndarray:
         return abs(self.c) * self.base.column_norms(p)
@@ -355,6 +488,14 @@ class Kron(Matrix):
     def gram(self) -> Matrix:
         return Kron([f.gram() for f in self.factors])
 
+    @property
+    def T(self) -> Matrix:
+        return Kron([f.T for f in self.factors])
+
+    def pinv(self) -> Matrix:
+        """``A_1^+ kron ... kron A_d^+`` (the pseudo-inverse of a Kronecker product)."""
+        return Kron([f.pinv() for f in self.factors])
+
     def column_norms(self, p: int) -> np.ndarray:
         n = self.shape[1]
         if n > DENSE_GUARD:
@@ -402,6 +543,36 @@ class Transpose(Matrix):
 
     def dense(self) -> np.ndarray:
         return self.base.dense().T
+
+    @property
+    def T(self) -> Matrix:
+        return self.base
+
+    def pinv(self) -> Matrix:
+        return self.base.pinv().T
+
+
+class Product(Matrix):
+    """The product ``A B`` of two implicit matrices, applied factor by factor."""
+
+    def __init__(self, left: Matrix, right: Matrix) -> None:
+        if left.shape[1] != right.shape[0]:
+            raise ValueError(f"Product: {left.shape} and {right.shape} do not chain")
+        self.left, self.right = left, right
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.left.shape[0], self.right.shape[1])
+
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        return self.left.matvec(self.right.matvec(x))
+
+    def rmatvec(self, y: np.ndarray) -> np.ndarray:
+        return self.right.rmatvec(self.left.rmatvec(y))
+
+    @property
+    def T(self) -> Matrix:
+        return Product(self.right.T, self.left.T)
 
 
 class VStack(Matrix):
@@ -502,6 +673,10 @@ class Sum(Matrix):
     def dense(self) -> np.ndarray:
         self.check_dense()
         return sum(c * t.dense() for c, t in zip(self.coefs, self.terms, strict=True))
+
+    @property
+    def T(self) -> Matrix:
+        return Sum([t.T for t in self.terms], self.coefs)
 
     def trace(self) -> float:
         return float(sum(c * t.trace() for c, t in zip(self.coefs, self.terms, strict=True)))

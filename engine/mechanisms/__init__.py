@@ -9,8 +9,7 @@ from engine.mechanisms import (
     eigen_design,  # noqa: F401  (registers eigen-design)
     hdmm,  # noqa: F401  (registers hdmm, hdmm-opt0, hdmm-kron, hdmm-union, hdmm-marginals)
     hierarchical,  # noqa: F401  (registers hierarchical-pgsr)
-    querysmasher,  # noqa: F401  (registers querysmasher)
-    residual_planner,  # noqa: F401  (registers residual-planner)
+    residual,  # noqa: F401  (registers residual-planner, querysmasher)
 )
 from engine.mechanisms.base import (
     Measurement,

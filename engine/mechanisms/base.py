@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -25,12 +26,20 @@ from typing import Any, ClassVar
 import numpy as np
 import param
 
+from engine import error
 from engine.cost import Cost, estimate_model, require
 from engine.errors import NotApplicable, SpecError, suggest
 from engine.linalg.marginals import MarginalStrategy
-from engine.linalg.matrix import DENSE_GUARD, Kron, Matrix
-from engine.linalg.pinv import psd_pinv
-from engine.privacy import NOISE_TYPES, Privacy
+from engine.linalg.matrix import Matrix
+from engine.mechanisms.views import FactsView, Scalar, View, check_views
+from engine.noise import (
+    ExactNoise,
+    column_support,
+    exact_noise,
+    is_integral,
+    release_rng,
+)
+from engine.privacy import NOISE_TYPES, Privacy, budget_for_rmse
 from engine.progress import Progress
 from engine.workloads.workload import Workload
 
@@ -46,6 +55,38 @@ class Measurement:
     y: np.ndarray
     noise_std: float | np.ndarray
     seconds: float = 0.0
+    #: the exact sampler, grid and guarantee of the noise (None: a mechanism's own noise)
+    noise: ExactNoise | None = None
+
+
+class _UnitVariances:
+    """The unit per-query variances of one (workload, strategy), computed at most once.
+
+    Shared by a plan and its re-calibrations (``Plan.with_privacy``): they differ only in the
+    noise scale. The lock makes concurrent first calls (web sessions sharing a plan) wait for
+    one computation instead of repeating it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value: np.ndarray | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"value": self._value}  # a lock does not pickle: a copy gets its own
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._lock = threading.Lock()
+        self._value = state["value"]
+        if self._value is not None:
+            self._value.setflags(write=False)
+
+    def get(self, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        with self._lock:
+            if self._value is None:
+                value = np.array(compute(), dtype=float)
+                value.setflags(write=False)  # shared: callers get a read-only view
+                self._value = value
+            return self._value
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,7 +103,8 @@ class Plan:
             sensitivity); inf when A does not support W.
         sensitivity: ``{1: L1, 2: L2}`` sensitivities of the strategy.
         plan_seconds: wall-clock time spent planning.
-        details: what a dashboard needs to draw the strategy (see each mechanism).
+        shown: typed views of how the mechanism works (``views()``; see
+            :mod:`engine.mechanisms.views`), checked when the plan is made.
         reconstructor: custom ``(plan, y) -> workload answers`` (default: least squares).
         query_variances: custom ``plan -> unit per-query variances`` (default: generic).
         measurer: custom ``(plan, data, rng) -> Measurement`` (default: ``A x + noise``).
@@ -75,10 +117,47 @@ class Plan:
     trace: float
     sensitivity: Mapping[int, float]
     plan_seconds: float = 0.0
-    details: Mapping[str, Any] = field(default_factory=dict)
+    shown: tuple[View, ...] = ()
     reconstructor: Callable[[Plan, np.ndarray], np.ndarray] | None = None
     query_variances: Callable[[Plan], np.ndarray] | None = None
     measurer: Callable[[Plan, Data, np.random.Generator], Measurement] | None = None
+    #: k of the grid spacing 2**-k that real-valued strategy answers are released on (None:
+    #: the coarsest grid that enlarges the sensitivity by at most 2**-10)
+    grid_exponent: int | None = None
+    _unit_variances: _UnitVariances = field(default_factory=_UnitVariances, init=False,
+                                            repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shown", check_views(self.shown))
+
+    # ----- views ----------------------------------------------------------------------
+    def views(self) -> tuple[View, ...]:
+        """Typed views of the strategy and the optimiser's results, for a page to draw."""
+        return self.shown
+
+    def view(self, key: str) -> View:
+        """The view with this key (KeyError naming the keys there are)."""
+        for v in self.shown:
+            if v.key == key:
+                return v
+        raise KeyError(f"{self.mechanism}: no view {key!r}; views: "
+                       f"{', '.join(v.key for v in self.shown) or 'none'}")
+
+    def facts(self) -> dict[str, Scalar]:
+        """Every named fact of the plan's FactsViews, ``{key: value}`` (first one wins)."""
+        out: dict[str, Scalar] = {}
+        for v in self.shown:
+            if isinstance(v, FactsView):
+                for f in v.facts:
+                    out.setdefault(f.key, f.value)
+        return out
+
+    def fact(self, key: str) -> Scalar:
+        """The value of the named fact (KeyError naming the facts there are)."""
+        known = self.facts()
+        if key not in known:
+            raise KeyError(f"{self.mechanism}: no fact {key!r}; facts: {', '.join(known)}")
+        return known[key]
 
     # ----- error ----------------------------------------------------------------------
     def unit_tse(self, norm: int | None = None) -> float:
@@ -95,18 +174,46 @@ class Plan:
         """Root mean squared error per workload query at ``privacy``."""
         return math.sqrt(self.tse(privacy) / self.workload.num_queries)
 
+    def budget_for_rmse(self, target: float, privacy: Privacy | None = None) -> float:
+        """The smallest eps (or rho for zcdp) at which the RMSE is at most ``target``.
+
+        ``privacy`` (default: the plan's) gives the noise family and, for Gaussian noise, the
+        delta and calibration; see :func:`engine.privacy.budget_for_rmse` (0.0: every budget
+        reaches the target; SpecError for a target <= 0 or an unreachable one).
+        """
+        p = self.privacy if privacy is None else privacy
+        return budget_for_rmse(p, target, math.sqrt(self.unit_tse(p.norm)
+                                                    / self.workload.num_queries))
+
     def with_privacy(self, privacy: Privacy) -> Plan:
-        """The same strategy re-calibrated to another privacy level (no re-optimisation)."""
-        return replace(self, privacy=privacy)
+        """The same strategy re-calibrated to another privacy level (no re-optimisation).
+
+        The re-calibrated plan shares this plan's unit per-query variances.
+        """
+        plan = replace(self, privacy=privacy)
+        object.__setattr__(plan, "_unit_variances", self._unit_variances)
+        return plan
+
+    def unit_variances(self) -> np.ndarray:
+        """``w^T (A^T A)^+ w`` for every workload row w (read-only; computed once per plan).
+
+        Multiplied by ``sigma**2 ||A||**2`` it gives the per-query variances; see
+        :meth:`variances`.
+        """
+        return self._unit_variances.get(self._compute_unit_variances)
+
+    def _compute_unit_variances(self) -> np.ndarray:
+        if self.query_variances is not None:
+            return self.query_variances(self)
+        return error.per_query_variances(self.workload, self._strategy())
 
     def variances(self, privacy: Privacy | None = None) -> np.ndarray:
-        """Expected squared error of every workload query at ``privacy``."""
-        from engine.error import per_query_variances
+        """Expected squared error of every workload query at ``privacy`` (squared counts).
 
+        A rescale of :meth:`unit_variances`, which are computed only on the first call.
+        """
         p = self.privacy if privacy is None else privacy
-        unit = (self.query_variances(self) if self.query_variances is not None
-                else per_query_variances(self.workload, self._strategy()))
-        return p.unit_variance() * self.sensitivity[p.norm] ** 2 * unit
+        return p.unit_variance() * self.sensitivity[p.norm] ** 2 * self.unit_variances()
 
     def noise_std(self) -> float:
         """Std of the noise added to each strategy answer."""
@@ -118,20 +225,46 @@ class Plan:
             raise NotApplicable(f"{self.mechanism}: the plan has no explicit strategy")
         return self.strategy
 
-    def measure(self, data: Data, rng: np.random.Generator) -> Measurement:
-        """Noisy answers to the strategy on ``data`` (a data vector or a Dataset)."""
-        if self.measurer is not None:
-            return self.measurer(self, data, rng)
-        start = time.perf_counter()
+    def exact_noise(self) -> ExactNoise:
+        """The exact noise of this plan's measurement (sampler, grid, calibrated scale).
+
+        Integer strategies are released on the integers; others on the grid
+        ``2**-grid_exponent`` with the sensitivity bound of :mod:`engine.noise`.
+        """
         A = self._strategy()
+        return exact_noise(self.privacy, self.sensitivity.get(1, math.inf),
+                           self.sensitivity.get(2, math.inf), integral=is_integral(A),
+                           support=column_support(A), grid_exponent=self.grid_exponent)
+
+    def add_noise(self, exact: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray,
+                                                                             ExactNoise]:
+        """``exact`` rounded to the plan's grid plus exact integer noise on it."""
+        noise = self.exact_noise()
+        return noise.apply(exact, rng), noise
+
+    def measure(self, data: Data, rng: np.random.Generator | None = None, *,
+                grid_exponent: int | None = None) -> Measurement:
+        """Noisy answers to the strategy on ``data`` (a data vector or a Dataset).
+
+        Args:
+            data: the data vector or a Dataset.
+            rng: the generator; None (the default, for a release) seeds one from the OS.
+            grid_exponent: k of the grid 2**-k for real-valued strategies (default: the
+                plan's, automatic unless set: :func:`engine.noise.auto_grid_exponent`).
+        """
+        rng = release_rng() if rng is None else rng
+        plan = self if grid_exponent is None else replace(self, grid_exponent=grid_exponent)
+        if plan.measurer is not None:
+            return plan.measurer(plan, data, rng)
+        start = time.perf_counter()
+        A = plan._strategy()
         if isinstance(A, MarginalStrategy) and hasattr(data, "marginal"):
             names = data.domain.names
             exact = A.measure_marginals(lambda ax: data.marginal([names[i] for i in ax]))
         else:
             exact = A.matvec(data_vector(data))
-        std = self.noise_std()
-        y = exact + self.privacy.sample(exact.shape, self.sensitivity[self.privacy.norm], rng)
-        return Measurement(y, std, time.perf_counter() - start)
+        y, noise = plan.add_noise(exact, rng)
+        return Measurement(y, noise.noise_std, time.perf_counter() - start, noise)
 
     def reconstruct(self, measurement: Measurement | np.ndarray) -> np.ndarray:
         """Workload answers estimated from the measurement (least squares by default)."""
@@ -140,9 +273,11 @@ class Plan:
             return self.reconstructor(self, y)
         return self.workload.answer(least_squares(self._strategy(), y))
 
-    def run(self, data: Data, rng: np.random.Generator) -> np.ndarray:
-        """Measure and reconstruct: private answers to every workload query."""
-        return self.reconstruct(self.measure(data, rng))
+    def run(self, data: Data, rng: np.random.Generator | None = None, *,
+            grid_exponent: int | None = None) -> np.ndarray:
+        """Measure and reconstruct: private answers to every workload query (OS entropy
+        unless ``rng`` is given)."""
+        return self.reconstruct(self.measure(data, rng, grid_exponent=grid_exponent))
 
     def summary(self) -> dict[str, Any]:
         """Name, RMSE at the plan's privacy, planning time."""
@@ -158,21 +293,13 @@ def data_vector(data: Data) -> np.ndarray:
 
 
 def least_squares(A: Matrix, y: np.ndarray) -> np.ndarray:
-    """``A^+ y`` using the strategy's structure (Kronecker, marginal) or explicitly."""
-    if isinstance(A, Kron):
-        pinvs = []
-        for f in A.factors:
-            F = f.dense()
-            pinvs.append(psd_pinv(F.T @ F) @ F.T)
-        from engine.linalg.matrix import kmatvec
-
-        return kmatvec(pinvs, y)
-    if isinstance(A, MarginalStrategy):
-        return A.pinv_apply(y)
-    if A.size > DENSE_GUARD:
-        raise NotApplicable(f"least squares on a {A.shape[0]:,} x {A.shape[1]:,} strategy "
-                            "needs a structured reconstruction")
-    return np.linalg.lstsq(A.dense(), y, rcond=None)[0]
+    """``A^+ y`` through the strategy's own pseudo-inverse (Kronecker factor-wise, marginal
+    closed form, explicit below the size guard); NotApplicable when it has none."""
+    try:
+        pinv = A.pinv()
+    except ValueError as exc:
+        raise NotApplicable(f"least squares: {exc}") from None
+    return pinv.matvec(np.asarray(y, dtype=float))
 
 
 class Mechanism(param.Parameterized):

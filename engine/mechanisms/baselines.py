@@ -8,104 +8,38 @@ strategies (identity on attributes of size 1). Definitions follow the HDMM spec 
   ``(b-1) h**3 - 2 (b+1) h**2 / 3``, ``h = ceil(log_b n)``, without its root (Qardaji et al.);
 * wavelet: the unweighted Haar matrix (Privelet); for n not a power of two, the Haar matrix
   of the next power of two restricted to the first n cells.
+
+The 1-D matrices themselves are ``engine.linalg.trees`` (Eigen-Design's design sets use them too).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import param
-import scipy.sparse as sp
 
 from engine.error import trace_term
 from engine.linalg.marginals import MarginalStrategy, key_of
 from engine.linalg.matrix import Identity, Kron, Matrix, Sparse
-from engine.linalg.spectral import haar_rows
+from engine.linalg.trees import haar_matrix, hb_branching, hierarchy_matrix
 from engine.mechanisms.base import Mechanism, Plan, register, registered_name
+from engine.mechanisms.views import Fact, View, WeightsView, factor_matrices, facts
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
 
 
-def hierarchy_intervals(n: int, b: int) -> list[tuple[int, int]]:
-    """The rows of ``hier(n, b)`` as half-open cell intervals ``[start, stop)``, in row order:
-    the root, then each child's hierarchy (depth first).
-
-    With ``n = m b + r``, the first r children cover m+1 cells and the rest m cells; a single
-    cell is a leaf.
-    """
-    out: list[tuple[int, int]] = []
-
-    def visit(start: int, size: int) -> None:
-        out.append((start, start + size))
-        if size == 1:
-            return
-        m, r = divmod(size, b)
-        for child in [m + 1] * r + [m] * (b - r):
-            if child:
-                visit(start, child)
-                start += child
-
-    visit(0, n)
-    return out
-
-
-def hierarchy_matrix(n: int, b: int) -> sp.csr_matrix:
-    """``hier(n, b)`` as a sparse 0/1 matrix (one row per tree node)."""
-    iv = np.array(hierarchy_intervals(n, b), dtype=np.int64)
-    lengths = iv[:, 1] - iv[:, 0]
-    indptr = np.concatenate([[0], np.cumsum(lengths)])
-    indices = np.arange(indptr[-1]) - np.repeat(indptr[:-1] - iv[:, 0], lengths)
-    return sp.csr_matrix((np.ones(indptr[-1]), indices, indptr), shape=(len(iv), n))
-
-
-def hierarchy(n: int, b: int) -> np.ndarray:
-    """The hierarchical strategy ``hier(n, b)`` as a dense array (see hierarchy_matrix)."""
-    return hierarchy_matrix(n, b).toarray()
-
-
-def levels(n: int, b: int) -> int:
-    """Smallest h with ``b**h >= n`` (the height of a b-ary tree over n leaves)."""
-    h, cap = 0, 1
-    while cap < n:
-        cap *= b
-        h += 1
-    return h
-
-
-def hb_branching(n: int) -> int:
-    """Qardaji et al.'s branching factor: argmin over b of ``(b-1) h^3 - 2 (b+1) h^2 / 3``."""
-    if n <= 2:
-        return 2
-    best, best_b = math.inf, 2
-    for b in range(2, n + 1):
-        h = levels(n, b)
-        cost = (b - 1) * h**3 - 2 * (b + 1) * h**2 / 3
-        if cost < best:
-            best, best_b = cost, b
-    return best_b
-
-
-def haar_matrix(n: int) -> sp.csr_matrix:
-    """Sparse unweighted Haar matrix for n cells, ``H_n = [H_{n/2} kron [1,1];
-    I_{n/2} kron [1,-1]]``; for n not a power of two, that of the next power of two restricted
-    to the first n cells (rows left empty dropped)."""
-    size = 1 << max(0, (n - 1).bit_length())
-    H = haar_rows(size)[:, :n].tocsr()
-    return H[np.diff(H.indptr) > 0]
-
-
-def haar(n: int) -> np.ndarray:
-    """The unweighted Haar matrix as a dense array (see haar_matrix)."""
-    return haar_matrix(n).toarray()
-
-
 def _plan_from_strategy(name: str, workload: Workload, privacy: Privacy, A: Matrix,
-                        details: dict) -> Plan:
+                        views: tuple[View, ...]) -> Plan:
     return Plan(mechanism=name, workload=workload, privacy=privacy, strategy=A,
                 trace=trace_term(workload, A),
-                sensitivity={1: A.sensitivity(1), 2: A.sensitivity(2)}, details=details)
+                sensitivity={1: A.sensitivity(1), 2: A.sensitivity(2)}, shown=views)
+
+
+def _kind(kind: str, meaning: str, *more: Fact) -> View:
+    """The baseline's headline: what kind of strategy it is, in words."""
+    return facts("baseline", "Strategy", "A fixed strategy: nothing is optimised.",
+                 [Fact("kind", "strategy kind", kind), Fact("meaning", "what it measures",
+                                                            meaning), *more])
 
 
 class PerAttributeBaseline(Mechanism):
@@ -118,8 +52,10 @@ class PerAttributeBaseline(Mechanism):
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
         factors = [self.factor(n) if n > 1 else Identity(1) for n in workload.domain.shape]
         A = Kron(factors)
-        return _plan_from_strategy(self.name, workload, privacy, A,
-                                   {"kind": "kron", "factors": factors})
+        views = (_kind("kron", f"{self.description} (one part per attribute, combined as a "
+                       "Kronecker product)"),
+                 *factor_matrices(workload.domain.names, factors))
+        return _plan_from_strategy(self.name, workload, privacy, A, views)
 
 
 @register
@@ -184,14 +120,23 @@ class WorkloadMechanism(Mechanism):
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
         marginal = as_marginal_strategy(workload)
         if marginal is not None:
-            return _plan_from_strategy(self.name, workload, privacy, marginal,
-                                       {"kind": "marginals", "theta": marginal.theta})
+            names = workload.domain.names
+            weights = {" x ".join(names[i] for i in axes) or "total": marginal.theta[a]
+                       for a, axes in zip(marginal.keys, marginal.block_axes(), strict=True)}
+            views = (_kind("marginals", "the workload's own marginal tables, with its weights"),
+                     WeightsView.of(weights, key="marginal_weights", title="Weight per marginal",
+                                    units="weight", caption=(
+                                        "Each measured table (marginal) and the weight its "
+                                        "counts are multiplied by before noise is added.")))
+            return _plan_from_strategy(self.name, workload, privacy, marginal, views)
         A = workload.matrix
         exact = workload.domain.size <= self.max_sensitivity_cells
         sens = {p: A.sensitivity(p) if exact else A.sensitivity_bound(p) for p in (1, 2)}
         return Plan(mechanism=self.name, workload=workload, privacy=privacy, strategy=A,
                     trace=trace_term(workload, A), sensitivity=sens,
-                    details={"kind": "workload", "exact_sensitivity": exact})
+                    shown=(_kind("workload", "the workload's own queries",
+                                 Fact("exact_sensitivity", "sensitivity computed exactly",
+                                      exact)),))
 
 
 def as_marginal_strategy(workload: Workload) -> MarginalStrategy | None:

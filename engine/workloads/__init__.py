@@ -1,20 +1,23 @@
-"""Workloads: 1-D blocks, query groups over attribute subsets, unions, and their spec."""
+"""Workloads: 1-D blocks and query groups (with their name registries), unions, their spec,
+and the catalogue of the papers' workloads (:mod:`engine.workloads.catalog`)."""
 
 from engine.workloads.blocks import (
-    BLOCK_HELP,
+    BLOCKS,
     AllRangeBlock,
     Block,
     CircularRangeBlock,
     IdentityBlock,
+    IdentityTotalBlock,
     MatrixBlock,
     PermutedBlock,
     PrefixBlock,
+    RandomBlock,
     SuffixBlock,
     TotalBlock,
     WidthRangeBlock,
-    random_block,
 )
 from engine.workloads.groups import (
+    GROUPS,
     Group,
     Marginals,
     PairQueries,
@@ -27,9 +30,9 @@ from engine.workloads.term import Term
 from engine.workloads.workload import Workload
 
 __all__ = [
-    "BLOCK_HELP", "BLOCK_NAMES", "GROUP_KINDS", "AllRangeBlock", "Block", "CircularRangeBlock",
-    "Group", "IdentityBlock", "Marginals", "MatrixBlock", "PairQueries", "PermutedBlock",
-    "PrefixBlock", "PrefixMarginals", "Product", "SubsetMatrix", "SuffixBlock", "Term",
-    "TotalBlock", "WidthRangeBlock", "Workload", "parse_block", "parse_workload",
-    "random_block",
+    "BLOCKS", "BLOCK_NAMES", "GROUPS", "GROUP_KINDS", "AllRangeBlock", "Block",
+    "CircularRangeBlock", "Group", "IdentityBlock", "IdentityTotalBlock", "Marginals",
+    "MatrixBlock", "PairQueries", "PermutedBlock", "PrefixBlock", "PrefixMarginals", "Product",
+    "RandomBlock", "SubsetMatrix", "SuffixBlock", "Term", "TotalBlock", "WidthRangeBlock",
+    "Workload", "parse_block", "parse_workload",
 ]

@@ -1,18 +1,31 @@
-"""One-dimensional query blocks over a single attribute of size n.
+"""One-dimensional query blocks over a single attribute of size n, and their registry.
 
 Every block is an implicit :class:`~engine.linalg.Matrix` with closed-form Gram, column norms
 and Frobenius norm, so that e.g. all ranges on n = 4096 (8.4M queries) never materialise.
 Rows use 0-based cells; ranges are inclusive ``[a, b]``.
+
+Each block class carries its spec ``name``, the ``options`` its spec mapping accepts and a
+one-line ``help``; :data:`BLOCKS` maps the names to the classes, :meth:`Block.from_spec`
+builds any block from its spec value and :meth:`Block.spec` gives that value back.
+
+Example:
+    >>> Block.from_spec({"block": "range", "width": 3}, 8).shape
+    (6, 8)
+    >>> BLOCKS["prefix"].help
+    'counts of values <= v for every v (a CDF); ordered attributes'
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.linalg as sla
 
+from engine.errors import SpecError, suggest
 from engine.linalg.matrix import DENSE_GUARD, Dense, Identity, Matrix, Ones
+from engine.workloads.fields import check_keys, explicit_rows, integer, number, row_array
 
 
 def _as2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -30,13 +43,61 @@ def _csum(x: np.ndarray) -> np.ndarray:
 
 
 class Block(Matrix):
-    """Base of the 1-D blocks: ``spec()`` returns its scenario-spec form."""
+    """Base of the 1-D blocks: ``from_spec`` builds one from its spec value, ``spec()``
+    returns that value."""
 
     n: int
 
+    #: The block's name in a spec (its key in :data:`BLOCKS`).
+    name: ClassVar[str] = ""
+    #: Keys its spec mapping accepts besides ``block``.
+    options: ClassVar[tuple[str, ...]] = ()
+    #: One plain line on what the block asks, for menus and docs.
+    help: ClassVar[str] = ""
+
+    @classmethod
+    def from_spec(cls, value: Any, n: int, where: str = "block") -> Block:
+        """Build the block a spec value names, over n cells.
+
+        Args:
+            value: a bare block name (``"prefix"``) or a mapping with ``block:`` and the
+                block's options (``{"block": "range", "width": 10}``).
+            n: number of cells (values) of the attribute.
+            where: the field path used in error messages.
+
+        Raises:
+            SpecError: one line naming the field, e.g. ``where: unknown block 'prefx' (did
+                you mean 'prefix'?); allowed: ...``.
+        """
+        names = tuple(BLOCKS)
+        if isinstance(value, str):
+            name, opts = value, {}
+        elif isinstance(value, Mapping):
+            if "block" not in value:
+                for key in value:  # a misspelt 'block' key is the likely mistake: name it
+                    hint = suggest(str(key), ("block",))
+                    if hint:
+                        raise SpecError(f"{where}.{key}: unknown key{hint}")
+                raise SpecError(f"{where}.block: missing (one of {', '.join(names)})")
+            name, opts = value["block"], {k: v for k, v in value.items() if k != "block"}
+        else:
+            raise SpecError(f"{where}: expected a block name or a mapping with 'block', "
+                            f"got {value!r}")
+        if name not in BLOCKS:
+            raise SpecError(f"{where}: unknown block {name!r}{suggest(str(name), names)}; "
+                            f"allowed: {', '.join(names)}")
+        block = BLOCKS[name]
+        check_keys(opts, block.options, where)
+        return block.from_options(opts, int(n), where)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], n: int, where: str) -> Block:
+        """This block over n cells from its spec options (keys already checked)."""
+        return cls(n)  # type: ignore[call-arg]  # blocks without options take only n
+
     def spec(self) -> Any:
-        """The block as a scenario-spec value."""
-        raise NotImplementedError(type(self).__name__ + " must define spec")
+        """The block as a scenario-spec value (what :meth:`from_spec` reads back)."""
+        return self.name
 
     def gram(self) -> Matrix:
         return Dense(self.gram_array())
@@ -69,8 +130,8 @@ class Block(Matrix):
 class IdentityBlock(Identity, Block):
     """One query per cell."""
 
-    def spec(self) -> Any:
-        return "identity"
+    name = "identity"
+    help = "one count per value"
 
     def gram_array(self) -> np.ndarray:
         return np.eye(self.n)
@@ -85,11 +146,11 @@ class IdentityBlock(Identity, Block):
 class TotalBlock(Ones, Block):
     """The single query that counts every cell."""
 
+    name = "total"
+    help = "a single count over all values"
+
     def __init__(self, n: int) -> None:
         super().__init__(1, n)
-
-    def spec(self) -> Any:
-        return "total"
 
     def gram_array(self) -> np.ndarray:
         return np.ones((self.n, self.n))
@@ -105,6 +166,9 @@ class TotalBlock(Ones, Block):
 
 class PrefixBlock(Block):
     """Row a counts cells ``[0, a]`` (the empirical CDF); needs an ordered attribute."""
+
+    name = "prefix"
+    help = "counts of values <= v for every v (a CDF); ordered attributes"
 
     def __init__(self, n: int) -> None:
         self.n = int(n)
@@ -138,12 +202,12 @@ class PrefixBlock(Block):
     def fro2(self) -> float:
         return self.n * (self.n + 1) / 2
 
-    def spec(self) -> Any:
-        return "prefix"
-
 
 class SuffixBlock(Block):
     """Row a counts cells ``[a, n-1]``."""
+
+    name = "suffix"
+    help = "counts of values >= v for every v; ordered attributes"
 
     def __init__(self, n: int) -> None:
         self.n = int(n)
@@ -178,12 +242,12 @@ class SuffixBlock(Block):
     def fro2(self) -> float:
         return self.n * (self.n + 1) / 2
 
-    def spec(self) -> Any:
-        return "suffix"
-
 
 class AllRangeBlock(Block):
     """All n(n+1)/2 ranges ``[a, b]``, rows ordered by a then b."""
+
+    name = "all_range"
+    help = "every interval [a, b]; ordered attributes"
 
     def __init__(self, n: int) -> None:
         self.n = int(n)
@@ -246,17 +310,24 @@ class AllRangeBlock(Block):
         n = self.n
         return n * (n + 1) * (n + 2) / 6
 
-    def spec(self) -> Any:
-        return "all_range"
-
 
 class WidthRangeBlock(Block):
     """All n-k+1 ranges ``[a, a+k-1]`` of width k."""
+
+    name = "range"
+    options = ("width",)
+    help = "every interval of a fixed width (option: width)"
 
     def __init__(self, n: int, width: int) -> None:
         self.n, self.width = int(n), int(width)
         if not 1 <= self.width <= self.n:
             raise ValueError(f"width must lie in 1..{self.n}, got {width}")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], n: int, where: str) -> Block:
+        if "width" not in options:
+            raise SpecError(f"{where}.width: missing (block 'range' needs a width)")
+        return cls(n, integer(options["width"], f"{where}.width", 1, n))
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -310,7 +381,7 @@ class WidthRangeBlock(Block):
         return float(self.width * (self.n - self.width + 1))
 
     def spec(self) -> Any:
-        return {"block": "range", "width": self.width}
+        return {"block": self.name, "width": self.width}
 
 
 class CircularRangeBlock(Block):
@@ -320,11 +391,20 @@ class CircularRangeBlock(Block):
     window of every width 1..n-1 starting at every cell, plus the full range once.
     """
 
+    name = "circular_range"
+    options = ("width",)
+    help = "intervals that wrap around (e.g. hour of day); option: width"
+
     def __init__(self, n: int, width: int | None = None) -> None:
         self.n = int(n)
         self.width = None if width is None else int(width)
         if self.width is not None and not 1 <= self.width <= self.n:
             raise ValueError(f"width must lie in 1..{self.n}, got {width}")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], n: int, where: str) -> Block:
+        width = options.get("width")
+        return cls(n, None if width is None else integer(width, f"{where}.width", 1, n))
 
     def _widths(self) -> list[int]:
         return [self.width] if self.width is not None else list(range(1, self.n))
@@ -395,17 +475,27 @@ class CircularRangeBlock(Block):
         return float(self.n * self._gram_column()[0])
 
     def spec(self) -> Any:
-        return "circular_range" if self.width is None else {"block": "circular_range",
-                                                            "width": self.width}
+        return self.name if self.width is None else {"block": self.name, "width": self.width}
 
 
 class PermutedBlock(Block):
     """Another block with its columns permuted: ``W[:, perm]`` (HDMM's permuted range)."""
 
+    name = "permuted"
+    options = ("of", "seed")
+    help = "another block with its values shuffled (options: of, seed)"
+
     def __init__(self, base: Block, seed: int) -> None:
         self.base, self.seed = base, int(seed)
         self.n = base.shape[1]
         self.perm = np.random.RandomState(self.seed).permutation(self.n)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], n: int, where: str) -> Block:
+        if "of" not in options:
+            raise SpecError(f"{where}.of: missing (the block to permute)")
+        base = Block.from_spec(options["of"], n, f"{where}.of")
+        return cls(base, integer(options.get("seed", 0), f"{where}.seed", 0))
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -442,21 +532,28 @@ class PermutedBlock(Block):
         return self.base.fro2()
 
     def spec(self) -> Any:
-        return {"block": "permuted", "of": self.base.spec(), "seed": self.seed}
+        return {"block": self.name, "of": self.base.spec(), "seed": self.seed}
 
 
 class MatrixBlock(Dense, Block):
     """Explicit rows over the attribute's cells."""
 
-    def __init__(self, rows: Any, source: dict[str, Any] | None = None) -> None:
+    name = "matrix"
+    options = ("rows",)
+    help = "explicit 0/1 (or weighted) rows over the values (option: rows)"
+
+    def __init__(self, rows: Any) -> None:
         super().__init__(np.asarray(rows, dtype=float))
         self.n = self.shape[1]
-        self._source = source
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], n: int, where: str) -> Block:
+        if "rows" not in options:
+            raise SpecError(f"{where}.rows: missing (block 'matrix' needs rows)")
+        return cls(row_array(options["rows"], f"{where}.rows", n))
 
     def spec(self) -> Any:
-        if self._source is not None:
-            return dict(self._source)
-        return {"block": "matrix", "rows": self.array.tolist()}
+        return {"block": self.name, "rows": self.array.tolist()}
 
     def gram_array(self) -> np.ndarray:
         return self.array.T @ self.array
@@ -485,25 +582,72 @@ def random_predicates(n: int, count: int, p: float, seed: int) -> np.ndarray:
     return rows.astype(float)
 
 
-def random_block(n: int, count: int, p: float, seed: int) -> MatrixBlock:
-    """A block of random predicates (see :func:`random_predicates`)."""
-    return MatrixBlock(random_predicates(n, count, p, seed),
-                       source={"block": "random", "count": count, "p": p, "seed": seed})
+class RandomBlock(MatrixBlock):
+    """``count`` random predicates over the cells (see :func:`random_predicates`)."""
+
+    name = "random"
+    options = ("count", "p", "seed")
+    help = "random subsets of values (options: count, p, seed)"
+
+    def __init__(self, n: int, count: int, p: float, seed: int) -> None:
+        super().__init__(random_predicates(n, count, p, seed))
+        self.count, self.p, self.seed = int(count), float(p), int(seed)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], n: int, where: str) -> Block:
+        count = explicit_rows(integer(options.get("count", n), f"{where}.count", 1, 1_000_000),
+                              n, f"{where}.count")
+        p = number(options.get("p", 0.5), f"{where}.p", 0.0, 1.0, open_lo=True)
+        return cls(n, count, p, integer(options.get("seed", 0), f"{where}.seed", 0))
+
+    def spec(self) -> Any:
+        return {"block": self.name, "count": self.count, "p": self.p, "seed": self.seed}
 
 
-#: Short plain-language explanation of each block, for menus and docs.
-BLOCK_HELP = {
-    "identity": "one count per value",
-    "total": "a single count over all values",
-    "prefix": "counts of values <= v for every v (a CDF); ordered attributes",
-    "suffix": "counts of values >= v for every v; ordered attributes",
-    "all_range": "every interval [a, b]; ordered attributes",
-    "range": "every interval of a fixed width (option: width)",
-    "circular_range": "intervals that wrap around (e.g. hour of day); option: width",
-    "permuted": "another block with its values shuffled (options: of, seed)",
-    "random": "random subsets of values (options: count, p, seed)",
-    "matrix": "explicit 0/1 (or weighted) rows over the values (option: rows)",
-}
+class IdentityTotalBlock(Block):
+    """One query per cell and then the total: ``[I; T]`` (HDMM's IdentityTotal, n+1 rows).
 
-ORDERED_BLOCKS = ("prefix", "suffix", "all_range", "range", "circular_range")
+    SF1+ asks every census table per state and nationally with this block on ``state``.
+    """
 
+    name = "identity_total"
+    help = "one count per value, plus the total over all values"
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n + 1, self.n)
+
+    def matvec(self, x):
+        x2, sq = _as2d(x)
+        return _out(np.concatenate([x2, x2.sum(axis=0, keepdims=True)]), sq)
+
+    def rmatvec(self, y):
+        y2, sq = _as2d(y)
+        return _out(y2[:-1] + y2[-1:], sq)
+
+    def dense(self) -> np.ndarray:
+        return np.vstack([np.eye(self.n), np.ones((1, self.n))])
+
+    def gram_array(self) -> np.ndarray:
+        return np.eye(self.n) + 1.0
+
+    def gram_eigenvalues(self) -> np.ndarray:
+        # I + 1 1^T: eigenvalue n + 1 along the ones vector, 1 on its complement
+        out = np.ones(self.n)
+        out[-1] = self.n + 1.0
+        return out
+
+    def column_norms(self, p: int) -> np.ndarray:
+        return np.full(self.n, 2.0 if p == 1 else np.sqrt(2.0))
+
+    def fro2(self) -> float:
+        return 2.0 * self.n
+
+
+#: Every block by its spec name, in the order error messages and menus list them.
+BLOCKS: dict[str, type[Block]] = {cls.name: cls for cls in (
+    IdentityBlock, TotalBlock, PrefixBlock, SuffixBlock, AllRangeBlock, WidthRangeBlock,
+    CircularRangeBlock, PermutedBlock, RandomBlock, MatrixBlock, IdentityTotalBlock)}

@@ -17,6 +17,7 @@ from bokeh.palettes import Category20, Category20b
 
 from engine.compare import Comparison
 from engine.mechanisms import registry_names
+from engine.privacy import budget_name
 
 hv.extension("bokeh", logo=False)
 
@@ -82,7 +83,8 @@ def rmse_bars(comparison: Comparison | None, height: int = 340) -> hv.Overlay | 
 
 def privacy_knob(noise: str) -> tuple[str, str]:
     """The privacy parameter a trade-off chart sweeps: (attribute name, axis label)."""
-    return ("rho", "rho (zCDP)") if noise == "zcdp" else ("epsilon", "epsilon")
+    name = budget_name(noise)
+    return name, "rho (zCDP)" if name == "rho" else name
 
 
 def tradeoff_curves(frame: pd.DataFrame, noise: str) -> hv.Overlay:
@@ -197,3 +199,20 @@ def weights_bars(weights: Mapping[str, float], title: str, ylabel: str = "weight
         color=color, tools=TOOLS, height=height, responsive=True, title=title,
         xrotation=45 if len(frame) > 8 else 0, shared_axes=False,
         default_tools=["pan", "wheel_zoom", "box_zoom", "reset"])
+
+
+def series_curve(values: Sequence[float], title: str, xlabel: str = "step",
+                 ylabel: str = "value", color: str = "#1f77b4", height: int = 280) -> hv.Curve:
+    """Values in order (optimiser progress, restarts, per-query weights) as a line with dots;
+    a log scale when they span several orders of magnitude."""
+    y = np.asarray(values, dtype=float)
+    finite = y[np.isfinite(y)]
+    frame = pd.DataFrame({"step": np.arange(y.size), "value": np.where(np.isfinite(y), y,
+                                                                        np.nan)})
+    curve = hv.Curve(frame, kdims=[hv.Dimension("step", label=xlabel)],
+                     vdims=[hv.Dimension("value", label=ylabel)])
+    return curve.opts(color=color, tools=TOOLS, height=height, responsive=True, title=title,
+                      logy=bool(finite.size) and float(finite.min()) > 0
+                      and _needs_log(finite.tolist()),
+                      shared_axes=False,
+                      default_tools=["pan", "wheel_zoom", "box_zoom", "reset"])

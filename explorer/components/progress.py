@@ -1,6 +1,6 @@
 """Planning progress: a bar, a line of text, skip and cancel buttons, fed by the session's job.
 
-Planning runs on a worker thread (see :class:`explorer.state.PlanningJob`); this view polls it
+Planning runs on a planner thread (see :class:`explorer.planning.PlanningJob`); this view polls it
 from the page's own event loop with a periodic callback, so the page stays responsive and
 finished mechanisms appear while the rest are still being planned.
 """
@@ -15,7 +15,8 @@ from typing import Any
 import panel as pn
 import param
 
-from explorer.state import JobStatus, Session
+from explorer.planning import JobStatus
+from explorer.state import Session
 
 #: How often a served page looks at the running job (milliseconds).
 POLL_MS = 250

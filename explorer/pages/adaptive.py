@@ -1,10 +1,11 @@
 """Adaptive (data-dependent) page: run AIM+GReM on real data and compare it with ResidualPlanner.
 
 The page is a view-model (parameters: data set, workload, privacy, rounds cap, comparisons) plus
-its view. All maths lives in the engine (``engine.mechanisms.aim_grem``); the page only builds
-engine objects, runs them off the event loop in a worker thread, and shows the per-round log,
-the comparison table and a CSV export. A user CSV is only accepted with a public domain file
-(JSON or YAML): the domain is never inferred from the private records.
+its view. The runs and their errors against the truth come from
+``engine.experiments.compare_adaptive``; the page only builds its inputs, runs it off the event
+loop in a worker thread, and shows the per-round log, the comparison table and a CSV export.
+A user CSV is only accepted with a public domain file (JSON or YAML): the domain is never
+inferred from the private records.
 
 Mount it with ``from explorer.pages.adaptive import AdaptivePage``.
 
@@ -27,20 +28,13 @@ import pandas as pd
 import panel as pn
 import param
 
+from engine.noise import SEEDED_LABEL, release_rng
 from explorer.components.worker import BackgroundRun
 
 ADULT = "Adult (bundled)"
 UPLOAD = "Uploaded CSV + domain"
 #: seconds between live updates of the chart and progress bar while a run is going.
 LIVE_INTERVAL = 0.3
-
-
-def _engine() -> Any:
-    # Imported lazily so that the page module loads (and shows errors) even if the engine
-    # is broken; see explorer/pages/overview.py.
-    from engine.mechanisms import aim_grem
-
-    return aim_grem
 
 
 def adult_attributes() -> list[str]:
@@ -97,7 +91,8 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
     max_rounds = param.Integer(default=None, bounds=(1, 100_000), allow_None=True,
                                doc="Rounds cap (empty: the paper's schedule); the budget is "
                                    "spread over about this many rounds.")
-    seed = param.Integer(default=0, bounds=(0, None), doc="Seed of the run's noise.")
+    seed = param.Integer(default=None, bounds=(0, None), allow_None=True,
+                         doc="Seed of the run's noise, for teaching only (empty: OS entropy).")
     compare_rp = param.Boolean(default=True, doc="Also run the batch ResidualPlanner on the "
                                                  "same data and budget.")
     compare_pgm = param.Boolean(default=False, doc="Also run AIM+PGM (needs the optional mbi "
@@ -170,9 +165,9 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
     @staticmethod
     def pgm_available() -> bool:
         """True when AIM+PGM can run (mbi and JAX installed)."""
-        from engine.mechanisms.aim_grem.pgm import available
+        from engine.experiments import pgm_available
 
-        return available()
+        return pgm_available()
 
     # ------------------------------------------------------------------------ running
     def _prepare(self) -> None:
@@ -183,7 +178,7 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         self.param.update(running=True, error="", progress=0.0, rounds=[], results=[],
                           status="Loading data...")
 
-    def _on_round(self, record: Any, rho: float, label: Callable[[Any], str]) -> None:
+    def _on_round(self, record: Any, share: float, label: Callable[[Any], str]) -> None:
         row = {"round": record.round, "marginal": label(record.marginal),
                "rho_used": record.rho_used, "rho_round": record.rho_round,
                "sigma": record.sigma, "expected_l1": record.expected_l1,
@@ -194,9 +189,8 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         now = time.perf_counter()
         if now - self._last_push >= LIVE_INTERVAL or record.final:
             self._last_push = now
-            share = min(100.0, 100.0 * record.rho_used / rho)
-            self._dispatch(lambda: self._flush(share, f"Round {record.round}: "
-                                                      f"{row['marginal']}"))
+            self._dispatch(lambda: self._flush(100.0 * share, f"Round {record.round}: "
+                                                              f"{row['marginal']}"))
 
     def _flush(self, share: float | None = None, status: str | None = None) -> None:
         with self._lock:
@@ -211,65 +205,38 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         self.param.update(**changes)
 
     def _job(self) -> None:
-        import numpy as np
 
         from engine.errors import Cancelled
-        from engine.mechanisms.aim_grem.mechanism import (
-            AIMGReM,
-            marginal_counter,
-            marginal_sets,
-            zcdp_budget,
-        )
+        from engine.experiments import AIM_GREM, compare_adaptive
 
-        engine = _engine()
-        rows: list[dict[str, Any]] = []
         try:
             data = self.load_data()
             workload = self.workload(data)
-            privacy = self.privacy()
-            rho = zcdp_budget(privacy)
-            truth = marginal_counter(data, workload.domain)
             names = workload.domain.names
 
             def label(gamma: Any) -> str:
                 return " x ".join(names[k] for k in gamma)
 
-            self._dispatch(lambda: setattr(self, "status", "Running AIM+GReM..."))
-            mech = AIMGReM(max_rounds=self.max_rounds)
-            ours = mech.run(workload, privacy, data, np.random.default_rng(self.seed),
-                            progress=self._progress,
-                            on_round=lambda r: self._on_round(r, rho, label))
-            self._dispatch(lambda: self._flush(100.0, "AIM+GReM done"))
-            rows.append(self._row("AIM+GReM", ours, truth))
-            if self.compare_rp:
-                self._dispatch(lambda: setattr(self, "status", "Running ResidualPlanner..."))
-                base = engine.run_residual_planner(workload, privacy, data,
-                                                   np.random.default_rng(self.seed))
-                rows.append(self._row("ResidualPlanner (batch)", base, truth))
-            if self.compare_pgm:
-                from engine.mechanisms.aim_grem.pgm import aim_pgm
+            def running(method: str) -> None:
+                if method != AIM_GREM:
+                    self._dispatch(lambda: self._flush(100.0, f"{AIM_GREM} done"))
+                self._dispatch(lambda: setattr(self, "status", f"Running {method}..."))
 
-                self._dispatch(lambda: setattr(self, "status", "Running AIM+PGM..."))
-                sets, _ = marginal_sets(workload)
-                pgm = aim_pgm(workload.domain, sets, truth, rho,
-                              np.random.default_rng(self.seed), progress=self._progress)
-                rows.append(self._row("AIM+PGM", pgm, truth))
+            comparison = compare_adaptive(
+                data, workload, self.privacy(), max_rounds=self.max_rounds,
+                residual_planner=self.compare_rp, pgm=self.compare_pgm,
+                post_processing=self.post_processing, rng=release_rng(self.seed),
+                progress=self._progress, on_round=lambda r, share: self._on_round(r, share, label),
+                on_method=running)
+            ours = comparison.runs[0].result
             done = (f"Done: {len(ours.rounds)} rounds, rho = {ours.rho_spent:.6g} spent of "
-                    f"{rho:.6g} (eps = {self.epsilon:g}, delta = {self.delta:g}).")
-            self._dispatch(lambda: self._finish(rows, done, ""))
+                    f"{comparison.rho:.6g} (eps = {self.epsilon:g}, delta = {self.delta:g}).")
+            self._dispatch(lambda: self._finish(comparison.rows(), done, ""))
         except Cancelled:
-            self._dispatch(lambda: self._finish(rows, "Cancelled: nothing was released.", ""))
+            self._dispatch(lambda: self._finish([], "Cancelled: nothing was released.", ""))
         except Exception as exc:  # shown as a one-line error; the user's settings stay
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            self._dispatch(lambda: self._finish(rows, "Failed.", message))
-
-    def _row(self, method: str, result: Any, truth: Any) -> dict[str, Any]:
-        errors = result.errors(truth, post_processing=self.post_processing)
-        row = {"method": method, "seconds": round(result.seconds, 3),
-               "rounds": len(result.rounds), "rho spent": result.rho_spent,
-               "post-processing": self.post_processing}
-        row.update(errors.as_dict())
-        return row
+            self._dispatch(lambda: self._finish([], "Failed.", message))
 
     def _finish(self, rows: list[dict[str, Any]], status: str, error: str) -> None:
         self._flush()
@@ -289,6 +256,8 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
     def csv_export(self) -> io.StringIO:
         """The comparison table and the round log as one CSV document."""
         buffer = io.StringIO()
+        if self.seed is not None:
+            buffer.write(f"# {SEEDED_LABEL}\n")
         buffer.write("# comparison (errors against the true data: evaluation only)\n")
         self.results_frame().to_csv(buffer, index=False)
         buffer.write("\n# AIM+GReM rounds\n")
@@ -364,7 +333,9 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
             pn.widgets.FloatInput.from_param(self.param.epsilon, label="epsilon", step=0.1),
             pn.widgets.FloatInput.from_param(self.param.delta, label="delta"),
             pn.widgets.IntInput.from_param(self.param.max_rounds, label="Rounds cap"),
-            pn.widgets.IntInput.from_param(self.param.seed, label="Seed"),
+            pn.widgets.IntInput.from_param(self.param.seed, label="Seed (teaching only)"),
+            pn.pane.Alert(SEEDED_LABEL, alert_type="warning",
+                          visible=self.param.seed.rx().rx.is_not(None)),
             pn.widgets.Checkbox.from_param(self.param.compare_rp,
                                            label="Compare with ResidualPlanner"),
             pn.widgets.Checkbox.from_param(self.param.compare_pgm, label="Compare with AIM+PGM",

@@ -1,13 +1,15 @@
 """What every explorer page shares: the session it shows, links that keep it, and a header.
 
-Pages of the multi-page app are separate Bokeh documents; they share one :class:`Session`
-through its id in the URL (``?s=...``). Links made with :meth:`Page.href` carry it, so a user
-moving between pages keeps their workload, privacy level and finished plans.
+Each page a user opens is its own Bokeh document of the one served app (``?page=...``); the
+pages share one :class:`Session` through its id in the URL (``&s=...``). Links made with
+:meth:`Page.href` carry it, so a user moving between pages keeps their workload, privacy level
+and finished plans.
 """
 
 from __future__ import annotations
 
 import logging
+from urllib.parse import urlencode
 
 import panel as pn
 import param
@@ -25,7 +27,20 @@ PAGES: tuple[tuple[str, str, str], ...] = (
     ("/strategy", "Strategy", "what the chosen mechanism actually measures"),
     ("/tradeoff", "Privacy trade-off", "what a smaller or larger budget costs in accuracy"),
     ("/learn", "Learn", "a guided tour of the classic example"),
+    ("/adaptive", "Adaptive (AIM+GReM)", "data-dependent marginals on your own data"),
+    ("/census", "Census hierarchy", "noisy counts that add up across geographic levels"),
 )
+
+
+def page_url(path: str, sid: str = "") -> str:
+    """The relative link to page ``path`` of the served app, keeping session ``sid``.
+
+    Relative (only a query string), so it works under any ``panel serve --prefix``.
+    """
+    query = {"page": path.strip("/")} if path.strip("/") else {}
+    if sid:
+        query["s"] = sid
+    return "?" + urlencode(query) if query else "?"
 
 
 class Page(pn.viewable.Viewer):
@@ -66,7 +81,7 @@ class Page(pn.viewable.Viewer):
 
     def href(self, path: str) -> str:
         """A link to another page of the app that keeps this session."""
-        return f"{path}?s={self.sid}" if self.sid else path
+        return page_url(path, self.sid)
 
     def link(self, path: str, text: str) -> str:
         """A Markdown link to another page of the app."""

@@ -17,7 +17,7 @@ import panel as pn
 import param
 
 from engine.domain import Attribute, Domain
-from engine.workloads.blocks import BLOCK_HELP
+from engine.workloads import BLOCKS, GROUPS, Marginals, PairQueries, Product
 from engine.workloads.spec import parse_group
 from explorer.components.exports import text_download
 from explorer.components.heatmap import matrix_heatmap, too_big
@@ -27,16 +27,15 @@ from explorer.pages.base import Page
 from explorer.presets import PRESETS, build_preset
 from explorer.state import one_line
 
-#: Blocks offered in the visual menu (the YAML editor accepts every block).
-MENU_BLOCKS = ("identity", "total", "prefix", "suffix", "all_range", "range", "circular_range")
-#: Group kinds offered in the visual menu, with a plain explanation each.
-GROUP_HELP = {
-    "product": "one block per attribute, combined: e.g. the age CDF for each sex",
-    "marginals": "the full table of counts over the chosen attributes",
-    "prefix_marginals": "that table, but cumulative ('at most v') on numeric attributes",
-    "affine": "for two numeric attributes a, b: how many records have a + b <= c, for every c",
-    "abs_diff": "for two numeric attributes a, b: how many records have |a - b| <= c",
-}
+#: Blocks offered in the visual menu: every registered block whose only option is a width
+#: (the YAML editor accepts every block).
+MENU_BLOCKS = tuple(name for name, block in BLOCKS.items() if set(block.options) <= {"width"})
+#: Blocks with richer options, written in the YAML editor.
+YAML_ONLY_BLOCKS = tuple(name for name in BLOCKS if name not in MENU_BLOCKS)
+#: Group kinds the form builds from chosen attributes (and blocks, for a product), with a
+#: plain explanation each; explicit-row kinds are for the YAML editor.
+GROUP_HELP = {kind: group.kinds[kind] for kind, group in GROUPS.items()
+              if issubclass(group, Product | Marginals | PairQueries)}
 #: Largest workload (queries x cells) whose matrix is drawn.
 HEATMAP_LIMIT = 1_000_000
 
@@ -90,7 +89,8 @@ def group_summary(group: Any) -> str:
         parts = [f"{attr}: {b if isinstance(b, str) else b.get('block', '?')}"
                  for attr, b in body.items()]
         return "product of " + (", ".join(parts) if parts else "the total")
-    if kind in ("marginals", "prefix_marginals") and isinstance(body, dict):
+    group_class = GROUPS.get(kind)
+    if group_class is not None and issubclass(group_class, Marginals) and isinstance(body, dict):
         if "sets" in body:
             sets = body["sets"]
             shown = "; ".join(" x ".join(s) for s in sets[:4]) + (" ..." if len(sets) > 4 else "")
@@ -117,16 +117,14 @@ class BlockChoice(param.Parameterized):
 
     def spec(self) -> Any:
         """The block as a spec value."""
-        if self.block == "range":
-            return {"block": "range", "width": int(self.width)}
-        if self.block == "circular_range":
-            return {"block": "circular_range", "width": int(self.width)}
+        if "width" in BLOCKS[self.block].options:
+            return {"block": self.block, "width": int(self.width)}
         return self.block
 
     @param.depends("block")
     def help(self) -> str:
         """One line on what the chosen block asks."""
-        return f"*{self.attribute}*: {BLOCK_HELP.get(self.block, '')}"
+        return f"*{self.attribute}*: {BLOCKS[self.block].help}"
 
 
 class GroupForm(param.Parameterized):
@@ -171,9 +169,10 @@ class GroupForm(param.Parameterized):
     def spec(self) -> dict[str, Any]:
         """The group as a workload item."""
         attrs = list(self.attributes)
-        if self.kind == "product":
+        group = GROUPS[self.kind]
+        if issubclass(group, Product):
             body: Any = {b.attribute: b.spec() for b in self.blocks if b.attribute in attrs}
-        elif self.kind in ("marginals", "prefix_marginals"):
+        elif issubclass(group, Marginals):
             body = {"sets": [attrs]}
         else:
             body = attrs
@@ -486,7 +485,7 @@ class BuilderPage(Page):
                                                  width=170),
                     pn.widgets.IntInput.from_param(
                         choice.param.width, width=110,
-                        visible=pn.bind(lambda b: b in ("range", "circular_range"),
+                        visible=pn.bind(lambda b: "width" in BLOCKS[b].options,
                                         choice.param.block)),
                     pn.pane.Markdown(choice.help, sizing_mode="stretch_width"),
                     sizing_mode="stretch_width"))
@@ -513,7 +512,7 @@ class BuilderPage(Page):
             form,
             pn.pane.Markdown(group.help, margin=(0, 10)),
             pn.bind(block_widgets, group.param.blocks, group.param.kind),
-            pn.pane.Markdown("More blocks (permuted, random, explicit rows) are available in "
+            pn.pane.Markdown(f"More blocks ({', '.join(YAML_ONLY_BLOCKS)}) are available in "
                              "the YAML editor.", styles={"color": "#555",
                                                          "font-size": "0.9em"}),
             pn.bind(error_alert, model.param.group_error),

@@ -4,7 +4,7 @@ Pick or generate a region hierarchy (nation -> states -> counties), set eps and 
 split over the levels, choose PGSR variants and run Monte Carlo trials in a worker thread.
 The page shows per-level error bars, an error heat map over size x level, consistency
 violations and runtimes, and a map-free tree view of one region's released vs true counts.
-Every number comes from ``engine.mechanisms.hierarchical``; this module only arranges it.
+Every number comes from ``engine.experiments.census_trials``; this module only arranges it.
 
 Privacy unit: one *individual* joining or leaving a group (household); the number of groups
 n is public. The page says so next to the controls.
@@ -25,24 +25,20 @@ import pandas as pd
 import panel as pn
 import param
 
+from engine.experiments import CENSUS_VARIANTS
+from engine.noise import SEEDED_LABEL
 from explorer.components.worker import BackgroundRun
 
 SYNTHETIC = "synthetic"
 EXAMPLE = "running example"
 UPLOAD = "upload CSV"
 DEFAULT_SPEC = "levels=1,6,30;groups=20000;max_size=50;seed=0"
-VARIANT_CHOICES = ["dp", "cdp", "chain", "relaxed", "topdown", "gls"]
+VARIANT_CHOICES = list(CENSUS_VARIANTS)
 PRIVACY_NOTE = ("**Privacy unit: one individual** (a person joining or leaving a household); "
                 "pure eps-DP, the number of groups n is public. Under the *group* unit (a whole "
                 "household added or removed) the matrix-mechanism pages' sensitivities apply.")
 #: most size buckets drawn in the tree view (the rest are summarised in the table)
 TREE_SIZES = 40
-
-
-def _hier() -> Any:
-    import engine.mechanisms.hierarchical as hier
-
-    return hier
 
 
 class CensusPage(BackgroundRun, pn.viewable.Viewer):
@@ -69,7 +65,11 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
     variants = param.ListSelector(default=["dp", "cdp", "topdown", "relaxed"],
                                   objects=VARIANT_CHOICES, doc="Variants to compare.")
     trials = param.Integer(default=5, bounds=(1, 500), doc="Monte Carlo trials per variant.")
-    seed = param.Integer(default=0, bounds=(0, None), doc="Seed of the noise.")
+    seed = param.Integer(default=None, bounds=(0, None), allow_None=True,
+                         doc="Seed of the noise, for teaching only (empty: OS entropy).")
+    max_size = param.Integer(default=None, bounds=(1, None), allow_None=True,
+                             doc="Top size bucket of an uploaded hierarchy: public, never read "
+                                 "from the private CSV.")
     heat_variant = param.Selector(default="dp", objects=VARIANT_CHOICES,
                                   doc="Variant shown in the heat map and tree view.")
     region = param.Selector(default=None, objects=[], allow_None=True,
@@ -93,21 +93,23 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
     # ----------------------------------------------------------------- engine objects
     def load_hierarchy(self) -> Any:
         """The hierarchy chosen by ``source`` (a SpecError names what is wrong)."""
-        hier = _hier()
+        from engine import experiments
+
         if self.source == EXAMPLE:
-            return hier.running_example()
+            return experiments.example_hierarchy()
         if self.source == UPLOAD:
             import io
 
             from engine.errors import SpecError
-            from engine.mechanisms.hierarchical.io import load_hierarchy_csv
 
             if not self.csv_file:
                 raise SpecError("upload: choose a hierarchy CSV first")
-            text = io.StringIO(self.csv_file.decode("utf-8"))
-            h = load_hierarchy_csv(text)
-            return h
-        return hier.synthetic_census(self.synthetic_spec)
+            if self.max_size is None:
+                raise SpecError("max size: required for an uploaded hierarchy (the size range "
+                                "must be public, not read from the private CSV)")
+            return experiments.load_hierarchy(io.StringIO(self.csv_file.decode("utf-8")),
+                                              max_size=self.max_size)
+        return experiments.synthetic_hierarchy(self.synthetic_spec)
 
     def weights(self) -> list[float]:
         """Parsed ``level_weights`` (empty unless the split is user-set)."""
@@ -121,12 +123,6 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             raise SpecError(f"level weights: expected numbers like 1,1,2, got "
                             f"{self.level_weights!r}") from None
 
-    def mechanism(self, variant: str) -> Any:
-        """The configured engine mechanism for one variant."""
-        hier = _hier()
-        return hier.HierarchicalPGSR(variant=variant, noise=self.noise, split=self.split,
-                                     level_weights=self.weights())
-
     # ------------------------------------------------------------------------ running
     def _prepare(self) -> None:
         from engine.progress import Progress
@@ -138,29 +134,27 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
 
     def _job(self) -> None:
         from engine.errors import Cancelled
-        from engine.mechanisms.hierarchical.evaluate import evaluate
+        from engine.experiments import census_row, census_trials
 
         rows: list[dict[str, Any]] = []
         status, error = "", ""
+
+        def tick(variant: str, trial: int, share: float) -> None:
+            self._dispatch(lambda: self.param.update(
+                progress=100.0 * share, status=f"{variant}: trial {trial}/{self.trials}"))
+
+        def finished(evaluation: Any) -> None:
+            self.evaluations[evaluation.variant] = evaluation
+            rows.append(census_row(evaluation))
+            self._dispatch(lambda r=list(rows): self.param.update(results=r))
+
         try:
             hierarchy = self.load_hierarchy()
-            variants = [v for v in VARIANT_CHOICES if v in self.variants]
-            if not variants:
-                raise ValueError("variants: choose at least one variant")
-            mechs = {v: self.mechanism(v) for v in variants}
+            weights = self.weights()
             self._dispatch(lambda: self._loaded(hierarchy))
-            total = len(variants) * self.trials
-            for j, v in enumerate(variants):
-                def tick(done: int, trials: int, j: int = j, v: str = v) -> None:
-                    share = 100.0 * (j * self.trials + done) / total
-                    self._dispatch(lambda: self.param.update(
-                        progress=share, status=f"{v}: trial {done}/{trials}"))
-
-                ev = evaluate(hierarchy, mechs[v], self.epsilon, self.trials, self.seed,
-                              self._progress, on_trial=tick)
-                self.evaluations[v] = ev
-                rows.append(self._row(ev))
-                self._dispatch(lambda r=list(rows): self.param.update(results=r))
+            census_trials(hierarchy, self.variants, self.epsilon, self.trials, noise=self.noise,
+                          split=self.split, level_weights=weights, seed=self.seed,
+                          progress=self._progress, on_trial=tick, on_variant=finished)
             status = (f"Done: {len(rows)} variant(s) x {self.trials} trial(s) at "
                       f"eps = {self.epsilon:g}.")
         except Cancelled:
@@ -188,18 +182,6 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         if rows:
             changes["progress"] = 100.0
         self.param.update(**changes)
-
-    @staticmethod
-    def _row(ev: Any) -> dict[str, Any]:
-        s = ev.summary()
-        row = {"variant": ev.variant, "mechanism": s.get("title", ev.variant),
-               "rmse": s["rmse"], "rmse_sd": s["rmse_sd"], "violations": s["violations"],
-               "negative_cells": s["negative_cells"], "seconds": s["seconds"]}
-        for lev, value in enumerate(s["rmse_by_level"]):
-            row[f"rmse_level_{lev + 1}"] = value
-        if not s.get("eps_dp", True):
-            row["mechanism"] += " (NOT eps-DP)"
-        return row
 
     # ------------------------------------------------------------------ view-model data
     def results_frame(self) -> pd.DataFrame:
@@ -341,6 +323,8 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             pn.Column(upload, pn.pane.Markdown(
                 "CSV header: the level names, then `size` and optionally `count`; one row "
                 "per (leaf, size) with its count, or one row per group."),
+                pn.widgets.IntInput.from_param(self.param.max_size,
+                                               label="Max size (public top bucket)"),
                 visible=self.param.source.rx() == UPLOAD),
             pn.widgets.FloatInput.from_param(self.param.epsilon, label="epsilon", step=0.1),
             pn.widgets.Select.from_param(self.param.split, label="Budget split over levels"),
@@ -350,7 +334,9 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             pn.widgets.Select.from_param(self.param.noise, label="Noise"),
             pn.widgets.CheckBoxGroup.from_param(self.param.variants, label="Variants"),
             pn.widgets.IntInput.from_param(self.param.trials, label="Trials"),
-            pn.widgets.IntInput.from_param(self.param.seed, label="Seed"),
+            pn.widgets.IntInput.from_param(self.param.seed, label="Seed (teaching only)"),
+            pn.pane.Alert(SEEDED_LABEL, alert_type="warning",
+                          visible=self.param.seed.rx().rx.is_not(None)),
             pn.Row(run, cancel),
             pn.pane.Markdown(PRIVACY_NOTE),
             width=320,

@@ -21,13 +21,16 @@ from explorer.components.notes import caption
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, off_loop, served
 from explorer.pages.base import Page
+from explorer.planning import is_data_dependent, one_line
 from explorer.snippet import comparison_snippet
-from explorer.state import QUERY_LIST_LIMIT, Session, is_data_dependent, one_line
+from explorer.state import Session
 
 #: Columns of the comparison table and of its CSV export.
 TABLE_COLUMNS = ("mechanism", "title", "rmse", "ratio_to_bound", "plan_seconds", "note")
 #: How many of the worst queries are listed.
 WORST = 20
+#: Largest number of per-query errors listed for one mechanism.
+QUERY_LIST_LIMIT = 1_000_000
 
 NOTE = """
 Every **mechanism** here answers your queries by measuring some set of counts with random
@@ -97,14 +100,13 @@ def query_error_frame(session: Session, name: str | None = None) -> pd.DataFrame
     Raises:
         ValueError: when the mechanism has no plan or the workload has too many queries.
     """
-    plan = session.plan(name)
-    if plan is None:
+    if session.plan(name) is None:
         raise ValueError(f"{name or 'no mechanism'}: no plan (not applicable or not planned)")
-    workload = plan.workload
+    workload = session.workload
     if workload.num_queries > QUERY_LIST_LIMIT:
         raise ValueError(f"{workload.num_queries:,} queries: per-query errors are listed up to "
                          f"{QUERY_LIST_LIMIT:,}")
-    variances = np.asarray(plan.variances(), dtype=float)
+    variances = np.asarray(session.variances(name), dtype=float)
     groups = np.concatenate([np.full(t.num_queries, t.group + 1) for t in workload.terms])
     frame = pd.DataFrame({"query": workload.query_labels(QUERY_LIST_LIMIT), "group": groups,
                           "expected_error": np.sqrt(np.maximum(variances, 0.0)),
@@ -144,7 +146,7 @@ class ComparePage(Page):
             PrivacyControls(privacy=session.privacy, compact=True),
             pn.Row(run, progress, sizing_mode="stretch_width"),
             pn.pane.Markdown(pn.bind(self._headline, session.param.comparison,
-                                     session.param.planned),
+                                     session.param.plans),
                              css_classes=["compare-headline"], sizing_mode="stretch_width",
                              styles={"font-size": "1.1em"}),
             pn.pane.HoloViews(pn.bind(rmse_bars, session.param.comparison),
@@ -183,7 +185,7 @@ class ComparePage(Page):
             f"{self.link('/tradeoff', 'privacy trade-off page')}.",
             margin=(0, 10), css_classes=["compare-intro"])
 
-    def _headline(self, comparison: Comparison | None, planned: int) -> str:
+    def _headline(self, comparison: Comparison | None, plans: Comparison | None) -> str:
         return headline(comparison, self.session.privacy.describe(), self.session.complete)
 
     # ----- per-query errors -----------------------------------------------------------------

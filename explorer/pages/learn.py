@@ -14,12 +14,12 @@ from typing import Any
 import panel as pn
 
 from engine.mechanisms import registry_names
+from engine.workloads.catalog import classic_prefix
 from explorer.components.charts import rmse_bars
 from explorer.components.heatmap import matrix_heatmap
 from explorer.components.notes import caption
 from explorer.components.progress import PlanningProgress, served
 from explorer.pages.base import Page
-from explorer.presets import classic_prefix
 
 #: The mechanisms the tour compares, in the order it discusses them.
 TOUR_MECHANISMS = ("identity", "h2", "wavelet", "hdmm")

@@ -13,7 +13,7 @@ import pandas as pd
 import panel as pn
 
 from explorer.pages.base import PAGES, Page
-from explorer.state import is_data_dependent, one_line
+from explorer.planning import is_data_dependent, one_line
 
 NOTE = """
 This workbench helps you publish **counts** (tables, cumulative counts, ranges) about a

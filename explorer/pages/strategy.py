@@ -1,27 +1,33 @@
 """Strategy page: what the chosen mechanism measures, as pictures with plain captions.
 
 Shown for every plan: the facts (sensitivity, noise, error). For small domains: the strategy
-matrix A, the Gram matrix AᵀA and the reconstruction map W A⁺. Then whatever views the
-mechanism attached to its plan (``Plan.details``), drawn generically: matrices as heat maps,
-named weights as bar charts, tables as tables, so new mechanisms show up without changes here.
+matrix A, the Gram matrix AᵀA and the reconstruction map W A⁺. Then the typed views the
+mechanism attached to its plan (``plan.views()``), each drawn by its type: matrices as heat
+maps, weights as bar charts, series as lines, tables and facts as tables, so new mechanisms
+show up without changes here.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import panel as pn
 
-from engine.domain import Domain
-from engine.linalg.matrix import Matrix
-from engine.linalg.pinv import psd_pinv
+from engine.compare import Comparison
+from engine.error import reconstruction_map
 from engine.mechanisms import Plan
-from explorer.components.charts import color_of, weights_bars
+from engine.mechanisms.views import (
+    Fact,
+    FactsView,
+    MatrixView,
+    SeriesView,
+    TableView,
+    View,
+    WeightsView,
+)
+from explorer.components.charts import color_of, series_curve, weights_bars
 from explorer.components.exports import csv_download
 from explorer.components.heatmap import matrix_heatmap, too_big
 from explorer.components.notes import caption
@@ -62,226 +68,132 @@ CAPTIONS = {
              "are mostly measured together."),
     "recon": ("How each of your answers (a row) is computed from the noisy measurements (the "
               "columns). Many large weights in a row mean more noise adds up in that answer."),
-    "factors": ("The strategy is built attribute by attribute: this is the part for one "
-                "attribute (rows: measurements, columns: its values). The full strategy "
-                "measures every combination of these parts."),
-    "marginal_weights": ("The share of the privacy budget each table (marginal) gets. Taller "
-                         "bars are measured more precisely; a table with no bar is not "
-                         "measured and is worked out from the others."),
-    "union_weights": ("How the budget is split between the parts of a union strategy (one "
-                      "part per group of queries)."),
-    "residual_table": ("How the noise is spread over residuals: a residual is what a table "
-                       "adds beyond its smaller sub-tables. Each is measured once with its "
-                       "own noise level."),
-    "strategy": "The measurements the mechanism takes (rows) over the data cells (columns).",
 }
 
 
-@dataclass(frozen=True)
-class StrategyView:
-    """One picture or table of a plan: what it is, a caption, and the data to draw."""
-
-    key: str
-    title: str
-    caption: str
-    kind: str  # matrix | weights | table | facts | text
-    data: Any
-
-
-def _axes_label(key: Any, domain: Domain | None) -> str:
-    """Attribute names for an axis-tuple key such as (0, 2); the key itself otherwise."""
-    if domain is not None and isinstance(key, tuple) and all(
-            isinstance(i, int | np.integer) and 0 <= int(i) < len(domain) for i in key):
-        return " x ".join(domain.names[int(i)] for i in key) or "total"
-    if isinstance(key, tuple):
-        return " x ".join(map(str, key)) or "total"
-    return str(key)
-
-
-def _as_array(value: Any) -> np.ndarray | None:
-    """A dense array for a small Matrix / ndarray / nested list, else None."""
-    if isinstance(value, Matrix):
-        if too_big(value.shape):
-            return None
-        try:
-            return np.asarray(value.dense(), dtype=float)
-        except Exception:  # a matrix refusing to densify is shown as text instead
-            return None
-    try:
-        array = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        return None
-    return array if array.ndim in (1, 2) and array.size else None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
-        value, bool)
-
-
-def detail_views(details: Mapping[str, Any], domain: Domain | None = None,
-                 prefix: str = "") -> list[StrategyView]:
-    """Views of a plan's ``details``, drawn by the shape of each value."""
-    views: list[StrategyView] = []
-    facts: dict[str, Any] = {}
-    for key, value in details.items():
-        name = f"{prefix}{key}"
-        text = CAPTIONS.get(str(key), f"The mechanism's '{key}' view.")
-        if key == "kind":
-            facts["strategy kind"] = value
-            continue
-        if key == "factors" and isinstance(value, Sequence) and not isinstance(value, str):
-            names = domain.names if domain is not None and len(domain) == len(value) else None
-            for i, factor in enumerate(value):
-                label = names[i] if names else f"factor {i + 1}"
-                array = _as_array(factor)
-                if array is None:
-                    shape = getattr(factor, "shape", "?")
-                    views.append(StrategyView(f"{name}[{i}]", f"Part for {label}", text, "text",
-                                              f"a {shape} matrix, too large to draw"))
-                elif array.ndim == 2:
-                    views.append(StrategyView(f"{name}[{i}]", f"Part for {label}", text,
-                                              "matrix", array))
-            continue
-        if isinstance(value, pd.DataFrame):
-            views.append(StrategyView(name, str(key).replace("_", " "), text, "table", value))
-        elif isinstance(value, Mapping):
-            if value and all(_is_number(v) for v in value.values()):
-                weights = {_axes_label(k, domain): float(v) for k, v in value.items()}
-                kind = "weights" if len(weights) <= MAX_BARS else "table"
-                data = weights if kind == "weights" else pd.DataFrame(
-                    {"name": list(weights), "value": list(weights.values())})
-                views.append(StrategyView(name, str(key).replace("_", " "), text, kind, data))
-            else:
-                views.extend(detail_views(value, domain, prefix=f"{name}."))
-        elif isinstance(value, list | tuple) and value and all(isinstance(v, Mapping)
-                                                                 for v in value):
-            frame = pd.DataFrame([{str(k): (_axes_label(v, domain) if isinstance(v, tuple)
-                                            else v) for k, v in row.items()} for row in value])
-            views.append(StrategyView(name, str(key).replace("_", " "), text, "table", frame))
-        elif _is_number(value) or isinstance(value, str | bool) or value is None:
-            facts[str(key).replace("_", " ")] = value
-        else:
-            array = _as_array(value)
-            if array is None:
-                facts[str(key).replace("_", " ")] = _short(value)
-            elif array.ndim == 2:
-                views.append(StrategyView(name, str(key).replace("_", " "), text, "matrix",
-                                          array))
-            else:
-                weights = {str(i): float(v) for i, v in enumerate(array)}
-                kind = "weights" if len(weights) <= MAX_BARS else "table"
-                data = weights if kind == "weights" else pd.DataFrame(
-                    {"index": list(weights), "value": list(weights.values())})
-                views.append(StrategyView(name, str(key).replace("_", " "), text, kind, data))
-    if facts:
-        views.insert(0, StrategyView(f"{prefix}facts", "Details", "What the mechanism "
-                                     "reports about its plan.", "facts", facts))
-    return views
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def plan_facts(plan: Plan) -> dict[str, Any]:
+def plan_facts(plan: Plan) -> FactsView:
     """The headline numbers of a plan at its privacy level."""
-    facts: dict[str, Any] = {
-        "mechanism": plan.mechanism,
-        "RMSE (typical error per query)": plan.rmse(),
-        "privacy": plan.privacy.describe(),
-        "L1 sensitivity": plan.sensitivity.get(1),
-        "L2 sensitivity": plan.sensitivity.get(2),
-        "planning time (s)": round(plan.plan_seconds, 3),
-    }
+    entries = [
+        Fact("mechanism", "mechanism", plan.mechanism),
+        Fact("rmse", "RMSE (typical error per query)", plan.rmse(), "counts"),
+        Fact("privacy", "privacy", plan.privacy.describe()),
+        Fact("l1", "L1 sensitivity", plan.sensitivity[1]),
+        Fact("l2", "L2 sensitivity", plan.sensitivity[2]),
+        Fact("plan_seconds", "planning time", round(plan.plan_seconds, 3), "s"),
+    ]
     # A plan without a single noise scale (per-residual noise) simply leaves this out.
     with contextlib.suppress(Exception):
-        facts["noise std per measurement"] = plan.noise_std()
+        entries.append(Fact("noise_std", "noise std per measurement", plan.noise_std(),
+                            "counts"))
     if plan.strategy is not None:
-        facts["measurements (rows of A)"] = plan.strategy.shape[0]
-    return facts
+        entries.append(Fact("rows", "measurements (rows of A)", plan.strategy.shape[0],
+                            "rows"))
+    return FactsView(key="plan", title="The plan", caption="The numbers behind the picture.",
+                     facts=tuple(entries))
 
 
-def matrix_views(plan: Plan) -> list[StrategyView]:
+def _note(text: str) -> FactsView:
+    return FactsView(key="A", title="Strategy", caption="Why the matrices are not drawn.",
+                     facts=(Fact("strategy_matrix", "strategy matrix", text),))
+
+
+def matrix_views(plan: Plan) -> list[View]:
     """A, AᵀA and W A⁺ for small domains (an explanation instead when they are too big)."""
     A = plan.strategy
     n = plan.workload.domain.size
     if A is None:
-        return [StrategyView("A", "Strategy", "", "text",
-                             "This mechanism measures through its own routine; see its "
-                             "views below.")]
+        return [_note("This mechanism measures through its own routine; see its views below.")]
     if n > MATRIX_CELLS:
-        return [StrategyView("A", "Strategy", "", "text",
-                             f"The domain has {n:,} cells; the full strategy matrix is drawn "
-                             f"for at most {MATRIX_CELLS:,} cells. The per-attribute views "
-                             "below show its structure.")]
+        return [_note(f"The domain has {n:,} cells; the full strategy matrix is drawn for at "
+                      f"most {MATRIX_CELLS:,} cells. The per-attribute views below show its "
+                      "structure.")]
     reason = too_big(A.shape) or too_big(plan.workload.shape)
     if reason:
-        return [StrategyView("A", "Strategy", "", "text", f"Not drawn: {reason}.")]
+        return [_note(f"Not drawn: {reason}.")]
     dense = np.asarray(A.dense(), dtype=float)
     shown = dense[np.any(dense != 0, axis=1)]  # all-zero rows measure nothing
-    gram = dense.T @ dense
-    views = [
-        StrategyView("A", f"Strategy A ({shown.shape[0]} measurements x {n} cells)",
-                     CAPTIONS["A"], "matrix", shown),
-        StrategyView("gram", "What the measurements cover (AᵀA)", CAPTIONS["gram"], "matrix",
-                     gram),
+    recon = reconstruction_map(plan.workload, A)
+    return [
+        MatrixView(key="A", title=f"Strategy A ({shown.shape[0]} measurements x {n} cells)",
+                   caption=CAPTIONS["A"], matrix=shown, units="weight",
+                   row_label="measurement", column_label="data cell"),
+        MatrixView(key="gram", title="What the measurements cover (AᵀA)",
+                   caption=CAPTIONS["gram"], matrix=dense.T @ dense, units="weight",
+                   row_label="data cell", column_label="data cell"),
+        MatrixView(key="recon", title=f"How answers are rebuilt (W A⁺, {recon.shape[0]} "
+                   "queries)", caption=CAPTIONS["recon"], matrix=recon, units="weight",
+                   row_label="query", column_label="measurement"),
     ]
-    W = plan.workload.dense()
-    recon = W @ psd_pinv(gram) @ dense.T
-    views.append(StrategyView("recon", f"How answers are rebuilt (W A⁺, {W.shape[0]} queries)",
-                              CAPTIONS["recon"], "matrix", recon))
-    return views
 
 
-def strategy_views(plan: Plan) -> list[StrategyView]:
-    """Every view of a plan: facts, the matrices (small domains), the mechanism's details."""
-    views = [StrategyView("plan", "The plan", "The numbers behind the picture.", "facts",
-                          plan_facts(plan))]
+def strategy_views(plan: Plan) -> list[View]:
+    """Every view of a plan: facts, the matrices (small domains), the mechanism's views."""
+    views: list[View] = [plan_facts(plan)]
     try:
         views.extend(matrix_views(plan))
     except Exception as exc:  # drawing must never take the page down
-        views.append(StrategyView("A", "Strategy", "", "text",
-                                  f"The matrices could not be drawn: {one_line(exc)}"))
-    views.extend(detail_views(plan.details, plan.workload.domain))
+        views.append(_note(f"The matrices could not be drawn: {one_line(exc)}"))
+    views.extend(plan.views())
     return views
 
 
-def render_view(view: StrategyView, color: str) -> pn.viewable.Viewable:
-    """One view as a Panel component (heat map, bars, table or text) with its caption."""
-    # Charts carry their own title; tables and text get a bold line.
+def _with_units(label: str, units: str) -> str:
+    return f"{label} ({units})" if units else label
+
+
+def _table(frame: pd.DataFrame, key: str) -> pn.viewable.Viewable:
+    return pn.Column(
+        pn.widgets.Tabulator(frame, show_index=False, disabled=True, page_size=20,
+                             pagination="local", sizing_mode="stretch_width"),
+        csv_download(lambda: frame, f"{key}.csv", "Download table (CSV)"))
+
+
+def render_view(view: View, color: str) -> pn.viewable.Viewable:
+    """One view as a Panel component, chosen by its type, with its caption and units."""
+    # Charts carry their own title; tables get a bold line.
     title = pn.pane.Markdown(f"**{view.title}**", margin=(12, 10, 0, 10))
-    if view.kind == "matrix":
+    chart = True
+    if isinstance(view, MatrixView):
+        reason = too_big(view.shape)
         body: pn.viewable.Viewable = pn.pane.HoloViews(
-            matrix_heatmap(view.data, view.title, xlabel="column", ylabel="row"),
-            sizing_mode="stretch_width", css_classes=["strategy-heatmap"])
-    elif view.kind == "weights":
-        body = pn.pane.HoloViews(weights_bars(view.data, view.title, color=color),
+            matrix_heatmap(view.array(), view.title, xlabel=view.column_label,
+                           ylabel=view.row_label),
+            sizing_mode="stretch_width", css_classes=["strategy-heatmap"]) if not reason \
+            else pn.pane.Markdown(f"Not drawn: {reason}.", margin=(0, 10))
+    elif isinstance(view, WeightsView) and len(view.names) <= MAX_BARS:
+        body = pn.pane.HoloViews(weights_bars(view.as_dict(), view.title,
+                                              ylabel=_with_units("weight", view.units),
+                                              color=color), sizing_mode="stretch_width")
+    elif isinstance(view, SeriesView):
+        body = pn.pane.HoloViews(series_curve(view.values, view.title, view.x_label,
+                                              _with_units("value", view.units), color),
                                  sizing_mode="stretch_width")
-    elif view.kind == "facts":
-        frame = pd.DataFrame({"": list(view.data), "value": [_fmt(v) for v in
-                                                            view.data.values()]})
+    elif isinstance(view, FactsView):
+        chart = False
+        frame = pd.DataFrame({"": [f.label for f in view.facts],
+                              "value": [_fmt(f.value, f.units) for f in view.facts]})
         body = pn.pane.DataFrame(frame, index=False, sizing_mode="stretch_width",
                                  css_classes=["strategy-facts"])
-    elif view.kind == "table":
-        frame = view.data if isinstance(view.data, pd.DataFrame) else pd.DataFrame(view.data)
-        body = pn.Column(
-            pn.widgets.Tabulator(frame, show_index=False, disabled=True, page_size=20,
-                                 pagination="local", sizing_mode="stretch_width"),
-            csv_download(lambda: frame, f"{view.key}.csv", "Download table (CSV)"))
+    elif isinstance(view, WeightsView):  # too many weights for bars
+        chart = False
+        body = _table(pd.DataFrame({"name": view.names, _with_units("weight", view.units):
+                                    view.values}), view.key)
+    elif isinstance(view, TableView):
+        chart = False
+        body = _table(pd.DataFrame(list(view.rows), columns=list(view.columns)), view.key)
     else:
-        body = pn.pane.Markdown(str(view.data), margin=(0, 10))
-    parts = [body] if view.kind in ("matrix", "weights") else [title, body]
-    if view.caption and view.kind != "facts":
-        parts.append(caption(view.caption))
+        raise TypeError(f"strategy page: no drawing for {type(view).__name__}")
+    parts = [body] if chart else [title, body]
+    if not isinstance(view, FactsView) or view.key != "plan":
+        units = f" Units: {view.units}." if view.units and not chart else ""
+        parts.append(caption(view.caption + units))
     return pn.Column(*parts, sizing_mode="stretch_width")
 
 
-def _fmt(value: Any) -> str:
-    if _is_number(value):
-        return f"{float(value):,.6g}"
-    return str(value)
+def _fmt(value: object, units: str = "") -> str:
+    text = (f"{float(value):,.6g}" if isinstance(value, int | float)
+            and not isinstance(value, bool) else str(value))
+    return f"{text} {units}" if units else text
 
 
 class StrategyPage(Page):
@@ -303,10 +215,10 @@ class StrategyPage(Page):
                  f"({self.link('/compare', 'compare')} ranks the mechanisms).")
         return pn.Column(self.header(intro), choice, PlanningProgress(session=session),
                          pn.bind(off_loop(self._views), session.param.selected,
-                                 session.param.planned),
+                                 session.param.plans),
                          sizing_mode="stretch_width", css_classes=["strategy-page"])
 
-    def _views(self, name: str | None, planned: int) -> pn.viewable.Viewable:
+    def _views(self, name: str | None, plans: Comparison | None) -> pn.viewable.Viewable:
         # Bound through off_loop: dense matrices and a pseudo-inverse for small domains.
         plan = self.session.plan(name)
         if plan is None:

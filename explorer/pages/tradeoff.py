@@ -9,6 +9,7 @@ release only moves the markers and the numbers (measured in the browser tests).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,9 +17,9 @@ import pandas as pd
 import panel as pn
 import param
 from bokeh.models.widgets.tables import NumberFormatter
-from scipy.optimize import brentq
 
 from engine.compare import Comparison
+from engine.errors import SpecError
 from engine.privacy import Privacy
 from explorer.components.charts import BOUND_LABEL, LiveTradeoffChart, privacy_knob
 from explorer.components.exports import csv_download
@@ -115,23 +116,22 @@ def readout_frame(comparison: Comparison | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def required_knob(plan_rmse, privacy: Privacy, target: float) -> float:
-    """The smallest eps (or rho) at which ``plan_rmse(level) <= target``.
+def required_knob(budget_for_rmse: Callable[[float, Privacy], float | None],
+                  privacy: Privacy, target: float) -> float:
+    """The smallest eps (or rho) at which an error reaches ``target``, within :data:`SEARCH`.
 
-    ``plan_rmse`` maps a privacy level to an RMSE and decreases as the knob grows. Returns
-    ``inf`` when even :data:`SEARCH`'s upper end is not enough and ``0.0`` when its lower end
-    already meets the target.
+    ``budget_for_rmse`` is the engine's answer (``plan.budget_for_rmse``). Returns ``inf``
+    when more than :data:`SEARCH`'s upper end is needed (or the bound is not computable) and
+    ``0.0`` when its lower end already meets the target.
+
+    Raises:
+        SpecError: the target is unreachable at any budget.
     """
     lo, hi = SEARCH
-
-    def gap(log_x: float) -> float:
-        return math.log(plan_rmse(at_knob(privacy, math.exp(log_x)))) - math.log(target)
-
-    if gap(math.log(hi)) > 0:
+    needed = budget_for_rmse(target, privacy)
+    if needed is None or needed > hi:
         return math.inf
-    if gap(math.log(lo)) <= 0:
-        return 0.0
-    return math.exp(brentq(gap, math.log(lo), math.log(hi), xtol=1e-10, rtol=1e-10))
+    return 0.0 if needed <= lo else needed
 
 
 def required_frame(comparison: Comparison | None, privacy: Privacy, target: float | None
@@ -146,17 +146,21 @@ def required_frame(comparison: Comparison | None, privacy: Privacy, target: floa
     for r in comparison.rows:
         if r.plan is None:
             continue
-        needed = required_knob(r.plan.rmse, privacy, target)
         note = ""
-        if math.isinf(needed):
+        try:
+            needed = required_knob(r.plan.budget_for_rmse, privacy, target)
+        except SpecError as exc:
+            needed, note = math.inf, one_line(exc)
+        if not note and math.isinf(needed):
             note = f"not reachable with {name} <= {SEARCH[1]:g}"
         elif needed == 0.0:
             note = f"reached already at {name} = {SEARCH[0]:g}"
         rows.append({"mechanism": r.mechanism, column: needed if math.isfinite(needed)
                      else None, "note": note})
     if comparison.bound.value is not None:
-        needed = required_knob(lambda p: comparison.bound.rmse(comparison.workload, p),
-                               privacy, target)
+        needed = required_knob(
+            lambda t, p: comparison.bound.budget_for_rmse(comparison.workload, t, p),
+            privacy, target)
         rows.append({"mechanism": BOUND_LABEL, column: needed if math.isfinite(needed)
                      else None, "note": "no mechanism of this kind can need less"})
     frame = pd.DataFrame(rows, columns=columns)
@@ -216,7 +220,7 @@ class TradeoffPage(Page):
         self.watch(session, self._comparison_changed, "comparison")
         self._doc = pn.state.curdoc
         self._chart_pane = pn.pane.Bokeh(
-            pn.bind(self._chart, session.param.planned, p.param.noise, p.param.delta,
+            pn.bind(self._chart, session.param.plans, p.param.noise, p.param.delta,
                     p.param.calibration),
             sizing_mode="stretch_width", css_classes=["tradeoff-chart"])
         chart = self._chart_pane
@@ -247,7 +251,7 @@ class TradeoffPage(Page):
                          "Download table (CSV)", css_class="tradeoff-csv"),
             pn.pane.Markdown("### What budget do I need?", margin=(0, 10)),
             target,
-            pn.bind(off_loop(self._required), self.model.param.target, session.param.planned,
+            pn.bind(off_loop(self._required), self.model.param.target, session.param.plans,
                     p.param.noise, p.param.delta, p.param.calibration),
             sizing_mode="stretch_width", css_classes=["tradeoff-page"],
         )
@@ -266,7 +270,7 @@ class TradeoffPage(Page):
             if best is not None:
                 self.model.target = _round_sig(best.rmse / 2)
 
-    def _chart(self, planned: int, noise: str, delta: float, calibration: str):
+    def _chart(self, plans: Comparison | None, noise: str, delta: float, calibration: str):
         session = self.session
         comparison = session.comparison
         privacy = comparison.privacy if comparison is not None else session.privacy
@@ -299,9 +303,9 @@ class TradeoffPage(Page):
         privacy = comparison.privacy if comparison is not None else self.session.privacy
         return f"At **{privacy.describe()}**:"
 
-    def _required(self, target: float | None, planned: int, noise: str, delta: float,
+    def _required(self, target: float | None, plans: Comparison | None, noise: str, delta: float,
                   calibration: str) -> pn.viewable.Viewable:
-        # Bound through off_loop: one root search per mechanism.
+        # Bound through off_loop: one root search per mechanism for the analytic Gaussian.
         if not target:
             return pn.pane.Markdown("Type the typical error per count you can accept.")
         comparison = self.session.comparison

@@ -8,7 +8,8 @@ import json
 import numpy as np
 
 from engine.data import BUNDLED, adult_domain, load_adult
-from engine.data.bundled import ADULT_NUMERIC, DATA_DIR
+from engine.data.bundled import DATA_DIR
+from engine.workloads.catalog import ADULT_ORDERED
 
 
 def test_adult_domain_matches_the_json_in_order_and_size():
@@ -19,7 +20,7 @@ def test_adult_domain_matches_the_json_in_order_and_size():
     numeric = {a.name for a in domain if a.kind == "numeric"}
     assert (
         numeric
-        == set(ADULT_NUMERIC)
+        == set(ADULT_ORDERED)
         == {"age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"}
     )
 

@@ -11,8 +11,8 @@ import pytest
 
 from engine.bounds import svd_bound
 from engine.domain import Domain
+from engine.linalg.trees import haar, hb_branching, hierarchy
 from engine.mechanisms import get
-from engine.mechanisms.baselines import haar, hb_branching, hierarchy
 from engine.privacy import Privacy
 from engine.scenario import Scenario
 from engine.workloads import (

@@ -7,18 +7,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.errors import SpecError
 from engine.linalg.matrix import DENSE_GUARD
 from engine.workloads.blocks import (
+    BLOCKS,
     AllRangeBlock,
+    Block,
     CircularRangeBlock,
     IdentityBlock,
+    IdentityTotalBlock,
     MatrixBlock,
     PermutedBlock,
     PrefixBlock,
+    RandomBlock,
     SuffixBlock,
     TotalBlock,
     WidthRangeBlock,
-    random_block,
 )
 
 
@@ -30,6 +34,8 @@ def explicit(block) -> np.ndarray:
         return np.eye(n)
     if isinstance(block, TotalBlock):
         return np.ones((1, n))
+    if isinstance(block, IdentityTotalBlock):
+        return np.vstack([np.eye(n), np.ones((1, n))])
     if isinstance(block, PrefixBlock):
         return (j[None, :] <= j[:, None]).astype(float)
     if isinstance(block, SuffixBlock):
@@ -55,7 +61,8 @@ def explicit(block) -> np.ndarray:
 def blocks_for(n: int, seed: int) -> list:
     out = [IdentityBlock(n), TotalBlock(n), PrefixBlock(n), SuffixBlock(n), AllRangeBlock(n),
            CircularRangeBlock(n), PermutedBlock(AllRangeBlock(n), seed),
-           PermutedBlock(PrefixBlock(n), seed + 1), random_block(n, 5, 0.4, seed)]
+           PermutedBlock(PrefixBlock(n), seed + 1), RandomBlock(n, 5, 0.4, seed),
+           IdentityTotalBlock(n)]
     out += [WidthRangeBlock(n, w) for w in sorted({1, max(1, n // 3), n})]
     out += [CircularRangeBlock(n, w) for w in sorted({1, max(1, n // 2), n})]
     return out
@@ -154,10 +161,31 @@ def test_block_specs() -> None:
     assert CircularRangeBlock(5, 2).spec() == {"block": "circular_range", "width": 2}
     assert PermutedBlock(AllRangeBlock(5), 3).spec() == {"block": "permuted",
                                                         "of": "all_range", "seed": 3}
-    assert random_block(5, 4, 0.3, 11).spec() == {"block": "random", "count": 4, "p": 0.3,
+    assert RandomBlock(5, 4, 0.3, 11).spec() == {"block": "random", "count": 4, "p": 0.3,
                                                   "seed": 11}
     assert MatrixBlock([[1, 0], [1, 1]]).spec() == {"block": "matrix",
                                                     "rows": [[1.0, 0.0], [1.0, 1.0]]}
+    assert IdentityTotalBlock(3).spec() == "identity_total"
+
+
+def test_every_block_is_registered_and_reads_back_its_spec() -> None:
+    n = 7
+    built = blocks_for(n, 3) + [MatrixBlock(np.eye(n)[:3])]
+    assert {type(b) for b in built} == set(BLOCKS.values())
+    for name, block_class in BLOCKS.items():
+        assert block_class.name == name and block_class.help, name
+    for block in built:
+        again = Block.from_spec(block.spec(), n, "x")
+        assert type(again) is type(block) and again.spec() == block.spec()
+        np.testing.assert_array_equal(again.dense(), block.dense())
+
+
+def test_block_from_spec_names_the_field() -> None:
+    with pytest.raises(SpecError, match=r"^a\.b: unknown block 'prefx' \(did you mean "
+                                        r"'prefix'\?\); allowed: identity, total, prefix"):
+        Block.from_spec("prefx", 4, "a.b")
+    with pytest.raises(SpecError, match=r"^a\.of\.width: must be 1\.\.4, got 5$"):
+        Block.from_spec({"block": "permuted", "of": {"block": "range", "width": 5}}, 4, "a")
 
 
 def test_permuted_uses_the_hdmm_permutation() -> None:
@@ -169,10 +197,10 @@ def test_permuted_uses_the_hdmm_permutation() -> None:
 
 
 def test_random_block_has_no_empty_query() -> None:
-    rows = random_block(6, 200, 0.05, 1).dense()
+    rows = RandomBlock(6, 200, 0.05, 1).dense()
     assert rows.shape == (200, 6)
     assert rows.sum(axis=1).min() >= 1
-    np.testing.assert_array_equal(rows, random_block(6, 200, 0.05, 1).dense())
+    np.testing.assert_array_equal(rows, RandomBlock(6, 200, 0.05, 1).dense())
 
 
 def test_invalid_widths() -> None:

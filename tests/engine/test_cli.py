@@ -65,7 +65,7 @@ def test_validate(spec: Path, tmp_path: Path) -> None:
     assert_one_line_error(cli("validate", str(bad)),
                           "error: workload[1].product.age: unknown block 'prefx' (did you mean "
                           "'prefix'?); allowed: identity, total, prefix, suffix, all_range, "
-                          "range, circular_range, permuted, random, matrix")
+                          "range, circular_range, permuted, random, matrix, identity_total")
 
 
 def test_bound_table_and_json(spec: Path) -> None:
@@ -178,7 +178,9 @@ def test_run_on_a_csv(spec: Path, tmp_path: Path, capsys) -> None:
                "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert list(doc) == ["mechanism", "records", "rho_spent", "seconds", "errors"]
+    # the contract's keys first, then the release fields (issue 14) appended compatibly
+    assert list(doc)[:5] == ["mechanism", "records", "rho_spent", "seconds", "errors"]
+    assert list(doc)[5:] == ["seeded", "notice", "release"]
     assert doc["mechanism"] == "h2" and doc["records"] == 400
     assert doc["rho_spent"] == pytest.approx(Privacy().zcdp_rho())
     assert set(doc["errors"]) == {"rmse", "mean_l1", "mean_l2", "max_l1"}

@@ -1,9 +1,14 @@
 """Expected error: the same strategy in explicit, Kronecker and marginal form gives the same
-error; per-query variances add up to the total; Monte Carlo agrees; support is checked."""
+error; per-query variances add up to the total (and a plan computes them once); Monte Carlo
+agrees; support is checked; the reconstruction map equals dense ``W A^+``."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import pickle
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -15,13 +20,15 @@ from engine.error import (
     explicit_trace,
     monte_carlo_tse,
     per_query_variances,
+    reconstruction_map,
     rmse,
     trace_term,
 )
 from engine.errors import NotApplicable
 from engine.linalg.marginals import MarginalStrategy
-from engine.linalg.matrix import Dense, Identity, Kron, Ones, Sparse
-from engine.mechanisms.baselines import hierarchy_matrix
+from engine.linalg.matrix import DENSE_GUARD, Dense, Identity, Kron, Ones, Sparse
+from engine.linalg.trees import hierarchy_matrix
+from engine.mechanisms import get
 from engine.privacy import Privacy
 from engine.scenario import Scenario
 from engine.workloads import AllRangeBlock, PrefixBlock, Workload
@@ -162,3 +169,112 @@ def test_large_domains_need_structure() -> None:
     theta[-1] = 1.0
     assert trace_term(big, MarginalStrategy(theta, (100,) * 8)) == pytest.approx(
         28 * 100.0**8)
+
+
+# ----- per-query variances cached on the plan ---------------------------------------------------
+def count_calls(monkeypatch, delay: float = 0.0) -> list[int]:
+    """Count calls of the generic per-query variances (each made ``delay`` seconds slow)."""
+    calls = [0]
+    original = per_query_variances
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        time.sleep(delay)  # widens the window in which unsynchronised callers would overlap
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr("engine.error.per_query_variances", counted)
+    return calls
+
+
+def test_plan_variances_are_computed_once_and_rescaled(monkeypatch) -> None:
+    calls = count_calls(monkeypatch)
+    W = Workload.one_dim(AllRangeBlock(16))
+    plan = get("h2").plan(W, Privacy(noise="laplace", epsilon=1.0))
+    first = plan.variances()
+    D, Wd = plan.strategy.dense(), W.dense()
+    direct = np.einsum("ij,jk,ik->i", Wd, np.linalg.pinv(D.T @ D), Wd)
+    sens = np.abs(D).sum(axis=0).max()
+    np.testing.assert_allclose(first, 2.0 * sens**2 * direct, rtol=1e-9)  # Laplace: 2/eps^2
+    again = plan.with_privacy(Privacy(noise="laplace", epsilon=2.0)).variances()
+    np.testing.assert_allclose(again, first / 4.0, rtol=1e-14)
+    gaussian = plan.variances(Privacy(noise="zcdp", rho=0.5))  # sigma = 1, L2 sensitivity
+    np.testing.assert_allclose(gaussian, (np.sqrt((D * D).sum(axis=0)).max()) ** 2 * direct,
+                               rtol=1e-9)
+    assert calls[0] == 1
+    with pytest.raises(ValueError, match="read-only"):
+        plan.unit_variances()[0] = 0.0  # the cache is shared: it cannot be changed
+    # another strategy is another plan: its variances are its own
+    other = dataclasses.replace(plan, strategy=Identity(16))
+    np.testing.assert_allclose(other.unit_variances(), (Wd * Wd).sum(axis=1), rtol=1e-12)
+    assert calls[0] == 2
+
+
+def test_concurrent_first_calls_compute_once(monkeypatch) -> None:
+    calls = count_calls(monkeypatch, delay=0.05)
+    plan = get("identity").plan(Workload.one_dim(PrefixBlock(64)), Privacy(noise="laplace"))
+    start = threading.Barrier(6)
+    results: list[np.ndarray] = []
+
+    def ask() -> None:
+        start.wait()
+        results.append(plan.variances())
+
+    threads = [threading.Thread(target=ask) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls[0] == 1 and len(results) == 6
+    # identity: query i (prefix of length i + 1) sums i + 1 cells of variance 2/eps^2
+    expected = 2.0 * np.arange(1, 65)
+    for r in results:
+        np.testing.assert_allclose(r, expected, rtol=1e-12)
+
+
+def test_plans_still_pickle_with_their_variances() -> None:
+    plan = get("h2").plan(Workload.one_dim(PrefixBlock(16)), Privacy(noise="laplace"))
+    fresh = pickle.loads(pickle.dumps(plan))
+    np.testing.assert_array_equal(fresh.variances(), plan.variances())
+    computed = pickle.loads(pickle.dumps(plan))  # now with the unit variances inside
+    assert not computed.unit_variances().flags.writeable
+    np.testing.assert_array_equal(computed.unit_variances(), plan.unit_variances())
+
+
+# ----- reconstruction map -------------------------------------------------------------------------
+def reconstruction_cases():
+    W1 = Workload.one_dim(AllRangeBlock(8))
+    h2 = Sparse(hierarchy_matrix(8, 2))
+    W2 = product_workload()
+    kron, _, _ = three_forms([0.8, 1.3, 0.6], [0.2, 0.5, 1.1])
+    rng = np.random.default_rng(3)
+    rank_deficient = Dense(rng.normal(size=(5, 8)))  # cannot support all ranges of 8 cells
+    return [(W1, h2), (W1, Dense(np.eye(8))), (W2, kron), (mixed_workload(), kron),
+            (W1, rank_deficient)]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_reconstruction_map_is_w_times_the_pseudo_inverse(case: int) -> None:
+    W, A = reconstruction_cases()[case]
+    R = reconstruction_map(W, A)
+    Wd, Ad = W.dense(), A.dense()
+    assert R.shape == (W.num_queries, A.shape[0])
+    np.testing.assert_allclose(R, Wd @ np.linalg.pinv(Ad), rtol=1e-8, atol=1e-10)
+    # squared row norms are the unit per-query variances
+    np.testing.assert_allclose((R * R).sum(axis=1), per_query_variances(W, Dense(Ad)),
+                               rtol=1e-8, atol=1e-10)
+
+
+def test_reconstruction_map_rebuilds_the_answers_without_noise() -> None:
+    W, A = reconstruction_cases()[2]
+    x = np.random.default_rng(4).integers(0, 50, size=W.domain.size).astype(float)
+    np.testing.assert_allclose(reconstruction_map(W, A) @ A.matvec(x), W.answer(x), rtol=1e-9)
+
+
+def test_reconstruction_map_is_size_guarded() -> None:
+    W = Workload.product(Domain.from_sizes([100, 100]),
+                         {"a1": PrefixBlock(100), "a2": PrefixBlock(100)})
+    with pytest.raises(NotApplicable) as info:
+        reconstruction_map(W, Kron([Identity(100), Identity(100)]))
+    assert str(info.value) == (f"reconstruction map: 10,000 queries x 10,000 measurements over "
+                               f"10,000 cells is formed explicitly only up to "
+                               f"{EXPLICIT_LIMIT:,} cells and {DENSE_GUARD:,} entries per matrix")

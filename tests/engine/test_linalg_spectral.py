@@ -9,18 +9,18 @@ from engine.error import FactorInverse, trace_term
 from engine.linalg.matrix import Dense, Identity, Kron, Sparse
 from engine.linalg.pinv import psd_pinv
 from engine.linalg.spectral import gram_spectrum, haar_rows
-from engine.mechanisms.baselines import haar_matrix, hb_branching, hierarchy_matrix
+from engine.linalg.trees import haar_matrix, hb_branching, hierarchy_matrix
 from engine.workloads import (
     AllRangeBlock,
     CircularRangeBlock,
     IdentityBlock,
     PermutedBlock,
     PrefixBlock,
+    RandomBlock,
     SuffixBlock,
     TotalBlock,
     WidthRangeBlock,
     Workload,
-    random_block,
 )
 
 
@@ -72,7 +72,7 @@ def test_no_spectrum_for_unstructured_strategies() -> None:
 def blocks(n: int) -> list:
     return [IdentityBlock(n), TotalBlock(n), PrefixBlock(n), SuffixBlock(n), AllRangeBlock(n),
             WidthRangeBlock(n, 5), CircularRangeBlock(n), CircularRangeBlock(n, 3),
-            PermutedBlock(AllRangeBlock(n), 0), random_block(n, 7, 0.3, 2)]
+            PermutedBlock(AllRangeBlock(n), 0), RandomBlock(n, 7, 0.3, 2)]
 
 
 @pytest.mark.parametrize("strategy", ["identity", "h2", "wavelet", "hb", "diag"])

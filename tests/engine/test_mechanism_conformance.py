@@ -7,7 +7,9 @@ NotApplicable for a case is skipped for that case, with its reason):
 * the error scales exactly with the noise unit (a new privacy level is a rescale);
 * a run without noise returns ``W x`` exactly, from a data vector and from a Dataset;
 * per-query variances, where the plan lists them, add up to the total;
-* (one case per mechanism) the Monte-Carlo error of ``run`` is within 20% of the analytic one.
+* (one case per mechanism) the Monte-Carlo error of ``run`` is within 20% of the analytic one;
+* the plan's views are typed, frozen, captioned, uniquely keyed, and survive a re-targeted
+  privacy level unchanged.
 
 New mechanisms are picked up automatically from ``registry_names()``.
 """
@@ -27,6 +29,8 @@ from engine.domain import Domain
 from engine.errors import NotApplicable
 from engine.mechanisms import get, mechanism_class, registry_names
 from engine.mechanisms.base import Plan
+from engine.mechanisms.views import VIEW_TYPES, FactsView, MatrixView
+from engine.noise import ExactNoise
 from engine.privacy import Privacy
 from engine.scenario import Scenario
 from engine.workloads import AllRangeBlock, PrefixBlock, Workload
@@ -158,7 +162,34 @@ def test_error_respects_the_svd_bound_and_scales(name: str, case: str) -> None:
 
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("name", MECHANISMS)
-def test_zero_noise_run_returns_the_true_answers(name: str, case: str) -> None:
+def test_views_are_typed_and_captioned(name: str, case: str) -> None:
+    for noise, plan in applicable(name, case):
+        where = f"{name} on {case} ({noise})"
+        views = plan.views()
+        assert isinstance(views, tuple) and views, f"{where}: no views"
+        assert all(isinstance(v, VIEW_TYPES) for v in views), where
+        keys = [v.key for v in views]
+        assert len(set(keys)) == len(keys), f"{where}: repeated keys {keys}"
+        for view in views:
+            assert view.title.strip() and len(view.caption.split()) >= 3, f"{where}: {view.key}"
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                view.caption = ""  # type: ignore[misc]
+            if isinstance(view, FactsView):
+                assert all(f.label.strip() for f in view.facts), f"{where}: {view.key}"
+            if isinstance(view, MatrixView):
+                assert view.array().shape == view.shape, f"{where}: {view.key}"
+        # the kind of strategy is always stated in words
+        assert isinstance(plan.fact("kind"), str), where
+        assert plan.with_privacy(NOISES[noise][1]).views() == views, where
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_zero_noise_run_returns_the_true_answers(name: str, case: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # exact samplers draw integers on a grid: zero them, and use a grid fine enough (2**-40)
+    # that rounding the strategy answers is far below the tolerance
+    monkeypatch.setattr(ExactNoise, "integers", lambda self, size, rng: np.zeros(size, int))
     W = workload(case)
     data = dataset(W)
     x = data.datavector()
@@ -169,7 +200,8 @@ def test_zero_noise_run_returns_the_true_answers(name: str, case: str) -> None:
         silent = plan.with_privacy(ZeroNoise(**{k: getattr(privacy, k) for k in (
             "noise", "epsilon", "delta", "rho", "calibration")}))
         for source, value in (("vector", x), ("dataset", data)):
-            answers = np.asarray(silent.run(value, ZeroGenerator()), dtype=float)
+            answers = np.asarray(silent.run(value, ZeroGenerator(), grid_exponent=40),
+                                 dtype=float)
             assert answers.shape == truth.shape, f"{name} on {case} ({noise}, {source})"
             np.testing.assert_allclose(answers, truth, rtol=1e-9, atol=atol,
                                        err_msg=f"{name} on {case} ({noise}, {source})")

@@ -1,4 +1,5 @@
-"""Privacy units: analytic Gaussian calibration, zCDP conversions, noise sampling, spec parsing."""
+"""Privacy units: analytic Gaussian calibration, zCDP conversions, noise sampling, spec parsing,
+and the inverse question (the smallest budget for a target error)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,20 @@ import pytest
 from scipy.stats import norm
 
 from engine.errors import SpecError
+from engine.mechanisms import Plan, get
 from engine.privacy import (
     Privacy,
     analytic_gaussian_sigma,
+    budget_for_rmse,
+    budget_for_sigma,
+    budget_name,
     cdp_delta,
     cdp_eps,
     cdp_rho,
     classical_gaussian_sigma,
     li_miklau_gaussian_sigma,
 )
+from engine.workloads import PrefixBlock, Workload
 
 
 def balle_wang_delta(sigma: float, eps: float) -> float:
@@ -150,3 +156,82 @@ def test_invalid_parameters_of_the_functions() -> None:
         analytic_gaussian_sigma(1.0, 1.0)
     with pytest.raises(SpecError, match=r"privacy.rho: must be non-negative"):
         cdp_eps(-1.0, 1e-6)
+
+
+# ----- the inverse question -------------------------------------------------------------------
+LEVELS = [Privacy(noise="laplace", epsilon=1.0), Privacy(noise="zcdp", rho=0.5),
+          Privacy(noise="gaussian", epsilon=1.0, delta=1e-6),
+          Privacy(noise="gaussian", epsilon=1.0, delta=1e-9, calibration="classical"),
+          Privacy(noise="gaussian", epsilon=1.0, delta=1e-3, calibration="li-miklau")]
+IDS = ["laplace", "zcdp", "analytic", "classical", "li-miklau"]
+
+
+def h2_plan(privacy: Privacy) -> Plan:
+    return get("h2").plan(Workload.one_dim(PrefixBlock(32)), privacy)
+
+
+def at_budget(privacy: Privacy, budget: float) -> Privacy:
+    return privacy.with_(**{budget_name(privacy.noise): budget})
+
+
+@pytest.mark.parametrize("privacy", LEVELS, ids=IDS)
+@pytest.mark.parametrize("target", [0.05, 1.0, 3.7, 40.0])
+def test_budget_for_a_target_rmse_round_trips(privacy: Privacy, target: float) -> None:
+    plan = h2_plan(privacy)
+    budget = plan.budget_for_rmse(target)
+    assert budget > 0
+    assert plan.rmse(at_budget(privacy, budget)) == pytest.approx(target, rel=1e-9)
+    # the smallest such budget: a little less misses the target
+    assert plan.rmse(at_budget(privacy, budget * (1 - 1e-6))) > target
+
+
+def test_closed_forms_are_exact_rescales() -> None:
+    plan = h2_plan(Privacy(noise="laplace", epsilon=1.0))
+    # Laplace RMSE is proportional to 1/eps: eps = rmse(eps=1) / t.
+    assert plan.budget_for_rmse(0.5) == pytest.approx(plan.rmse() / 0.5, rel=1e-14)
+    zcdp = h2_plan(Privacy(noise="zcdp", rho=0.5))
+    # zCDP RMSE is proportional to 1/sqrt(rho): rho = 0.5 (rmse(rho=0.5) / t)**2.
+    assert zcdp.budget_for_rmse(2.0) == pytest.approx(0.5 * (zcdp.rmse() / 2.0) ** 2,
+                                                      rel=1e-14)
+    assert budget_for_sigma(Privacy(noise="gaussian", delta=1e-9, calibration="classical"),
+                            2.0) == pytest.approx(math.sqrt(2 * math.log(1.25e9)) / 2.0,
+                                                  rel=1e-15)
+    # the paper's reference value, inverted: sigma(1, 1e-6) = 4.224679 -> eps = 1
+    assert budget_for_sigma(Privacy(noise="gaussian", delta=1e-6),
+                            analytic_gaussian_sigma(1.0, 1e-6)) == pytest.approx(1.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("privacy", LEVELS, ids=IDS)
+def test_budget_decreases_as_the_target_grows(privacy: Privacy) -> None:
+    plan = h2_plan(privacy)
+    budgets = [plan.budget_for_rmse(t) for t in np.geomspace(0.01, 100.0, 25)]
+    assert all(a > b for a, b in zip(budgets, budgets[1:], strict=False))
+
+
+def test_analytic_gaussian_noise_is_bounded_as_eps_vanishes() -> None:
+    # At fixed delta the analytic Gaussian's sigma tends to 1 / (2 z) with z the (1 + delta)/2
+    # normal quantile: any noise above that is (eps, delta)-DP for every eps > 0.
+    delta = 1e-6
+    limit = 0.5 / norm.ppf((1 + delta) / 2)
+    level = Privacy(noise="gaussian", delta=delta)
+    assert analytic_gaussian_sigma(1e-20, delta) == pytest.approx(limit, rel=1e-6)
+    assert budget_for_sigma(level, limit * 1.001) == 0.0
+    eps = budget_for_sigma(level, limit * 0.999)
+    assert 0 < eps < 1e-2
+    assert analytic_gaussian_sigma(eps, delta) == pytest.approx(limit * 0.999, rel=1e-9)
+
+
+@pytest.mark.parametrize("target", [0.0, -1.0, math.nan, math.inf])
+def test_a_target_must_be_a_positive_number(target: float) -> None:
+    with pytest.raises(SpecError, match=r"^target: the RMSE must be a positive number"):
+        h2_plan(Privacy(noise="laplace")).budget_for_rmse(target)
+
+
+def test_an_unsupported_workload_is_unreachable() -> None:
+    plan = h2_plan(Privacy(noise="laplace"))
+    unsupported = Plan("none", plan.workload, plan.privacy, None, math.inf, plan.sensitivity)
+    with pytest.raises(SpecError, match=r"^target: unreachable, the error is infinite"):
+        unsupported.budget_for_rmse(1.0)
+    with pytest.raises(SpecError, match=r"^target: noise std .* needs eps above 1e\+300$"):
+        budget_for_sigma(Privacy(noise="gaussian"), 1e-160)
+    assert budget_for_rmse(Privacy(noise="zcdp"), 1.0, 0.0) == 0.0  # no error at all

@@ -90,8 +90,11 @@ def test_errors_are_shown_not_raised():
 def test_upload_example_split_and_worker_thread(tmp_path):
     path = tmp_path / "h.csv"
     write_hierarchy_csv(synthetic_census(SPEC), path)
+    no_range = CensusPage(source=UPLOAD, csv_file=path.read_bytes(), variants=["dp"], trials=1)
+    no_range.run()  # the size range is public: never taken from the uploaded (private) CSV
+    assert no_range.error.startswith("max size: required for an uploaded hierarchy")
     page = CensusPage(source=UPLOAD, csv_file=path.read_bytes(), variants=["cdp", "topdown"],
-                      split="user", level_weights="1,1,2", trials=2)
+                      split="user", level_weights="1,1,2", trials=2, max_size=6)
     page.start()
     page.wait(120)
     assert page.error == "" and [r["variant"] for r in page.results] == ["cdp", "topdown"]
@@ -109,3 +112,13 @@ def test_cancel_keeps_finished_variants():
     page._progress.cancel()
     page._job()
     assert page.status.startswith("Cancelled") and not page.running
+
+
+def test_pages_draw_from_os_entropy_unless_seeded():
+    from engine.noise import SEEDED_LABEL
+    from explorer.pages.adaptive import AdaptivePage
+
+    assert CensusPage().seed is None and AdaptivePage().seed is None
+    seeded = AdaptivePage(seed=3)
+    assert seeded.csv_export().getvalue().splitlines()[0] == f"# {SEEDED_LABEL}"
+    assert not AdaptivePage().csv_export().getvalue().startswith(f"# {SEEDED_LABEL}")

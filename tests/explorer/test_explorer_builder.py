@@ -5,7 +5,11 @@ from __future__ import annotations
 import panel as pn
 import pytest
 
+from engine.workloads import BLOCKS, GROUPS
 from explorer.pages.builder import (
+    GROUP_HELP,
+    MENU_BLOCKS,
+    YAML_ONLY_BLOCKS,
     BlockChoice,
     BuilderPage,
     GroupForm,
@@ -13,7 +17,8 @@ from explorer.pages.builder import (
     attribute_spec,
     group_summary,
 )
-from explorer.state import PlanStore, Session
+from explorer.planning import PlanStore
+from explorer.state import Session
 
 
 @pytest.fixture
@@ -138,6 +143,23 @@ def test_form_helpers():
     assert form.spec() == {"marginals": {"sets": [["a", "b"]]}, "weight": 2.0}
     assert group_summary({"marginals": {"k": 2}}) == "marginals, k = 2"
     assert group_summary({"product": {}}) == "product of the total"
+
+
+def test_menus_come_from_the_registries():
+    # every registered block is in the menu or named as a YAML-only block, never both
+    assert set(MENU_BLOCKS) | set(YAML_ONLY_BLOCKS) == set(BLOCKS)
+    assert not set(MENU_BLOCKS) & set(YAML_ONLY_BLOCKS)
+    assert "identity_total" in MENU_BLOCKS and "permuted" in YAML_ONLY_BLOCKS
+    assert BlockChoice.param.block.objects == list(MENU_BLOCKS)
+    assert BlockChoice(attribute="s", block="identity_total").help() == \
+        f"*s*: {BLOCKS['identity_total'].help}"
+    assert BlockChoice(attribute="s", block="identity_total").spec() == "identity_total"
+    assert list(GROUP_HELP) == ["product", "marginals", "prefix_marginals", "affine", "abs_diff"]
+    assert GROUP_HELP["marginals"] == GROUPS["marginals"].kinds["marginals"]
+    form = GroupForm()
+    form.set_domain({"a": "numeric", "b": "numeric"})
+    form.param.update(kind="abs_diff", attributes=["a", "b"])
+    assert form.spec() == {"abs_diff": ["a", "b"]}
 
 
 def test_builder_page_renders_without_a_server():

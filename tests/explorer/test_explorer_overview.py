@@ -1,9 +1,6 @@
-"""The start page, the served entry point (pages, navigation, optional pages) and the charts."""
+"""The start page, the served entry point (pages, navigation, the serve command) and charts."""
 
 from __future__ import annotations
-
-import sys
-import types
 
 import numpy as np
 import panel as pn
@@ -21,7 +18,8 @@ from explorer.components.charts import (
 from explorer.components.heatmap import MAX_ENTRIES, matrix_heatmap, too_big
 from explorer.pages.base import PAGES
 from explorer.pages.overview import OverviewPage, mechanism_frame
-from explorer.state import PlanStore, Session
+from explorer.planning import PlanStore
+from explorer.state import Session
 
 
 def _texts(viewable) -> str:
@@ -34,7 +32,8 @@ def test_start_page_lists_the_registry_and_the_way_in():
     view = OverviewPage(session=Session(store=PlanStore()), sid="abc").__panel__()
     text = _texts(view)
     assert "# Differential privacy workbench" in text
-    assert "[Compare](/compare?s=abc)" in text and "[Take the guided tour](/learn?s=abc)" in text
+    assert "[Compare](?page=compare&s=abc)" in text
+    assert "[Take the guided tour](?page=learn&s=abc)" in text
     assert "Not compared yet" in text
 
 
@@ -48,9 +47,10 @@ def test_start_page_shows_engine_failures_instead_of_raising(monkeypatch):
     assert alerts == ["Engine not ready: ImportError: cannot import name 'registry_names'"]
 
 
-def test_every_built_in_page_is_served_in_a_template():
-    paths = set(app.pages())
-    assert {path for path, _, _ in PAGES} <= paths
+def test_every_page_is_served_in_a_template():
+    assert [path for path, _ in app.menu()] == [path for path, _, _ in PAGES]
+    assert set(app.VIEWS) == {path for path, _, _ in PAGES}
+    assert {"/adaptive", "/census"} <= set(app.VIEWS)  # registered like the others
     for path, _, _ in PAGES:
         page = app.build_page(path, Session(store=PlanStore()), "sid")
         assert isinstance(page, pn.viewable.Viewer), path
@@ -58,42 +58,36 @@ def test_every_built_in_page_is_served_in_a_template():
     assert isinstance(template, pn.template.BaseTemplate)
 
 
-def test_optional_pages_are_mounted_only_when_their_module_exists(monkeypatch):
-    monkeypatch.setattr(app, "OPTIONAL_PAGES", {
-        "/missing": ("explorer.pages.no_such_page", "NoPage", "Missing"),
-        "/broken": ("explorer_test_broken_page", "BrokenPage", "Broken"),
-        "/working": ("explorer_test_working_page", "WorkingPage", "Working"),
-    })
-    broken = types.ModuleType("explorer_test_broken_page")  # importable, but no class
-    working = types.ModuleType("explorer_test_working_page")
+def test_a_page_that_fails_shows_its_error_and_unknown_pages_name_the_choices(monkeypatch):
+    def broken(session, sid):
+        raise AttributeError("no such widget")
 
-    class WorkingPage(pn.viewable.Viewer):
-        def __panel__(self):
-            return pn.pane.Markdown("working")
-
-    working.WorkingPage = WorkingPage
-    broken.__spec__ = working.__spec__ = types.SimpleNamespace(name="x")
-    monkeypatch.setitem(sys.modules, "explorer_test_broken_page", broken)
-    monkeypatch.setitem(sys.modules, "explorer_test_working_page", working)
-
-    assert app.optional_paths() == ["/broken", "/working"]
-    assert [p for p, _ in app.menu()][-2:] == ["/broken", "/working"]
-    page = app.build_page("/broken", Session(store=PlanStore()), "sid")
+    monkeypatch.setitem(app.VIEWS, "/compare", broken)
+    page = app.build_page("/compare", Session(store=PlanStore()), "sid")
     assert isinstance(page, pn.pane.Alert)
-    assert page.object.startswith("This page could not be built: AttributeError")
-    assert isinstance(app.build_page("/working", Session(store=PlanStore()), "s"), WorkingPage)
+    assert page.object == "This page could not be built: AttributeError: no such widget"
+    missing = app.build_page("/nowhere", Session(store=PlanStore()), "sid")
+    assert missing.object.startswith("page: no page 'nowhere' (allowed: start, builder, ")
 
 
 def test_navigation_keeps_the_session_id():
     nav = app.navigation("/compare", "abc123")
-    assert "- **[Compare](/compare?s=abc123)**" in nav.object
-    assert "- [Workload](/builder?s=abc123)" in nav.object
+    assert "- **[Compare](?page=compare&s=abc123)**" in nav.object
+    assert "- [Workload](?page=builder&s=abc123)" in nav.object
+    assert "- [Start](?s=abc123)" in nav.object
+
+
+def test_python_m_explorer_runs_panel_serve_with_every_option():
+    command = app.serve_command(["--port", "5100", "--num-threads", "4", "--basic-auth", "f"])
+    assert command[1:5] == ["-m", "panel", "serve", str(app.APP_FILE)]
+    assert command[5:] == ["--address", "127.0.0.1", "--port", "5100", "--num-threads", "4",
+                           "--basic-auth", "f"]
 
 
 @pytest.mark.parametrize("argv", [["--port", "0"], ["--port", "70000"], ["--port", "x"]])
 def test_main_rejects_bad_ports(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        app.main(argv)
+        app.serve_command(argv)
     assert exit_info.value.code == 2
     assert "--port" in capsys.readouterr().err
 

@@ -5,11 +5,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import panel as pn
 import pytest
 
 from engine.linalg.matrix import Dense
+from engine.mechanisms.views import (
+    Fact,
+    FactsView,
+    MatrixView,
+    SeriesView,
+    TableView,
+    WeightsView,
+)
 from engine.privacy import Privacy, cdp_rho
 from explorer.components.privacy import PrivacyControls, conversion_text
 from explorer.pages.compare import (
@@ -20,7 +27,7 @@ from explorer.pages.compare import (
     query_error_frame,
 )
 from explorer.pages.learn import TOUR_MECHANISMS, LearnPage
-from explorer.pages.strategy import StrategyPage, detail_views, render_view, strategy_views
+from explorer.pages.strategy import MAX_BARS, StrategyPage, render_view, strategy_views
 from explorer.pages.tradeoff import (
     GRIDS,
     TradeoffPage,
@@ -31,7 +38,8 @@ from explorer.pages.tradeoff import (
     required_frame,
     required_knob,
 )
-from explorer.state import PlanStore, Session
+from explorer.planning import PlanStore
+from explorer.state import Session
 
 PREFIX = {"domain": {"x": {"size": 16, "kind": "numeric"}},
           "workload": [{"product": {"x": "prefix"}}],
@@ -91,45 +99,68 @@ def test_compare_page_renders_and_plans_without_a_server():
 # ----- strategy ------------------------------------------------------------------------------
 def test_strategy_views_of_a_kronecker_baseline(session):
     views = {v.key: v for v in strategy_views(session.plan("identity"))}
-    assert np.array_equal(views["A"].data, np.eye(16))
-    assert np.array_equal(views["gram"].data, np.eye(16))
+    assert np.array_equal(views["A"].array(), np.eye(16))
+    assert np.array_equal(views["gram"].array(), np.eye(16))
     W = session.scenario.workload.dense()
-    assert np.allclose(views["recon"].data, W)  # with A = I, W A+ = W
-    assert views["factors[0]"].kind == "matrix" and views["factors[0]"].title == "Part for x"
-    facts = views["plan"].data
-    assert facts["L1 sensitivity"] == 1.0 and facts["mechanism"] == "identity"
+    assert np.allclose(views["recon"].array(), W)  # with A = I, W A+ = W
+    assert isinstance(views["factor[x]"], MatrixView) and views["factor[x]"].title == "Part for x"
+    facts = views["plan"]
+    assert facts["l1"] == 1.0 and facts["mechanism"] == "identity"
     for view in views.values():
         assert isinstance(render_view(view, "#000000"), pn.viewable.Viewable)
 
 
-def test_details_are_drawn_by_their_shape():
+def _drawn(view) -> list:
+    """The HoloViews elements and tables a rendered view holds."""
+    column = render_view(view, "#000000")
+    return ([type(p.object) for p in column.select(pn.pane.HoloViews)]
+            + [type(t) for t in column.select(pn.widgets.Tabulator)]
+            + [type(t) for t in column.select(pn.pane.DataFrame)])
+
+
+def test_views_are_drawn_by_their_type():
+    import holoviews as hv
+
+    words = {"title": "T", "caption": "What this shows, in words."}
+    matrix = MatrixView(key="m", matrix=Dense(np.arange(6.0).reshape(2, 3)), units="weight",
+                        row_label="measurement", column_label="cell", **words)
+    assert _drawn(matrix) == [hv.Image]
+    few = WeightsView.of({"a": 0.5, "a x b": 2.0, "total": 1.0}, key="w", **words)
+    assert _drawn(few) == [hv.Bars]
+    many = WeightsView(key="many", names=tuple(map(str, range(MAX_BARS + 1))),
+                       values=np.ones(MAX_BARS + 1), units="share", **words)
+    assert _drawn(many) == [pn.widgets.Tabulator]
+    table = TableView.of([{"residual": "b", "noise": 0.3}, {"residual": "a x b", "noise": 0.1}],
+                         key="t", **words)
+    column = render_view(table, "#000000")
+    frame = column.select(pn.widgets.Tabulator)[0].value
+    assert list(frame.columns) == ["residual", "noise"] and frame["noise"].tolist() == [0.3, 0.1]
+    assert _drawn(SeriesView(key="s", values=np.array([3.0, 2.0, 1.5]), x_label="sweep",
+                             **words)) == [hv.Curve]
+    facts = FactsView(key="f", facts=(Fact("gap", "certified duality gap (relative)", 2e-8),
+                                      Fact("seconds", "time", 1.5, "s")), **words)
+    shown = render_view(facts, "#000000").select(pn.pane.DataFrame)[0].object
+    assert shown["value"].tolist() == ["2e-08", "1.5 s"]
+    assert shown[""].tolist() == ["certified duality gap (relative)", "time"]
+    # the caption and units are shown under every view
+    text = " ".join(str(m.object) for m in render_view(many, "#000000").select(pn.pane.Markdown))
+    assert "What this shows, in words." in text and "Units: share." in text
+
+
+def test_every_view_of_structured_plans_is_drawn():
     from engine.domain import Domain
+    from engine.mechanisms import get
+    from engine.workloads import Workload
 
-    domain = Domain.from_sizes([2, 3], ["a", "b"])
-    details = {
-        "kind": "marginals",
-        "marginal_weights": {(0,): 0.5, (0, 1): 2.0, (): 1.0},
-        "residual_table": [{"attrs": (1,), "noise": 0.3}, {"attrs": (0, 1), "noise": 0.1}],
-        "strategy": Dense(np.arange(6.0).reshape(2, 3)),
-        "scales": np.array([1.0, 2.0]),
-        "table": pd.DataFrame({"x": [1]}),
-        "nested": {"inner_weights": {"u": 1.0}, "flag": True},
-        "iterations": 12,
-    }
-    views = {v.key: v for v in detail_views(details, domain)}
-    assert views["marginal_weights"].kind == "weights"
-    assert views["marginal_weights"].data == {"a": 0.5, "a x b": 2.0, "total": 1.0}
-    assert views["residual_table"].kind == "table"
-    assert views["residual_table"].data["attrs"].tolist() == ["b", "a x b"]
-    assert views["strategy"].kind == "matrix" and views["strategy"].data.shape == (2, 3)
-    assert views["scales"].kind == "weights"
-    assert views["table"].kind == "table"
-    assert views["nested.inner_weights"].kind == "weights"
-    assert views["nested.facts"].data == {"flag": True}
-    assert views["facts"].data == {"strategy kind": "marginals", "iterations": 12}
-    assert "budget" in views["marginal_weights"].caption
-    for view in views.values():
-        assert isinstance(render_view(view, "#000000"), pn.viewable.Viewable)
+    W = Workload.marginals(Domain.from_sizes([2, 3, 4], ["a", "b", "c"]), upto=2)
+    gauss = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
+    for name in ("hdmm", "hdmm-marginals", "eigen-design", "residual-planner", "querysmasher"):
+        plan = get(name).plan(W, gauss)
+        for view in strategy_views(plan):
+            assert isinstance(render_view(view, "#000000"), pn.viewable.Viewable), (name, view)
+    marginals = get("hdmm-marginals").plan(W, gauss).view("marginal_weights")
+    assert "budget" in marginals.caption and set(marginals.names) <= {
+        "TII", "ITI", "IIT", "TTI", "TIT", "ITT", "TTT"}
 
 
 def test_strategy_page_without_plans_says_what_to_do():
@@ -162,14 +193,14 @@ def test_markers_and_readout_follow_the_live_privacy(session):
 def test_required_budget_inverts_the_error(session):
     plan = session.plan("identity")
     # Laplace RMSE is proportional to 1/eps: eps needed = eps_now * rmse_now / target.
-    needed = required_knob(plan.rmse, session.privacy, 1.0)
+    needed = required_knob(plan.budget_for_rmse, session.privacy, 1.0)
     assert needed == pytest.approx(plan.rmse() / 1.0, rel=1e-8)
     frame = required_frame(session.comparison, session.privacy, 1.0)
     assert frame["epsilon_needed"].iloc[0] == pytest.approx(
         frame["epsilon_needed"].min())
     assert frame["mechanism"].iloc[0] == "SVD lower bound"  # the bound needs the least
-    assert math.isinf(required_knob(plan.rmse, session.privacy, 1e-9))
-    assert required_knob(plan.rmse, session.privacy, 1e9) == 0.0
+    assert math.isinf(required_knob(plan.budget_for_rmse, session.privacy, 1e-9))
+    assert required_knob(plan.budget_for_rmse, session.privacy, 1e9) == 0.0
 
 
 def test_required_budget_for_gaussian_and_zcdp():
@@ -177,12 +208,12 @@ def test_required_budget_for_gaussian_and_zcdp():
                 store=PlanStore())
     s.compare_now()
     plan = s.plan("h2")
-    eps = required_knob(plan.rmse, s.privacy, 2.0)
+    eps = required_knob(plan.budget_for_rmse, s.privacy, 2.0)
     assert plan.rmse(s.privacy.with_(epsilon=eps)) == pytest.approx(2.0, rel=1e-6)
     s.privacy.param.update(noise="zcdp", rho=0.5)
     s.compare_now()
     plan = s.plan("h2")
-    rho = required_knob(plan.rmse, s.privacy, 2.0)
+    rho = required_knob(plan.budget_for_rmse, s.privacy, 2.0)
     assert plan.rmse(s.privacy.with_(rho=rho)) == pytest.approx(2.0, rel=1e-6)
     assert "rho_needed" in required_frame(s.comparison, s.privacy, 2.0).columns
 
@@ -210,7 +241,7 @@ def test_tradeoff_page_renders_and_moves_markers_in_place(session):
     view = page.__panel__()
     assert isinstance(view, pn.viewable.Viewable)
     assert page.model.target == pytest.approx(float(f"{session.comparison.best().rmse / 2:.2g}"))
-    figure = page._chart(session.planned, "laplace", session.privacy.delta, "analytic")
+    figure = page._chart(session.plans, "laplace", session.privacy.delta, "analytic")
     source = page._live.source
     session.privacy.epsilon = 4.0
     assert page._live.figure is figure  # no new chart for a slider move

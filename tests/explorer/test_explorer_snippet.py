@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import io
 
+from explorer.planning import PlanStore
 from explorer.snippet import comparison_snippet
-from explorer.state import PlanStore, Session
+from explorer.state import Session
 
 
 def test_snippet_prints_the_same_numbers_as_the_explorer():

@@ -323,8 +323,15 @@ def test_census_command_document():
 def test_census_command_reads_csv(tmp_path):
     path = tmp_path / "h.csv"
     write_hierarchy_csv(synthetic_census(SMALL), path)
-    doc = census_command(_args("--data", str(path), "--variant", "gls", "--trials", "1"))
+    doc = census_command(_args("--data", str(path), "--variant", "gls", "--trials", "1",
+                               "--max-size", "6"))
     assert doc["variant"] == "gls" and doc["regions_by_level"] == [1, 3, 8]
+    assert doc["size_buckets"] == 7  # 0..6+: the public bound, whatever the data hold
+    with pytest.raises(SpecError, match=r"^--max-size: required with --data"):
+        census_command(_args("--data", str(path), "--variant", "gls", "--trials", "1"))
+    for bad in ("0", "x"):
+        with pytest.raises(SpecError, match=r"^--max-size: expected an integer >= 1"):
+            census_command(_args("--data", str(path), "--max-size", bad))
 
 
 @pytest.mark.parametrize("argv, match", [

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from engine.domain import Domain
+from engine.linalg.trees import haar
 from engine.mechanisms import get
-from engine.mechanisms.baselines import haar
 from engine.mechanisms.eigen_design.designsets import (
     basis,
     fourier_basis,

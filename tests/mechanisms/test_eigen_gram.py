@@ -19,10 +19,10 @@ from engine.workloads import (
     IdentityBlock,
     PermutedBlock,
     PrefixBlock,
+    RandomBlock,
     SuffixBlock,
     WidthRangeBlock,
     Workload,
-    random_block,
 )
 
 CASES = {
@@ -33,7 +33,7 @@ CASES = {
     "circular": lambda: Workload.one_dim(CircularRangeBlock(12, 3)),
     "permuted": lambda: Workload.one_dim(PermutedBlock(AllRangeBlock(30), 3)),
     "identity": lambda: Workload.one_dim(IdentityBlock(6)),
-    "random rows": lambda: Workload.one_dim(random_block(10, 7, 0.4, seed=2)),
+    "random rows": lambda: Workload.one_dim(RandomBlock(10, 7, 0.4, seed=2)),
     "range marginals": lambda: range_marginals(Domain.from_sizes([3, 4, 5]), 2),
     "marginals": lambda: Workload.marginals(Domain.from_sizes([3, 4, 5]), upto=2),
 }
@@ -67,7 +67,7 @@ def test_mechanism_partial_route_on_a_large_one_dimensional_domain() -> None:
     """5000 cells > max_dense_cells: principal vectors without any n x n matrix."""
     W = Workload.one_dim(AllRangeBlock(5000))
     plan = get("eigen-design", reduction="principal", fraction=0.02).plan(W, Privacy())
-    assert plan.details["structure"] == "partial" and plan.details["principal"] == 100
+    assert plan.fact("structure") == "partial" and plan.fact("principal") == 100
     from engine.bounds import svd_bound
 
     bound = svd_bound(W).value

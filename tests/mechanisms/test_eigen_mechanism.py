@@ -25,9 +25,9 @@ from engine.workloads import (
     MatrixBlock,
     PermutedBlock,
     PrefixBlock,
+    RandomBlock,
     WidthRangeBlock,
     Workload,
-    random_block,
 )
 
 GAUSS = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)  # HDMM Table 5's level
@@ -69,7 +69,7 @@ def test_hdmm_table5_one_dimensional_workloads(n, kind, rmse, svdb, ratio) -> No
     assert bound == pytest.approx(svdb, abs=0.005)
     assert plan.rmse() == pytest.approx(rmse, abs=0.001)
     assert plan.rmse() / bound == pytest.approx(ratio, abs=1e-4)
-    assert plan.details["bound_ratio"] == pytest.approx(plan.rmse() / bound, rel=1e-9)
+    assert plan.fact("bound_ratio") == pytest.approx(plan.rmse() / bound, rel=1e-9)
     if kind in ("all-range", "permuted"):
         assert plan.rmse() <= 1.03 * bound
     assert plan.rmse() < get("identity").plan(W, GAUSS).rmse()
@@ -86,7 +86,7 @@ def never_worse_cases() -> dict[str, Workload]:
     dom = Domain.from_sizes([3, 4, 2])
     return {
         "fig1": fig1_workload(),
-        "random predicates": Workload.one_dim(random_block(20, 30, 0.3, seed=1)),
+        "random predicates": Workload.one_dim(RandomBlock(20, 30, 0.3, seed=1)),
         "gaussian rows": Workload.one_dim(MatrixBlock(rng.standard_normal((15, 12)))),
         "low rank": Workload.one_dim(MatrixBlock(rng.standard_normal((3, 16)))),
         "marginals": Workload.marginals(dom, upto=2),
@@ -114,14 +114,16 @@ def test_laplace_variant_tries_every_design_set() -> None:
     """Section 3.5: no design set is universally good under L1, so auto keeps the best."""
     W = Workload.one_dim(AllRangeBlock(64))
     plan = get("eigen-design").plan(W, LAPLACE)
-    d = plan.details
-    assert d["norm"] == 1 and set(d["candidates"]) == {"eigen", "wavelet", "fourier",
-                                                       "identity"}
-    assert E(plan, 1) == pytest.approx(min(d["candidates"].values()), rel=1e-12)
+    table = plan.view("candidates")
+    candidates = dict(zip(table.column("design set"), table.column("error at unit noise"),
+                          strict=True))
+    assert plan.fact("norm") == 1 and set(candidates) == {"eigen", "wavelet", "fourier",
+                                                          "identity"}
+    assert E(plan, 1) == pytest.approx(min(candidates.values()), rel=1e-12)
     # eigen-queries are poor under L1 on ranges; the weighted Haar basis beats plain Haar
-    assert d["candidates"]["eigen"] > d["candidates"]["identity"]
+    assert candidates["eigen"] > candidates["identity"]
     plain = E(get("wavelet").plan(W, LAPLACE), 1)
-    weighted = d["candidates"]["wavelet"]
+    weighted = candidates["wavelet"]
     assert math.sqrt(plain / weighted) == pytest.approx(1.034, abs=1e-3)  # paper: 1.1
     # the L1 weights beat the L2 weights under L1, and vice versa
     for norm, privacy in ((1, LAPLACE), (2, GAUSS)):
@@ -135,24 +137,26 @@ def test_laplace_variant_tries_every_design_set() -> None:
 
 def test_strategy_views_for_the_dashboard() -> None:
     plan = get("eigen-design").plan(fig1_workload(), GAUSS)
-    d = plan.details
+    d = plan.facts()
     assert d["kind"] == "eigen-design" and d["structure"] == "dense" and d["rank"] == 4
     assert d["design_set"] == "eigen" and d["norm"] == 2
-    np.testing.assert_allclose(d["eigenvalues"], np.sort(d["eigenvalues"])[::-1])
-    assert d["weights"].shape == (4,) and d["completion"].shape == (8,)
+    eigenvalues = plan.view("eigenvalues").values
+    np.testing.assert_allclose(eigenvalues, np.sort(eigenvalues)[::-1])
+    assert plan.view("weights").values.shape == (4,)
+    assert plan.view("completion").values.shape == (8,)
     assert d["completed_cells"] == 4 and d["strategy_rows"] == 8
-    A = d["strategy_matrix"]
+    A = plan.view("strategy_matrix").array()
     assert A.shape == (8, 8)
     np.testing.assert_allclose(A, plan.strategy.dense())
     np.testing.assert_allclose((A**2).sum(axis=0), 1.0, atol=1e-9)  # completed columns
-    np.testing.assert_allclose(d["design_queries"] @ d["design_queries"].T, np.eye(4),
-                               atol=1e-12)
-    assert d["program1"][0]["gap"] <= 1e-8
-    assert set(d["timings"]) == {"gram", "eigh", "design"}
+    Q = plan.view("design_queries").array()
+    np.testing.assert_allclose(Q @ Q.T, np.eye(4), atol=1e-12)
+    assert plan.view("program1").column("gap")[0] <= 1e-8
+    assert set(plan.view("timings").column("stage")) == {"gram", "eigh", "design"}
     assert d["calibration"] == "analytic"
     assert d["unit_error"] == pytest.approx(E(plan), rel=1e-12)
     big = get("eigen-design").plan(Workload.one_dim(AllRangeBlock(128)), GAUSS)
-    assert "strategy_matrix" not in big.details  # only for small n
+    assert "strategy_matrix" not in [v.key for v in big.views()]  # only for small n
 
 
 def test_reconstruction_and_variances() -> None:
@@ -225,7 +229,7 @@ def test_routes_and_refusals() -> None:
     with pytest.raises(NotApplicable, match="max_dense_cells = 256"):
         get("eigen-design", **small_cap).plan(big, GAUSS)
     partial = get("eigen-design", reduction="principal", **small_cap).plan(big, GAUSS)
-    assert partial.details["structure"] == "partial"
+    assert partial.fact("structure") == "partial"
     assert E(partial) >= svd_bound(big).value
     with pytest.raises(NotApplicable, match="L2"):
         get("eigen-design", reduction="principal", eigensolver="partial").plan(big, LAPLACE)
@@ -233,7 +237,7 @@ def test_routes_and_refusals() -> None:
         get("eigen-design", reduction="separation", design_set="wavelet").plan(big, GAUSS)
     product = range_marginals(Domain.from_sizes([4, 5, 6]), 2)
     kron = get("eigen-design", max_dense_cells=100).plan(product, GAUSS)
-    assert kron.details["structure"] == "kronecker"
+    assert kron.fact("structure") == "kronecker"
     with pytest.raises(NotApplicable, match="reduction=none"):
         get("eigen-design", structure="kronecker", reduction="principal").plan(product, GAUSS)
     pairs = never_worse_cases()["pair queries"]
@@ -244,11 +248,11 @@ def test_routes_and_refusals() -> None:
 def test_knobs_reach_the_plan() -> None:
     W = Workload.one_dim(AllRangeBlock(64))
     sep = get("eigen-design", reduction="separation", group_size=4).plan(W, GAUSS)
-    assert sep.details["reduction"] == "separation" and sep.details["group_size"] == 4
+    assert sep.fact("reduction") == "separation" and sep.fact("group_size") == 4
     pv = get("eigen-design", reduction="principal", fraction=0.25).plan(W, GAUSS)
-    assert pv.details["principal"] == 16
+    assert pv.fact("principal") == 16
     bare = get("eigen-design", completion=False).plan(W, GAUSS)
-    assert bare.details["completed_cells"] == 0
+    assert bare.fact("completed_cells") == 0
     assert E(bare) >= E(get("eigen-design").plan(W, GAUSS))
     reference = E(get("eigen-design").plan(W, GAUSS))
     for solver in ("dual", "ipm", "cvxpy"):

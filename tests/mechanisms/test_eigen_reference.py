@@ -77,9 +77,10 @@ def test_r2_fig1_workload() -> None:
     assert E(plan(W, "wavelet")) == pytest.approx(21, rel=1e-12)
     assert E(plan(W, "h2")) == pytest.approx(19.961905, rel=1e-7)
     p = plan(W)
-    d = p.details
+    d = p.facts()
     assert d["value_before_completion"] == pytest.approx(15.808275, rel=1e-7)
-    np.testing.assert_allclose(d["completion"], [0, 0] + [0.306351] * 4 + [0, 0], atol=2e-6)
+    np.testing.assert_allclose(p.view("completion").values, [0, 0] + [0.306351] * 4 + [0, 0],
+                               atol=2e-6)
     assert E(p) == pytest.approx(15.473621, rel=1e-5)
     assert d["approximation_ratio"] == pytest.approx(1.738780, rel=1e-6)
     assert math.sqrt(E(p) / svdb(W)) == pytest.approx(1.017939, abs=2e-6)
@@ -118,18 +119,18 @@ def test_r3_r4_r11_one_dimensional_workloads(block, ref) -> None:
             assert E(plan(W, name)) == pytest.approx(ref[name], rel=1e-7), name
     p = plan(W)
     assert E(p) == pytest.approx(ref["eigen"], rel=1e-5)
-    assert p.details["value_before_completion"] == pytest.approx(ref["p1"], rel=1e-7)
+    assert p.fact("value_before_completion") == pytest.approx(ref["p1"], rel=1e-7)
     if "rho" in ref:
-        assert p.details["approximation_ratio"] == pytest.approx(ref["rho"], rel=1e-6)
+        assert p.fact("approximation_ratio") == pytest.approx(ref["rho"], rel=1e-6)
 
 
 def test_r3_completion_on_the_end_cells() -> None:
-    d = plan(Workload.one_dim(AllRangeBlock(8))).details["completion"]
+    d = plan(Workload.one_dim(AllRangeBlock(8))).view("completion").values
     np.testing.assert_allclose(d, [0.417786] + [0] * 6 + [0.417786], atol=2e-6)
 
 
 def test_r4_prefix_completion() -> None:
-    d = plan(Workload.one_dim(PrefixBlock(8))).details["completion"]
+    d = plan(Workload.one_dim(PrefixBlock(8))).view("completion").values
     np.testing.assert_allclose(d, [0, .097303, .170555, .245864, .326529, .416762, .524792,
                                    .673362], atol=2e-6)
 
@@ -171,11 +172,11 @@ def test_r7_diagonal_workload_gives_the_identity() -> None:
     W = Workload.one_dim(MatrixBlock(np.diag([1.0, 2, 3, 4])))
     p = plan(W)
     assert E(p) == pytest.approx(30, rel=1e-9)
-    A = p.details["strategy_matrix"]  # the unit vectors, in descending eigenvalue order
+    A = p.view("strategy_matrix").array()  # the unit vectors, in descending eigenvalue order
     np.testing.assert_allclose(A.T @ A, np.eye(4), atol=1e-9)
     np.testing.assert_allclose(np.abs(A).sum(axis=1), 1.0, atol=1e-9)
     assert svdb(W) == pytest.approx(25, rel=1e-12)
-    assert p.details["approximation_ratio"] == pytest.approx(1.264911, rel=1e-6)
+    assert p.fact("approximation_ratio") == pytest.approx(1.264911, rel=1e-6)
 
 
 def test_r8_identity_workload() -> None:
@@ -237,7 +238,7 @@ def test_r12_table2_bound_ratios_at_2048(name) -> None:
     ours = plan(W)
     assert math.sqrt(E(ours) / svdb(W)) == pytest.approx(ratio, abs=tolerance)
     if rank is not None:
-        assert ours.details["rank"] == rank
+        assert ours.fact("rank") == rank
     if name == "all range":  # R12: Haar / Eigen 1.226, hierarchical / Eigen 1.313
         assert math.sqrt(E(plan(W, "wavelet")) / E(ours)) == pytest.approx(1.226, abs=1e-3)
         assert math.sqrt(E(plan(W, "h2")) / E(ours)) == pytest.approx(1.313, abs=1e-3)

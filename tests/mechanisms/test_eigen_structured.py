@@ -33,12 +33,13 @@ def test_marginals_meet_the_bound_on_the_census_layout() -> None:
     """R12 / Table 2: 2-way marginals on 8 x 16 x 16 (rank 473) meet the SVD bound exactly."""
     W = Workload.marginals(Domain.from_sizes([8, 16, 16]), k=2)
     plan = get("eigen-design", **KRON).plan(W, GAUSS)
-    d = plan.details
-    assert d["exact_eigenbasis"] and d["program1"][0]["method"] == "closed form"
+    d = plan.facts()
+    assert d["exact_eigenbasis"] and plan.view("program1").column("method")[0] == "closed form"
     bound = svd_bound(W).value
     assert E(plan) == pytest.approx(bound, rel=1e-10)
     assert d["svd_bound"] == pytest.approx(bound, rel=1e-10)
-    assert int((d["costs"] > 1e-9 * d["costs"].max()).sum()) == 473
+    costs = plan.view("costs").values
+    assert int((costs > 1e-9 * costs.max()).sum()) == 473
 
 
 def test_marginals_far_beyond_a_dense_eigendecomposition() -> None:
@@ -46,7 +47,7 @@ def test_marginals_far_beyond_a_dense_eigendecomposition() -> None:
     dom = Domain.from_sizes([4] * 10)
     W = Workload.marginals(dom, k=2)
     plan = get("eigen-design").plan(W, GAUSS)
-    assert plan.details["structure"] == "kronecker"
+    assert plan.fact("structure") == "kronecker"
     assert E(plan) == pytest.approx(svd_bound(W).value, rel=1e-9)
     assert plan.sensitivity[2] == pytest.approx(1.0, rel=1e-12)
     var = plan.variances()
@@ -60,13 +61,13 @@ def test_range_marginals_use_an_approximate_basis_close_to_the_dense_optimum() -
     W = range_marginals(Domain.from_sizes([4, 8, 8]), 2)
     kron = get("eigen-design", **KRON).plan(W, GAUSS)
     dense = get("eigen-design").plan(W, GAUSS)
-    assert not kron.details["exact_eigenbasis"]
-    assert "approximate" in kron.details["basis"]
-    assert kron.details["completed_cells"] == 0  # no completion on this path
+    assert not kron.fact("exact_eigenbasis")
+    assert "approximate" in kron.fact("basis")
+    assert kron.fact("completed_cells") == 0  # no completion on this path
     bound = svd_bound(W).value
     assert math.sqrt(E(kron) / bound) == pytest.approx(1.0616, abs=1e-4)
     assert math.sqrt(E(dense) / bound) == pytest.approx(1.0372, abs=1e-4)
-    assert int((kron.details["costs"] > 0).sum()) == dense.details["rank"] == 109
+    assert int((kron.view("costs").values > 0).sum()) == dense.fact("rank") == 109
 
 
 @pytest.mark.slow
@@ -76,10 +77,10 @@ def test_range_marginals_on_the_census_layout() -> None:
     W = range_marginals(Domain.from_sizes([8, 16, 16]), 2)
     dense = get("eigen-design").plan(W, GAUSS)
     kron = get("eigen-design", **KRON).plan(W, GAUSS)
-    bound = dense.details["svd_bound"]
-    assert dense.details["bound_ratio"] == pytest.approx(1.0501, abs=1e-4)
+    bound = dense.fact("svd_bound")
+    assert dense.fact("bound_ratio") == pytest.approx(1.0501, abs=1e-4)
     assert math.sqrt(E(kron) / bound) == pytest.approx(1.0683, abs=1e-4)
-    assert int((kron.details["costs"] > 0).sum()) == dense.details["rank"] == 473
+    assert int((kron.view("costs").values > 0).sum()) == dense.fact("rank") == 473
 
 
 def test_commuting_product_gives_the_exact_eigen_queries() -> None:
@@ -120,7 +121,8 @@ def test_structured_plan_round_trip_and_variances(privacy) -> None:
     assert plan.trace == pytest.approx(float(np.trace(np.linalg.lstsq(X, G, rcond=1e-10)[0])),
                                        rel=1e-7)
     if privacy.noise == "laplace":
-        assert set(plan.details["candidates"]) == {"eigen", "wavelet", "fourier", "identity"}
+        assert set(plan.view("candidates").column("design set")) == {
+            "eigen", "wavelet", "fourier", "identity"}
     assert E(plan, privacy.norm) >= svd_bound(W).value * (1 - 1e-9)
 
 
@@ -129,7 +131,7 @@ def test_iteration_cap_and_certified_gap() -> None:
     W = range_marginals(Domain.from_sizes([4, 8, 8]), 2)
     capped = get("eigen-design", max_iterations=10, **KRON).plan(W, GAUSS)
     full = get("eigen-design", **KRON).plan(W, GAUSS)
-    summary = capped.details["program1"][0]
+    summary = capped.view("program1").records()[0]
     assert summary["iterations"] <= 10 and summary["gap"] > 1e-8
     assert E(full) <= E(capped) <= E(full) * (1 + summary["gap"]) * (1 + 1e-9)
 

@@ -80,7 +80,7 @@ def test_progress_is_reported_and_cancellation_is_clean(name: str, privacy: Priv
     mech = get(name)
     if len(seen) < 3:
         # only Thm. 13's closed form (Gaussian marginals) finishes without iterating
-        assert plan.details.get("closed_form_optimal"), f"{name}: {len(seen)} steps"
+        assert plan.facts().get("closed_form_optimal"), f"{name}: {len(seen)} steps"
         return
     with pytest.raises(Cancelled):
         mech.plan(W, privacy, stop)
@@ -93,59 +93,72 @@ def test_progress_is_reported_and_cancellation_is_clean(name: str, privacy: Priv
 def test_views_of_an_explicit_strategy() -> None:
     W = Workload.one_dim(AllRangeBlock(256))
     lap = get("hdmm-opt0").plan(W, LAPLACE)
-    d = lap.details
+    d = lap.facts()
     assert d["kind"] == "explicit" and d["operator"] == "OPT_0" and d["family"] == "p-identity"
-    A = d["matrix"]
+    A = lap.view("strategy").array()
+    weights = lap.view("identity_weights").values
     assert A.shape == (256 + 16, 256)
-    np.testing.assert_allclose(A[:256], np.diag(d["identity_weights"]))
-    np.testing.assert_allclose(A[256:], d["theta"] * d["identity_weights"])
+    np.testing.assert_allclose(A[:256], np.diag(weights))
+    np.testing.assert_allclose(A[256:], lap.view("theta").array() * weights)
     assert 0 < d["nonzero_rows"] <= 16  # Fig. 1(b): zero rows can be dropped
-    assert set(d["candidates"]) == {"identity", "total", "p-identity", "id-total"}
-    gau = get("hdmm-opt0").plan(W, GAUSSIAN).details
+    assert set(lap.view("opt0_candidates").column("candidate")) == {
+        "identity", "total", "p-identity", "id-total"}
+    gau_plan = get("hdmm-opt0").plan(W, GAUSSIAN)
+    gau = gau_plan.facts()
     assert gau["family"] == "gaussian" and gau["factorization"] == "cholesky"
-    np.testing.assert_allclose(np.tril(gau["matrix"], -1), 0.0)  # Fig. 1(a): triangular
+    # Fig. 1(a): triangular
+    np.testing.assert_allclose(np.tril(gau_plan.view("strategy").array(), -1), 0.0)
     assert gau["gap"] <= 1e-6
 
 
 def test_views_of_implicit_strategies() -> None:
     W = small_product_union()
-    kron = get("hdmm-kron").plan(W, LAPLACE).details
-    assert [v["attribute"] for v in kron["factor_views"]] == ["a", "b", "c"]
-    assert all("matrix" in v and "kind" in v for v in kron["factor_views"])
-    union = get("hdmm-union").plan(W, LAPLACE).details
-    assert len(union["union_weights"]) == 2
-    assert [g["terms"] for g in union["union_groups"]] == [["prefix(a) x prefix(c)"],
-                                                           ["all_range(b)"]]
-    marg = get("hdmm-marginals").plan(W, GAUSSIAN).details
-    assert all(len(label) == 3 and set(label) <= {"I", "T"} for label in marg["marginal_weights"])
-    assert math.isclose(sum(w * w for w in marg["marginal_weights"].values()), 1.0)
+    kron = get("hdmm-kron").plan(W, LAPLACE)
+    assert kron.view("factors").column("attribute") == ["a", "b", "c"]
+    assert all(f"strategy[{a}]" in [v.key for v in kron.views()] and f"family[{a}]" in
+               kron.facts() for a in "abc")
+    union = get("hdmm-union").plan(W, LAPLACE)
+    assert len(union.view("union_weights").values) == 2
+    assert union.view("union_groups").column("terms") == ["prefix(a) x prefix(c)",
+                                                          "all_range(b)"]
+    marg = get("hdmm-marginals").plan(W, GAUSSIAN).view("marginal_weights").as_dict()
+    assert all(len(label) == 3 and set(label) <= {"I", "T"} for label in marg)
+    assert math.isclose(sum(w * w for w in marg.values()), 1.0)
     best = get("hdmm").plan(W, GAUSSIAN)
-    cands = best.details["candidates"]
-    assert set(cands) == {"opt0", "kron", "union", "marginals"}
-    assert best.rmse() == pytest.approx(min(c["rmse"] for c in cands.values()), rel=1e-12)
+    cands = best.view("candidates")
+    assert set(cands.column("operator")) == {"opt0", "kron", "union", "marginals"}
+    assert best.rmse() == pytest.approx(min(cands.column("rmse")), rel=1e-12)
     # error for another privacy level is a rescale of the same plan
     moved = best.with_privacy(Privacy(noise="gaussian", epsilon=0.5, delta=1e-6))
     assert moved.strategy is best.strategy and moved.rmse() > best.rmse()
 
 
+def skipped(plan) -> dict[str, str]:
+    """HDMM's operators that did not run, with the reason."""
+    table = plan.view("skipped")
+    return dict(zip(table.column("operator"), table.column("reason"), strict=True))
+
+
 def test_hdmm_skips_operators_that_repeat_another() -> None:
     one_dim = get("hdmm").plan(Workload.one_dim(PrefixBlock(32)), LAPLACE)
-    assert set(one_dim.details["candidates"]) == {"opt0", "marginals"}
-    assert "same problem as OPT_0" in one_dim.details["skipped"]["kron"]
+    assert set(one_dim.view("candidates").column("operator")) == {"opt0", "marginals"}
+    assert "same problem as OPT_0" in skipped(one_dim)["kron"]
     dom = Domain.from_sizes([40, 40], ["a", "b"], ["numeric", "numeric"])
     product = get("hdmm").plan(Workload.product(dom, {"a": PrefixBlock(40),
                                                       "b": PrefixBlock(40)}), GAUSSIAN)
-    assert set(product.details["candidates"]) == {"kron", "marginals"}
-    assert "OPT_0" in product.details["skipped"]["opt0"]  # 1,600 cells > 1,024
-    assert product.details["skipped"]["union"] == "one product: OPT_+ is OPT_kron"
+    assert set(product.view("candidates").column("operator")) == {"kron", "marginals"}
+    assert "OPT_0" in skipped(product)["opt0"]  # 1,600 cells > 1,024
+    assert skipped(product)["union"] == "one product: OPT_+ is OPT_kron"
 
 
 def test_blas_threads_are_restored() -> None:
-    if not blas_available():
-        pytest.skip("no bundled OpenBLAS found")
-    from engine.mechanisms.hdmm.blas import _controls
+    from threadpoolctl import threadpool_info
 
-    before = [get_() for get_, _ in _controls()]
+    def blas_counts() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    assert blas_available()  # numpy and scipy each load a BLAS
+    before = blas_counts()
     with blas_threads(1):
-        assert all(get_() == 1 for get_, _ in _controls())
-    assert [get_() for get_, _ in _controls()] == before
+        assert blas_counts() and all(count == 1 for count in blas_counts())
+    assert blas_counts() == before

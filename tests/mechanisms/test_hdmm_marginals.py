@@ -20,7 +20,6 @@ from engine.domain import Domain
 from engine.linalg.marginals import MarginalStrategy, key_of, pinv_weights, xmatrix
 from engine.mechanisms import get
 from engine.mechanisms.hdmm.blas import blas_threads
-from engine.mechanisms.hdmm.experiments import cps_marginals, loans_small_marginals
 from engine.mechanisms.hdmm.marginals import (
     MarginalObjective,
     laplace_starts,
@@ -31,6 +30,7 @@ from engine.mechanisms.hdmm.reconstruct import MarginalEstimates, marginal_varia
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.privacy import Privacy
 from engine.workloads import PrefixMarginals, Workload
+from engine.workloads.catalog import workload
 
 LAPLACE = Privacy(noise="laplace", epsilon=1.0)
 GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
@@ -91,13 +91,13 @@ def test_r8_table3_opt_marginals() -> None:
     W = Workload.marginals(Domain.from_sizes([2, 5, 50, 100]), k=2)
     plan = get("hdmm-marginals").plan(W, LAPLACE)
     assert plan.unit_tse(1) == pytest.approx(62_886.05, rel=1e-3)
-    weights = plan.details["marginal_weights"]
+    weights = plan.view("marginal_weights").as_dict()
     assert set(weights) == {"TTII", "IITI", "IIIT"}
     for label, w in (("TTII", 0.440), ("IITI", 0.308), ("IIIT", 0.252)):
         assert weights[label] == pytest.approx(w, abs=0.002)
-    assert [row["attributes"] for row in plan.details["marginal_table"]][0] == ["a3", "a4"]
+    assert plan.view("marginal_table").column("attributes")[0] == "a3 x a4"
     # local optima are common (spec: 67,385 with loose tolerances), hence many small starts
-    assert max(plan.details["start_losses"]) > 67_000
+    assert max(plan.view("start_losses").values) > 67_000
     assert laplace_starts(10, 4) == 64 and laplace_starts(10, 14) == 10
 
 
@@ -137,21 +137,21 @@ def test_gradients_match_central_differences(form: str) -> None:
 
 
 def test_r12_cps_closed_form_attains_the_svd_bound() -> None:
-    W = cps_marginals()
+    W = workload("cps_marginals")
     union = ProductUnion.of(W)
     obj = MarginalObjective(union.marginal_weights, W.domain.shape)
     assert obj.closed_form().min() > 0.0  # every entry of theta^2 = Y^-1 sqrt(Y w) is positive
     plan = get("hdmm-marginals").plan(W, GAUSSIAN)
-    assert plan.details["closed_form_optimal"]
+    assert plan.fact("closed_form_optimal")
     assert plan.rmse() == pytest.approx(svd_bound(W).rmse(W, GAUSSIAN), rel=1e-9)
     assert plan.rmse() == pytest.approx(7.852, abs=5e-4)
 
 
 def test_loans_closed_form_is_clipped_then_optimised() -> None:
-    W = loans_small_marginals()
+    W = workload("loans_marginals")
     plan = get("hdmm-marginals").plan(W, GAUSSIAN)
-    assert not plan.details["closed_form_optimal"]
-    assert plan.details["closed_form_negatives"] == 59  # about -2e-7 each (spec)
+    assert not plan.fact("closed_form_optimal")
+    assert plan.fact("closed_form_negatives") == 59  # about -2e-7 each (spec)
     obj = MarginalObjective(ProductUnion.of(W).marginal_weights, W.domain.shape)
     clipped = np.clip(obj.closed_form(), 0.0, None)
     clipped_rmse = GAUSSIAN.sigma() * math.sqrt(obj.gaussian(clipped)[0] / W.num_queries)

@@ -192,22 +192,29 @@ TABLE_256 = {"all-range": (8.07, 12.26), "prefix": (7.35, 10.66), "width32": (6.
              "permuted": (8.06, 12.26)}
 
 
+def check_opt0_cell(kind: str, n: int, lap: float, gau: float) -> None:
+    """Both noises two-sided. Gaussian: between the certified dual bound and the printed
+    value. Laplace (non-convex, no certificate): at most the printed value, at least the
+    printed value less 0.5 % (our restarts reach local optima up to 0.34 % lower at n = 256)
+    and at least the certified Gaussian bound in Laplace units (L1 >= L2 sensitivity)."""
+    b = block(kind, n)
+    V, m = b.gram_array(), b.shape[0]
+    _, _, info = gaussian_opt0(V)
+    ours_gau = rmse(opt0(V, 2).loss, m, GAUSSIAN)
+    assert rmse(info["lower_bound"], m, GAUSSIAN) * (1 - 1e-9) <= ours_gau <= gau + 0.005
+    ours_lap = rmse(opt0(V, 1).loss, m, LAPLACE)
+    floor = max(0.995 * (lap - 0.005), rmse(info["lower_bound"], m, LAPLACE))
+    assert floor <= ours_lap <= lap + 0.005
+
+
 @pytest.mark.parametrize("kind", list(TABLE_64))
 def test_tables_4_5_opt0_n64(kind: str) -> None:
-    b = block(kind, 64)
-    V, m = b.gram_array(), b.shape[0]
-    lap, gau = TABLE_64[kind]
-    assert rmse(opt0(V, 1).loss, m, LAPLACE) <= lap + 0.005
-    assert rmse(opt0(V, 2).loss, m, GAUSSIAN) <= gau + 0.005
+    check_opt0_cell(kind, 64, *TABLE_64[kind])
 
 
 @pytest.mark.parametrize("kind", list(TABLE_256))
 def test_tables_4_5_opt0_n256(kind: str) -> None:
-    b = block(kind, 256)
-    V, m = b.gram_array(), b.shape[0]
-    lap, gau = TABLE_256[kind]
-    assert rmse(opt0(V, 1).loss, m, LAPLACE) <= lap + 0.005
-    assert rmse(opt0(V, 2).loss, m, GAUSSIAN) <= gau + 0.005
+    check_opt0_cell(kind, 256, *TABLE_256[kind])
 
 
 # ----- the "within 1.01 of the SVD bound" claim, checked against the certified optimum ----

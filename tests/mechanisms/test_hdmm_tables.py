@@ -2,7 +2,10 @@
 
 * The baseline columns (R11): Identity, the plain Laplace/Gaussian mechanism with the sum of
   per-product sensitivities, and the SVD bound, to the printed precision.
-* The OPT_kron, OPT_M and HDMM columns: ours within 2% of the paper's value or lower.
+* The OPT_kron, OPT_M and HDMM columns: ours within 2% of the paper's value either side, or,
+  in the cells of ``BELOW_PAPER`` (the paper's value is not an optimum), lower; every cell is
+  also above a certified floor (the SVD bound, or the sum of the product terms' SVD bounds
+  where the union has no closed form).
   The OPT_+ column is not a test oracle (spec section 7.6): the paper's numbers come from
   another grouping or implementation. The HDMM cell that the paper took from OPT_+ (Adult
   2-D prefix-marginals, Laplace, 484.07) is therefore only reported by the benchmark
@@ -11,11 +14,12 @@
 
 from __future__ import annotations
 
+import math
 from functools import cache
 
 import pytest
 
-from engine.bounds import svd_bound
+from engine.bounds import svd_bound, svd_bound_factor
 from engine.mechanisms import get
 from engine.mechanisms.hdmm.blas import blas_threads
 from engine.mechanisms.hdmm.experiments import WORKLOADS
@@ -120,6 +124,43 @@ SLOW = {
 }
 
 
+#: Cells where ours is more than 2 % below the paper, and why that is legitimate: the
+#: paper's value is not an optimum. Their lower limit is the certified floor alone.
+BELOW_PAPER = {
+    ("adult", "marginals", "kron", "gaussian"):
+        "Gaussian OPT_kron on a union: the paper's optimiser stopped higher (0.976)",
+    ("adult", "prefix", "kron", "gaussian"):
+        "Gaussian OPT_kron on a union: the paper's optimiser stopped higher (0.836)",
+    ("adult", "prefix", "marginals", "gaussian"):
+        "OPT_M Gaussian attains Thm. 13's closed form; the paper's optimiser does not (0.854)",
+    ("loans", "marginals", "kron", "gaussian"):
+        "Gaussian OPT_kron on a union: the paper's optimiser stopped higher (0.885)",
+    ("loans", "marginals", "marginals", "laplace"):
+        "OPT_M Laplace: our restarts find a lower local optimum (0.937)",
+    ("loans", "prefix", "kron", "gaussian"):
+        "Gaussian OPT_kron on a union: the paper's optimiser stopped higher (0.815)",
+    ("loans", "prefix", "marginals", "laplace"):
+        "OPT_M Laplace: our restarts find a lower local optimum (0.963)",
+    ("adult", "prefix", "kron", "laplace"):
+        "Laplace OPT_kron on a union: our restarts find a lower local optimum (0.944)",
+    ("loans", "prefix", "kron", "laplace"):
+        "Laplace OPT_kron on a union: our restarts find a lower local optimum (0.923)",
+}
+
+
+def certified_floor(W: Workload, privacy: Privacy) -> float:
+    """A certified lower bound on any strategy's RMSE: the SVD bound where it has a closed
+    form, else the sum over product terms of each term's SVD bound (for any one strategy the
+    union's squared error is the sum of its terms' errors, each at least that term's SVD
+    bound; Laplace noise only adds, as L1 sensitivity >= L2 sensitivity)."""
+    bound = svd_bound(W).rmse(W, privacy)
+    if bound is not None:
+        return bound
+    total = sum(w**2 * math.prod(svd_bound_factor(f) for f in factors)
+                for w, factors in W.products())
+    return privacy.sigma() * math.sqrt(total / W.num_queries)
+
+
 def check(key: tuple[str, str, str, str], paper: float) -> None:
     dataset, name, operator, noise = key
     W = workload(dataset, name)
@@ -127,9 +168,9 @@ def check(key: tuple[str, str, str, str], paper: float) -> None:
     plan = get(mechanism).plan(W, NOISE[noise])
     ours = plan.rmse()
     assert ours <= 1.02 * paper, f"{key}: ours {ours:.2f} vs paper {paper:.2f}"
-    bound = svd_bound(W).rmse(W, NOISE[noise])
-    if bound is not None:
-        assert ours >= bound * (1 - 1e-9)
+    assert ours >= certified_floor(W, NOISE[noise]) * (1 - 1e-9)
+    if key not in BELOW_PAPER:  # the printed value is reproduced: within 2 % either side
+        assert ours >= 0.98 * paper, f"{key}: ours {ours:.2f} vs paper {paper:.2f}"
 
 
 @pytest.mark.parametrize("key", list(PAPER), ids=lambda k: "-".join(k))
@@ -141,3 +182,7 @@ def test_tables_6_7(key: tuple[str, str, str, str]) -> None:
 @pytest.mark.parametrize("key", list(SLOW), ids=lambda k: "-".join(k))
 def test_tables_6_7_slow_cells(key: tuple[str, str, str, str]) -> None:
     check(key, SLOW[key])
+
+
+def test_below_paper_cells_are_table_cells() -> None:
+    assert set(BELOW_PAPER) <= set(PAPER) | set(SLOW)

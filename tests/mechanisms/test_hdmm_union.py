@@ -48,8 +48,8 @@ def test_r8_table3_opt_union() -> None:
     cells = np.array([5000, 500, 250, 200, 100, 10], dtype=float)
     assert plan.unit_tse(1) == pytest.approx(float(np.cbrt(cells).sum() ** 3), rel=1e-9)
     assert plan.unit_tse(1) == pytest.approx(85_070.38, abs=0.01)
-    labels = [g["terms"][0] for g in plan.details["union_groups"]]
-    weights = dict(zip(labels, plan.details["union_weights"], strict=True))
+    labels = [terms.split("; ")[0] for terms in plan.view("union_groups").column("terms")]
+    weights = dict(zip(labels, plan.view("union_weights").values, strict=True))
     # 0.39 TTII, 0.18 TITI, 0.14 TIIT, 0.13 ITTI, 0.11 ITIT, 0.05 IITT
     expected = {"marginal(a3, a4)": 0.39, "marginal(a2, a4)": 0.18, "marginal(a2, a3)": 0.14,
                 "marginal(a1, a4)": 0.13, "marginal(a1, a3)": 0.11, "marginal(a1, a2)": 0.05}
@@ -62,13 +62,14 @@ def test_r9_example13_opt_union() -> None:
     dom = Domain.from_sizes([100, 100], ["a", "b"], ["numeric", "numeric"])
     W = Workload(dom, (Product((("a", PrefixBlock(100)),)), Product((("b", PrefixBlock(100)),))))
     plan = get("hdmm-union").plan(W, LAPLACE)
-    E = np.array([g["error"] for g in plan.details["union_groups"]])
-    # each block is OPT_0(P_100) x T (spec: E(P_100) = 1781.14) ...
-    assert np.all(E <= 1781.14 + 0.01)
+    E = np.array(plan.view("union_groups").column("error"))
+    # each block is OPT_0(P_100) x T (spec: E(P_100) = 1781.14; a Laplace OPT_0 has no
+    # certificate, so the floor is the spec's value less 1 %: our restarts end 0.4 % lower) ...
+    assert np.all((E >= 0.99 * 1781.14) & (E <= 1781.14 + 0.01))
     assert E.min() == pytest.approx(opt0(PrefixBlock(100).gram_array(), 1).loss, rel=0.01)
     # ... and the union costs (E_1^(1/3) + E_2^(1/3))^3 = 8 E: 14,249 in the spec
     assert plan.unit_tse(1) == pytest.approx(float(np.cbrt(E).sum() ** 3), rel=1e-9)
-    assert plan.unit_tse(1) <= 14_252
+    assert 0.99 * 14_249 <= plan.unit_tse(1) <= 14_252
     assert plan.strategy.shape[0] == 212  # 2 x (100 + 6) rows
     kron = get("hdmm-kron").plan(W, LAPLACE)
     assert kron.unit_tse(1) / plan.unit_tse(1) > 2.2  # the paper's ratio is 2.34
@@ -103,7 +104,7 @@ def test_groupings() -> None:
     W = Workload(dom, (Product((("a", PrefixBlock(6)),)), Product((("b", PrefixBlock(5)),))))
     single = get("hdmm-union", grouping="single").plan(W, GAUSSIAN)
     kron = get("hdmm-kron").plan(W, GAUSSIAN)
-    assert len(single.details["union_weights"]) == 1
+    assert len(single.view("union_weights").values) == 1
     assert single.unit_tse() == pytest.approx(kron.unit_tse(), rel=1e-9)
     per_product = get("hdmm-union").plan(W, GAUSSIAN)
-    assert len(per_product.details["union_weights"]) == 2
+    assert len(per_product.view("union_weights").values) == 2

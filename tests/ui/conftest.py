@@ -3,8 +3,9 @@
 Fixtures (use them by name in a test's arguments):
 
 - ``app_url`` (session): base URL (``http://127.0.0.1:PORT``, no trailing slash) of the explorer
-  started as ``python -m explorer --port PORT --address 127.0.0.1`` in a subprocess; killed at
-  the end of the session. Its output goes to ``test-results/explorer-server.log``.
+  started as ``panel serve explorer/app.py --address 127.0.0.1 --port PORT`` (see
+  :func:`serve_command`) in a subprocess; killed at the end of the session. Its output goes to
+  ``test-results/explorer-server.log``.
 - ``browser`` (session): a Playwright ``Browser`` on ``/usr/bin/chromium`` (override with the
   ``CHROMIUM`` environment variable). Playwright's own browser builds are never used.
 - ``console_errors`` (function): list of strings, one per console ``error`` message or uncaught
@@ -18,7 +19,8 @@ Fixtures (use them by name in a test's arguments):
   ``test-results/screenshots/<name>.png`` and returns the path.
 
 Plain helpers: :func:`save_screenshot`, :func:`wait_for_panel`, :func:`free_port`,
-:func:`session_path` (a page path that joins a named explorer session, ``?s=<id>``).
+:func:`app_path` (the URL path of a page, optionally in a session the server issued),
+:func:`session_id` (the id the server put in a page's address bar), :func:`start_server`.
 
 Playwright locators pierce Panel's open shadow roots, so CSS selectors such as
 ``.mechanism-list`` (from a component's ``css_classes``) and ``get_by_role`` work directly.
@@ -28,6 +30,7 @@ pytest-playwright's plugin is disabled (``-p no:playwright`` in pyproject) becau
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -35,6 +38,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -70,6 +74,30 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def serve_command(port: int, *options: str) -> list[str]:
+    """``panel serve explorer/app.py`` on 127.0.0.1:``port`` with extra ``options``.
+
+    Sessions nobody is connected to are discarded after 10 s (Bokeh's default is 15-32 s), so
+    a closed tab's session ends within a test's patience.
+    """
+    return [
+        sys.executable,
+        "-m",
+        "panel",
+        "serve",
+        "explorer/app.py",
+        "--address",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--check-unused-sessions",
+        "2000",
+        "--unused-session-lifetime",
+        "10000",
+        *options,
+    ]
+
+
 def _wait_until_serving(url: str, process: subprocess.Popen, log_path: Path) -> None:
     deadline = time.monotonic() + SERVER_START_TIMEOUT_S
     last_error = ""
@@ -92,21 +120,28 @@ def _wait_until_serving(url: str, process: subprocess.Popen, log_path: Path) -> 
     )
 
 
-@pytest.fixture(scope="session")
-def app_url() -> Iterator[str]:
-    """Serve the explorer in a subprocess for the whole session; yield its base URL."""
+@contextlib.contextmanager
+def start_server(log_name: str, *options: str, prefix: str = "") -> Iterator[str]:
+    """Serve the explorer (with extra ``panel serve`` options) until the block ends.
+
+    Yields the base URL (with ``prefix``, served through ``--prefix``); the output goes to
+    ``test-results/<log_name>``.
+    """
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    log_path = RESULTS_DIR / "explorer-server.log"
-    command = [sys.executable, "-m", "explorer", "--port", str(port), "--address", "127.0.0.1"]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    log_path = RESULTS_DIR / log_name
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO_ROOT))
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            serve_command(port, *options, *(("--prefix", prefix) if prefix else ())),
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://127.0.0.1:{port}{prefix}"
     try:
-        _wait_until_serving(base + "/", process, log_path)
+        _wait_until_serving(base + "/app", process, log_path)
         yield base
     finally:
         process.terminate()
@@ -115,6 +150,13 @@ def app_url() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def app_url() -> Iterator[str]:
+    """Serve the explorer in a subprocess for the whole session; yield its base URL."""
+    with start_server("explorer-server.log") as base:
+        yield base
 
 
 @pytest.fixture(scope="session")
@@ -185,9 +227,27 @@ def open_app(page, app_url: str) -> Callable[..., object]:
     return open_path
 
 
-def session_path(path: str, sid: str) -> str:
-    """``path`` joined to the explorer session ``sid`` (pages of one session share state)."""
-    return f"{path}?s={sid}"
+def app_path(path: str = "/", sid: str = "") -> str:
+    """The URL path of page ``path`` (``/builder``...) of the served app, in session ``sid``.
+
+    Only ids the server issued join a session (read one with :func:`session_id`); without
+    one, or with a made-up one, the page opens in a fresh session.
+    """
+    query = {"page": path.strip("/")} if path.strip("/") else {}
+    if sid:
+        query["s"] = sid
+    return "/app" + ("?" + urllib.parse.urlencode(query) if query else "")
+
+
+def session_id(page, timeout_s: float = 30.0) -> str:
+    """The session id the server put into ``page``'s address bar (after the page loaded)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        query = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
+        if query.get("s"):
+            return query["s"][0]
+        page.wait_for_timeout(100)
+    raise AssertionError(f"no session id in the address bar: {page.url}")
 
 
 def save_screenshot(page, name: str) -> Path:

@@ -12,7 +12,7 @@ import io
 from pathlib import Path
 
 import pytest
-from conftest import session_path
+from conftest import app_path
 from playwright.sync_api import expect
 
 from engine.mechanisms import registry_names
@@ -20,7 +20,6 @@ from explorer.pages.compare import TABLE_COLUMNS
 
 pytestmark = pytest.mark.ui
 
-SID = "uibuild0001"
 PLAN_TIMEOUT_MS = 240_000
 
 
@@ -53,7 +52,7 @@ def as_number(text: str) -> float | None:
 
 
 def test_build_two_attributes_then_compare_and_download(open_app, console_errors, screenshot):
-    page = open_app(session_path("/builder", SID), wait_for=".attribute-form")
+    page = open_app(app_path("/builder"), wait_for=".attribute-form")
     page.get_by_role("button", name="Start empty").click()
     expect(page.locator(".attribute-table").first).to_contain_text("No attributes yet")
 

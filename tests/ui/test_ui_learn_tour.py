@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import session_path
+from conftest import app_path
 from playwright.sync_api import expect
 
 from engine.mechanisms import registry_names
@@ -11,11 +11,10 @@ from explorer.pages.learn import TOUR_MECHANISMS
 
 pytestmark = pytest.mark.ui
 
-SID = "uitour0001"
 
 
 def test_tour_runs_the_classic_example(open_app, console_errors, screenshot):
-    page = open_app(session_path("/learn", SID), wait_for=".start-tour")
+    page = open_app(app_path("/learn"), wait_for=".start-tour")
     page.get_by_role("button", name="Start the tour: prefix queries on 256 values").click()
     expect(page.locator(".tour-workload").first).to_contain_text(
         "256 queries over 256 cells", timeout=60_000)

@@ -7,14 +7,13 @@ plans the default workload and the Strategy and Privacy pages show those plans.
 from __future__ import annotations
 
 import pytest
-from conftest import session_path
+from conftest import app_path
 from playwright.sync_api import expect
 
 from explorer.app import menu
 
 pytestmark = pytest.mark.ui
 
-SID = "uipages0001"
 #: A selector that shows each built-in page is ready, and the text it must reach.
 READY = {
     "/": (".mechanism-list", "identity"),
@@ -33,7 +32,7 @@ def screenshot_name(path: str) -> str:
 
 @pytest.mark.parametrize("path", PATHS)
 def test_page_loads_without_console_errors(path, open_app, console_errors, screenshot):
-    page = open_app(session_path(path, SID))
+    page = open_app(app_path(path))
     if path in READY:
         selector, text = READY[path]
         expect(page.locator(selector).first).to_contain_text(text, timeout=120_000)

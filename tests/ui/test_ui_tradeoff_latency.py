@@ -11,12 +11,11 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from conftest import RESULTS_DIR, session_path
+from conftest import RESULTS_DIR, app_path
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.ui
 
-SID = "uitradeoff0001"
 MOVES = 5
 
 # The chart's marker layer has a column named current_x; the readout's first line names the
@@ -71,7 +70,7 @@ def move_and_measure(page, pixels: float) -> tuple[float, float, str]:
 
 
 def test_eps_slider_moves_chart_and_numbers(open_app, console_errors, screenshot):
-    page = open_app(session_path("/tradeoff", SID), wait_for=".tradeoff-chart")
+    page = open_app(app_path("/tradeoff"), wait_for=".tradeoff-chart")
     readout = page.locator(".tradeoff-readout").first
     expect(readout).to_contain_text("identity", timeout=120_000)
     expect(page.locator(".privacy-conversion").first).to_contain_text("rho =", timeout=30_000)

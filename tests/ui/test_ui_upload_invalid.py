@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import session_path
+from conftest import app_path
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.ui
 
-SID = "uiupload0001"
 BAD_SCENARIO = b"""domain:
   age: {size: 10, kind: numeric}
 workload:
@@ -18,7 +17,7 @@ workload:
 
 def test_invalid_upload_shows_the_error_and_keeps_the_previous_workload(
         open_app, console_errors, screenshot):
-    page = open_app(session_path("/builder", SID), wait_for=".workload-stats")
+    page = open_app(app_path("/builder"), wait_for=".workload-stats")
     stats = page.locator(".workload-stats").first
     expect(stats).to_contain_text("96 queries over 64 cells")
     editor = page.locator(".spec-editor").first

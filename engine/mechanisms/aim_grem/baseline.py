@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.domain import Domain
+from engine.linalg.allocation import sum_allocation
 from engine.linalg.residuals import AttrSet, privacy_factor
 from engine.mechanisms.aim_grem.aim import MarginalFn, unique_sets
 from engine.mechanisms.aim_grem.grem import downward_closure, grem_mle, measure_residual
@@ -37,7 +38,8 @@ def residual_planner_variances(sets: Sequence[AttrSet], weights: Sequence[float]
     Minimises ``sum_gamma c_gamma n_gamma sum_{tau subset gamma} v_tau(gamma) sigma_tau^2``
     subject to ``sum_tau p_tau / (2 sigma_tau^2) = rho``: with
     ``u_tau = sum_{gamma >= tau} c_gamma prod_{k in tau}(n_k - 1) prod_{k in gamma \\ tau} 1/n_k``
-    the optimum is ``sigma_tau^2 = sqrt(p_tau/u_tau) sum_tau' sqrt(p_tau' u_tau') / (2 rho)``.
+    the optimum is ``sigma_tau^2 = sqrt(p_tau/u_tau) sum_tau' sqrt(p_tau' u_tau') / (2 rho)``
+    (ResidualPlanner's sum allocation at privacy cost ``2 rho``).
 
     Returns:
         residual -> noise variance scalar (counts squared), for every residual of the closure.
@@ -52,8 +54,8 @@ def residual_planner_variances(sets: Sequence[AttrSet], weights: Sequence[float]
             if members.issuperset(t):
                 u[t] += cg * math.prod(shape[k] - 1 for k in t) * math.prod(
                     1.0 / shape[k] for k in gamma if k not in t)
-    total = math.fsum(math.sqrt(p[t] * u[t]) for t in closure)
-    return {t: math.sqrt(p[t] / u[t]) * total / (2.0 * rho) for t in closure}
+    sigma2, _ = sum_allocation([u[t] for t in closure], [p[t] for t in closure], 2.0 * rho)
+    return dict(zip(closure, sigma2.tolist(), strict=True))
 
 
 def residual_planner(domain: Domain, workload: Sequence[AttrSet], marginal: MarginalFn,

@@ -7,15 +7,13 @@ marginal workloads (all k-way marginals, or explicit attribute sets) and accepts
 directly.
 
 Example:
-    >>> import numpy as np
     >>> from engine.data import Dataset
     >>> from engine.domain import Domain
     >>> from engine.privacy import Privacy
     >>> from engine.workloads import Workload
     >>> d = Domain.from_sizes([2, 3, 2])
     >>> data = Dataset.synthetic(d, 500, rng=0, correlation=0.5)
-    >>> result = AIMGReM().run(Workload.marginals(d, k=2), Privacy(noise="zcdp", rho=1.0), data,
-    ...                        np.random.default_rng(0))
+    >>> result = AIMGReM().run(Workload.marginals(d, k=2), Privacy(noise="zcdp", rho=1.0), data)
     >>> abs(result.rho_spent - 1.0) < 1e-12
     True
 """
@@ -38,6 +36,7 @@ from engine.mechanisms.aim_grem.crp import ETA
 from engine.mechanisms.aim_grem.grem import UPDATES
 from engine.mechanisms.aim_grem.result import AdaptiveResult
 from engine.mechanisms.base import Mechanism, register, registered_name
+from engine.noise import release_rng
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.blocks import IdentityBlock
@@ -123,16 +122,17 @@ class AIMGReM(Mechanism):
         super().check(workload, privacy)
         marginal_sets(workload)
 
-    def run(self, workload: Workload, privacy: Privacy, data: Any, rng: np.random.Generator,
-            progress: Progress | None = None, on_round: RoundCallback | None = None
-            ) -> AdaptiveResult:
+    def run(self, workload: Workload, privacy: Privacy, data: Any,
+            rng: np.random.Generator | None = None, progress: Progress | None = None,
+            on_round: RoundCallback | None = None) -> AdaptiveResult:
         """Release every workload marginal from ``data`` at ``privacy``.
 
         Args:
             workload: a marginal workload over the data's domain.
             privacy: gaussian (eps, delta) or zcdp rho.
             data: an ``engine.data.Dataset`` over the workload's domain.
-            rng: the run's random generator.
+            rng: the generator of the selection and the measurements; None (the default,
+                for a release) seeds one from the operating system's entropy.
             progress: reported once per round; ``progress.cancel()`` stops the run
                 (``engine.errors.Cancelled``).
             on_round: called with every round's record (for live charts).
@@ -144,6 +144,7 @@ class AIMGReM(Mechanism):
         sets, weights = marginal_sets(workload)
         rho = zcdp_budget(privacy)
         counter = marginal_counter(data, workload.domain)
+        rng = release_rng() if rng is None else rng
         result = aim_grem(workload.domain, sets, counter, rho, rng, weights=weights,
                           measurement=self.measurement, update=self.update, eta=self.eta,
                           include_empty_in_K=self.include_empty_in_k,
@@ -153,12 +154,13 @@ class AIMGReM(Mechanism):
 
 
 def run_residual_planner(workload: Workload, privacy: Privacy, data: Any,
-                         rng: np.random.Generator, progress: Progress | None = None
+                         rng: np.random.Generator | None = None, progress: Progress | None = None
                          ) -> AdaptiveResult:
     """The batch ResidualPlanner baseline (spec 6.7) on the same data and budget."""
     sets, weights = marginal_sets(workload)
     rho = zcdp_budget(privacy)
     counter = marginal_counter(data, workload.domain)
+    rng = release_rng() if rng is None else rng
     result = residual_planner(workload.domain, sets, counter, rho, rng, weights=weights,
                               progress=progress)
     return replace(result, privacy=privacy)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.fft
 
-from engine.mechanisms.baselines import haar
+from engine.linalg.trees import haar
 
 DESIGN_SETS = ("eigen", "wavelet", "fourier", "identity")
 #: Design sets tried under L1 (eps-DP), where no design set is universally good (section 3.5).

@@ -1,6 +1,6 @@
 """The registered ``eigen-design`` mechanism (Li & Miklau, PVLDB 2012).
 
-Routes a workload to one of three computations (``details["structure"]`` says which):
+Routes a workload to one of three computations (``plan.fact("structure")`` says which):
 
 * ``dense`` (n <= ``max_dense_cells``): eigendecomposition of the dense Gram, Program 1 on the
   eigen-queries (or a reduction of it, or a Wavelet/Fourier design set), diagonal completion,
@@ -48,6 +48,7 @@ from engine.mechanisms.eigen_design.designsets import (
     kron_dense,
 )
 from engine.mechanisms.eigen_design.gram import GramOperator
+from engine.mechanisms.eigen_design.plan_views import eigen_views
 from engine.mechanisms.eigen_design.program1 import GAP_TOL
 from engine.mechanisms.eigen_design.reductions import (
     default_group_size,
@@ -64,8 +65,6 @@ from engine.privacy import Privacy
 from engine.progress import Progress, report
 from engine.workloads.workload import Workload
 
-#: Largest n whose strategy matrix is copied into the plan's details for display.
-DISPLAY_CELLS = 64
 #: Per-query variances are computed for at most this many (query x cell) products.
 VARIANCE_WORK = 2_000_000_000
 
@@ -123,7 +122,7 @@ class EigenDesignMechanism(Mechanism):
                                 "point, or cvxpy/Clarabel.")
     gap_tolerance = param.Number(default=GAP_TOL, bounds=(1e-14, 0.1),
                                  doc="Program 1 stops at this certified relative duality gap "
-                                     "(the gap reached is in details['program1']).")
+                                     "(the gap reached is in the plan's program1 view).")
     max_iterations = param.Integer(default=3000, bounds=(10, None),
                                    doc="Iteration cap of Program 1's dual solver; large "
                                        "Kronecker problems with approximate bases can need "
@@ -197,11 +196,11 @@ class EigenDesignMechanism(Mechanism):
         route = self._route(workload, privacy)
         norm = self._norm(privacy)
         timings: dict[str, float] = {}
-        details: dict[str, Any] = {"kind": "eigen-design", "structure": route, "norm": norm,
-                                   "noise_handling": self.noise_handling,
-                                   "design_set": self.design_set, "reduction": self.reduction}
+        settings: dict[str, Any] = {"kind": "eigen-design", "structure": route, "norm": norm,
+                                    "noise_handling": self.noise_handling,
+                                    "design_set": self.design_set, "reduction": self.reduction}
         if privacy.noise == "gaussian":
-            details["calibration"] = privacy.calibration
+            settings["calibration"] = privacy.calibration
         bound = None
         eig = None
         candidates: dict[str, float] = {}
@@ -241,13 +240,11 @@ class EigenDesignMechanism(Mechanism):
         if bound is not None and unit < bound * (1.0 - 1e-9):
             raise ArithmeticError(f"eigen-design: computed error {unit:.10g} is below the SVD "
                                   f"lower bound {bound:.10g} (numerical failure)")
-        details.update(self._views(design, eig, bound, workload))
-        details["timings"] = timings
-        if len(candidates) > 1:
-            details["candidates"] = candidates
+        views = eigen_views(settings, design, eig, bound, workload.domain.names,
+                            workload.domain.shape, timings, candidates)
         return Plan(mechanism=self.name, workload=workload, privacy=privacy, strategy=A,
                     trace=design.trace, sensitivity=design.sensitivity,
-                    details=details, reconstructor=_reconstructor(design),
+                    shown=views, reconstructor=_reconstructor(design),
                     query_variances=_variances(design, route))
 
     def _design_sets(self, norm: int) -> list[str]:
@@ -280,37 +277,6 @@ class EigenDesignMechanism(Mechanism):
 
         return _best([(name, lambda name=name: build(name))
                       for name in self._design_sets(norm)], norm)
-
-    def _views(self, design: WeightedDesign, eig, bound: float | None, workload: Workload
-               ) -> dict[str, Any]:
-        """Data for the dashboard: weights, completion, bound ratio, small strategy matrix."""
-        A = design.strategy
-        views: dict[str, Any] = {
-            "costs": design.costs,
-            "weights": design.weights,
-            "row_weights": A.weights,
-            "completion": A.completion,
-            "completed_cells": int(A.cells.size),
-            "strategy_rows": int(A.shape[0]),
-            "program1": list(design.program1),
-            "value_before_completion": design.value,
-            "unit_error": design.unit_error(),
-        }
-        views.update({k: v for k, v in design.info.items() if k != "attribute_bases"})
-        if "attribute_bases" in design.info and max(workload.domain.shape) <= DISPLAY_CELLS:
-            views["attribute_bases"] = design.info["attribute_bases"]
-        if eig is not None:
-            views["eigenvalues"] = eig.values
-            views["rank"] = eig.rank
-            views["approximation_ratio"] = eig.approximation_ratio()
-        if bound is not None:
-            views["svd_bound"] = bound
-            views["bound_ratio"] = math.sqrt(design.sensitivity[2] ** 2 * design.trace / bound)
-        if A.n <= DISPLAY_CELLS and A.shape[0] * A.n <= DENSE_GUARD:
-            views["strategy_matrix"] = A.dense()
-            if isinstance(A.queries, np.ndarray):
-                views["design_queries"] = A.queries
-        return views
 
 
 def _best(builders, norm: int) -> tuple[WeightedDesign, dict[str, float]]:

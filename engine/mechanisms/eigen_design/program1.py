@@ -90,7 +90,8 @@ class Program1Result:
         return (self.value - self.lower) / self.value if self.value > 0 else 0.0
 
     def summary(self) -> dict[str, float | int | str]:
-        """Plain numbers for a dashboard."""
+        """The solve's outcome as plain numbers: value, certified lower bound, relative gap,
+        iterations, method and seconds."""
         return {"value": self.value, "lower": self.lower, "gap": self.gap,
                 "iterations": self.iterations, "method": self.method, "seconds": self.seconds}
 

@@ -15,7 +15,7 @@ Gram and the all-ones matrix), no Kronecker basis holds the exact eigenvectors; 
 eigenvectors of the attribute's partial trace ``sum_t w_t**2 prod_{k != i} tr(V_k^t) V_i^t``
 (the best single-attribute summary of G) as design set. The error stays exact because Program 1
 is exact for any orthonormal design (``c_i = (Q G Q^T)_ii``); only optimality within the
-eigen-design family is lost, and ``details["basis"]`` says so.
+eigen-design family is lost, and the plan's ``basis`` fact says so.
 
 Where it stops, and why:
 * every vector has n entries (weights, costs, the dual variables, the data vector itself), so

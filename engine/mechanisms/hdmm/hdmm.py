@@ -4,15 +4,14 @@ error (HDMM section 9; spec section 4.6).
 SELECT never touches the data, so it can afford all of them: OPT_0 on the full domain when
 it is small (an explicit n x n Gram), OPT_kron, OPT_+ and OPT_M for unions of products. The
 operators' plans are compared by unit-noise error in the privacy level's norm; the chosen
-plan keeps its own measure/reconstruct routines and the others' errors are listed in
-``details["candidates"]``.
+plan keeps its own measure/reconstruct routines and views; the others' errors are added as
+the ``candidates`` table (``plan.view("candidates")``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
 
 import param
 
@@ -23,6 +22,7 @@ from engine.mechanisms.hdmm.knobs import HdmmBase
 from engine.mechanisms.hdmm.kron import check_attributes, kron_plan, opt_kron
 from engine.mechanisms.hdmm.marginals import check_marginals, marginals_plan, opt_marginals
 from engine.mechanisms.hdmm.opt0 import check_explicit, explicit_plan
+from engine.mechanisms.hdmm.plan_views import choice_views
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter, reporter
 from engine.mechanisms.hdmm.union import check_groups, groups_of, opt_union, union_plan
@@ -105,15 +105,11 @@ class HdmmMechanism(HdmmBase):
         best = min(errors, key=lambda op: errors[op] if math.isfinite(errors[op]) else math.inf)
         chosen = plans[best]
         m = workload.num_queries
-        details: dict[str, Any] = dict(chosen.details)
-        details.update(
-            chosen_operator=best,
-            candidates={op: {"unit_error": e, "rmse": privacy.sigma() * math.sqrt(e / m)
-                             if math.isfinite(e) else math.inf,
-                             "operator": plans[op].details.get("operator", op)}
-                        for op, e in errors.items()},
-            skipped=skipped)
-        return replace(chosen, mechanism=self.name, details=details)
+        rmse = {op: privacy.sigma() * math.sqrt(e / m) if math.isfinite(e) else math.inf
+                for op, e in errors.items()}
+        names = {op: str(p.fact("operator")) for op, p in plans.items()}
+        views = chosen.views() + choice_views(best, names, errors, rmse, skipped)
+        return replace(chosen, mechanism=self.name, shown=views)
 
     def _operator(self, op: str, workload: Workload, privacy: Privacy,
                   union: ProductUnion | None, rep: Reporter) -> Plan:

@@ -26,6 +26,7 @@ from engine.linalg.matrix import Kron
 from engine.mechanisms.base import Measurement, Plan, register, registered_name
 from engine.mechanisms.hdmm.knobs import HdmmBase
 from engine.mechanisms.hdmm.opt0 import Factor, identity_factor, opt0
+from engine.mechanisms.hdmm.plan_views import kron_views
 from engine.mechanisms.hdmm.reconstruct import MAX_CELLS, kron_answers, kron_measure
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter, reporter
@@ -142,16 +143,8 @@ def kron_sensitivity(factors: tuple[Factor, ...]) -> dict[int, float]:
     return {p: math.prod(f.sensitivity[p] for f in factors) for p in (1, 2)}
 
 
-def factor_views(factors: tuple[Factor, ...], workload: Workload,
-                 trivial_matrix: bool = True) -> list[dict[str, Any]]:
-    """Per-attribute views of a Kronecker strategy for the dashboard (see Factor.view)."""
-    return [{"attribute": name, **f.view(trivial_matrix=trivial_matrix)}
-            for name, f in zip(workload.domain.names, factors, strict=True)]
-
-
 def kron_plan(name: str, workload: Workload, privacy: Privacy, union: ProductUnion,
-              result: KronResult, max_cells: int = MAX_CELLS,
-              extra: dict[str, Any] | None = None) -> Plan:
+              result: KronResult, max_cells: int = MAX_CELLS) -> Plan:
     """A Plan for a Kronecker strategy, measured and reconstructed factor-wise."""
     factors = result.factors
     pinvs = [f.pinv_matrix() for f in factors]
@@ -160,21 +153,16 @@ def kron_plan(name: str, workload: Workload, privacy: Privacy, union: ProductUni
     def measurer(plan: Plan, data: Any, rng: np.random.Generator) -> Measurement:
         start = time.perf_counter()
         y = kron_measure(mats, data, workload.domain, max_cells)
-        y += plan.privacy.sample(y.shape, plan.sensitivity[plan.privacy.norm], rng)
-        return Measurement(y, plan.noise_std(), time.perf_counter() - start)
+        y, noise = plan.add_noise(y, rng)
+        return Measurement(y, noise.noise_std, time.perf_counter() - start, noise)
 
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         return kron_answers(pinvs, mats, y, workload)
 
-    details: dict[str, Any] = {
-        "kind": "kron", "operator": "OPT_kron", "factors": mats,
-        "factor_views": factor_views(factors, workload),
-        "loss_history": list(result.history), "sweeps": len(result.history) - 1,
-        "unit_error": result.loss}
-    details.update(extra or {})
     return Plan(mechanism=name, workload=workload, privacy=privacy, strategy=Kron(mats),
                 trace=kron_trace(union, result.traces), sensitivity=kron_sensitivity(factors),
-                details=details, measurer=measurer, reconstructor=reconstructor)
+                shown=kron_views(workload, result), measurer=measurer,
+                reconstructor=reconstructor)
 
 
 def check_attributes(workload: Workload, what: str) -> None:

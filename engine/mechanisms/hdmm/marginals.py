@@ -46,6 +46,7 @@ from engine.linalg.marginals import (
 )
 from engine.mechanisms.base import Measurement, Plan, register, registered_name
 from engine.mechanisms.hdmm.knobs import HdmmBase
+from engine.mechanisms.hdmm.plan_views import marginal_views
 from engine.mechanisms.hdmm.reconstruct import (
     MAX_CELLS,
     MarginalEstimates,
@@ -161,7 +162,8 @@ def laplace_starts(restarts: int, d: int) -> int:
 
 @dataclass(frozen=True, eq=False)
 class MarginalsResult:
-    """What OPT_M found: normalised weights, their unit error and optimiser details."""
+    """What OPT_M found: normalised weights, their unit error and the optimiser's record
+    (closed-form verdict, restart losses)."""
 
     theta: np.ndarray
     loss: float
@@ -228,7 +230,8 @@ def opt_marginals(w: np.ndarray, shape: Sequence[int], norm: int, *, restarts: i
 # plans
 # --------------------------------------------------------------------------------------
 def marginal_table(theta: np.ndarray, domain: Domain) -> list[dict[str, Any]]:
-    """One row per measured marginal: key, TTII label, attribute names, weight, cells."""
+    """One row per measured marginal, largest weight first: key, TTII label, attribute
+    names (joined by ' x ', 'total' for none), weight, cells."""
     d = len(domain)
     rows = []
     for a in np.argsort(-theta, kind="stable"):
@@ -236,14 +239,14 @@ def marginal_table(theta: np.ndarray, domain: Domain) -> list[dict[str, Any]]:
             break
         ax = axes_of(int(a), d)
         rows.append({"key": int(a), "label": marginal_label(int(a), d),
-                     "attributes": [domain.names[i] for i in ax], "weight": float(theta[a]),
+                     "attributes": " x ".join(domain.names[i] for i in ax) or "total",
+                     "weight": float(theta[a]),
                      "cells": math.prod(domain.shape[i] for i in ax)})
     return rows
 
 
 def marginals_plan(name: str, workload: Workload, privacy: Privacy, union: ProductUnion,
-                   result: MarginalsResult, max_cells: int = MAX_CELLS,
-                   extra: dict[str, Any] | None = None) -> Plan:
+                   result: MarginalsResult, max_cells: int = MAX_CELLS) -> Plan:
     """A Plan for ``M(theta)``: measured marginal by marginal, answered by the marginal-only
     path (no data vector, any domain size)."""
     domain = workload.domain
@@ -256,8 +259,8 @@ def marginals_plan(name: str, workload: Workload, privacy: Privacy, union: Produ
         start = time.perf_counter()
         exact = strategy.measure_marginals(
             lambda ax: data_marginal(data, ax, domain, max_cells))
-        y = exact + plan.privacy.sample(exact.shape, plan.sensitivity[plan.privacy.norm], rng)
-        return Measurement(y, plan.noise_std(), time.perf_counter() - start)
+        y, noise = plan.add_noise(exact, rng)
+        return Measurement(y, noise.noise_std, time.perf_counter() - start, noise)
 
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         return answers(workload, MarginalEstimates(theta, domain.shape, np.asarray(y)))
@@ -265,16 +268,10 @@ def marginals_plan(name: str, workload: Workload, privacy: Privacy, union: Produ
     def variances(plan: Plan) -> np.ndarray:
         return marginal_variances(theta, workload)
 
-    details: dict[str, Any] = {
-        "kind": "marginals", "operator": "OPT_M",
-        "marginal_weights": {row["label"]: row["weight"] for row in table},
-        "marginal_table": table, "unit_error": result.loss,
-        "reconstruction": "marginal-only least squares (no data vector)"}
-    details.update(result.info)
-    details.update(extra or {})
     return Plan(mechanism=name, workload=workload, privacy=privacy, strategy=strategy,
                 trace=trace, sensitivity={1: strategy.sensitivity(1), 2: strategy.sensitivity(2)},
-                details=details, measurer=measurer, reconstructor=reconstructor,
+                shown=marginal_views(table, result), measurer=measurer,
+                reconstructor=reconstructor,
                 query_variances=variances)
 
 

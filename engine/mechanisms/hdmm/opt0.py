@@ -40,10 +40,18 @@ import scipy.optimize as so
 
 from engine.errors import NotApplicable
 from engine.linalg.marginals import is_marginal_like
-from engine.linalg.matrix import Dense, Identity, Matrix, Ones
-from engine.linalg.pinv import RCOND, psd_pinv, supports
+from engine.linalg.matrix import (
+    Dense,
+    Identity,
+    Matrix,
+    Ones,
+    PsdDense,
+    UpperTriangular,
+)
+from engine.linalg.pinv import RCOND, supports
 from engine.mechanisms.base import Plan, register, registered_name
 from engine.mechanisms.hdmm.knobs import HdmmBase
+from engine.mechanisms.hdmm.plan_views import factor_views, operator_facts
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter, minimize_reported, reporter
 from engine.privacy import Privacy
@@ -52,8 +60,6 @@ from engine.workloads.workload import Workload
 
 #: Relative eigenvalue cutoff under which V is treated as rank deficient.
 RANK_RTOL = 1e-10
-#: Largest attribute whose strategy matrix is put in a plan's views (8 MB of float64).
-VIEW_CELLS = 1024
 #: The Gaussian dual forms its primal point once every |diag X(lambda) - 1| is below this.
 PRIMAL_TRIGGER = 0.05
 #: Upper ends of the Uniform[0, c) p-Identity starts, used in turn.
@@ -112,7 +118,10 @@ class PIdentity(Matrix):
         return G * np.outer(self.scale, self.scale)
 
     def gram(self) -> Matrix:
-        return Dense(self.gram_array())
+        return PsdDense(self.gram_array(), self.gram_pinv)
+
+    def pinv(self) -> Matrix:
+        return PIdentityPinv(self)
 
     def column_norms(self, p: int) -> np.ndarray:
         if p == 1:
@@ -150,6 +159,34 @@ class PIdentity(Matrix):
 
     def __repr__(self) -> str:
         return f"PIdentity(p={self.p}, n={self.n})"
+
+
+class PIdentityPinv(Matrix):
+    """``A(Theta)^+ = S K [I, Theta^T]`` applied in O(p n) per vector (Woodbury)."""
+
+    def __init__(self, strategy: PIdentity) -> None:
+        self.strategy = strategy
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        m, n = self.strategy.shape
+        return (n, m)
+
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        return self.strategy.pinv_apply(x)
+
+    def rmatvec(self, y: np.ndarray) -> np.ndarray:
+        # (A^+)^T y = [I; Theta] K S y
+        A = self.strategy
+        y = np.asarray(y, dtype=float)
+        z = A._k_apply(y / A._col(y))
+        return np.concatenate([z, A.theta @ z])
+
+    def dense(self) -> np.ndarray:
+        return self.strategy.pinv_matrix()
+
+    def pinv(self) -> Matrix:
+        return self.strategy
 
 
 def pidentity_loss_grad(theta: np.ndarray, V: np.ndarray, p: int,
@@ -419,7 +456,7 @@ class Factor:
         matrix: the strategy A (columns = cells).
         loss: ``||A||_K**2 tr[(A^T A)^+ V]`` on the Gram it was chosen for.
         norm: K (1 Laplace, 2 Gaussian).
-        info: optimiser details (restart losses, duality gap, candidates...).
+        info: the optimiser's results (restart losses, duality gap, candidates...).
     """
 
     kind: str
@@ -434,28 +471,24 @@ class Factor:
         return self.matrix.shape[1]
 
     @cached_property
+    def gram_matrix(self) -> Matrix:
+        """``A^T A`` with its structure (its ``pinv()`` takes the cheapest exact route)."""
+        return self.matrix.gram()
+
+    @cached_property
     def gram(self) -> np.ndarray:
         """``A^T A``."""
-        A = self.matrix
-        if isinstance(A, PIdentity):
-            return A.gram_array()
-        return A.gram().dense()
+        return self.gram_matrix.dense()
 
     @cached_property
     def gram_pinv(self) -> np.ndarray:
         """``(A^T A)^+``."""
-        A = self.matrix
-        if isinstance(A, Identity):
-            return np.eye(self.n)
-        if isinstance(A, Ones):
-            return np.full((self.n, self.n), 1.0 / (A.m * self.n**2))
-        if isinstance(A, PIdentity):
-            return A.gram_pinv()
-        if self.triangular:
-            inv = sla.solve_triangular(A.dense(), np.eye(self.n), lower=False,
-                                       check_finite=False)
-            return inv @ inv.T
-        return psd_pinv(self.gram)
+        return self.gram_matrix.pinv().dense()
+
+    @cached_property
+    def pinv(self) -> Matrix:
+        """``A^+`` (implicit for p-Identity, explicit for the other families)."""
+        return self.matrix.pinv()
 
     @property
     def triangular(self) -> bool:
@@ -489,46 +522,11 @@ class Factor:
 
     def pinv_matrix(self) -> np.ndarray:
         """The explicit pseudo-inverse ``A^+`` (n x rows) for Kronecker reconstruction."""
-        A = self.matrix
-        if isinstance(A, Identity):
-            return np.eye(self.n)
-        if isinstance(A, Ones):
-            return np.full((self.n, A.m), 1.0 / (A.m * self.n))
-        if isinstance(A, PIdentity):
-            return A.pinv_matrix()
-        if self.triangular:
-            return sla.solve_triangular(A.dense(), np.eye(self.n), lower=False,
-                                        check_finite=False)
-        return self.gram_pinv @ A.dense().T
+        return self.pinv.dense()
 
     def pinv_apply(self, y: np.ndarray) -> np.ndarray:
-        """Least squares ``A^+ y`` (O(p n) for p-Identity, a triangular solve for Cholesky)."""
-        A = self.matrix
-        if isinstance(A, PIdentity):
-            return A.pinv_apply(y)
-        if self.triangular:
-            return sla.solve_triangular(A.dense(), y, lower=False, check_finite=False)
-        return self.pinv_matrix() @ y
-
-    def view(self, max_cells: int = VIEW_CELLS, trivial_matrix: bool = True
-             ) -> dict[str, Any]:
-        """What a dashboard needs to draw this factor.
-
-        Args:
-            max_cells: include the explicit matrix up to this many cells.
-            trivial_matrix: also include it for Identity and Total (their kind says it all;
-                unions of hundreds of products leave them out).
-        """
-        out: dict[str, Any] = {"kind": self.kind, "cells": self.n,
-                               "rows": self.matrix.shape[0], "loss": self.loss}
-        A = self.matrix
-        if isinstance(A, PIdentity):
-            out.update(p=A.p, theta=A.theta, identity_weights=A.scale.copy(),
-                       nonzero_rows=int(np.count_nonzero(A.theta.max(axis=1) > 0)))
-        if self.n <= max_cells and (trivial_matrix or self.kind not in ("identity", "total")):
-            out["matrix"] = A.dense()
-        out.update({k: v for k, v in self.info.items() if k != "theta"})
-        return out
+        """Least squares ``A^+ y`` (O(p n) for p-Identity)."""
+        return self.pinv.matvec(np.asarray(y, dtype=float))
 
 
 def _is_scaled_identity(V: np.ndarray) -> bool:
@@ -600,7 +598,8 @@ def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, s
                                      {"theta_total": t}))
         else:
             A, f, info = gaussian_opt0(V, tol=tol, maxiter=maxiter, progress=progress)
-            candidates.append(Factor("gaussian", Dense(A), f, norm, info))
+            matrix = UpperTriangular(A) if info["factorization"] == "cholesky" else Dense(A)
+            candidates.append(Factor("gaussian", matrix, f, norm, info))
     best = min(candidates, key=lambda c: c.loss)
     best.info["candidates"] = {c.kind: c.loss for c in candidates}
     return best
@@ -651,10 +650,9 @@ def explicit_plan(name: str, workload: Workload, privacy: Privacy,
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         return workload.answer(factor.pinv_apply(np.asarray(y, dtype=float)))
 
-    details = {**factor.view(), "kind": "explicit", "operator": "OPT_0",
-               "family": factor.kind, "unit_error": factor.loss}
+    views = (operator_facts("explicit", "OPT_0", factor.loss), *factor_views(factor))
     return Plan(mechanism=name, workload=workload, privacy=privacy, strategy=factor.matrix,
-                trace=factor.trace(V), sensitivity=dict(factor.sensitivity), details=details,
+                trace=factor.trace(V), sensitivity=dict(factor.sensitivity), shown=views,
                 reconstructor=reconstructor)
 
 

@@ -33,10 +33,10 @@ from engine.mechanisms.hdmm.knobs import HdmmBase
 from engine.mechanisms.hdmm.kron import (
     KronResult,
     check_attributes,
-    factor_views,
     kron_trace,
     opt_kron,
 )
+from engine.mechanisms.hdmm.plan_views import union_views
 from engine.mechanisms.hdmm.reconstruct import MAX_CELLS, kron_answers, kron_measure
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter, reporter
@@ -160,8 +160,8 @@ def union_plan(name: str, workload: Workload, privacy: Privacy, union: ProductUn
         start = time.perf_counter()
         y = np.concatenate([weights[g] * kron_measure(mats[g], data, workload.domain,
                                                       max_cells) for g in live])
-        y += plan.privacy.sample(y.shape, plan.sensitivity[plan.privacy.norm], rng)
-        return Measurement(y, plan.noise_std(), time.perf_counter() - start)
+        y, noise = plan.add_noise(y, rng)
+        return Measurement(y, noise.noise_std, time.perf_counter() - start, noise)
 
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         pieces = strategy.split(np.asarray(y, dtype=float))
@@ -191,19 +191,9 @@ def union_plan(name: str, workload: Workload, privacy: Privacy, union: ProductUn
                 pos += size
         return np.concatenate(out)
 
-    details: dict[str, Any] = {
-        "kind": "union", "operator": "OPT_+",
-        "union_weights": [float(result.weights[g]) for g in range(len(result.groups))],
-        "union_groups": [{"terms": [workload.terms[j].label for j in result.groups[g]],
-                          "weight": float(result.weights[g]),
-                          "error": float(result.block_errors[g]),
-                          "factor_views": factor_views(result.blocks[g].factors, workload,
-                                                       trivial_matrix=False)}
-                         for g in range(len(result.groups))],
-        "unit_error": result.loss, "sensitivity_exact": exact,
-        "reconstruction": "local least squares per group"}
     return Plan(mechanism=name, workload=workload, privacy=privacy, strategy=strategy,
-                trace=trace, sensitivity=sens, details=details, measurer=measurer,
+                trace=trace, sensitivity=sens, shown=union_views(workload, result, exact),
+                measurer=measurer,
                 reconstructor=reconstructor, query_variances=variances)
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from engine.errors import SpecError
 from engine.mechanisms.hierarchical.mechanism import VARIANTS, HierarchicalPGSR
 from engine.mechanisms.hierarchical.model import Hierarchy, Release
+from engine.noise import release_rng
 from engine.progress import Progress
 
 
@@ -127,7 +128,7 @@ def release_errors(release: Release, truth: Hierarchy) -> dict[str, np.ndarray]:
 
 
 def evaluate(hierarchy: Hierarchy, mechanism: HierarchicalPGSR | str, epsilon: float,
-             trials: int = 10, seed: int = 0, progress: Progress | None = None,
+             trials: int = 10, seed: int | None = None, progress: Progress | None = None,
              on_trial: Callable[[int, int], None] | None = None) -> Evaluation:
     """Run ``trials`` independent releases and summarise their errors.
 
@@ -136,7 +137,8 @@ def evaluate(hierarchy: Hierarchy, mechanism: HierarchicalPGSR | str, epsilon: f
         mechanism: a configured mechanism, or a variant name (default knobs).
         epsilon: total privacy budget per release.
         trials: Monte Carlo repetitions (>= 1).
-        seed: trial t uses ``np.random.default_rng([seed, t])``.
+        seed: None (default) draws every trial's noise from OS entropy; an integer makes
+            trial t use ``np.random.default_rng([seed, t])`` (reproducible, not private).
         progress: reports one step per trial (cancellable between trials and inside).
         on_trial: called as ``on_trial(done, trials)`` after every trial.
     """
@@ -155,7 +157,8 @@ def evaluate(hierarchy: Hierarchy, mechanism: HierarchicalPGSR | str, epsilon: f
     release = None
     for t in range(trials):
         start = time.perf_counter()
-        release = mech.release(hierarchy, epsilon, np.random.default_rng([seed, t]), progress)
+        rng = release_rng() if seed is None else np.random.default_rng([seed, t])
+        release = mech.release(hierarchy, epsilon, rng, progress)
         secs[t] = time.perf_counter() - start
         stats = release_errors(release, hierarchy)
         rmse[t], by_level[t], l1[t] = stats["rmse"], stats["rmse_by_level"], stats["l1_by_level"]
@@ -184,7 +187,7 @@ def evaluate(hierarchy: Hierarchy, mechanism: HierarchicalPGSR | str, epsilon: f
 
 
 def compare_variants(hierarchy: Hierarchy, variants: Sequence[str], epsilon: float,
-                     trials: int = 10, seed: int = 0, progress: Progress | None = None,
+                     trials: int = 10, seed: int | None = None, progress: Progress | None = None,
                      **knobs: Any) -> list[Evaluation]:
     """:func:`evaluate` for several variants with shared knobs (split, noise, ...)."""
     out = []

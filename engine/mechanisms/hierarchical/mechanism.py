@@ -19,10 +19,8 @@ public n), except the clearly labelled ``chain_noise='paper-not-dp'`` replicatio
 The mechanism is data-dependent, so ``plan()`` refuses: call :meth:`release`.
 
 Example:
-    >>> import numpy as np
     >>> from engine.mechanisms.hierarchical.synthetic import running_example
-    >>> out = HierarchicalPGSR(variant="dp").release(running_example(), 1.0,
-    ...                                               np.random.default_rng(0))
+    >>> out = HierarchicalPGSR(variant="dp").release(running_example(), 1.0)  # OS entropy
     >>> out.is_consistent_integer(), int(out.levels[0].sum())
     (True, 6)
 """
@@ -60,6 +58,7 @@ from engine.mechanisms.hierarchical.noise import (
 )
 from engine.mechanisms.hierarchical.relaxed import ROUNDINGS, relaxed_postprocess
 from engine.mechanisms.hierarchical.topdown import topdown_postprocess
+from engine.noise import release_rng
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
@@ -150,9 +149,11 @@ class HierarchicalPGSR(Mechanism):
             "data-dependent): use its release(hierarchy, eps, rng); for a linear comparison "
             "use engine.mechanisms.hierarchical.bridge")
 
-    def run(self, hierarchy: Hierarchy, privacy: Privacy | float, rng: np.random.Generator,
-            progress: Progress | None = None) -> Release:
-        """Release ``hierarchy`` at ``privacy`` (a pure-eps Privacy or an eps)."""
+    def run(self, hierarchy: Hierarchy, privacy: Privacy | float,
+            rng: np.random.Generator | None = None, progress: Progress | None = None
+            ) -> Release:
+        """Release ``hierarchy`` at ``privacy`` (a pure-eps Privacy or an eps); the noise comes
+        from OS entropy unless ``rng`` is given."""
         if isinstance(privacy, Privacy):
             if privacy.noise != "laplace":
                 raise NotApplicable(f"hierarchical-pgsr is pure eps-DP (noise laplace); "
@@ -160,10 +161,12 @@ class HierarchicalPGSR(Mechanism):
             privacy = float(privacy.epsilon)
         return self.release(hierarchy, privacy, rng, progress)
 
-    def release(self, hierarchy: Hierarchy, epsilon: float, rng: np.random.Generator,
-                progress: Progress | None = None) -> Release:
-        """Noise step then post-processing: the released hierarchy and its report."""
-        measurement = self.measure(hierarchy, epsilon, rng)
+    def release(self, hierarchy: Hierarchy, epsilon: float,
+                rng: np.random.Generator | None = None, progress: Progress | None = None
+                ) -> Release:
+        """Noise step then post-processing: the released hierarchy and its report (OS entropy
+        unless ``rng`` is given)."""
+        measurement = self.measure(hierarchy, epsilon, release_rng() if rng is None else rng)
         return self.postprocess(hierarchy.tree, hierarchy.sizes, hierarchy.total,
                                 measurement, progress)
 

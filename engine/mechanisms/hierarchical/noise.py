@@ -27,6 +27,7 @@ import numpy as np
 
 from engine.errors import SpecError, suggest
 from engine.mechanisms.hierarchical.model import RegionTree
+from engine.noise import discrete_laplace
 
 NOISE_KINDS = ("geometric", "laplace")
 MEASUREMENTS = ("plain", "cumulative", "chain")
@@ -70,13 +71,14 @@ def sample_double_geometric(scale: float, size: int | tuple[int, ...],
                             rng: np.random.Generator) -> np.ndarray:
     """Exact integer noise with ``P(eta = x) = (1 - a)/(1 + a) a**|x|``, ``a = e^(-1/scale)``.
 
-    Drawn as the difference of two independent Geometric(1 - a) variables on {0, 1, ...}
-    (Ghosh et al.'s geometric mechanism).
+    This is the discrete Laplace distribution (Ghosh et al.'s geometric mechanism), drawn by
+    :func:`engine.noise.discrete_laplace` in exact integer arithmetic (CKS 2020, Algorithm 2;
+    the scale is rounded up to a rational by a relative 2**-20 at most).
     """
     if not scale > 0:
         raise SpecError(f"noise scale: must be positive, got {scale!r}")
-    p = -math.expm1(-1.0 / scale)  # 1 - alpha without cancellation for large scales
-    return (rng.geometric(p, size=size) - rng.geometric(p, size=size)).astype(np.int64)
+    shape = (size,) if isinstance(size, int | np.integer) else tuple(size)
+    return discrete_laplace(scale, math.prod(shape), rng).reshape(shape)
 
 
 def sample_noise(kind: str, scale: float, size: int | tuple[int, ...],

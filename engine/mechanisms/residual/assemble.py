@@ -34,10 +34,11 @@ import numpy as np
 from engine.domain import Domain
 from engine.errors import NotApplicable
 from engine.linalg.matrix import Matrix
-from engine.linalg.residuals import smear_into, subsets
+from engine.linalg.residuals import AttrSet, smear_into, subsets
 from engine.mechanisms.base import Measurement, Plan
-from engine.mechanisms.querysmasher.decomposition import AttrSet, subquery
-from engine.mechanisms.querysmasher.submechanisms import SubMechanism
+from engine.mechanisms.residual.decomposition import subquery
+from engine.mechanisms.residual.submechanisms import SubMechanism
+from engine.mechanisms.views import Fact, TableView, View, facts
 from engine.privacy import Privacy
 from engine.workloads.term import Term
 from engine.workloads.workload import Workload
@@ -214,9 +215,9 @@ class Assembly:
         return total
 
     def residual_table(self, names: Sequence[str]) -> list[dict[str, Any]]:
-        """Per-residual rows for the dashboard: attribute names, cells, loss L, sigma^2,
-        privacy share, how it was solved."""
-        return [{"residual": tuple(names[i] for i in r.attrs),
+        """One record per residual: attribute names (joined by ' x ', 'total' for none),
+        cells, loss L, sigma^2, privacy share, how it was solved."""
+        return [{"residual": residual_label(r.attrs, names),
                  "cells": math.prod(self.shape[i] for i in r.attrs),
                  "loss": r.loss, "sigma2": r.multiplier, "privacy_share": r.share,
                  "method": r.method, "group": r.group, "iterations": r.iterations,
@@ -419,14 +420,27 @@ def privacy_conversions(beta: float, epsilon: float = 1.0) -> dict[str, float]:
             "epsilon": epsilon, "delta": gdp_delta(mu, epsilon)}
 
 
+def timings_table(seconds: dict[str, float]) -> TableView:
+    """Wall-clock seconds per planning stage, as a table."""
+    return TableView.of([{"stage": k, "seconds": v} for k, v in seconds.items()],
+                        key="timings", title="Time per stage", units="s",
+                        caption="Wall-clock time of each planning stage.")
+
+
+def residual_label(attrs: AttrSet, names: Sequence[str]) -> str:
+    """A residual's (or marginal's) attributes in words: ``a x b``, ``total`` for none."""
+    return " x ".join(names[i] for i in attrs) or "total"
+
+
 def assembly_plan(mechanism: str, workload: Workload, privacy: Privacy, assembly: Assembly,
-                  details: dict[str, Any]) -> Plan:
+                  settings: Sequence[Fact] = (), views: Sequence[View] = ()) -> Plan:
     """A :class:`~engine.mechanisms.base.Plan` for an assembled residual mechanism.
 
     The stored strategy is the pre-scaled ``ResidualStrategy`` (noise i.i.d. with std
     ``privacy.sigma() * sensitivity``), ``trace`` its ``tr[(A^T A)^+ W^T W]`` (the weighted
     total squared error at beta = 1), and measure / reconstruct / variances go through the
-    residual structure, never the full domain.
+    residual structure, never the full domain. ``settings`` (how it was planned) join the
+    plan's facts; ``views`` follow the residual table.
     """
     bound = assembly.privacy_cost_bound()
     if bound > 1.0 + 1e-9:  # Theorem 1: the shares must add up to at most beta = 1
@@ -449,20 +463,40 @@ def assembly_plan(mechanism: str, workload: Workload, privacy: Privacy, assembly
     def query_variances(plan: Plan) -> np.ndarray:
         return assembly.query_variances(workload)
 
-    info = {"kind": "residual", "residual_table": assembly.residual_table(
-                workload.domain.names),
-            "gamma": assembly.gamma, "privacy_cost": bound,
-            "total_loss": assembly.total_loss,
-            "total_loss_unweighted": assembly.total_loss_unweighted,
-            "rmse_unweighted": math.sqrt(privacy.unit_variance() * bound
-                                         * assembly.total_loss_unweighted
-                                         / workload.num_queries),
-            "num_residuals": len(assembly.releases),
-            "privacy_conversions": privacy_conversions(1.0)}
-    info.update(details)
+    rmse_unweighted = math.sqrt(privacy.unit_variance() * bound * assembly.total_loss_unweighted
+                                / workload.num_queries)
+    conversions = privacy_conversions(1.0)
+    shown = (
+        facts("residual", "Residual mechanism", "How the noise is split over residuals and "
+              "the error it gives (losses at privacy cost 1).", [
+                  Fact("kind", "strategy kind", "residual"),
+                  Fact("num_residuals", "residuals measured", len(assembly.releases)),
+                  Fact("gamma", "loss multiplier gamma (square of the sum of root losses)",
+                       assembly.gamma),
+                  Fact("privacy_cost", "privacy cost of the assembled release", bound,
+                       "cost units (1 = rho 0.5)"),
+                  Fact("total_loss", "weighted total variance at privacy cost 1",
+                       assembly.total_loss, "squared counts"),
+                  Fact("total_loss_unweighted", "unweighted total variance at privacy cost 1",
+                       assembly.total_loss_unweighted, "squared counts"),
+                  Fact("rmse_unweighted", "RMSE of the unweighted queries at the plan's "
+                       "privacy level", rmse_unweighted, "counts"), *settings]),
+        TableView.of(assembly.residual_table(workload.domain.names), key="residual_table",
+                     title="Noise per residual", caption=(
+                         "How the noise is spread over residuals: a residual is what a table "
+                         "adds beyond its smaller sub-tables. Each is measured once with its "
+                         "own noise level (sigma2, at privacy cost 1).")),
+        *views,
+        facts("privacy_conversions", "What privacy cost 1 means", "The same privacy "
+              "cost in other units.", [
+                  Fact("gdp_mu", "Gaussian DP mu", conversions["gdp_mu"]),
+                  Fact("zcdp_rho", "zero-concentrated DP rho", conversions["zcdp_rho"]),
+                  Fact("epsilon", "epsilon", conversions["epsilon"]),
+                  Fact("delta", "delta at this epsilon", conversions["delta"])]),
+    )
     # Laplace noise is not calibrated for these Gaussian mechanisms: no L1 sensitivity.
     return Plan(mechanism=mechanism, workload=workload, privacy=privacy,
                 strategy=assembly.strategy(), trace=assembly.total_loss,
-                sensitivity={1: math.inf, 2: sensitivity}, details=info,
+                sensitivity={1: math.inf, 2: sensitivity}, shown=shown,
                 reconstructor=reconstructor, query_variances=query_variances,
                 measurer=measurer)

@@ -14,11 +14,11 @@ from engine.data.dataset import Dataset
 from engine.domain import Domain
 from engine.error import per_query_variances, trace_term
 from engine.errors import Cancelled, NotApplicable
-from engine.executor import ProcessExecutor, SerialExecutor
+from engine.executor import SerialExecutor, local_pool
 from engine.mechanisms import get
-from engine.mechanisms.querysmasher import QuerySmasher
-from engine.mechanisms.querysmasher.decomposition import decompose, residual_projector
-from engine.mechanisms.querysmasher.optimal import solve_optimal
+from engine.mechanisms.residual import QuerySmasher
+from engine.mechanisms.residual.decomposition import decompose, residual_projector
+from engine.mechanisms.residual.optimal import solve_optimal
 from engine.privacy import Privacy, analytic_gaussian_sigma
 from engine.progress import Progress
 from engine.workloads import Workload
@@ -93,7 +93,7 @@ def test_privacy_units_rescale_without_replanning(mixed_plans: dict) -> None:
     assert p.with_privacy(gauss).rmse() == pytest.approx(p.rmse(gauss))
     np.testing.assert_allclose(p.variances(gauss), p.variances() * gauss.sigma() ** 2)
     # the table: shares sum to the privacy cost 1, total = (sum sqrt L)^2
-    table = p.details["residual_table"]
+    table = p.view("residual_table").records()
     assert sum(r["privacy_share"] for r in table) == pytest.approx(1.0)
     assert p.tse() == pytest.approx(sum(math.sqrt(r["loss"]) for r in table) ** 2)
     assert {"residual", "loss", "sigma2", "privacy_share"} <= set(table[0])
@@ -152,15 +152,16 @@ def test_weighted_queries_appendix_e() -> None:
                                                       / W.num_queries), rel=1e-10)
     weights = np.concatenate([np.full(t.num_queries, t.weight**2) for t in W.terms])
     unweighted_var = weighted.variances() / weights
-    assert weighted.details["rmse_unweighted"] == pytest.approx(
+    assert weighted.fact("rmse_unweighted") == pytest.approx(
         math.sqrt(unweighted_var.sum() / W.num_queries), rel=1e-10)
     # optimising for the weights beats the unweighted optimum on the weighted objective
     cross = trace_term(W, plain.strategy) * plain.sensitivity[2] ** 2
     assert weighted.tse() < cross * (1 - 1e-3)
     # each residual's loss is the Eq. 4 optimum of its weighted sub-workload Gram
     Gw = W.gram().dense()
-    for row in weighted.details["residual_table"]:
-        keep = tuple(dom.names.index(n) for n in row["residual"])
+    for row in weighted.view("residual_table").records():
+        names = [] if row["residual"] == "total" else row["residual"].split(" x ")
+        keep = tuple(dom.names.index(n) for n in names)
         Q = residual_projector(dom.shape, keep)
         assert row["loss"] == pytest.approx(solve_optimal(Q.T @ Gw @ Q).loss, rel=1e-8)
 
@@ -172,7 +173,7 @@ def test_huge_domain_never_materialised() -> None:
     W = Workload(dom, (PrefixMarginals(k=1), PrefixMarginals(k=2)))
     p = QuerySmasher(workers=0).plan(W, BETA1)
     assert p.strategy.shape[1] == n**d
-    assert p.details["distinct_subproblems"] <= 3
+    assert p.fact("distinct_subproblems") <= 3
     data = Dataset.synthetic(dom, 50, rng=7)
     got = p.run(data, ZeroNoise())
     expected = W.answer_from_marginals(lambda ax: data.marginal([dom.names[i] for i in ax]))
@@ -186,11 +187,11 @@ def test_identical_residuals_are_solved_once() -> None:
     groups = [PrefixMarginals(k=1)] + [PairQueries(attrs=pair, pair_kind="abs_diff")
                                        for pair in itertools.combinations(dom.names, 2)]
     p = QuerySmasher(workers=0).plan(Workload(dom, tuple(groups)), BETA1)
-    table = p.details["residual_table"]
-    pair_groups = {r["group"] for r in table if len(r["residual"]) == 2}
+    pairs = [r for r in p.view("residual_table").records() if r["residual"].count(" x ") == 1]
+    pair_groups = {r["group"] for r in pairs}
     assert len(pair_groups) == 1
-    assert {r["method"] for r in table if len(r["residual"]) == 2} == {"dense"}
-    assert p.details["distinct_subproblems"] == 3  # total, 1-way, 2-way
+    assert {r["method"] for r in pairs} == {"dense"}
+    assert p.fact("distinct_subproblems") == 3  # total, 1-way, 2-way
 
 
 def test_progress_and_cancellation() -> None:
@@ -220,8 +221,8 @@ def test_max_objective_delegates_to_residual_planner() -> None:
     qs = QuerySmasher(sub_solver="residual", objective="max").plan(W, BETA1)
     rp = get("residual-planner", objective="max").plan(W, BETA1)
     assert qs.mechanism == "querysmasher"
-    assert qs.details["max_variance"] == pytest.approx(rp.details["max_variance"], rel=1e-6)
-    assert float(qs.variances().max()) == pytest.approx(qs.details["max_variance"], rel=1e-5)
+    assert qs.fact("max_variance") == pytest.approx(rp.fact("max_variance"), rel=1e-6)
+    assert float(qs.variances().max()) == pytest.approx(qs.fact("max_variance"), rel=1e-5)
 
 
 @pytest.mark.slow
@@ -230,7 +231,7 @@ def test_executor_choice_does_not_change_the_plan() -> None:
     W = Workload(dom, (PrefixMarginals(k=1), PairQueries(attrs=("x", "y"), pair_kind="affine"),
                        PairQueries(attrs=("y", "z"), pair_kind="abs_diff")))
     serial = QuerySmasher(executor=SerialExecutor()).plan(W, BETA1)
-    with ProcessExecutor(max_workers=2) as pool:
+    with local_pool(max_workers=2) as pool:
         parallel = QuerySmasher(executor=pool).plan(W, BETA1)
     assert parallel.tse() == pytest.approx(serial.tse(), rel=1e-12)
     assert decompose(W).residuals[(0, 1)].cells == 256

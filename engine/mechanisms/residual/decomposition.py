@@ -44,13 +44,12 @@ import numpy as np
 
 from engine.errors import NotApplicable
 from engine.linalg.matrix import DENSE_GUARD, Matrix
-from engine.linalg.residuals import subsets
+from engine.linalg.residuals import AttrSet, subsets
 from engine.progress import Progress, report
 from engine.workloads.blocks import Block
 from engine.workloads.term import Term
 from engine.workloads.workload import Workload
 
-AttrSet = tuple[int, ...]
 #: A piece's identity inside a residual: ("kron", one Gram key per attribute) or
 #: ("dense", (one Gram key,)).
 PieceKey = tuple[str, tuple[str, ...]]

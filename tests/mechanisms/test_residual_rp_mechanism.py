@@ -12,7 +12,6 @@ from engine.data.dataset import Dataset
 from engine.domain import Domain
 from engine.linalg.residuals import privacy_factor, variance_factor
 from engine.mechanisms import get
-from engine.mechanisms.residual_planner import max_allocation, sum_allocation
 from engine.privacy import Privacy
 from engine.workloads import Workload
 from engine.workloads.groups import Marginals, PrefixMarginals
@@ -37,16 +36,18 @@ def test_r4_closed_form_and_parametrisations() -> None:
     plan = get("residual-planner").plan(W, BETA1)
     assert plan.tse() == pytest.approx(85.842330816576, rel=1e-11)
     for names, value in R4_CELL_VAR.items():
-        assert plan.details["marginal_variances"][names] == pytest.approx(value, rel=1e-9)
+        cells = plan.view("marginal_variances").as_dict()
+        assert cells[" x ".join(names) or "total"] == pytest.approx(value, rel=1e-9)
     # RP's native noise tau2 = p * sigma2_QS: residual A has sigma2_QS = 10.413089, p = 1/2
-    assert plan.details["residual_variances"][("A",)] == pytest.approx(5.206545, abs=1e-6)
+    tau2 = plan.view("residual_variances").as_dict()
+    assert tau2["A"] == pytest.approx(5.206545, abs=1e-6)
     # tau2 = sqrt(p / v) sum sqrt(v p) with v_A = 19/12 (spec 2.2)
     shape = W.domain.shape
     v = {(): 35 / 24, (0,): 19 / 12}
     p = {a: privacy_factor(a, shape) for a in v}
     assert p[(0,)] == 0.5
     total = math.sqrt(85.842330816576)
-    assert plan.details["residual_variances"][("A",)] == pytest.approx(
+    assert tau2["A"] == pytest.approx(
         math.sqrt(p[(0,)] / v[(0,)]) * total, rel=1e-9)
     # per-cell variances also come out of the generic per-query variances
     offset = 0
@@ -57,13 +58,6 @@ def test_r4_closed_form_and_parametrisations() -> None:
                                    R4_CELL_VAR[names], rtol=1e-9)
         offset += term.num_queries
     assert variance_factor((0,), (0, 1), shape) == pytest.approx(0.5 / 9)
-
-
-def test_sum_allocation_is_cauchy_schwarz() -> None:
-    tau2, total = sum_allocation([1.0, 4.0], [1.0, 1.0])
-    assert total == pytest.approx(9.0)
-    np.testing.assert_allclose(tau2, [3.0, 1.5])
-    assert float((np.array([1.0, 1.0]) / tau2).sum()) == pytest.approx(1.0)
 
 
 def test_equals_querysmasher_residual_sub_solver_on_any_workload() -> None:
@@ -96,18 +90,11 @@ def test_max_variance_objective() -> None:
     best = get("residual-planner", objective="max").plan(W, BETA1)
     plain = get("residual-planner").plan(W, BETA1)
     worst = float(best.variances().max())
-    assert worst == pytest.approx(best.details["max_variance"], rel=1e-5)
+    assert worst == pytest.approx(best.fact("max_variance"), rel=1e-5)
     assert worst < float(plain.variances().max())
     # privacy cost exactly 1 and every marginal's cells share one variance
     np.testing.assert_allclose(best.strategy.column_norms(2) ** 2, 1.0, rtol=1e-6)
     # weights: a marginal with weight w gets variance bound 1/w (weighted variance <= max)
     heavy = Workload(W.domain, (Marginals(k=1), Marginals(k=2, weight=3.0)))
     wp = get("residual-planner", objective="max").plan(heavy, BETA1)
-    assert float(wp.variances().max()) == pytest.approx(wp.details["max_variance"], rel=1e-5)
-
-
-def test_max_allocation_small_program() -> None:
-    # min 1/s1 + 1/s2 s.t. s1 + s2 <= 1, s1 <= 1: optimum s = (1/2, 1/2), cost 4
-    tau2, max_var = max_allocation(np.array([1.0, 1.0]), np.array([[1.0, 1.0], [1.0, 0.0]]))
-    assert max_var == pytest.approx(4.0, rel=1e-6)
-    np.testing.assert_allclose(tau2, [2.0, 2.0], rtol=1e-5)  # rescaled to cost 1
+    assert float(wp.variances().max()) == pytest.approx(wp.fact("max_variance"), rel=1e-5)

@@ -10,8 +10,8 @@ import pytest
 from engine.domain import Domain
 from engine.errors import Cancelled
 from engine.linalg.pinv import psd_pinv
-from engine.mechanisms.querysmasher.decomposition import decompose, subquery
-from engine.mechanisms.querysmasher.optimal import solve_optimal
+from engine.mechanisms.residual.decomposition import decompose, subquery
+from engine.mechanisms.residual.optimal import solve_optimal
 from engine.progress import Progress
 from engine.workloads import Workload
 from engine.workloads.blocks import PrefixBlock
@@ -81,7 +81,7 @@ def test_pieces_are_interned_and_merged() -> None:
     assert ac.single_kron() is not None and ac.signature() == bc.signature()
     assert dec.residuals[(0,)].signature() == dec.residuals[(1,)].signature()
     # the Gram assembled from pieces is the full-domain Gram projected onto the residual
-    from engine.mechanisms.querysmasher.decomposition import residual_projector
+    from engine.mechanisms.residual.decomposition import residual_projector
 
     Q = residual_projector(dom.shape, (0, 1))
     np.testing.assert_allclose(ab.dense_gram(dec.store), Q.T @ W.gram().dense() @ Q,

@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 from engine.domain import Domain
-from engine.mechanisms.querysmasher import QuerySmasher, allocate, privacy_conversions
-from engine.mechanisms.querysmasher.decomposition import (
+from engine.mechanisms.residual import QuerySmasher, allocate, privacy_conversions
+from engine.mechanisms.residual.decomposition import (
     decompose,
     residual_projector,
     subquery,
 )
-from engine.mechanisms.querysmasher.optimal import solve_optimal
-from engine.mechanisms.querysmasher.submechanisms import FourierSub
-from engine.mechanisms.querysmasher.subsolvers import fourier_factor
+from engine.mechanisms.residual.optimal import solve_optimal
+from engine.mechanisms.residual.submechanisms import FourierSub
+from engine.mechanisms.residual.subsolvers import fourier_factor
 from engine.privacy import Privacy, analytic_gaussian_sigma
 from engine.workloads import Workload
 from engine.workloads.blocks import (
@@ -40,8 +40,16 @@ def plan(workload: Workload, sub_solver: str = "optimal"):
     return QuerySmasher(sub_solver=sub_solver, workers=0).plan(workload, BETA1)
 
 
+def residual_rows(p) -> list[dict]:
+    """The plan's noise-per-residual table, each residual as a tuple of attribute names."""
+    rows = p.view("residual_table").records()
+    for row in rows:
+        row["residual"] = () if row["residual"] == "total" else tuple(row["residual"].split(" x "))
+    return rows
+
+
 def losses(p) -> dict[tuple[str, ...], float]:
-    return {row["residual"]: row["loss"] for row in p.details["residual_table"]}
+    return {row["residual"]: row["loss"] for row in residual_rows(p)}
 
 
 def centred_prefix(n: int) -> np.ndarray:
@@ -121,10 +129,10 @@ def test_r4_marginals_every_sub_solver(sub_solver: str) -> None:
     p = plan(W, sub_solver)
     for residual, loss in losses(p).items():
         assert loss == pytest.approx(R4_LOSSES[residual], rel=1e-9)
-    sigma2 = {r["residual"]: r["sigma2"] for r in p.details["residual_table"]}
+    sigma2 = {r["residual"]: r["sigma2"] for r in residual_rows(p)}
     for residual, s2 in R4_SIGMA2.items():
         assert sigma2[residual] == pytest.approx(s2, abs=1e-6)
-    assert p.details["gamma"] == pytest.approx(9.265113643, abs=1e-9)
+    assert p.fact("gamma") == pytest.approx(9.265113643, abs=1e-9)
     assert p.tse() == pytest.approx(85.842330816576, rel=1e-11)
     assert p.rmse() == pytest.approx(1.566090043175, rel=1e-11)
     # per-cell variance of every reconstructed marginal, and the full-domain privacy cost
@@ -239,7 +247,7 @@ def test_r7_kronecker_optimality() -> None:
     # attribute, and equals the joint optimum
     dom = Domain.from_sizes([4, 5], ["x", "y"], ["numeric"] * 2)
     p = plan(Workload.product(dom, {"x": PrefixBlock(4), "y": PrefixBlock(5)}))
-    row = next(r for r in p.details["residual_table"] if r["residual"] == ("x", "y"))
+    row = next(r for r in residual_rows(p) if r["residual"] == ("x", "y"))
     assert row["method"] == "kron"
     coef = (np.trace(G4) * np.trace(G5))
     assert row["loss"] == pytest.approx(joint.loss / (np.trace(G4) * np.trace(G5)) * coef,
@@ -263,7 +271,7 @@ def test_r8_table4_marginal_rows(n: int, expected: float) -> None:
     closed = (math.sqrt(L0) + D * math.sqrt(Li) + math.comb(D, 2) * math.sqrt(Lij)) ** 2
     assert p.tse() == pytest.approx(closed, rel=1e-9)
     assert p.rmse() == pytest.approx(expected, abs=0.5 * 10 ** -(len(str(expected)) - 3))
-    assert p.details["distinct_subproblems"] <= 3
+    assert p.fact("distinct_subproblems") <= 3
 
 
 # ----- R9: Table 2 1-way hybrid rows -------------------------------------------------------
@@ -351,7 +359,7 @@ def test_r12_fourier_bookkeeping() -> None:
     rng = np.random.default_rng(3)
     rows = subquery(rng.random((6, 16)), sizes, (0, 1))
     G = rows.T @ rows
-    from engine.mechanisms.querysmasher.submechanisms import fourier_diag
+    from engine.mechanisms.residual.submechanisms import fourier_diag
 
     sub = FourierSub(sizes, fourier_diag(G, sizes) / 16**2)
     params = [tuple(int(v) for v in np.unravel_index(j, sizes)) for j in sub.params]
@@ -372,7 +380,7 @@ def test_r12_fourier_bookkeeping() -> None:
     for value in table.values():
         assert value == pytest.approx((n - 1) ** 2 / n, rel=1e-9)
     Gc = np.eye(n) - 1.0 / n
-    from engine.mechanisms.querysmasher.submechanisms import fourier_diag_1d
+    from engine.mechanisms.residual.submechanisms import fourier_diag_1d
 
     np.testing.assert_allclose(fourier_diag_1d(Gc)[1:] / n**2, 1.0 / n, rtol=1e-12)
 
@@ -423,7 +431,7 @@ def test_r13_marginal_and_circular_coincide() -> None:
 
 def test_r13_closed_forms_match_the_sub_solvers() -> None:
     """Spec 2.2 / 2.4 closed forms per residual equal the RP and WFF sub-solvers' losses."""
-    from engine.mechanisms.querysmasher.subsolvers import (
+    from engine.mechanisms.residual.subsolvers import (
         rp_loss_closed_form,
         wff_loss_closed_form,
     )

@@ -1,0 +1,330 @@
+"""Serving load: page loads and eps-slider updates while one session plans the SF1 preset.
+
+Starts ``panel serve explorer/app.py`` on 127.0.0.1 (a free port), then in one run:
+
+1. one browser session loads the Census SF1 preset and starts planning it on the Compare page;
+2. ``--sessions`` sessions (default 20, Debian Chromium through Playwright) open the
+   privacy trade-off page at the same time and move its eps slider ``--moves`` times each;
+3. ``--cycles`` (default 100) sessions open the start page and close, a few at a time;
+4. every browser closes, and the server is given the time to discard their sessions.
+
+A warm-up session (not measured) first plans the default workload, so page loads measure
+serving, not the first planning of the default scenario; RSS "before" is taken after it.
+
+Prints page-load and slider-update latency (p50 / p95) and the server's resident memory (RSS)
+before, during and after, beside the goals of issue 16 (page load p95 < 2 s, slider p95 <
+200 ms, RSS back within 50 MB of the start). All traffic stays on 127.0.0.1 and is bounded
+in count and time (``--timeout`` seconds per step).
+
+Usage::
+
+    python benchmarks/server_load.py [--sessions 20] [--cycles 100] [--moves 5]
+    python benchmarks/server_load.py --quick        # 3 sessions, 10 cycles, 3 moves
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+]
+#: Bokeh discards a session this long after its last connection closed (milliseconds).
+UNUSED_SESSION_MS = 5_000
+GOALS = {"page load p95": 2.0, "slider p95": 0.2, "RSS back within": 50.0}
+
+# The trade-off chart's marker layer has a column named current_x; the readout's first line
+# names the privacy level. Both are read from the Bokeh document (shadow DOM does not matter).
+STATE_JS = """() => {
+  let x = null, level = null;
+  for (const m of Bokeh.documents[0].all_models) {
+    if (m.data && m.data.current_x !== undefined && m.data.current_x.length) {
+      x = Array.from(m.data.current_x)[0];
+    }
+    if (m.css_classes && Array.from(m.css_classes).includes('tradeoff-level')) level = m.text;
+  }
+  return [x, level];
+}"""
+ARM_JS = (
+    """([x0, level0]) => {
+  window.__released = null;
+  document.addEventListener('pointerup', () => { window.__released = performance.now(); },
+                            {capture: true, once: true});
+  const state = """
+    + STATE_JS
+    + """;
+  window.__updated = new Promise(resolve => {
+    const tick = () => {
+      const [x, level] = state();
+      if (window.__released !== null && x !== x0 && level !== level0) {
+        resolve(performance.now() - window.__released);
+      } else {
+        requestAnimationFrame(tick);
+      }
+    };
+    tick();
+  });
+}"""
+)
+RENDERED_JS = (
+    "() => window.Bokeh !== undefined && Bokeh.documents.length > 0"
+    " && Bokeh.documents[0].roots().length > 0"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of process ``pid`` in MB (from /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) by linear interpolation."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def sf1_yaml() -> bytes:
+    """The Census SF1 preset as a scenario file."""
+    from explorer.presets import build_preset
+
+    return yaml.safe_dump(build_preset("sf1"), sort_keys=False).encode()
+
+
+def start_server(port: int, log_path: Path) -> subprocess.Popen:
+    command = [
+        sys.executable,
+        "-m",
+        "panel",
+        "serve",
+        "explorer/app.py",
+        "--address",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--check-unused-sessions",
+        "1000",
+        "--unused-session-lifetime",
+        str(UNUSED_SESSION_MS),
+    ]
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1")
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"server exited ({process.returncode}); see {log_path}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/app", timeout=5):
+                return process
+        except OSError:
+            time.sleep(0.25)
+    process.kill()
+    raise SystemExit(f"server did not start within 90 s; see {log_path}")
+
+
+async def open_page(browser, url: str, timeout_ms: float):
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(timeout_ms)
+    page = await context.new_page()
+    await page.goto(url, wait_until="load")
+    await page.wait_for_function(RENDERED_JS)
+    return page
+
+
+async def plan_sf1(browser, base: str, timeout_ms: float):
+    """A session that loads SF1 and starts planning it; returns its page (left open)."""
+    page = await open_page(browser, f"{base}/app?page=builder", timeout_ms)
+    await page.locator(".spec-upload input[type=file]").first.set_input_files(
+        files=[{"name": "sf1.yaml", "mimeType": "text/yaml", "buffer": sf1_yaml()}]
+    )
+    await page.locator(".workload-stats").first.filter(has_text="29,440 cells").wait_for()
+    await page.locator(".site-nav").get_by_role("link", name="Compare").click()
+    await page.locator(".planning-status").first.filter(has_text="Planning").wait_for()
+    return page
+
+
+async def drag(page, pixels: float) -> None:
+    handle = page.locator(".eps-slider .noUi-handle").first
+    box = await handle.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    await page.mouse.move(x, y)
+    await page.mouse.down()
+    await page.mouse.move(x + pixels, y, steps=4)
+    await page.mouse.up()
+
+
+async def analyst(browser, base: str, moves: int, timeout_ms: float) -> tuple[float, list[float]]:
+    """Open the trade-off page and move eps: (page-load seconds, slider seconds)."""
+    start = time.perf_counter()
+    page = await open_page(browser, f"{base}/app?page=tradeoff", timeout_ms)
+    await page.locator(".tradeoff-readout").first.filter(has_text="identity").wait_for()
+    load = time.perf_counter() - start
+    await page.wait_for_timeout(1000)
+    sliders = []
+    for i in range(moves):
+        await page.evaluate(ARM_JS, await page.evaluate(STATE_JS))
+        await drag(page, 12 + 3 * i)
+        sliders.append(await page.evaluate("() => window.__updated") / 1000)
+        await page.wait_for_timeout(500)
+    await page.context.close()
+    return load, sliders
+
+
+async def cycle(browser, base: str, timeout_ms: float) -> None:
+    page = await open_page(browser, f"{base}/app", timeout_ms)
+    await page.locator(".site-nav").first.wait_for()
+    await page.context.close()
+
+
+async def sample_rss(pid: int, samples: list[float], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        samples.append(rss_mb(pid))
+        await asyncio.sleep(0.5)
+
+
+async def run(args: argparse.Namespace) -> None:
+    from playwright.async_api import async_playwright
+
+    port = free_port()
+    log_path = REPO_ROOT / "test-results" / "server-load.log"
+    log_path.parent.mkdir(exist_ok=True)
+    server = start_server(port, log_path)
+    base = f"http://127.0.0.1:{port}"
+    timeout_ms = args.timeout * 1000
+    try:
+        during: list[float] = []
+        stop = asyncio.Event()
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(
+                executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+            )
+            # Warm-up (not measured): the default workload's plans enter the shared cache, as
+            # they are on any server that has been up for a while.
+            await analyst(browser, base, 1, timeout_ms)
+            await asyncio.sleep(UNUSED_SESSION_MS / 1000 + 2)
+            before = rss_mb(server.pid)
+            sampler = asyncio.create_task(sample_rss(server.pid, during, stop))
+            planner = None if args.idle else await plan_sf1(browser, base, timeout_ms)
+            results = await asyncio.gather(
+                *(analyst(browser, base, args.moves, timeout_ms) for _ in range(args.sessions))
+            )
+            loads = [load for load, _ in results]
+            sliders = [s for _, moves in results for s in moves]
+            still_planning = (
+                planner is not None
+                and await planner.locator(".planning-progress").first.is_visible()
+            )
+            for start in range(0, args.cycles, args.batch):
+                await asyncio.gather(
+                    *(
+                        cycle(browser, base, timeout_ms)
+                        for _ in range(min(args.batch, args.cycles - start))
+                    )
+                )
+            if planner is not None:
+                await planner.context.close()
+            await browser.close()
+        stop.set()
+        await sampler
+        # Closed tabs' sessions are discarded UNUSED_SESSION_MS after their last message.
+        await asyncio.sleep(UNUSED_SESSION_MS / 1000 + 5)
+        after = rss_mb(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    log = log_path.read_text(errors="replace")
+    if args.idle:
+        load_text = "no planning load (--idle)"
+    else:
+        state = "still planning" if still_planning else "planning finished"
+        load_text = f"while one session planned Census SF1 ({state} after the sessions)"
+    print(
+        f"server_load: {args.sessions} sessions x {args.moves} slider moves, "
+        f"{args.cycles} open/close cycles, {load_text}; {os.cpu_count()} CPU(s)"
+    )
+    print(
+        f"  page load (trade-off page, rendered with numbers): p50 {percentile(loads, 50):.2f}"
+        f" s, p95 {percentile(loads, 95):.2f} s (goal p95 < {GOALS['page load p95']:.0f} s)"
+    )
+    print(
+        f"  eps slider release -> chart and numbers: p50 {percentile(sliders, 50) * 1000:.0f}"
+        f" ms, p95 {percentile(sliders, 95) * 1000:.0f} ms over {len(sliders)} moves "
+        f"(goal p95 < {GOALS['slider p95'] * 1000:.0f} ms)"
+    )
+    print(
+        f"  server RSS: before {before:.0f} MB, during max {max(during):.0f} MB "
+        f"(median {statistics.median(during):.0f}), after {after:.0f} MB: "
+        f"{after - before:+.0f} MB (goal within {GOALS['RSS back within']:.0f} MB)"
+    )
+    if not args.idle:
+        print(
+            f"  SF1 planning job after its tab closed: "
+            f"{'cancelled' if 'cancelled after' in log else 'no cancel logged'}; tracebacks in "
+            f"the server log: {log.count('Traceback')}"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=20, help="concurrent analyst sessions")
+    parser.add_argument("--cycles", type=int, default=100, help="open/close cycles")
+    parser.add_argument("--moves", type=int, default=5, help="slider moves per session")
+    parser.add_argument("--batch", type=int, default=5, help="cycles opened at the same time")
+    parser.add_argument(
+        "--timeout", type=float, default=180.0, help="seconds any one browser step may take"
+    )
+    parser.add_argument(
+        "--idle",
+        action="store_true",
+        help="no SF1 planning session (the baseline the planning load is compared with)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="3 sessions, 10 cycles, 3 moves (a few minutes on 2 cores)",
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sessions, args.cycles, args.moves = 3, 10, 3
+    for name in ("sessions", "cycles", "moves", "batch"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name}: {getattr(args, name)} (allowed: 1 or more)")
+    if not Path(CHROMIUM).exists():
+        parser.error(f"no Chromium at {CHROMIUM} (set CHROMIUM=path)")
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,579 @@
+"""Planning off the web thread: a process-wide plan store and the jobs that fill it.
+
+Planning is the explorer's only slow step. :class:`PlanStore` keeps every finished plan per
+``(workload, noise)`` for the life of the process, so revisiting a workload is instant and every
+session shares them (plans are data-independent and hold nothing private). Missing plans are
+made by a :class:`PlanningJob` on a bounded pool of planner threads: at most ``planners`` jobs run
+at once, the others wait in a queue whose position each waiting job reports.
+
+One job serves every session that asked for the same ``(workload, noise)``, but cancel and skip
+belong to each subscriber: a job stops only when no subscriber still waits for it, and a running
+mechanism is stopped only when every subscriber has skipped it.
+
+Nothing here imports Panel; it is unit-testable without a browser or a server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
+
+from engine.bounds import Bound, svd_bound
+from engine.compare import Comparison, ComparisonRow, compare
+from engine.errors import Cancelled, NotApplicable, SpecError
+from engine.mechanisms import mechanism_class
+from engine.privacy import Privacy
+from engine.progress import Progress
+from engine.workloads.workload import Workload
+
+LOG = logging.getLogger(__name__)
+
+#: How much lower than the web thread's the planner threads' CPU priority is (nice steps).
+PLANNER_NICENESS = 10
+#: Planning jobs that may run at the same time in one server process (``EXPLORER_PLANNERS``).
+DEFAULT_PLANNERS = 2
+
+
+def workload_key(workload: Workload) -> str:
+    """A short stable key for a workload (its domain and query groups), for caches."""
+    doc = json.dumps(
+        {"domain": workload.domain.to_spec(), "workload": workload.to_spec()},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha1(doc.encode()).hexdigest()[:16]
+
+
+def mechanism_title(name: str) -> str:
+    """The display title of a registered mechanism (its name when it has none)."""
+    try:
+        return mechanism_class(name).title or name
+    except Exception:  # an unknown or broken registration must not break a page
+        return name
+
+
+def is_data_dependent(name: str) -> bool:
+    """True for mechanisms that need the data to choose what to measure."""
+    try:
+        return bool(mechanism_class(name).data_dependent)
+    except Exception:  # an unknown or broken registration counts as data-independent
+        return False
+
+
+def one_line(exc: BaseException) -> str:
+    """A one-line message for any exception (SpecErrors already are one line)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, SpecError | NotApplicable):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def skipped_row(name: str) -> ComparisonRow:
+    """The row shown for a mechanism whose planning the user skipped."""
+    return ComparisonRow(
+        name,
+        mechanism_title(name),
+        None,
+        "not planned: skipped by the user (plan it with 'Plan missing mechanisms')",
+        0.0,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class JobStatus:
+    """A consistent snapshot of a planning job, for display.
+
+    ``position`` is the job's place in the queue for a free planner (1 = next), 0 once it runs.
+    """
+
+    state: str  # queued | running | cancelling | done | cancelled | failed
+    total: int
+    done: int
+    current: str | None
+    iteration: int
+    loss: float
+    message: str
+    seconds: float
+    position: int = 0
+
+    @property
+    def finished(self) -> bool:
+        """True once the job will not change any more."""
+        return self.state in ("done", "cancelled", "failed")
+
+    @property
+    def fraction(self) -> float:
+        """Share of mechanisms finished, 0..1."""
+        return self.done / self.total if self.total else 1.0
+
+    def describe(self) -> str:
+        """One line for a progress indicator."""
+        if self.state == "queued":
+            ahead = self.position - 1
+            return (
+                f"Waiting for a free planner: number {self.position} in the queue "
+                f"({ahead} job(s) ahead)..."
+                if self.position
+                else "Waiting for a free planner..."
+            )
+        if self.state == "done":
+            return f"Planned {self.total} mechanism(s) in {self.seconds:.1f} s."
+        if self.state == "cancelled":
+            return f"Cancelled after {self.done} of {self.total} mechanism(s)."
+        if self.state == "failed":
+            return f"Planning failed: {self.message}"
+        where = (
+            f"Planning {self.current} ({self.done + 1} of {self.total})"
+            if self.current
+            else "Computing the SVD lower bound"
+        )
+        if self.state == "cancelling":
+            return f"Cancelling: {self.current or 'the bound'} stops at its next checkpoint..."
+        if self.iteration:
+            where += f", iteration {self.iteration}"
+            if math.isfinite(self.loss):
+                where += f", objective {self.loss:.4g}"
+        return where + "..."
+
+
+class PlanningJob:
+    """Plans the missing mechanisms of one ``(workload, noise)`` for its subscribers.
+
+    Finished rows go straight into the store, so partial results survive a cancel and show up
+    while the rest is still running. Subscribers are any hashable tokens (the explorer uses its
+    sessions); each one's skips are its own.
+    """
+
+    def __init__(
+        self,
+        store: PlanStore,
+        key: str,
+        workload: Workload,
+        privacy: Privacy,
+        names: Sequence[str],
+        need_bound: bool,
+    ) -> None:
+        self.store, self.key, self.workload = store, key, workload
+        self.privacy = privacy.with_()
+        self.need_bound = need_bound
+        self.progress = Progress(self._on_progress)
+        self._names = list(names)
+        self._subscribers: dict[Hashable, set[str]] = {}  # subscriber -> mechanisms it skipped
+        self._cancelled = False  # the whole job (as opposed to skipping one mechanism)
+        self._closed = False  # every mechanism is planned: no new names are taken
+        self._skip: str | None = None
+        self._lock = threading.Lock()
+        self._state = "queued"
+        self._done = 0
+        self._iteration = 0
+        self._loss = math.nan
+        self._message = ""
+        self._started = time.perf_counter()
+        self._finished_at: float | None = None
+        self._event = threading.Event()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every mechanism this job plans (subscribers joining later may add some)."""
+        with self._lock:
+            return tuple(self._names)
+
+    # ----- subscribers (any thread) -------------------------------------------------------
+    def subscribe(self, subscriber: Hashable, names: Iterable[str] = ()) -> bool:
+        """Wait for this job too, adding the ``names`` it does not plan yet.
+
+        Returns False when the job can no longer take them (it is finishing or finished); the
+        caller then starts a new job.
+        """
+        with self._lock:
+            wanted = [n for n in names if n not in self._names]
+            if self._state in ("cancelling", "done", "cancelled", "failed") or (
+                wanted and self._closed
+            ):
+                return False
+            self._names.extend(wanted)
+            self._subscribers.setdefault(subscriber, set())
+            return True
+
+    def waits(self, subscriber: Hashable) -> bool:
+        """True while ``subscriber`` waits for this job."""
+        with self._lock:
+            return subscriber in self._subscribers
+
+    def subscribers(self) -> int:
+        """How many subscribers still wait for this job."""
+        with self._lock:
+            return len(self._subscribers)
+
+    def leave(self, subscriber: Hashable) -> None:
+        """``subscriber`` stops waiting; the job is cancelled when nobody waits any more."""
+        with self._lock:
+            self._subscribers.pop(subscriber, None)
+            if self._subscribers:
+                return
+        self.cancel()
+
+    def skip(self, subscriber: Hashable) -> str | None:
+        """``subscriber`` gives up on the running mechanism; returns its name.
+
+        The mechanism stops only once every subscriber has skipped it; until then it goes on
+        for the others (and its plan, when it finishes, is there for everyone).
+        """
+        with self._lock:
+            current = self._current()
+            if current is None or self._state != "running" or subscriber not in self._subscribers:
+                return None
+            self._subscribers[subscriber].add(current)
+            if not all(current in skips for skips in self._subscribers.values()):
+                return current
+            self._skip = current
+            progress = self.progress
+        progress.cancel()
+        return current
+
+    def cancel(self) -> None:
+        """Stop the whole job at the next checkpoint of the running mechanism."""
+        with self._lock:
+            self._cancelled = True
+            self._subscribers.clear()
+            progress = self.progress
+            if self._state == "queued":
+                self._finish("cancelled")
+            elif self._state == "running":
+                self._state = "cancelling"
+        self.store._dequeue(self)
+        progress.cancel()
+
+    # ----- the work (a planner thread, or the caller's) -----------------------------------
+    def _on_progress(self, iteration: int, loss: float, message: str) -> None:
+        with self._lock:
+            self._iteration, self._loss, self._message = iteration, loss, message
+
+    def _current(self) -> str | None:
+        return self._names[self._done] if self._done < len(self._names) else None
+
+    def run(self) -> None:
+        """Plan every missing mechanism, then the bound; never raises."""
+        self.store._dequeue(self)
+        with self._lock:
+            if self._state != "queued":  # cancelled while it waited
+                return
+            self._state = "running"
+            self._started = time.perf_counter()
+        try:
+            self._plan_all()
+        except Cancelled:
+            with self._lock:
+                self._finish("cancelled")
+            return
+        except Exception as exc:  # a broken engine must not kill the planner thread
+            with self._lock:
+                self._message = one_line(exc)
+                self._finish("failed")
+            return
+        with self._lock:
+            self._finish("cancelled" if self._cancelled else "done")
+
+    def _finish(self, state: str) -> None:
+        self._state = state
+        self._subscribers.clear()
+        self._finished_at = time.perf_counter()
+        self._event.set()
+        LOG.info(
+            "planning job %s/%s (%s): %s after %d of %d mechanism(s), %.1f s",
+            self.key,
+            self.privacy.noise,
+            self.workload.describe(),
+            state,
+            self._done,
+            len(self._names),
+            self._finished_at - self._started,
+        )
+
+    def _on_row(self, row: ComparisonRow) -> None:
+        self.store.put_row(self.key, self.workload, self.privacy.noise, row)
+        with self._lock:
+            self._done += 1
+            self._iteration, self._loss = 0, math.nan
+        if self._cancelled:
+            raise Cancelled("cancelled between mechanisms")
+
+    def _remaining(self) -> list[str]:
+        """What is left to plan; closes the job to new names when nothing is."""
+        with self._lock:
+            remaining = self._names[self._done :]
+            self._closed = not remaining
+            return remaining
+
+    def _plan_all(self) -> None:
+        bound: Bound | None = None
+        while remaining := self._remaining():
+            before = self._done
+            try:
+                result = compare(
+                    self.workload,
+                    self.privacy,
+                    remaining,
+                    progress=self.progress,
+                    on_row=self._on_row,
+                )
+                bound = result.bound
+            except Cancelled:
+                if self._cancelled:
+                    raise
+                self._after_skip(remaining, self._done - before)
+            except Exception as exc:
+                finished = self._done - before
+                if finished >= len(remaining):  # every row is in: the bound itself failed
+                    bound = Bound(None, "none", f"the bound could not be computed: {one_line(exc)}")
+                    continue
+                # The running mechanism raised something compare() does not treat as "not
+                # applicable": record it as that mechanism's outcome and go on with the rest.
+                failed = remaining[finished]
+                self._on_row(
+                    ComparisonRow(
+                        failed, mechanism_title(failed), None, f"failed: {one_line(exc)}", 0.0
+                    )
+                )
+        if bound is None and self.need_bound:
+            try:
+                bound = svd_bound(self.workload)
+            except Exception as exc:  # no bound is better than a crashed page
+                bound = Bound(None, "none", f"the bound could not be computed: {one_line(exc)}")
+        if bound is not None:
+            self.store.put_bound(self.key, self.workload, bound)
+
+    def _after_skip(self, remaining: list[str], finished: int) -> None:
+        """Account for a skip request that stopped the running mechanism."""
+        with self._lock:
+            target, self._skip = self._skip, None
+            running = remaining[finished] if finished < len(remaining) else None
+            # A fresh Progress: the old one stays cancelled for ever.
+            self.progress = Progress(self._on_progress)
+            if running is not None and running == target:
+                self._done += 1  # not planned; each subscriber shows its own skip
+        # Otherwise the mechanism to skip had just finished and the next one caught the
+        # request: that one is planned again from the start.
+
+    # ----- watching (any thread) ----------------------------------------------------------
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the job finished (True) or the timeout passed (False)."""
+        return self._event.wait(timeout)
+
+    def status(self) -> JobStatus:
+        """A consistent snapshot for display."""
+        position = self.store.position(self)
+        with self._lock:
+            end = self._finished_at if self._finished_at is not None else time.perf_counter()
+            return JobStatus(
+                self._state,
+                len(self._names),
+                self._done,
+                self._current(),
+                self._iteration,
+                self._loss,
+                self._message,
+                end - self._started,
+                position if self._state == "queued" else 0,
+            )
+
+
+@dataclasses.dataclass
+class _Entry:
+    workload: Workload
+    bound: Bound | None = None
+    rows: dict[str, dict[str, ComparisonRow]] = dataclasses.field(default_factory=dict)
+
+
+class PlanStore:
+    """Finished plans per ``(workload, noise)`` and the jobs that make them.
+
+    Args:
+        max_workloads: how many workloads to keep (least recently used ones are dropped).
+        planners: how many planning jobs may run at the same time; the rest queue.
+    """
+
+    def __init__(self, max_workloads: int = 48, planners: int = DEFAULT_PLANNERS) -> None:
+        if planners < 1:
+            raise ValueError(f"planners: {planners} (allowed: 1 or more)")
+        self.max_workloads = max_workloads
+        self.planners = planners
+        self._lock = threading.RLock()
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._jobs: dict[tuple[str, str], PlanningJob] = {}
+        self._queue: list[PlanningJob] = []
+        self._job_waiting = threading.Condition(self._lock)
+        self._planners: list[threading.Thread] = []
+
+    def _entry(self, key: str, workload: Workload) -> _Entry:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = _Entry(workload)
+                while len(self._entries) > self.max_workloads:
+                    self._entries.popitem(last=False)
+            self._entries.move_to_end(key)
+            return entry
+
+    def put_row(self, key: str, workload: Workload, noise: str, row: ComparisonRow) -> None:
+        """Store one finished row."""
+        with self._lock:
+            self._entry(key, workload).rows.setdefault(noise, {})[row.mechanism] = row
+
+    def put_bound(self, key: str, workload: Workload, bound: Bound) -> None:
+        """Store the SVD bound of a workload."""
+        with self._lock:
+            self._entry(key, workload).bound = bound
+
+    def rows(self, key: str, noise: str) -> dict[str, ComparisonRow]:
+        """Finished rows of a workload for one noise family (a copy)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            return dict(entry.rows.get(noise, {})) if entry else {}
+
+    def bound(self, key: str) -> Bound | None:
+        """The stored SVD bound, or None when not computed yet."""
+        with self._lock:
+            entry = self._entries.get(key)
+            return entry.bound if entry else None
+
+    def missing(self, key: str, noise: str, names: Iterable[str]) -> list[str]:
+        """The names among ``names`` with no finished row yet."""
+        have = self.rows(key, noise)
+        return [n for n in names if n not in have]
+
+    def comparison(
+        self,
+        key: str,
+        workload: Workload,
+        privacy: Privacy,
+        names: Sequence[str],
+        skipped: Iterable[str] = (),
+    ) -> Comparison | None:
+        """The finished part of the comparison at the plans' own calibration.
+
+        ``skipped`` (the caller's skips) appear as "skipped" rows unless planned meanwhile.
+        None when there is nothing to show yet.
+        """
+        rows = self.rows(key, privacy.noise)
+        skipped = set(skipped)
+        chosen = tuple(
+            rows[n] if n in rows else skipped_row(n) for n in names if n in rows or n in skipped
+        )
+        bound = self.bound(key)
+        if not chosen and bound is None:
+            return None
+        if bound is None:
+            bound = Bound(None, "pending", "the bound is still being computed")
+        return Comparison(workload, privacy.with_(), bound, chosen)
+
+    # ----- jobs ---------------------------------------------------------------------------
+    def start(
+        self,
+        subscriber: Hashable,
+        workload: Workload,
+        privacy: Privacy,
+        names: Sequence[str],
+        key: str | None = None,
+        background: bool = True,
+    ) -> PlanningJob | None:
+        """Plan the missing ones among ``names`` for ``subscriber``; None when all are cached.
+
+        A job already running for the same workload and noise takes the subscriber (and any
+        names it lacks) instead of a second job starting.
+        """
+        key = key or workload_key(workload)
+        with self._lock:
+            names = self.missing(key, privacy.noise, names)
+            need_bound = self.bound(key) is None
+            job = self._jobs.get((key, privacy.noise))
+            if job is not None and job.subscribe(subscriber, names):
+                return job
+            if not names and not need_bound:
+                return None
+            job = PlanningJob(self, key, workload, privacy, names, need_bound)
+            job.subscribe(subscriber)
+            self._jobs[(key, privacy.noise)] = job
+            if background:
+                self._queue.append(job)
+                if len(self._planners) < self.planners:
+                    # Daemon threads: stopping the server must not wait for a running plan.
+                    planner = threading.Thread(
+                        target=self._plan_forever,
+                        name=f"explorer-planner-{len(self._planners) + 1}",
+                        daemon=True,
+                    )
+                    self._planners.append(planner)
+                    planner.start()
+                self._job_waiting.notify()
+        if not background:
+            job.run()
+        return job
+
+    def _plan_forever(self) -> None:
+        """A planner thread: run queued jobs, first come first served."""
+        lower_thread_priority()
+        while True:
+            with self._job_waiting:
+                while not self._queue:
+                    self._job_waiting.wait()
+                job = self._queue.pop(0)
+            job.run()
+
+    def position(self, job: PlanningJob) -> int:
+        """The job's place in the queue for a free planner (1 = next; 0 when not queued)."""
+        with self._lock:
+            return self._queue.index(job) + 1 if job in self._queue else 0
+
+    def _dequeue(self, job: PlanningJob) -> None:
+        with self._lock:
+            if job in self._queue:
+                self._queue.remove(job)
+
+    def running(self) -> list[PlanningJob]:
+        """Jobs that have not finished (queued, running or cancelling)."""
+        with self._lock:
+            return [job for job in self._jobs.values() if not job.status().finished]
+
+    def clear(self) -> None:
+        """Forget every plan (running jobs finish, and store what they finish)."""
+        with self._lock:
+            self._entries.clear()
+
+
+def lower_thread_priority() -> None:
+    """Give the calling thread a lower CPU priority than the web thread (Linux; else no-op).
+
+    Planning is throughput work and page serving is latency work: on a busy machine the
+    kernel should run page builds and slider callbacks first.
+    """
+    # AttributeError / OSError: no per-thread priorities on this platform.
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PLANNER_NICENESS)
+
+
+def planners_from_environment() -> int:
+    """``EXPLORER_PLANNERS`` as a count of concurrent planning jobs (default 2)."""
+    text = os.environ.get("EXPLORER_PLANNERS", "").strip()
+    if not text:
+        return DEFAULT_PLANNERS
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SystemExit(f"EXPLORER_PLANNERS: {text!r} is not a count (allowed: 1 or more)")
+    return value
+
+
+#: The store shared by every session of this server process.
+STORE = PlanStore(planners=planners_from_environment())

@@ -1,0 +1,161 @@
+"""Which :class:`~explorer.state.Session` a browser gets: server-issued ids, expiry, sharing.
+
+Session ids are made by the server (``secrets.token_urlsafe``, 128 bits) and carried in the
+page URL (``?s=...``) so the pages of one user share their work. An id the server did not
+issue, or one issued to another signed-in user, gets a fresh session with a new id: nobody
+can choose or guess their way into someone else's session. The one way to share work on
+purpose is :meth:`SessionRegistry.share`, a read-only link that opens a copy of the scenario
+as it was when the link was made.
+
+A session counts the browser tabs showing it. It is never dropped while a tab is connected;
+once its last tab closes it stops waiting for planning (a job nobody else waits for is
+cancelled) and it expires after ``idle_seconds`` without a tab.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from explorer.state import Session
+
+#: How long a session without any connected tab is kept (seconds).
+IDLE_SECONDS = 30 * 60
+#: Read-only links kept at most (the oldest are forgotten first).
+MAX_SHARED = 1_000
+
+
+def new_id() -> str:
+    """An unguessable id (22 URL-safe characters, 128 random bits)."""
+    return secrets.token_urlsafe(16)
+
+
+@dataclasses.dataclass
+class _Held:
+    session: Session
+    owner: str | None
+    tabs: int = 0
+    last_seen: float = 0.0
+
+
+class SessionRegistry:
+    """Sessions by id, with their tab counts and read-only links.
+
+    Args:
+        idle_seconds: how long a session with no connected tab is kept.
+        factory: makes a session from a spec (None: the default scenario).
+        clock: seconds on a monotonic clock (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        idle_seconds: float = IDLE_SECONDS,
+        factory: Callable[[dict[str, Any] | None], Session] = Session,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.idle_seconds = idle_seconds
+        self._factory = factory
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._held: dict[str, _Held] = {}
+        self._shared: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+    def open(
+        self, sid: str | None, user: str | None = None, shared: str | None = None
+    ) -> tuple[str, Session]:
+        """The session ``sid`` of ``user``, or a fresh one with a new id.
+
+        A fresh session starts from the read-only link ``shared`` when it names one.
+        """
+        self.expire()
+        with self._lock:
+            held = self._held.get(sid or "")
+            if held is not None and held.owner == user:
+                held.last_seen = self._clock()
+                return sid, held.session
+            spec = copy.deepcopy(self._shared.get(shared or ""))
+        session = self._factory(spec)
+        with self._lock:
+            sid = new_id()
+            self._held[sid] = _Held(session, user, last_seen=self._clock())
+        return sid, session
+
+    def connect(self, sid: str) -> None:
+        """A browser tab now shows session ``sid``."""
+        with self._lock:
+            held = self._held.get(sid)
+            if held is not None:
+                held.tabs += 1
+                held.last_seen = self._clock()
+
+    def disconnect(self, sid: str) -> None:
+        """A tab of ``sid`` closed; the last one to close ends the session's planning wait."""
+        with self._lock:
+            held = self._held.get(sid)
+            if held is None:
+                return
+            held.tabs = max(held.tabs - 1, 0)
+            held.last_seen = self._clock()
+            last = held.tabs == 0
+        if last:
+            held.session.release()
+
+    def tab_closed(self, sid: str) -> Callable[[Any], None]:
+        """A ``pn.state.on_session_destroyed`` callback that disconnects one tab of ``sid``.
+
+        Served scripts lose their module globals when their document is destroyed, so the
+        callback must not look anything up in the script.
+        """
+        return lambda session_context: self.disconnect(sid)
+
+    def tabs(self, sid: str) -> int:
+        """How many browser tabs show ``sid`` right now (0 for unknown ids)."""
+        with self._lock:
+            held = self._held.get(sid)
+            return held.tabs if held is not None else 0
+
+    def expire(self) -> list[str]:
+        """Drop sessions without a tab for longer than ``idle_seconds``; return their ids."""
+        now = self._clock()
+        with self._lock:
+            gone = [
+                sid
+                for sid, held in self._held.items()
+                if held.tabs == 0 and now - held.last_seen > self.idle_seconds
+            ]
+            dropped = [self._held.pop(sid) for sid in gone]
+        for held in dropped:
+            held.session.release()
+        return gone
+
+    def share(self, sid: str) -> str:
+        """A token for a read-only link to ``sid``'s scenario as it is now.
+
+        Opening the link starts a new session from a copy: the sharer's session is never
+        reachable through it.
+        """
+        with self._lock:
+            held = self._held.get(sid)
+        if held is None:
+            raise KeyError(f"session: {sid!r} is not an open session")
+        token = new_id()
+        spec = held.session.export_spec()
+        with self._lock:
+            self._shared[token] = spec
+            while len(self._shared) > MAX_SHARED:
+                self._shared.popitem(last=False)
+        return token
+
+
+#: The sessions of this server process.
+REGISTRY = SessionRegistry()

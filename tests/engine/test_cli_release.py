@@ -1,0 +1,196 @@
+"""Releasing for real from the command line: OS entropy, seeded labels, grids, --out records."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.cli import main
+from engine.mechanisms import get
+from engine.mechanisms.hierarchical.io import write_hierarchy_csv
+from engine.mechanisms.hierarchical.synthetic import synthetic_census
+from engine.noise import SEEDED_LABEL
+from engine.privacy import Privacy
+from engine.scenario import Scenario
+
+SPEC = """
+domain: {age: {size: 8, kind: numeric}, sex: 2}
+workload:
+  - product: {age: prefix, sex: identity}
+privacy: {noise: zcdp, rho: 0.5}
+"""
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> tuple[Path, Path]:
+    spec = tmp_path / "scenario.yaml"
+    spec.write_text(SPEC)
+    data = tmp_path / "people.csv"
+    rng = np.random.default_rng(4)
+    with data.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["age", "sex"])
+        writer.writerows(zip(rng.integers(0, 8, 300), rng.integers(0, 2, 300), strict=True))
+    return spec, data
+
+
+def run_json(capsys, *argv: str) -> dict:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def one_line_error(capsys, argv: list[str], starts: str) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {starts}"), lines
+
+
+@pytest.mark.parametrize("mechanism", ["identity", "hdmm"])
+def test_unseeded_runs_differ_and_are_not_labelled(capsys, scenario, mechanism: str) -> None:
+    spec, data = scenario
+    argv = ("run", str(spec), "--data", str(data), "--mechanism", mechanism)
+    first, second = run_json(capsys, *argv), run_json(capsys, *argv)
+    assert first["errors"]["rmse"] != second["errors"]["rmse"]
+    for doc in (first, second):
+        assert doc["seeded"] is False and doc["notice"] is None
+        assert doc["release"]["seed"] is None and doc["release"]["noise"]["exact"] is True
+
+
+def test_seeded_runs_repeat_and_say_they_are_not_private(capsys, scenario, tmp_path) -> None:
+    spec, data = scenario
+    argv = ("run", str(spec), "--data", str(data), "--mechanism", "hdmm", "--seed", "5")
+    first, second = run_json(capsys, *argv), run_json(capsys, *argv)
+    assert first["errors"] == second["errors"]
+    assert first["notice"] == SEEDED_LABEL == "seeded: reproducible, not a private release"
+    assert main([*argv]) == 0
+    assert f"notice: {SEEDED_LABEL}" in capsys.readouterr().out
+    out = tmp_path / "seeded"
+    assert main([*argv, "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert (out / "answers.csv").read_text().splitlines()[0] == f"# {SEEDED_LABEL}"
+    assert json.loads((out / "release.json").read_text())["notice"] == SEEDED_LABEL
+
+
+def test_out_writes_the_answers_and_the_record(capsys, scenario, tmp_path) -> None:
+    spec, data = scenario
+    out = tmp_path / "release"
+    doc = run_json(capsys, "run", str(spec), "--data", str(data), "--mechanism", "identity",
+                   "--out", str(out))
+    assert sorted(os.listdir(out)) == ["answers.csv", "release.json"]
+    record = json.loads((out / "release.json").read_text())
+    assert record == json.loads(json.dumps(doc["release"]))
+    assert record["workload"]["queries"] == 16 and len(record["workload"]["sha256"]) == 64
+    assert record["privacy"] == {"noise": "zcdp", "rho": 0.5}
+    assert record["noise"]["sampler"] == "discrete_gaussian"
+    assert record["noise"]["grid_spacing"] == 1.0  # identity is an integer strategy
+    assert record["noise"]["guarantee"]["rho"] == pytest.approx(0.5, rel=1e-12)
+    assert record["seeded"] is False and record["package_version"]
+    plan = get("identity").plan(Scenario.load(spec).workload, Privacy(noise="zcdp", rho=0.5))
+    assert record["expected_rmse"] == pytest.approx(plan.rmse(), rel=1e-12)  # factor 1
+    with (out / "answers.csv").open() as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["query", "term", "answer"] and len(rows) == 17
+    answers = np.array([float(r[2]) for r in rows[1:]])
+    assert np.array_equal(answers, np.round(answers))  # on the integer grid
+
+
+def test_measurements_lie_on_the_stated_grid(scenario) -> None:
+    spec, data = scenario
+    s = Scenario.load(spec)
+    from engine.data import load_csv
+
+    dataset = load_csv(str(data), s.domain)
+    plan = get("hdmm").plan(s.workload, Privacy(noise="gaussian", epsilon=1.0, delta=1e-6))
+    for k in (0, 3, 12):
+        m = plan.measure(dataset, grid_exponent=k)
+        spacing = m.noise.spacing
+        assert spacing == (1.0 if m.noise.grid_exponent == 0 else 2.0**-k)
+        assert np.array_equal(m.y / spacing, np.round(m.y / spacing))
+        assert m.noise.scale >= plan.noise_std()  # never less noise than the plan
+
+
+def test_aim_grem_run_records_its_ledger(capsys, tmp_path) -> None:
+    spec = tmp_path / "m.yaml"
+    spec.write_text("domain: {a: 3, b: 4, c: 2}\nworkload:\n  - marginals: {k: 2}\n"
+                    "privacy: {noise: zcdp, rho: 1.0}\n")
+    data = tmp_path / "d.csv"
+    rng = np.random.default_rng(0)
+    data.write_text("a,b,c\n" + "".join(f"{rng.integers(3)},{rng.integers(4)},"
+                                        f"{rng.integers(2)}\n" for _ in range(200)))
+    out = tmp_path / "aim"
+    doc = run_json(capsys, "run", str(spec), "--data", str(data), "--mechanism", "aim-grem",
+                   "--out", str(out))
+    ledger = doc["release"]["ledger"]
+    assert ledger and sum(row["rho"] for row in ledger) == pytest.approx(1.0, rel=1e-9)
+    assert doc["release"]["noise"]["exact"] is False  # said plainly, not hidden
+    rows = (out / "answers.csv").read_text().splitlines()
+    assert rows[0] == "marginal,cell,answer" and len(rows) == 1 + 3 * 4 + 3 * 2 + 4 * 2
+
+
+@pytest.mark.parametrize(("flags", "starts"), [
+    (["--grid", "-1"], "--grid: expected an integer in [0, 40]"),
+    (["--grid", "x"], "--grid: expected an integer in [0, 40]"),
+    (["--seed", "abc"], "--seed: expected a non-negative integer"),
+    (["--seed", "-2"], "--seed: expected a non-negative integer"),
+])
+def test_bad_release_flags_get_one_line(capsys, scenario, tmp_path, flags, starts) -> None:
+    spec, data = scenario
+    out = tmp_path / "never"
+    one_line_error(capsys, ["run", str(spec), "--data", str(data), *flags, "--out", str(out)],
+                   starts)
+    assert not out.exists()
+
+
+def test_bad_out_gets_one_line_and_nothing_is_written(capsys, scenario, tmp_path) -> None:
+    spec, data = scenario
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("keep me")
+    one_line_error(capsys, ["run", str(spec), "--data", str(data), "--out", str(a_file)],
+                   "--out: ")
+    assert a_file.read_text() == "keep me"
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):  # running as root: permissions do not bind
+            pytest.skip("directory permissions are not enforced for this user")
+        one_line_error(capsys, ["run", str(spec), "--data", str(data), "--out",
+                                str(locked / "sub")], "--out: cannot create")
+        one_line_error(capsys, ["run", str(spec), "--data", str(data), "--out", str(locked)],
+                       "--out: ")
+        assert os.listdir(locked) == []
+    finally:
+        locked.chmod(0o700)
+
+
+def test_census_needs_a_public_size_range(capsys, tmp_path) -> None:
+    path = tmp_path / "h.csv"
+    write_hierarchy_csv(synthetic_census("levels=1,3,8;groups=600;max_size=6;seed=3"), path)
+    one_line_error(capsys, ["census", "--data", str(path)], "--max-size: required with --data")
+    out = tmp_path / "census"
+    doc = run_json(capsys, "census", "--data", str(path), "--max-size", "9", "--trials", "1",
+                   "--out", str(out))
+    assert doc["size_buckets"] == 10 and doc["seeded"] is False
+    record = json.loads((out / "release.json").read_text())
+    assert record["noise"]["sampler"] == "discrete_laplace" and record["noise"]["exact"]
+    assert record["domain"]["sizes"]["max_size"] == 9
+    rows = (out / "answers.csv").read_text().splitlines()
+    assert rows[0] == "level,region,size,count" and len(rows) == 1 + (1 + 3 + 8) * 10
+
+
+def test_census_seeded_is_labelled_and_unseeded_differs(capsys) -> None:
+    argv = ["census", "--synthetic", "levels=1,3,9;groups=500;max_size=8;seed=1", "--trials",
+            "1"]
+    a, b = run_json(capsys, *argv), run_json(capsys, *argv)
+    assert a["rmse"] != b["rmse"] and a["notice"] is None
+    seeded = run_json(capsys, *argv, "--seed", "2")
+    assert seeded["notice"] == SEEDED_LABEL and seeded == {**seeded, "seeded": True}
+    assert main([*argv, "--seed", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == SEEDED_LABEL

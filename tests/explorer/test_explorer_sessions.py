@@ -1,0 +1,156 @@
+"""Server-side sessions: server-issued ids, tab counts, expiry and read-only links."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from explorer import planning, serverlog
+from explorer.planning import PlanStore
+from explorer.sessions import SessionRegistry
+from explorer.state import Session
+
+PREFIX_SPEC = {
+    "domain": {"x": {"size": 16, "kind": "numeric"}},
+    "workload": [{"product": {"x": "prefix"}}],
+    "privacy": {"noise": "laplace", "epsilon": 1.0},
+    "mechanisms": ["identity", "h2"],
+}
+
+
+class Clock:
+    """A hand-moved monotonic clock (seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def registry(clock) -> SessionRegistry:
+    store = PlanStore()
+    return SessionRegistry(
+        idle_seconds=60.0, clock=clock, factory=lambda spec: Session(spec, store=store)
+    )
+
+
+def test_ids_are_issued_by_the_server_and_unguessable(registry):
+    sid, first = registry.open(None)
+    assert len(sid) == 22 and sid.replace("-", "").replace("_", "").isalnum()
+    assert registry.open(sid) == (sid, first)  # the pages of one user share it
+    made_up, other = registry.open("made-up-id")
+    assert other is not first and made_up not in (sid, "made-up-id")
+    assert len({registry.open(None)[0] for _ in range(50)}) == 50
+
+
+def test_a_session_belongs_to_the_signed_in_user_who_opened_it(registry):
+    sid, alice = registry.open(None, user="alice")
+    assert registry.open(sid, user="alice")[1] is alice
+    other_sid, bob = registry.open(sid, user="bob")
+    assert bob is not alice and other_sid != sid
+
+
+def test_sessions_expire_only_when_no_tab_is_connected(registry, clock):
+    sid, session = registry.open(None)
+    registry.connect(sid)
+    clock.now += 3600.0
+    assert registry.expire() == []  # a connected tab keeps it however long it idles
+    assert registry.open(sid)[1] is session
+
+    registry.disconnect(sid)
+    clock.now += 59.0
+    assert registry.expire() == [] and registry.tabs(sid) == 0
+    clock.now += 2.0
+    assert registry.expire() == [sid]
+    new_sid, fresh = registry.open(sid)
+    assert fresh is not session and new_sid != sid
+
+
+def test_many_page_loads_never_evict_a_connected_session(registry):
+    sid, session = registry.open(None)
+    registry.connect(sid)
+    for _ in range(300):
+        registry.open(None)
+    assert registry.open(sid)[1] is session and len(registry) == 301
+
+
+def test_closing_the_last_tab_cancels_a_job_nobody_else_waits_for(registry, monkeypatch):
+    started = threading.Event()
+
+    def endless(workload, privacy, mechanisms, params=None, progress=None, on_row=None):
+        started.set()
+        for i in range(100_000):
+            threading.Event().wait(0.001)
+            progress.report(i, 1.0)
+        raise AssertionError("the job was never stopped")
+
+    monkeypatch.setattr(planning, "compare", endless)
+    sid, session = registry.open(None)
+    registry.connect(sid)
+    registry.connect(sid)  # two tabs
+    job = session.request_comparison()
+    assert started.wait(10)
+    registry.disconnect(sid)
+    assert not job.wait(0.2) and session.job is job  # the other tab still waits
+    registry.disconnect(sid)
+    assert session.job is None
+    assert job.wait(10) and job.status().state == "cancelled"
+
+
+def test_a_read_only_link_opens_a_copy_never_the_session(registry):
+    sid, session = registry.open(None)
+    session.apply_draft(PREFIX_SPEC)
+    token = registry.share(sid)
+    copy_sid, copy = registry.open(None, shared=token)
+    assert copy is not session and copy_sid != sid
+    assert copy.scenario.workload.num_queries == 16 and copy.mechanisms == ["identity", "h2"]
+    copy.privacy.epsilon = 3.0  # the copy's changes stay in the copy
+    assert session.privacy.epsilon == 1.0
+    assert registry.open(None, shared="not-a-token")[1].scenario.workload.num_queries == 96
+    with pytest.raises(KeyError, match="session: 'nope' is not an open session"):
+        registry.share("nope")
+
+
+def _record(logger: str, error: BaseException) -> logging.LogRecord:
+    try:
+        raise error
+    except BaseException as raised:
+        exc_info = (type(raised), raised, raised.__traceback__)
+    return logging.LogRecord(logger, logging.ERROR, __file__, 1, "failed", (), exc_info)
+
+
+def test_closed_tab_noise_is_dropped_and_every_other_error_kept():
+    from tornado.websocket import WebSocketClosedError
+
+    closed_tab = serverlog.ClosedTabFilter()
+    assert not closed_tab.filter(_record("asyncio", WebSocketClosedError()))
+    assert closed_tab.filter(_record("asyncio", ValueError("a real failure")))
+    assert closed_tab.filter(_record("tornado.application", AssertionError("ours")))
+    # Bokeh's own assertion, raised where a closing websocket asks for its missing session.
+    from bokeh.server.connection import ServerConnection
+
+    connection = object.__new__(ServerConnection)
+    connection._session = None
+    try:
+        connection.session  # noqa: B018 (the property raises)
+    except AssertionError as bokeh_assert:
+        record = logging.LogRecord(
+            "tornado.application",
+            logging.ERROR,
+            __file__,
+            1,
+            "Uncaught exception",
+            (),
+            (AssertionError, bokeh_assert, bokeh_assert.__traceback__),
+        )
+    assert not closed_tab.filter(record)
+    assert closed_tab.filter(logging.LogRecord("x", logging.INFO, __file__, 1, "hi", (), None))
