@@ -46,28 +46,31 @@ PAIRS: list[tuple[str, dict, str]] = [
     ("prefix 4096", _spec({"x": 4096}, [{"product": {"x": "prefix"}}]), "h2"),
     ("prefix 65536", _spec({"x": 65536}, [{"product": {"x": "prefix"}}]), "wavelet"),
     ("identity 1e6", _spec({"x": 1_000_000}, [{"product": {"x": "identity"}}]), "identity"),
-    ("prefix x identity 64^2", _spec({"x": 64, "y": 64},
-                                     [{"product": {"x": "prefix", "y": "identity"}}]),
-     "hdmm-kron"),
-    ("2-way marginals 16^3", _spec(_attrs(3, 16), [{"marginals": {"k": 2}}]),
-     "residual-planner"),
-    ("2-way marginals 16^3 OPT_M", _spec(_attrs(3, 16), [{"marginals": {"k": 2}}]),
-     "hdmm-marginals"),
+    (
+        "prefix x identity 64^2",
+        _spec({"x": 64, "y": 64}, [{"product": {"x": "prefix", "y": "identity"}}]),
+        "hdmm-kron",
+    ),
+    ("2-way marginals 16^3", _spec(_attrs(3, 16), [{"marginals": {"k": 2}}]), "residual-planner"),
+    (
+        "2-way marginals 16^3 OPT_M",
+        _spec(_attrs(3, 16), [{"marginals": {"k": 2}}]),
+        "hdmm-marginals",
+    ),
     ("2-way marginals 10^4", _spec(_attrs(4, 10), [{"marginals": {"k": 2}}]), "identity"),
     ("3-way marginals 10^6", _spec(_attrs(6, 10), [{"marginals": {"k": 3}}]), "querysmasher"),
     ("prefix 8192 OPT_0", _spec({"x": 8192}, [{"product": {"x": "prefix"}}]), "hdmm-opt0"),
-    ("2-way marginals 10^8", _spec(_attrs(8, 10), [{"marginals": {"k": 2}}]),
-     "residual-planner"),
+    ("2-way marginals 10^8", _spec(_attrs(8, 10), [{"marginals": {"k": 2}}]), "residual-planner"),
     ("prefix 1e9", _spec({"x": 1_000_000_000}, [{"product": {"x": "prefix"}}]), "identity"),
     ("total 1e18", _spec({"x": 10**18}, [{"product": {"x": "total"}}]), "identity"),
-    ("2-way marginals 10^16", _spec(_attrs(16, 10), [{"marginals": {"k": 2}}]),
-     "querysmasher"),
-    ("2-way marginals 10^32", _spec(_attrs(32, 10), [{"marginals": {"k": 2}}]),
-     "residual-planner"),
+    ("2-way marginals 10^16", _spec(_attrs(16, 10), [{"marginals": {"k": 2}}]), "querysmasher"),
+    ("2-way marginals 10^32", _spec(_attrs(32, 10), [{"marginals": {"k": 2}}]), "residual-planner"),
     ("2-way marginals 10^64", _spec(_attrs(64, 10), [{"marginals": {"k": 2}}]), "hdmm"),
-    ("identity product 10^64", _spec(_attrs(64, 10), [{"product": {f"a{i}": "identity"
-                                                                   for i in range(64)}}]),
-     "identity"),
+    (
+        "identity product 10^64",
+        _spec(_attrs(64, 10), [{"product": {f"a{i}": "identity" for i in range(64)}}]),
+        "identity",
+    ),
 ]
 
 
@@ -84,8 +87,7 @@ def estimate_ms(mech, workload, privacy) -> tuple[object, float]:
 def sample_data(workload, records: int = 1000):
     """``records`` random records over the workload's domain (a Dataset)."""
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({a.name: rng.integers(0, a.size, size=records)
-                          for a in workload.domain})
+    frame = pd.DataFrame({a.name: rng.integers(0, a.size, size=records) for a in workload.domain})
     return Dataset(frame, workload.domain)
 
 
@@ -116,10 +118,14 @@ def main() -> None:
     measure_below = 64 * 2**20 if args.quick else 2**30
     privacy = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
     limit = memory_limit()
-    print(f"memory budget {format_bytes(limit)}; measuring pairs estimated below "
-          f"{format_bytes(measure_below)}")
-    print(f"{'workload':<28}{'mechanism':<18}{'est ms':>7}{'est peak':>12}{'measured':>12}"
-          f"{'ratio':>7}{'seconds':>9}{'ops/s':>9}")
+    print(
+        f"memory budget {format_bytes(limit)}; measuring pairs estimated below "
+        f"{format_bytes(measure_below)}"
+    )
+    print(
+        f"{'workload':<28}{'mechanism':<18}{'est ms':>7}{'est peak':>12}{'measured':>12}"
+        f"{'ratio':>7}{'seconds':>9}{'ops/s':>9}"
+    )
     ratios, slowest = [], 0.0
     for label, spec, name in PAIRS:
         workload = Scenario.from_spec(spec).workload
@@ -145,9 +151,11 @@ def main() -> None:
         ops = (cost.plan_operations + cost.run_operations) / max(seconds, 1e-9)
         print(f"{row}{measured:>12.3g}{ratio:>7.2f}{seconds:>9.3f}{ops:>9.2g}")
     within = sum(1 for r in ratios if 0.25 <= r <= 4.0)
-    print(f"\nslowest estimate: {slowest:.1f} ms (goal < 50 ms); memory estimate within 4x of "
-          f"the measured peak on {within} of {len(ratios)} measured pairs "
-          f"(ratios {min(ratios):.2g} .. {max(ratios):.2g})")
+    print(
+        f"\nslowest estimate: {slowest:.1f} ms (goal < 50 ms); memory estimate within 4x of "
+        f"the measured peak on {within} of {len(ratios)} measured pairs "
+        f"(ratios {min(ratios):.2g} .. {max(ratios):.2g})"
+    )
 
 
 if __name__ == "__main__":

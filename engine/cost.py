@@ -44,8 +44,22 @@ FLOAT = 8.0
 #: 300 KB with tracemalloc on 16-cell plans (benchmarks/guards.py).
 OVERHEAD = 2.0**16
 
-_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9,
-          "t": 1e12, "tb": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1e3,
+    "kb": 1e3,
+    "m": 1e6,
+    "mb": 1e6,
+    "g": 1e9,
+    "gb": 1e9,
+    "t": 1e12,
+    "tb": 1e12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 _limit_override: float | None = None
 
 
@@ -74,13 +88,19 @@ class Cost:
 
     def describe(self) -> str:
         """``plan 1.2 MB / 3e+06 ops; run 80 MB / 1e+07 ops``."""
-        return (f"plan {format_bytes(self.plan_bytes)} / {self.plan_operations:.1g} ops; "
-                f"run {format_bytes(self.run_bytes)} / {self.run_operations:.1g} ops")
+        return (
+            f"plan {format_bytes(self.plan_bytes)} / {self.plan_operations:.1g} ops; "
+            f"run {format_bytes(self.run_bytes)} / {self.run_operations:.1g} ops"
+        )
 
     def as_json(self) -> dict[str, float]:
         """The four numbers, for ``validate --json`` and the explorer."""
-        return {"plan_bytes": self.plan_bytes, "run_bytes": self.run_bytes,
-                "plan_operations": self.plan_operations, "run_operations": self.run_operations}
+        return {
+            "plan_bytes": self.plan_bytes,
+            "run_bytes": self.run_bytes,
+            "plan_operations": self.plan_operations,
+            "run_operations": self.run_operations,
+        }
 
 
 def parse_size(text: str | float | int, where: str = "--memory-limit") -> float:
@@ -97,8 +117,9 @@ def parse_size(text: str | float | int, where: str = "--memory-limit") -> float:
             raise SpecError(f"{where}: expected a size such as 12GB, got {text!r}") from None
         unit = match.group(2).lower()
     if unit not in _UNITS:
-        raise SpecError(f"{where}: unknown unit {unit!r}; allowed: B, KB, MB, GB, TB, KiB, "
-                        "MiB, GiB, TiB")
+        raise SpecError(
+            f"{where}: unknown unit {unit!r}; allowed: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"
+        )
     size = value * _UNITS[unit]
     if not math.isfinite(size) or size <= 0:
         raise SpecError(f"{where}: must be a positive finite size, got {text!r}")
@@ -152,12 +173,14 @@ def format_bytes(size: float) -> str:
 def require(cost: Cost, who: str, phase: str = "plan", limit: float | None = None) -> None:
     """Raise :class:`MemoryBudgetError` when ``phase`` ("plan" or "run") exceeds the budget."""
     limit = memory_limit() if limit is None else limit
-    need, what = ((cost.plan_bytes, cost.plan_what) if phase == "plan"
-                  else (cost.run_bytes, cost.run_what))
+    need, what = (
+        (cost.plan_bytes, cost.plan_what) if phase == "plan" else (cost.run_bytes, cost.run_what)
+    )
     if need > limit:
         verb = "needs" if phase == "plan" else "running on data needs"
-        raise MemoryBudgetError(f"{who}: {verb} {what} ({need:.3g} bytes); the limit is "
-                                f"{format_bytes(limit)}")
+        raise MemoryBudgetError(
+            f"{who}: {verb} {what} ({need:.3g} bytes); the limit is {format_bytes(limit)}"
+        )
 
 
 # ----- sizes of the common pieces (floats: no overflow, no allocation) ---------------------
@@ -236,13 +259,19 @@ def estimate_domain(workload: Workload) -> Cost:
     largest = max(shape, default=1.0)
     plan_bytes, plan_what = _largest(
         (4.0 * FLOAT * largest, f"vectors over {count(largest)} values of one attribute"),
-        (gram, "per-attribute Grams"), (explicit, "the explicit query rows"))
+        (gram, "per-attribute Grams"),
+        (explicit, "the explicit query rows"),
+    )
     run_bytes, run_what = data_vector(n, 8.0)
     terms = float(len(workload.terms))
-    return Cost(plan_bytes=plan_bytes, run_bytes=run_bytes + answers + explicit,
-                plan_operations=terms * (n + (gram / FLOAT) ** 1.5),
-                run_operations=terms * n * max(math.log2(max(n, 2.0)), 1.0) + answers / FLOAT,
-                plan_what=plan_what, run_what=run_what)
+    return Cost(
+        plan_bytes=plan_bytes,
+        run_bytes=run_bytes + answers + explicit,
+        plan_operations=terms * (n + (gram / FLOAT) ** 1.5),
+        run_operations=terms * n * max(math.log2(max(n, 2.0)), 1.0) + answers / FLOAT,
+        plan_what=plan_what,
+        run_what=run_what,
+    )
 
 
 def estimate_factors(workload: Workload) -> Cost:
@@ -250,13 +279,18 @@ def estimate_factors(workload: Workload) -> Cost:
     term; running is a Kronecker product over the full domain vector."""
     base = estimate_domain(workload)
     gram, explicit, _, _ = _workload_pieces(workload)
-    plan_bytes, plan_what = _largest((8.0 * gram, "per-attribute strategy factors"),
-                                     (explicit, "the explicit query rows"))
+    plan_bytes, plan_what = _largest(
+        (8.0 * gram, "per-attribute strategy factors"), (explicit, "the explicit query rows")
+    )
     terms = float(len(workload.terms))
-    return Cost(plan_bytes=plan_bytes, run_bytes=base.run_bytes,
-                plan_operations=terms * 100.0 * (gram / FLOAT) ** 1.5,
-                run_operations=base.run_operations,
-                plan_what=plan_what, run_what=base.run_what)
+    return Cost(
+        plan_bytes=plan_bytes,
+        run_bytes=base.run_bytes,
+        plan_operations=terms * 100.0 * (gram / FLOAT) ** 1.5,
+        run_operations=base.run_operations,
+        plan_what=plan_what,
+        run_what=base.run_what,
+    )
 
 
 def estimate_dense(workload: Workload) -> Cost:
@@ -266,9 +300,14 @@ def estimate_dense(workload: Workload) -> Cost:
     n = cells(_shape(workload))
     base = estimate_domain(workload)
     gram_bytes, gram_what = dense_gram(n)
-    return Cost(plan_bytes=12.0 * gram_bytes, run_bytes=base.run_bytes + gram_bytes,
-                plan_operations=100.0 * n**3, run_operations=n * n + base.run_operations,
-                plan_what=gram_what, run_what=gram_what)
+    return Cost(
+        plan_bytes=12.0 * gram_bytes,
+        run_bytes=base.run_bytes + gram_bytes,
+        plan_operations=100.0 * n**3,
+        run_operations=n * n + base.run_operations,
+        plan_what=gram_what,
+        run_what=gram_what,
+    )
 
 
 def estimate_marginals(workload: Workload) -> Cost:
@@ -277,22 +316,30 @@ def estimate_marginals(workload: Workload) -> Cost:
     _, explicit, closure, answers = _workload_pieces(workload)
     shape = _shape(workload)
     tables = (6.0 * FLOAT * closure, f"tables over {count(closure)} marginal cells")
-    per_attribute = (FLOAT * max((s * s for s in shape), default=0.0),
-                     f"per-attribute {count(max(shape, default=1.0))}-square bases")
-    plan_bytes, plan_what = _largest(tables, per_attribute,
-                                     (explicit, "the explicit query rows"))
-    return Cost(plan_bytes=plan_bytes, run_bytes=tables[0] + answers + explicit,
-                plan_operations=closure * max(shape, default=1.0),
-                run_operations=closure * max(shape, default=1.0) + answers / FLOAT,
-                plan_what=plan_what, run_what=tables[1])
+    per_attribute = (
+        FLOAT * max((s * s for s in shape), default=0.0),
+        f"per-attribute {count(max(shape, default=1.0))}-square bases",
+    )
+    plan_bytes, plan_what = _largest(tables, per_attribute, (explicit, "the explicit query rows"))
+    return Cost(
+        plan_bytes=plan_bytes,
+        run_bytes=tables[0] + answers + explicit,
+        plan_operations=closure * max(shape, default=1.0),
+        run_operations=closure * max(shape, default=1.0) + answers / FLOAT,
+        plan_what=plan_what,
+        run_what=tables[1],
+    )
 
 
 def estimate_model(model: str, workload: Workload) -> Cost:
     """The cost of ``workload`` under one of :data:`MODELS`, with the fixed :data:`OVERHEAD`."""
-    cost = {"domain": estimate_domain, "factors": estimate_factors, "dense": estimate_dense,
-            "marginals": estimate_marginals}[model](workload)
-    return replace(cost, plan_bytes=cost.plan_bytes + OVERHEAD,
-                   run_bytes=cost.run_bytes + OVERHEAD)
+    cost = {
+        "domain": estimate_domain,
+        "factors": estimate_factors,
+        "dense": estimate_dense,
+        "marginals": estimate_marginals,
+    }[model](workload)
+    return replace(cost, plan_bytes=cost.plan_bytes + OVERHEAD, run_bytes=cost.run_bytes + OVERHEAD)
 
 
 def worst(costs: Iterable[Cost]) -> Cost:
@@ -300,10 +347,14 @@ def worst(costs: Iterable[Cost]) -> Cost:
     costs = list(costs)
     plan = max(costs, key=lambda c: c.plan_bytes)
     run = max(costs, key=lambda c: c.run_bytes)
-    return Cost(plan_bytes=plan.plan_bytes, run_bytes=run.run_bytes,
-                plan_operations=sum(c.plan_operations for c in costs),
-                run_operations=max(c.run_operations for c in costs),
-                plan_what=plan.plan_what, run_what=run.run_what)
+    return Cost(
+        plan_bytes=plan.plan_bytes,
+        run_bytes=run.run_bytes,
+        plan_operations=sum(c.plan_operations for c in costs),
+        run_operations=max(c.run_operations for c in costs),
+        plan_what=plan.plan_what,
+        run_what=run.run_what,
+    )
 
 
 def estimate_census(regions: float, buckets: float, trials: float = 1.0) -> Cost:
@@ -315,8 +366,11 @@ def estimate_census(regions: float, buckets: float, trials: float = 1.0) -> Cost
     """
     tables = FLOAT * regions * buckets
     what = f"{count(regions)} regions x {count(buckets)} size buckets"
-    return Cost(plan_bytes=6.0 * tables, run_bytes=10.0 * tables + 8.0 * FLOAT * trials,
-                plan_operations=regions * buckets,
-                run_operations=trials * regions * buckets * max(math.log2(max(buckets, 2.0)),
-                                                                1.0),
-                plan_what=f"tables of {what}", run_what=f"tables of {what}")
+    return Cost(
+        plan_bytes=6.0 * tables,
+        run_bytes=10.0 * tables + 8.0 * FLOAT * trials,
+        plan_operations=regions * buckets,
+        run_operations=trials * regions * buckets * max(math.log2(max(buckets, 2.0)), 1.0),
+        plan_what=f"tables of {what}",
+        run_what=f"tables of {what}",
+    )

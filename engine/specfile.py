@@ -43,8 +43,9 @@ def load_text(text: str, fmt: str = "yaml", where: str = "scenario") -> Any:
     if fmt not in ("yaml", "json"):
         raise ValueError(f"fmt: expected 'yaml' or 'json', got {fmt!r}")
     if len(text) > MAX_CHARS:
-        raise SpecError(f"{where}: the document has {len(text):,} characters; the limit is "
-                        f"{MAX_CHARS:,}")
+        raise SpecError(
+            f"{where}: the document has {len(text):,} characters; the limit is {MAX_CHARS:,}"
+        )
     depth = _flow_depth(text)
     if depth > MAX_DEPTH:
         raise SpecError(f"{where}: nested {depth} levels deep; the limit is {MAX_DEPTH}")
@@ -63,8 +64,10 @@ def load_text(text: str, fmt: str = "yaml", where: str = "scenario") -> Any:
         if depth > MAX_DEPTH:
             raise SpecError(f"{where}: nested {depth} levels deep; the limit is {MAX_DEPTH}")
         if nodes > MAX_NODES:
-            raise SpecError(f"{where}: the document expands (through aliases) to {nodes:,} "
-                            f"values; the limit is {MAX_NODES:,}")
+            raise SpecError(
+                f"{where}: the document expands (through aliases) to {nodes:,} "
+                f"values; the limit is {MAX_NODES:,}"
+            )
     return value
 
 

@@ -34,13 +34,17 @@ BLOCKS = _blocks()
 
 
 def test_the_readme_has_a_scenario() -> None:
-    specs = [b for b in BLOCKS if isinstance(load_text(b[2], b[1]), dict)
-             and "domain" in load_text(b[2], b[1])]
+    specs = [
+        b
+        for b in BLOCKS
+        if isinstance(load_text(b[2], b[1]), dict) and "domain" in load_text(b[2], b[1])
+    ]
     assert len(specs) >= 1
 
 
-@pytest.mark.parametrize(("line", "fmt", "body"), BLOCKS,
-                         ids=[f"README.md:{line}" for line, _, _ in BLOCKS])
+@pytest.mark.parametrize(
+    ("line", "fmt", "body"), BLOCKS, ids=[f"README.md:{line}" for line, _, _ in BLOCKS]
+)
 def test_readme_block(line: int, fmt: str, body: str) -> None:
     doc = load_text(body, fmt, where=f"README.md:{line}")
     if isinstance(doc, dict) and "domain" in doc:

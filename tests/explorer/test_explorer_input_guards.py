@@ -30,8 +30,10 @@ def test_an_over_budget_mechanism_is_a_not_applicable_row(small_budget) -> None:
     session.compare_now()
     rows = {r.mechanism: r for r in session.comparison.rows}
     assert rows["hdmm-opt0"].plan is None
-    assert rows["hdmm-opt0"].error == ("not applicable: hdmm-opt0: needs a dense 64 x 64 Gram "
-                                       "(4.59e+05 bytes); the limit is 293 KiB")
+    assert rows["hdmm-opt0"].error == (
+        "not applicable: hdmm-opt0: needs a dense 64 x 64 Gram "
+        "(4.59e+05 bytes); the limit is 293 KiB"
+    )
     assert rows["identity"].rmse == pytest.approx(4.224679 * 32.5**0.5, rel=1e-6)
 
 
@@ -43,7 +45,12 @@ def test_spec_text_errors_keep_the_text() -> None:
     assert message.startswith('scenario: found duplicate key "x"')
     assert session.draft_error == message and session.draft_text == text
     assert session.scenario is before
-    assert session.apply_text("domain: {a: 4, b: 3}\nworkload: [{random: {on: [a, b], "
-                              "count: 3}}]\nprivacy: {noise: gaussian, epsilon: 1, "
-                              "delta: 1e-6}\n") == ""
+    assert (
+        session.apply_text(
+            "domain: {a: 4, b: 3}\nworkload: [{random: {on: [a, b], "
+            "count: 3}}]\nprivacy: {noise: gaussian, epsilon: 1, "
+            "delta: 1e-6}\n"
+        )
+        == ""
+    )
     assert session.scenario.workload.num_queries == 3
