@@ -25,6 +25,7 @@ import argparse
 import math
 from typing import Any
 
+from engine.cli import add_executor_flags, executor_from_flags
 from engine.cost import estimate_census, require
 from engine.errors import SpecError, suggest
 from engine.experiments import census_trials
@@ -73,6 +74,10 @@ def add_census_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
                         help="top size bucket k (sizes >= k share it); required with --data: "
                         "the domain must be public, never read from the private CSV")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    from engine.budget_cli import add_ledger_flag
+
+    add_ledger_flag(parser)
+    add_executor_flags(parser)
     return parser
 
 
@@ -128,16 +133,33 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
     if weights is not None and len(weights) != hierarchy.tree.depth:
         raise SpecError(f"--weights: expected {hierarchy.tree.depth} numbers (one per level), "
                         f"got {len(weights)}")
-    run = census_trials(hierarchy, [variant], epsilon, trials, noise=sampler, split=split,
-                        level_weights=weights or (), seed=seed)
+    from engine.budget_cli import release_guard
+    from engine.ledger import Cost
+
+    knobs = {"variant": variant, "split": split, "sampler": sampler, "level_weights": weights}
+    with release_guard(ledger_url=getattr(args, "ledger", None), data=getattr(args, "data", None),
+                       cost=Cost.pure(epsilon), seeded=seed is not None, out=out,
+                       mechanism="hierarchical-pgsr", knobs=knobs,
+                       privacy={"noise": "laplace", "epsilon": epsilon}):
+        return _census_release(args, hierarchy, knobs, epsilon, trials, seed, out)
+
+
+def _census_release(args: argparse.Namespace, hierarchy: Hierarchy, knobs: dict[str, Any],
+                    epsilon: float, trials: int, seed: int | None,
+                    out: str | None) -> dict[str, Any]:
+    """The trials and the release record of :func:`census_command` (charged by its caller)."""
+    variant, split, sampler, weights = (knobs["variant"], knobs["split"], knobs["sampler"],
+                                        knobs["level_weights"])
+    with executor_from_flags(args) as executor:
+        run = census_trials(hierarchy, [variant], epsilon, trials, noise=sampler, split=split,
+                            level_weights=weights or (), seed=seed, executor=executor)
     evaluation = run.evaluations[variant]
     result = evaluation.summary()
     result.update({"hierarchy": hierarchy.name or "csv",
                    "regions_by_level": list(hierarchy.tree.level_sizes),
                    "size_buckets": hierarchy.sizes.k, "groups": hierarchy.total})
     record = base_record("hierarchical-pgsr", seed)
-    record.update(knobs={"variant": variant, "split": split, "sampler": sampler,
-                         "level_weights": weights},
+    record.update(knobs=knobs,
                   domain={"regions_by_level": list(hierarchy.tree.level_sizes),
                           "sizes": hierarchy.sizes.to_spec(), "groups_public": hierarchy.total},
                   privacy_unit="one individual joining or leaving a group",

@@ -6,16 +6,20 @@ Bad input exits with status 2 and one line on stderr that names the field.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Executor
 from typing import Any, NoReturn
 
 import numpy as np
 
 from engine.errors import NotApplicable, SpecError
+from engine.executor import SCHEDULER_VARIABLE, executor_for, scheduler_from_environment
 from engine.privacy import NOISE_TYPES, Privacy
 from engine.scenario import Scenario, parse_mechanisms
 
@@ -38,7 +42,7 @@ def _memory_limit(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--memory-limit: ")) from None
 
 
-def _add_budget_flag(p: argparse.ArgumentParser) -> None:
+def _add_memory_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-limit", dest="memory_limit", type=_memory_limit, default=None,
                    help="refuse plans whose estimated memory exceeds this (e.g. 4GB; default: "
                         "$DPWB_MEMORY_LIMIT or half the available memory)")
@@ -61,6 +65,37 @@ def _add_release_flags(p: argparse.ArgumentParser) -> None:
                    "enlarges the sensitivity by at most 2**-10)")
     p.add_argument("--out", default=None, metavar="DIR", help="write answers.csv and "
                    "release.json (the release record) into DIR")
+    from engine.budget_cli import add_ledger_flag
+
+    add_ledger_flag(p)
+
+
+def add_executor_flags(p: argparse.ArgumentParser) -> None:
+    """``--workers N`` (a local process pool) and ``--scheduler ADDRESS`` (a Dask cluster)."""
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="run independent pieces on N local processes (default: serial, or "
+                        "the planner's own choice)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run independent pieces on an existing Dask cluster, e.g. "
+                        f"tcp://127.0.0.1:8786 (default: ${SCHEDULER_VARIABLE}; needs the "
+                        "'dask' extra)")
+
+
+@contextlib.contextmanager
+def executor_from_flags(args: argparse.Namespace) -> Iterator[Executor | None]:
+    """The executor that ``--workers`` / ``--scheduler`` / ``$DPWB_SCHEDULER`` ask for (None:
+    plan in this process), shut down on exit."""
+    workers = getattr(args, "workers", None)
+    scheduler = getattr(args, "scheduler", None)
+    if workers is not None and workers < 1:
+        raise SpecError(f"--workers: must be >= 1, got {workers}")
+    if workers is not None and scheduler:
+        raise SpecError("--workers: give --workers or --scheduler, not both")
+    field = "--scheduler"
+    if workers is None and scheduler is None:
+        scheduler, field = scheduler_from_environment(), SCHEDULER_VARIABLE
+    with executor_for(workers, scheduler, field) as executor:
+        yield executor
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("spec")
     c.add_argument("--mechanism", action="append", default=None, help="repeatable")
     _add_privacy_flags(c)
+    add_executor_flags(c)
     c.add_argument("--json", action="store_true")
     r = sub.add_parser("run", help="run a mechanism on data")
     r.add_argument("spec")
@@ -93,7 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     census = add_census_arguments(sub.add_parser("census",
                                                  help="hierarchical group-size release"))
     for command in (v, b, c, r, census):
-        _add_budget_flag(command)
+        _add_memory_flag(command)
+    from engine.budget_cli import add_budget_arguments
+
+    add_budget_arguments(sub.add_parser("budget", help="privacy budget ledger: register data "
+                                        "sets, show spent and remaining, list releases"))
     return parser
 
 
@@ -190,7 +230,8 @@ def cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
     privacy = privacy_from_flags(s.privacy, args)
     mechs = parse_mechanisms(args.mechanism, "--mechanism") if args.mechanism else (
         s.mechanisms or None)
-    return compare(s.workload, privacy, mechs).to_json()
+    with executor_from_flags(args) as executor:
+        return compare(s.workload, privacy, mechs, executor=executor).to_json()
 
 
 def workload_errors(workload: Any, estimate: np.ndarray, truth: np.ndarray) -> dict[str, float]:
@@ -224,6 +265,8 @@ def _load_data(path: str, domain: Any) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
+    from engine.budget_cli import release_guard
+    from engine.ledger.charge import release_cost
     from engine.mechanisms import get
     from engine.noise import check_grid_exponent, release_rng, seed_from_text
     from engine.release import base_record, check_out_dir, workload_summary, write_release
@@ -253,43 +296,56 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     if name == "hierarchical-pgsr":
         raise NotApplicable("hierarchical-pgsr releases region hierarchies: use "
                             "`python -m engine census`")
-    if mech.data_dependent:
-        result = mech.run(s.workload, privacy, data, rng)
+    plan = None if mech.data_dependent else mech.plan(s.workload, privacy)
+    guarantee = None
+    if plan is not None and plan.measurer is None:  # the exact sampler's own guarantee
+        gridded = plan if grid is None else dataclasses.replace(plan, grid_exponent=grid)
+        guarantee = gridded.exact_noise().guarantee
+    with release_guard(ledger_url=args.ledger, data=args.data,
+                       cost=release_cost(privacy, guarantee), seeded=seed is not None,
+                       out=args.out, mechanism=name, knobs=record["knobs"],
+                       workload_sha256=record["workload"]["sha256"],
+                       privacy=record["privacy"]) as reservation:
+        if mech.data_dependent:
+            result = mech.run(s.workload, privacy, data, rng)
 
-        def truth(gamma: tuple[int, ...]) -> np.ndarray:
-            return data.marginal([names[i] for i in gamma])
+            def truth(gamma: tuple[int, ...]) -> np.ndarray:
+                return data.marginal([names[i] for i in gamma])
 
-        diffs = np.concatenate([(np.asarray(est, float) - truth(g)).ravel()
-                                for g, est in result.estimates.items()])
-        errors = {"rmse": float(np.sqrt(np.mean(diffs**2))),
-                  **result.errors(truth).as_json()}
-        rho = result.rho_spent
-        record.update(noise=dict(RESIDUAL_FLOAT_NOISE),
-                      ledger=[{"charge": what, "rho": cost} for what, cost in result.ledger])
-        header = ["marginal", "cell", "answer"]
-        rows = [[result.label(g), i, float(v)] for g, est in result.estimates.items()
-                for i, v in enumerate(np.asarray(est, float).ravel())]
-    else:
-        plan = mech.plan(s.workload, privacy)
-        measurement = plan.measure(data, rng, grid_exponent=grid)
-        estimate = plan.reconstruct(measurement)
-        truth = s.workload.answer_from_marginals(lambda ax: data.marginal([names[i] for i in ax]))
-        errors = workload_errors(s.workload, estimate, truth)
-        rho = privacy.zcdp_rho()
-        noise = measurement.noise
-        record["noise"] = noise.record() if noise is not None else dict(RESIDUAL_FLOAT_NOISE)
-        # data-independent, so public: the plan's RMSE at the sigma the sampler used
-        record["expected_rmse"] = plan.rmse() * math.sqrt(
-            noise.variance_factor if noise is not None else 1.0)
-        if noise is not None and "rho" in noise.guarantee:
-            rho = noise.guarantee["rho"]
-        labels = [t.label for t in s.workload.terms for _ in range(t.num_queries)]
-        header = ["query", "term", "answer"]
-        rows = [[i, label, float(v)] for i, (label, v) in enumerate(zip(labels, estimate,
-                                                                         strict=True))]
-    record.update(rho_spent=rho, seconds=time.perf_counter() - start)
-    if args.out is not None:
-        write_release(args.out, header, rows, record)
+            diffs = np.concatenate([(np.asarray(est, float) - truth(g)).ravel()
+                                    for g, est in result.estimates.items()])
+            errors = {"rmse": float(np.sqrt(np.mean(diffs**2))),
+                      **result.errors(truth).as_json()}
+            rho = result.rho_spent
+            record.update(noise=dict(RESIDUAL_FLOAT_NOISE),
+                          ledger=[{"charge": what, "rho": cost} for what, cost in result.ledger])
+            header = ["marginal", "cell", "answer"]
+            rows = [[result.label(g), i, float(v)] for g, est in result.estimates.items()
+                    for i, v in enumerate(np.asarray(est, float).ravel())]
+        else:
+            measurement = plan.measure(data, rng, grid_exponent=grid)
+            estimate = plan.reconstruct(measurement)
+            truth = s.workload.answer_from_marginals(
+                lambda ax: data.marginal([names[i] for i in ax]))
+            errors = workload_errors(s.workload, estimate, truth)
+            rho = privacy.zcdp_rho()
+            noise = measurement.noise
+            record["noise"] = (noise.record() if noise is not None
+                               else dict(RESIDUAL_FLOAT_NOISE))
+            # data-independent, so public: the plan's RMSE at the sigma the sampler used
+            record["expected_rmse"] = plan.rmse() * math.sqrt(
+                noise.variance_factor if noise is not None else 1.0)
+            if noise is not None and "rho" in noise.guarantee:
+                rho = noise.guarantee["rho"]
+            labels = [t.label for t in s.workload.terms for _ in range(t.num_queries)]
+            header = ["query", "term", "answer"]
+            rows = [[i, label, float(v)] for i, (label, v) in enumerate(zip(labels, estimate,
+                                                                             strict=True))]
+        record.update(rho_spent=rho, seconds=time.perf_counter() - start)
+        if args.out is not None:
+            write_release(args.out, header, rows, record)
+        if reservation is not None:  # the AIM round-by-round ledger, kept with the charge
+            reservation.rounds = record.get("ledger")
     return {"mechanism": name, "records": data.records, "rho_spent": rho,
             "seconds": record["seconds"], "errors": errors,
             "seeded": record["seeded"], "notice": record["notice"], "release": record}
@@ -315,8 +371,15 @@ def cmd_census(args: argparse.Namespace) -> dict[str, Any]:
     return census_command(args)
 
 
+def cmd_budget(args: argparse.Namespace) -> dict[str, Any]:
+    """The budget ledger's ``init|show|history`` (see engine.budget_cli)."""
+    from engine.budget_cli import budget_command
+
+    return budget_command(args)
+
+
 COMMANDS = {"validate": cmd_validate, "bound": cmd_bound, "compare": cmd_compare,
-            "run": cmd_run, "census": cmd_census}
+            "run": cmd_run, "census": cmd_census, "budget": cmd_budget}
 
 
 def _print_validate(doc: dict[str, Any]) -> None:
@@ -351,6 +414,11 @@ def _print_table(command: str, doc: dict[str, Any]) -> None:
             ratio = r.get("ratio_to_bound")
             print(f"{r['mechanism']:<{width}}  {_fmt(r['rmse']):>12}  {_fmt(ratio, 3):>8}  "
                   f"{r['plan_seconds']:>8.3f}")
+        return
+    if command == "budget":
+        from engine.budget_cli import format_budget
+
+        print(format_budget(doc))
         return
     if command == "census":
         from engine.census_cli import format_census

@@ -14,12 +14,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.bounds import Bound, svd_bound
 from engine.errors import Cancelled, NotApplicable
+from engine.executor import SerialExecutor, map_ordered
 from engine.mechanisms import Plan, get, mechanism_class, registry_names
+from engine.mechanisms.base import shared_plans
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
@@ -111,10 +114,36 @@ def default_mechanisms() -> tuple[str, ...]:
     return tuple(n for n in registry_names() if not mechanism_class(n).data_dependent)
 
 
+def _plan_row(name: str, knobs: Mapping[str, Any], workload: Workload, privacy: Privacy,
+              progress: Progress | None = None) -> ComparisonRow:
+    """One mechanism's row: its plan, or why it does not apply (``Cancelled`` propagates)."""
+    cls = mechanism_class(name)
+    start = time.perf_counter()
+    try:
+        if cls.data_dependent:
+            raise NotApplicable("data-dependent: run it on data (python -m engine run)")
+        plan = get(name, **dict(knobs)).plan(workload, privacy, progress)
+        if not math.isfinite(plan.rmse()):
+            return ComparisonRow(name, cls.title or name, None,
+                                 "not applicable: the strategy does not support the workload",
+                                 plan.plan_seconds)
+        return ComparisonRow(name, cls.title or name, plan, None, plan.plan_seconds)
+    except Cancelled:
+        raise
+    except (ValueError, MemoryError) as exc:  # NotApplicable, SpecError, size guards
+        msg = str(exc) if str(exc).startswith("not applicable") else f"not applicable: {exc}"
+        return ComparisonRow(name, cls.title or name, None, msg, time.perf_counter() - start)
+
+
+def _plan_row_task(args: tuple[str, Mapping[str, Any], Workload, Privacy]) -> ComparisonRow:
+    return _plan_row(*args)
+
+
 def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | None = None,
             params: Mapping[str, Mapping[str, Any]] | None = None,
             progress: Progress | None = None,
-            on_row: Callable[[ComparisonRow], None] | None = None) -> Comparison:
+            on_row: Callable[[ComparisonRow], None] | None = None,
+            executor: Executor | None = None) -> Comparison:
     """Plan every mechanism on ``workload`` at ``privacy``.
 
     Args:
@@ -122,34 +151,37 @@ def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | No
         privacy: the privacy level.
         mechanisms: registered names (default: every data-independent one).
         params: optional knobs per mechanism name.
-        progress: passed to each mechanism's optimiser; cancellation stops the comparison.
-        on_row: called with each finished row (for live displays).
+        progress: passed to each mechanism's optimiser when planning in this process;
+            cancellation stops the comparison (on an executor: between finished mechanisms,
+            and no pending mechanism starts).
+        on_row: called with each finished row, in mechanism order (for live displays).
+        executor: plans the mechanisms concurrently on any ``concurrent.futures.Executor``
+            (e.g. :func:`engine.executor.local_pool` or a Dask client's executor); None plans
+            them one after the other in this process. The plans are the same either way.
     """
     names = tuple(mechanisms) if mechanisms is not None else default_mechanisms()
-    rows = []
-    for name in names:
-        cls = mechanism_class(name)
-        start = time.perf_counter()
-        try:
-            if cls.data_dependent:
-                raise NotApplicable("data-dependent: run it on data (python -m engine run)")
-            plan = get(name, **dict((params or {}).get(name, {}))).plan(workload, privacy,
-                                                                         progress)
-            row = ComparisonRow(name, cls.title or name, plan, None, plan.plan_seconds)
-            if not math.isfinite(plan.rmse()):
-                row = ComparisonRow(name, cls.title or name, None,
-                                    "not applicable: the strategy does not support the workload",
-                                    plan.plan_seconds)
-        except Cancelled:
-            raise
-        except (ValueError, MemoryError) as exc:  # NotApplicable, SpecError, size guards
-            msg = str(exc) if str(exc).startswith("not applicable") else \
-                f"not applicable: {exc}"
-            row = ComparisonRow(name, cls.title or name, None, msg,
-                                time.perf_counter() - start)
-        rows.append(row)
-        if on_row is not None:
-            on_row(row)
+    knobs = {name: dict((params or {}).get(name, {})) for name in names}
+    if executor is None or isinstance(executor, SerialExecutor):
+        rows = []
+        with shared_plans():  # hdmm and its operators' rows share one optimisation each
+            for name in names:
+                rows.append(_plan_row(name, knobs[name], workload, privacy, progress))
+                if on_row is not None:
+                    on_row(rows[-1])
+        return Comparison(workload, privacy, svd_bound(workload), tuple(rows))
+    finished: dict[int, ComparisonRow] = {}
+    delivered = 0
+
+    def deliver_in_order(index: int, row: ComparisonRow) -> None:
+        nonlocal delivered
+        finished[index] = row
+        while delivered in finished:
+            if on_row is not None:
+                on_row(finished[delivered])
+            delivered += 1
+
+    tasks = [(name, knobs[name], workload, privacy) for name in names]
+    rows = map_ordered(executor, _plan_row_task, tasks, deliver_in_order, progress)
     return Comparison(workload, privacy, svd_bound(workload), tuple(rows))
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import socket
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -227,15 +228,45 @@ def dask_client(
             processes=True,
             host="127.0.0.1",
             dashboard_address=None,
+            # the scheduler's health routes on a free port, not 8787 (another cluster's)
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
         )
         return Client(cluster)
+    _probe(scheduler, field, timeout)
     try:
         return Client(scheduler, timeout=timeout)
     except Exception as exc:  # OSError, TimeoutError, ValueError: all mean "cannot use it"
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SpecError(
+            f"{field}: {scheduler!r} is not a usable Dask scheduler ({_first_line(exc)})"
+        ) from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _probe(scheduler: str, field: str, timeout: float) -> None:
+    """Fail fast on a malformed or unreachable TCP address, before a ``Client`` exists (a
+    Client that failed to connect spends seconds closing itself when it is collected)."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(scheduler)
+        host, port = parse_host_port(location, default_port=8786)
+    except (ValueError, TypeError) as exc:
+        raise SpecError(
+            f"{field}: {scheduler!r} is not a scheduler address like "
+            f"tcp://127.0.0.1:8786 ({_first_line(exc)})"
+        ) from exc
+    if scheme not in ("tcp", "tls"):
+        return
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
         raise SpecError(
             f"{field}: cannot reach the Dask scheduler {scheduler!r} within "
-            f"{timeout:g} s ({reason})"
+            f"{timeout:g} s ({_first_line(exc)})"
         ) from exc
 
 

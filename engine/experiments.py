@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import NotApplicable, SpecError, suggest
+from engine.executor import SerialExecutor, map_ordered, worker_count
 from engine.mechanisms.aim_grem import (
     POST_PROCESSING,
     AdaptiveResult,
@@ -56,7 +58,14 @@ from engine.mechanisms.hierarchical import (
     running_example,
     synthetic_census,
 )
-from engine.mechanisms.hierarchical.evaluate import Evaluation, evaluate
+from engine.mechanisms.hierarchical.evaluate import (
+    Evaluation,
+    TrialBatch,
+    evaluate,
+    run_trials_task,
+    summarise,
+    trial_batches,
+)
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv
 from engine.privacy import Privacy
 from engine.progress import Progress
@@ -266,7 +275,8 @@ def census_trials(hierarchy: Hierarchy, variants: Sequence[str], epsilon: float,
                   level_weights: Sequence[float] = (), seed: int | None = None,
                   progress: Progress | None = None,
                   on_trial: Callable[[str, int, float], None] | None = None,
-                  on_variant: Callable[[Evaluation], None] | None = None) -> CensusTrials:
+                  on_variant: Callable[[Evaluation], None] | None = None,
+                  executor: Executor | None = None) -> CensusTrials:
     """Run ``trials`` releases of every variant and score them against ``hierarchy``.
 
     Every variant sees the same noise seeds (trial t of each uses ``default_rng([seed, t])``),
@@ -286,6 +296,10 @@ def census_trials(hierarchy: Hierarchy, variants: Sequence[str], epsilon: float,
             variant's trials done so far and the share (0..1) of all trials done.
         on_variant: called with each variant's evaluation as it finishes (so a caller keeps
             the finished ones when a later variant is cancelled).
+        executor: runs batches of trials of every variant at once on any
+            ``concurrent.futures.Executor`` (a local pool, a Dask cluster); None runs them
+            here, one after the other. Seeded trial values are the same either way; progress
+            then moves per batch and a cancel stops the batches not yet started.
 
     Raises:
         SpecError: no or unknown variants, a bad knob or budget split.
@@ -303,6 +317,28 @@ def census_trials(hierarchy: Hierarchy, variants: Sequence[str], epsilon: float,
                                       level_weights=list(level_weights)) for v in chosen}
     total = len(chosen) * trials
     evaluations: dict[str, Evaluation] = {}
+    if executor is not None and not isinstance(executor, SerialExecutor):
+        ranges = trial_batches(trials, 4 * worker_count(executor))
+        tasks = [(hierarchy, mechanisms[v], epsilon, a, b, seed) for v in chosen
+                 for a, b in ranges]
+        batches: dict[str, list[TrialBatch]] = {v: [] for v in chosen}
+        done = dict.fromkeys(chosen, 0)
+
+        def finished(index: int, batch: TrialBatch) -> None:
+            variant = chosen[index // len(ranges)]
+            batches[variant].append(batch)
+            done[variant] += len(batch.rmse)
+            if on_trial is not None:
+                on_trial(variant, done[variant], sum(done.values()) / total)
+            if done[variant] == trials:
+                ordered = sorted(batches[variant], key=lambda b: b.first)
+                evaluations[variant] = summarise(mechanisms[variant], epsilon, ordered)
+                if on_variant is not None:
+                    on_variant(evaluations[variant])
+
+        map_ordered(executor, run_trials_task, tasks, finished, progress)
+        return CensusTrials(hierarchy, float(epsilon), trials,
+                            {v: evaluations[v] for v in chosen})
     for j, variant in enumerate(chosen):
         def tick(done: int, _trials: int, j: int = j, variant: str = variant) -> None:
             if on_trial is not None:

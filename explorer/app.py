@@ -32,6 +32,7 @@ import panel as pn
 from explorer import serverlog
 from explorer.pages.adaptive import AdaptivePage
 from explorer.pages.base import PAGES, page_url
+from explorer.pages.budget import BudgetPage
 from explorer.pages.builder import BuilderPage
 from explorer.pages.census import CensusPage
 from explorer.pages.compare import ComparePage
@@ -59,6 +60,7 @@ VIEWS: dict[str, Callable[[Session, str], pn.viewable.Viewable]] = {
     "/learn": lambda session, sid: LearnPage(session=session, sid=sid),
     "/adaptive": lambda session, sid: AdaptivePage(),
     "/census": lambda session, sid: CensusPage(),
+    "/budget": lambda session, sid: BudgetPage(),
 }
 
 pn.extension("tabulator", "codeeditor", notifications=True)

@@ -10,6 +10,10 @@ One job serves every session that asked for the same ``(workload, noise)``, but 
 belong to each subscriber: a job stops only when no subscriber still waits for it, and a running
 mechanism is stopped only when every subscriber has skipped it.
 
+With ``DPWB_SCHEDULER`` set to a Dask scheduler address (``tcp://host:port``), the jobs plan
+their mechanisms on that cluster (the ``dask`` extra), so planning leaves the web process; the
+planner threads then only wait, and a cancel drops the mechanisms that have not started.
+
 Nothing here imports Panel; it is unit-testable without a browser or a server.
 """
 
@@ -26,10 +30,18 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
+from concurrent.futures import Executor
+from typing import Any
 
 from engine.bounds import Bound, svd_bound
 from engine.compare import Comparison, ComparisonRow, compare
 from engine.errors import Cancelled, NotApplicable, SpecError
+from engine.executor import (
+    SCHEDULER_VARIABLE,
+    dask_client,
+    dask_executor,
+    scheduler_from_environment,
+)
 from engine.mechanisms import mechanism_class
 from engine.privacy import Privacy
 from engine.progress import Progress
@@ -325,6 +337,7 @@ class PlanningJob:
                     remaining,
                     progress=self.progress,
                     on_row=self._on_row,
+                    executor=self.store.executor(),
                 )
                 bound = result.bound
             except Cancelled:
@@ -400,13 +413,22 @@ class PlanStore:
     Args:
         max_workloads: how many workloads to keep (least recently used ones are dropped).
         planners: how many planning jobs may run at the same time; the rest queue.
+        scheduler: a Dask scheduler address: the jobs then plan their mechanisms on that
+            cluster, out of the web process (None: in the planner threads).
     """
 
-    def __init__(self, max_workloads: int = 48, planners: int = DEFAULT_PLANNERS) -> None:
+    def __init__(
+        self,
+        max_workloads: int = 48,
+        planners: int = DEFAULT_PLANNERS,
+        scheduler: str | None = None,
+    ) -> None:
         if planners < 1:
             raise ValueError(f"planners: {planners} (allowed: 1 or more)")
         self.max_workloads = max_workloads
         self.planners = planners
+        self.scheduler = scheduler
+        self._client: Any = None  # a distributed.Client, imported lazily
         self._lock = threading.RLock()
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._jobs: dict[tuple[str, str], PlanningJob] = {}
@@ -475,6 +497,27 @@ class PlanStore:
         if bound is None:
             bound = Bound(None, "pending", "the bound is still being computed")
         return Comparison(workload, privacy.with_(), bound, chosen)
+
+    def executor(self) -> Executor | None:
+        """The cluster's executor when a scheduler is set (connected on first use and kept
+        for the life of the process), else None.
+
+        Raises:
+            SpecError: the scheduler is unreachable (the job records it as its message).
+        """
+        if self.scheduler is None:
+            return None
+        with self._lock:
+            if self._client is None:
+                self._client = dask_client(self.scheduler, field=SCHEDULER_VARIABLE)
+            return dask_executor(self._client)
+
+    def close(self) -> None:
+        """Disconnect from the scheduler (a later job connects again)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
     # ----- jobs ---------------------------------------------------------------------------
     def start(
@@ -576,4 +619,4 @@ def planners_from_environment() -> int:
 
 
 #: The store shared by every session of this server process.
-STORE = PlanStore(planners=planners_from_environment())
+STORE = PlanStore(planners=planners_from_environment(), scheduler=scheduler_from_environment())

@@ -130,6 +130,8 @@ class Session(param.Parameterized):
         self._key = ""
         self._skipped: dict[tuple[str, str], set[str]] = {}  # (workload key, noise) -> names
         self._seen_done = -1
+        self._picked: str | None = None  # the mechanism the user chose to look at, if any
+        self._refreshing = False
         super().__init__(privacy=scenario.privacy.with_(), **params)
         # Separate lists: param may add None to a Selector's objects (allow_None).
         self.param.mechanisms.objects = list(registry_names())
@@ -277,10 +279,20 @@ class Session(param.Parameterized):
             plans = Comparison(plans.workload, plans.privacy, plans.bound, rows)
             planned = [r.mechanism for r in rows if r.plan is not None]
             best = plans.best()
+            # the views follow the best mechanism as plans arrive, unless the user chose one
             selected = (
-                self.selected if self.selected in planned else (best.mechanism if best else None)
+                self._picked if self._picked in planned else (best.mechanism if best else None)
             )
-        self.param.update(plans=plans, selected=selected)
+        self._refreshing = True
+        try:
+            self.param.update(plans=plans, selected=selected)
+        finally:
+            self._refreshing = False
+
+    @param.depends("selected", watch=True)
+    def _remember_pick(self) -> None:
+        if not self._refreshing:
+            self._picked = self.selected
 
     @param.depends(
         "plans",

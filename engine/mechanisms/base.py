@@ -16,10 +16,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -342,13 +344,46 @@ class Mechanism(param.Parameterized):
         if self.data_dependent:
             raise NotApplicable(f"{self.name} is data-dependent: use its run() on data")
         self.check(workload, privacy)
+        memo = _SHARED_PLANS.get()
+        key = (type(self), self.knob_values(), id(workload), repr(privacy.to_spec()))
+        if memo is not None and key in memo:
+            return replace(memo[key], plan_seconds=0.0)
         require(self.estimate(workload, privacy), self.name, "plan")
         start = time.perf_counter()
         plan = self._plan(workload, privacy, progress)
-        return replace(plan, plan_seconds=time.perf_counter() - start)
+        plan = replace(plan, plan_seconds=time.perf_counter() - start)
+        if memo is not None:
+            memo[key] = plan
+        return plan
+
+    def knob_values(self) -> tuple[tuple[str, str], ...]:
+        """The knobs (param values but the name) as a sorted tuple of ``(name, repr)``."""
+        return tuple(sorted((k, repr(v)) for k, v in self.param.values().items()
+                            if k != "name"))
 
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
         raise NotImplementedError(type(self).__name__ + " must define _plan")
+
+
+#: the plans made inside :func:`shared_plans`, by mechanism class, knobs, workload, privacy
+_SHARED_PLANS: contextvars.ContextVar[dict[tuple[Any, ...], Plan] | None] = (
+    contextvars.ContextVar("shared_plans", default=None))
+
+
+@contextlib.contextmanager
+def shared_plans() -> Iterator[None]:
+    """Within this block (in this thread), a mechanism asked again for a plan it already
+    made, with the same knobs, workload object and privacy level, returns that plan
+    (``plan_seconds`` 0) instead of optimising again.
+
+    A comparison uses it so that ``hdmm``, which runs each operator as its registered
+    mechanism, and the rows ``hdmm-opt0``, ``hdmm-kron``, ... share one optimisation each.
+    """
+    token = _SHARED_PLANS.set({} if _SHARED_PLANS.get() is None else _SHARED_PLANS.get())
+    try:
+        yield
+    finally:
+        _SHARED_PLANS.reset(token)
 
 
 _REGISTRY: dict[str, type[Mechanism]] = {}

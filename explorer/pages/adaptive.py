@@ -7,6 +7,13 @@ loop in a worker thread, and shows the per-round log, the comparison table and a
 A user CSV is only accepted with a public domain file (JSON or YAML): the domain is never
 inferred from the private records.
 
+The budget ledger (``engine.ledger``): an unseeded run on a data set registered on the Budget
+page is a release. Its cost (the zCDP rho of the (eps, delta) asked for) is charged before any
+noise is drawn, a run past the data set's budget is refused with the ledger's one line, and the
+AIM+GReM estimates are written as a release record the Budget page offers for download. The
+comparison rows (errors against the true data) are evaluation only and not part of the release.
+A seeded run, or a run on an unregistered data set, is not charged and the status line says so.
+
 Mount it with ``from explorer.pages.adaptive import AdaptivePage``.
 
 Example:
@@ -109,6 +116,11 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                             doc="Share of the budget spent by AIM+GReM (percent).")
     rounds = param.List(default=[], doc="AIM+GReM per-round log (rows).")
     results = param.List(default=[], doc="Comparison rows, one per method.")
+    ledger_url = param.String(default=None, allow_None=True, doc="SQLAlchemy URL of the budget "
+                              "ledger (None: $DPWB_LEDGER_URL or the SQLite default).")
+    budget_line = param.String(default="", doc="The data set's budget after the last run.")
+    budget_share = param.Number(default=0.0, bounds=(0.0, 100.0),
+                                doc="Share of the data set's budget spent (percent).")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -204,24 +216,107 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
             changes["status"] = status
         self.param.update(**changes)
 
+    def fingerprint(self) -> str:
+        """SHA-256 of the chosen data file (the bundled Adult CSV or the uploaded bytes)."""
+        from engine.budget_cli import data_file
+        from engine.ledger import fingerprint_bytes, fingerprint_file
+
+        if self.dataset == ADULT:
+            return fingerprint_file(data_file("adult"))
+        return fingerprint_bytes(self.csv_file or b"")
+
+    def registered(self) -> tuple[Any, Any]:
+        """(ledger, data set entry) when the chosen data is registered, else (None, None).
+
+        A SQLite ledger file that does not exist yet holds nothing and is not created.
+        """
+        from engine.ledger import Ledger, default_url, sqlite_file
+
+        url = self.ledger_url or default_url()
+        path = sqlite_file(url)
+        if path is not None and not path.exists():
+            return None, None
+        ledger = Ledger(url)
+        entry = ledger.dataset(self.fingerprint())
+        if entry is None:
+            ledger.close()
+            return None, None
+        return ledger, entry
+
     def _job(self) -> None:
+        from contextlib import nullcontext
 
         from engine.errors import Cancelled
-        from engine.experiments import AIM_GREM, compare_adaptive
+        from engine.ledger import BudgetExceeded
 
+        ledger = entry = None
         try:
             data = self.load_data()
             workload = self.workload(data)
-            names = workload.domain.names
+            if self.seed is None:
+                ledger, entry = self.registered()
+            if ledger is None:
+                note = ("Seeded: not a release; the budget ledger is not charged."
+                        if self.seed is not None else "Not budgeted: this data set is not "
+                        "registered in the budget ledger (register it on the Budget page).")
+                self._run(data, workload, nullcontext(None), note)
+            else:
+                from engine.ledger.charge import release_cost
 
-            def label(gamma: Any) -> str:
-                return " x ".join(names[k] for k in gamma)
+                knobs = {"attributes": list(data.domain.names), "way": int(self.way),
+                         "max_rounds": self.max_rounds}
+                reservation = ledger.reserve(entry.name, release_cost(self.privacy()),
+                                             mechanism="aim-grem", knobs=knobs,
+                                             privacy=self.privacy().to_spec(),
+                                             user=pn.state.user)
+                self._run(data, workload, reservation, "", knobs)
+        except Cancelled:
+            self._dispatch(lambda: self._finish([], "Cancelled: nothing was released.", ""))
+        except BudgetExceeded as exc:
+            message = str(exc)
+            self._dispatch(lambda: self._finish([], "Refused: nothing was released.", message))
+        except Exception as exc:  # shown as a one-line error; the user's settings stay
+            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            self._dispatch(lambda: self._finish([], "Failed.", message))
+        finally:
+            if ledger is not None:
+                ledger.close()
+                self._show_budget(ledger.url, entry.name)
 
-            def running(method: str) -> None:
-                if method != AIM_GREM:
-                    self._dispatch(lambda: self._flush(100.0, f"{AIM_GREM} done"))
-                self._dispatch(lambda: setattr(self, "status", f"Running {method}..."))
+    def _show_budget(self, url: str, name: str) -> None:
+        """Put the data set's spent / remaining line and bar on the page."""
+        from engine.ledger import Ledger, LedgerError
 
+        try:
+            ledger = Ledger(url)
+            status = ledger.status(name, float(self.delta))
+            ledger.close()
+        except LedgerError as exc:
+            line, share = str(exc), 0.0
+        else:
+            line = f"Budget of {status.line()}"
+            share = 100.0 * min(status.spent.spent / status.dataset.budget.total, 1.0)
+        self._dispatch(lambda: self.param.update(budget_line=line, budget_share=share))
+
+    def _run(self, data: Any, workload: Any, reservation: Any, note: str,
+             knobs: dict[str, Any] | None = None) -> None:
+        """Run the comparison inside ``reservation`` (a ledger reservation, charged before any
+        noise is drawn, or a null context); a charged run writes the AIM+GReM release record and
+        keeps its path in the ledger. Raises what the run raises (the reservation then counts
+        as failed: nothing was published)."""
+        from engine.experiments import AIM_GREM, compare_adaptive
+
+        names = workload.domain.names
+
+        def label(gamma: Any) -> str:
+            return " x ".join(names[k] for k in gamma)
+
+        def running(method: str) -> None:
+            if method != AIM_GREM:
+                self._dispatch(lambda: self._flush(100.0, f"{AIM_GREM} done"))
+            self._dispatch(lambda: setattr(self, "status", f"Running {method}..."))
+
+        with reservation as charged:
             comparison = compare_adaptive(
                 data, workload, self.privacy(), max_rounds=self.max_rounds,
                 residual_planner=self.compare_rp, pgm=self.compare_pgm,
@@ -231,12 +326,17 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
             ours = comparison.runs[0].result
             done = (f"Done: {len(ours.rounds)} rounds, rho = {ours.rho_spent:.6g} spent of "
                     f"{comparison.rho:.6g} (eps = {self.epsilon:g}, delta = {self.delta:g}).")
-            self._dispatch(lambda: self._finish(comparison.rows(), done, ""))
-        except Cancelled:
-            self._dispatch(lambda: self._finish([], "Cancelled: nothing was released.", ""))
-        except Exception as exc:  # shown as a one-line error; the user's settings stay
-            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            self._dispatch(lambda: self._finish([], "Failed.", message))
+            if charged is not None:
+                from engine.ledger.records import release_directory, write_adaptive_release
+
+                out = release_directory(charged.dataset.name, charged.id)
+                write_adaptive_release(out, ours, workload, self.privacy(), knobs or {})
+                charged.record_path = str(out)
+                charged.rounds = [{"charge": what, "rho": cost} for what, cost in ours.ledger]
+                cost = charged.spent_after.spent - charged.spent_before.spent
+                note = (f"Released: charged {cost:.6g} to {charged.dataset.name} (AIM+GReM "
+                        f"estimates; the comparison rows are evaluation only).")
+            self._dispatch(lambda: self._finish(comparison.rows(), f"{done} {note}", ""))
 
     def _finish(self, rows: list[dict[str, Any]], status: str, error: str) -> None:
         self._flush()
@@ -364,9 +464,15 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                 "by Conditional ResidualPlanner and reconstructs with GReM-MLE. Errors compare "
                 "against the true data (evaluation only); estimates are the raw, possibly "
                 "negative output unless a post-processing is chosen."),
-            pn.pane.Markdown(self.param.status),
+            pn.pane.Markdown(self.param.status, css_classes=["adaptive-status"]),
             pn.pane.Alert(self.param.error, alert_type="danger",
-                          visible=self.param.error.rx.bool()),
+                          visible=self.param.error.rx.bool(), css_classes=["adaptive-error"]),
+            pn.Column(pn.pane.Markdown(self.param.budget_line),
+                      pn.indicators.Progress(
+                          value=self.param.budget_share.rx.pipe(lambda v: int(round(v))),
+                          max=100, sizing_mode="stretch_width", bar_color="warning",
+                          css_classes=["adaptive-budget-bar"]),
+                      visible=self.param.budget_line.rx.bool()),
             bar, table, download, chart, rounds,
             sizing_mode="stretch_width",
         )

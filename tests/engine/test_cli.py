@@ -150,7 +150,7 @@ def _names() -> list[str]:
     (["bound", "{spec}", "--noise", "gausian"],
      "error: argument --noise: invalid choice: 'gausian' (choose from laplace, gaussian, zcdp)"),
     (["frobnicate"], "error: argument command: invalid choice: 'frobnicate' (choose from "
-                     "validate, bound, compare, run, census)"),
+                     "validate, bound, compare, run, census, budget)"),
     (["bound", "{missing}"], "error: {missing}: cannot read scenario file (No such file or "
                              "directory)"),
 ])

@@ -35,7 +35,8 @@ def store() -> PlanStore:
 def _fake_compare(behaviour):
     """A stand-in for engine.compare.compare that calls ``behaviour(name, progress)``."""
 
-    def fake(workload, privacy, mechanisms, params=None, progress=None, on_row=None):
+    def fake(workload, privacy, mechanisms, params=None, progress=None, on_row=None,
+             executor=None):
         from engine.bounds import svd_bound
 
         for name in mechanisms:
@@ -81,14 +82,15 @@ def test_skip_stops_one_mechanism_and_plans_the_rest(store, monkeypatch):
     started = threading.Event()
     real = planning.compare
 
-    def slow_h2_then_real(workload, privacy, mechanisms, params=None, progress=None, on_row=None):
+    def slow_h2_then_real(workload, privacy, mechanisms, params=None, progress=None, on_row=None,
+             executor=None):
         if mechanisms[0] == "h2":
             started.set()
             for i in range(100_000):  # an optimiser reporting every iteration
                 threading.Event().wait(0.001)
                 progress.report(i, 1.0)
             raise AssertionError("skip was ignored")
-        return real(workload, privacy, mechanisms, params, progress, on_row)
+        return real(workload, privacy, mechanisms, params, progress, on_row, executor)
 
     monkeypatch.setattr(planning, "compare", slow_h2_then_real)
     session = Session(dict(PREFIX_SPEC, mechanisms=["h2", "identity", "wavelet"]), store=store)
@@ -111,11 +113,12 @@ def test_a_crashing_mechanism_is_reported_and_the_others_still_run(store, monkey
     real = planning.compare
     calls = []
 
-    def flaky(workload, privacy, mechanisms, params=None, progress=None, on_row=None):
+    def flaky(workload, privacy, mechanisms, params=None, progress=None, on_row=None,
+             executor=None):
         calls.append(list(mechanisms))
         if mechanisms[0] == "identity":
             raise TypeError("solver exploded")
-        return real(workload, privacy, mechanisms, params, progress, on_row)
+        return real(workload, privacy, mechanisms, params, progress, on_row, executor)
 
     monkeypatch.setattr(planning, "compare", flaky)
     session = Session(PREFIX_SPEC, store=store)
@@ -245,9 +248,10 @@ def test_a_later_subscriber_adds_the_mechanisms_it_lacks(store, monkeypatch):
     release = threading.Event()
     real = planning.compare
 
-    def gated(workload, privacy, mechanisms, params=None, progress=None, on_row=None):
+    def gated(workload, privacy, mechanisms, params=None, progress=None, on_row=None,
+             executor=None):
         release.wait(10)
-        return real(workload, privacy, mechanisms, params, progress, on_row)
+        return real(workload, privacy, mechanisms, params, progress, on_row, executor)
 
     monkeypatch.setattr(planning, "compare", gated)
     first = Session(dict(PREFIX_SPEC, mechanisms=["identity"]), store=store)
@@ -284,3 +288,35 @@ def test_planner_threads_run_at_a_lower_cpu_priority_than_the_web_thread():
     thread.join(10)
     assert seen == [min(web + planning.PLANNER_NICENESS, 19)]
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == web
+
+
+def test_with_a_scheduler_the_plans_are_made_on_the_cluster():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                       host="127.0.0.1", dashboard_address=None,
+                                       scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
+    try:
+        store = PlanStore(scheduler=cluster.scheduler_address)
+        session = Session(PREFIX_SPEC, store=store)
+        session.compare_now()
+        remote = {r.mechanism: r.rmse for r in session.comparison.rows}
+        with distributed.Client(cluster) as client:
+            planned_there = client.run_on_scheduler(
+                lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+        store.close()
+    finally:
+        cluster.close()
+    local = Session(PREFIX_SPEC, store=PlanStore())
+    local.compare_now()
+    assert planned_there == ["plan_row_task"]  # dask drops the leading underscore
+    for row in local.comparison.rows:
+        assert remote[row.mechanism] == pytest.approx(row.rmse, rel=1e-12)
+
+
+def test_an_unreachable_scheduler_is_each_rows_message():
+    pytest.importorskip("distributed")
+    session = Session(PREFIX_SPEC, store=PlanStore(scheduler="tcp://127.0.0.1:1"))
+    session.compare_now()
+    assert [r.error for r in session.comparison.rows] == [
+        "failed: DPWB_SCHEDULER: cannot reach the Dask scheduler "
+        "'tcp://127.0.0.1:1' within 5 s ([Errno 111] Connection refused)"] * 2

@@ -86,7 +86,8 @@ def test_many_page_loads_never_evict_a_connected_session(registry):
 def test_closing_the_last_tab_cancels_a_job_nobody_else_waits_for(registry, monkeypatch):
     started = threading.Event()
 
-    def endless(workload, privacy, mechanisms, params=None, progress=None, on_row=None):
+    def endless(workload, privacy, mechanisms, params=None, progress=None, on_row=None,
+             executor=None):
         started.set()
         for i in range(100_000):
             threading.Event().wait(0.001)

@@ -180,3 +180,24 @@ def test_default_privacy_is_the_scenarios():
     session = Session(PREFIX_SPEC, store=PlanStore())
     assert isinstance(session.privacy, Privacy)
     assert session.privacy.noise == "laplace" and session.privacy.epsilon == 1.0
+
+
+def test_views_follow_the_best_plan_as_it_arrives_unless_the_user_chose(store):
+    spec = {"domain": {"x": {"size": 64, "kind": "numeric"}},
+            "workload": [{"product": {"x": "all_range"}}],
+            "privacy": {"noise": "gaussian", "epsilon": 1.0, "delta": 1e-6},
+            "mechanisms": ["identity"]}
+    session = Session(spec, store=store)
+    session.compare_now()
+    assert session.selected == "identity"
+    # more plans arrive: the views move to the new best (wavelet 11.42 < identity 19.82)
+    session.mechanisms = ["identity", "h2", "wavelet"]
+    session.compare_now()
+    rmse = {r.mechanism: round(r.rmse, 2) for r in session.comparison.rows}
+    assert rmse == {"identity": 19.82, "h2": 12.74, "wavelet": 11.42}
+    assert session.selected == "wavelet"
+    # a mechanism the user picks stays picked when plans change
+    session.selected = "identity"
+    session.mechanisms = ["identity", "h2", "wavelet", "hb"]
+    session.compare_now()
+    assert session.selected == "identity"

@@ -146,9 +146,13 @@ def test_hdmm_skips_operators_that_repeat_another() -> None:
     dom = Domain.from_sizes([40, 40], ["a", "b"], ["numeric", "numeric"])
     product = get("hdmm").plan(Workload.product(dom, {"a": PrefixBlock(40),
                                                       "b": PrefixBlock(40)}), GAUSSIAN)
-    assert set(product.view("candidates").column("operator")) == {"kron", "marginals"}
-    assert "OPT_0" in skipped(product)["opt0"]  # 1,600 cells > 1,024
+    # 1,600 cells: OPT_0 runs wherever hdmm-opt0 does (up to 8,192 cells)
+    assert set(product.view("candidates").column("operator")) == {"opt0", "kron", "marginals"}
     assert skipped(product)["union"] == "one product: OPT_+ is OPT_kron"
+    dom = Domain.from_sizes([100, 100], ["a", "b"], ["numeric", "numeric"])
+    large = get("hdmm").plan(Workload.product(dom, {"a": PrefixBlock(100),
+                                                    "b": PrefixBlock(100)}), GAUSSIAN)
+    assert "10,000 cells (limit 8,192)" in skipped(large)["opt0"]
 
 
 def test_blas_threads_are_restored() -> None:

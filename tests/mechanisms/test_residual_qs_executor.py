@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from engine.errors import Cancelled
 from engine.executor import (
     SerialExecutor,
+    WorkerLost,
     default_executor,
     local_pool,
     map_ordered,
@@ -83,3 +85,8 @@ def test_process_pool_results_in_item_order() -> None:
         with pytest.raises(ValueError):
             map_ordered(pool, math.factorial, [-1])
         assert map_ordered(pool, abs, []) == []
+
+
+def test_a_dead_pool_worker_is_a_clear_error() -> None:
+    with local_pool(max_workers=1) as pool, pytest.raises(WorkerLost, match="worker process died"):
+        map_ordered(pool, os._exit, [3])  # the worker exits under the item

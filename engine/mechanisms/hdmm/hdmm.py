@@ -1,36 +1,45 @@
 """OPT_HDMM: run every applicable operator and keep the strategy with the least expected
 error (HDMM section 9; spec section 4.6).
 
-SELECT never touches the data, so it can afford all of them: OPT_0 on the full domain when
-it is small (an explicit n x n Gram), OPT_kron, OPT_+ and OPT_M for unions of products. The
-operators' plans are compared by unit-noise error in the privacy level's norm; the chosen
-plan keeps its own measure/reconstruct routines and views; the others' errors are added as
-the ``candidates`` table (``plan.view("candidates")``).
+SELECT never touches the data, so it can afford all of them: OPT_0 on the full domain
+wherever ``hdmm-opt0`` runs (an explicit n x n Gram, up to 8,192 cells), OPT_kron, OPT_+ and
+OPT_M for unions of products. Each operator runs as its own registered mechanism with its
+own defaults (``hdmm-opt0``, ``hdmm-kron``, ``hdmm-union``, ``hdmm-marginals``), so ``hdmm``
+is exactly the best of them: its RMSE equals the least of theirs on every workload where they
+apply. The operators' plans are compared by unit-noise error in the privacy level's norm; the
+chosen plan keeps its own measure/reconstruct routines and views; the others' errors are
+added as the ``candidates`` table (``plan.view("candidates")``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import param
 
-from engine.cost import Cost, estimate_model, worst
+from engine.cost import Cost, MemoryBudgetError, estimate_model, require, worst
 from engine.errors import NotApplicable
 from engine.mechanisms.base import Plan, register, registered_name
 from engine.mechanisms.hdmm.knobs import HdmmBase
-from engine.mechanisms.hdmm.kron import check_attributes, kron_plan, opt_kron
-from engine.mechanisms.hdmm.marginals import check_marginals, marginals_plan, opt_marginals
-from engine.mechanisms.hdmm.opt0 import check_explicit, explicit_plan
+from engine.mechanisms.hdmm.kron import KronMechanism, check_attributes
+from engine.mechanisms.hdmm.marginals import MarginalsMechanism, check_marginals
+from engine.mechanisms.hdmm.opt0 import MAX_CELLS, Opt0Mechanism, check_explicit
 from engine.mechanisms.hdmm.plan_views import choice_views
-from engine.mechanisms.hdmm.structure import ProductUnion
-from engine.mechanisms.hdmm.tracking import Reporter, reporter
-from engine.mechanisms.hdmm.union import check_groups, groups_of, opt_union, union_plan
+from engine.mechanisms.hdmm.tracking import reporter
+from engine.mechanisms.hdmm.union import UnionMechanism, check_groups
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
 
 OPERATORS = ("opt0", "kron", "union", "marginals")
+#: the registered mechanism that runs each operator
+OPERATOR_MECHANISMS: dict[str, type[HdmmBase]] = {
+    "opt0": Opt0Mechanism, "kron": KronMechanism, "union": UnionMechanism,
+    "marginals": MarginalsMechanism}
+#: progress labels of the operators
+STAGES = {"opt0": "OPT_0", "kron": "OPT_kron", "union": "OPT_+", "marginals": "OPT_M"}
 
 
 @register
@@ -43,9 +52,18 @@ class HdmmMechanism(HdmmBase):
                    "optimise for the workload and keeps the one with the least expected error")
     operators = param.ListSelector(default=list(OPERATORS), objects=list(OPERATORS), doc=(
         "Operators to try (those that cannot serve the workload are skipped)."))
-    opt0_cells = param.Integer(default=1024, bounds=(1, None), doc=(
-        "Largest domain on which OPT_0 runs on the explicit n x n Gram (it scales to 8192, "
-        "but its Laplace restarts take minutes there; hdmm-opt0 alone goes that far)."))
+    restarts = param.Integer(default=None, bounds=(1, None), allow_None=True, doc=(
+        "Random starts of every non-convex optimisation except OPT_M's (None: each "
+        "operator's own default)."))
+    maxiter = param.Integer(default=None, bounds=(1, None), allow_None=True, doc=(
+        "L-BFGS-B iterations per start (None: each operator's own default)."))
+    polish_iterations = param.Integer(default=None, bounds=(0, None), allow_None=True, doc=(
+        "Extra iterations refining the best p-Identity start (None: each operator's own "
+        "default)."))
+    opt0_cells = param.Integer(default=MAX_CELLS, bounds=(1, None), doc=(
+        "Largest domain on which OPT_0 runs on the explicit n x n Gram (the default is "
+        "hdmm-opt0's own limit, so hdmm is the best of its operators wherever hdmm-opt0 "
+        "runs; Laplace restarts take about a minute at 1,400 cells)."))
     marginal_restarts = param.Integer(default=10, bounds=(1, None), doc=(
         "Random starts of the Laplace marginal-weight optimisation."))
 
@@ -56,11 +74,10 @@ class HdmmMechanism(HdmmBase):
             raise NotApplicable("hdmm: no operator applies: " + "; ".join(reasons.values()))
 
     def estimate(self, workload: Workload, privacy: Privacy) -> Cost:
-        """The worst of the operators that will run (each is planned, the best is kept)."""
-        models = {"opt0": "dense", "kron": "factors", "union": "factors",
-                  "marginals": "marginals"}
+        """The worst of the operators that will run (each is planned, the best is kept);
+        operators over the memory budget are skipped, not run."""
         skipped = self._skipped(workload, privacy)
-        return worst([estimate_model(models[op], workload) for op in self.operators
+        return worst([self.operator(op).estimate(workload, privacy) for op in self.operators
                       if op not in skipped] or [estimate_model("domain", workload)])
 
     def _skipped(self, workload: Workload, privacy: Privacy) -> dict[str, str]:
@@ -75,7 +92,8 @@ class HdmmMechanism(HdmmBase):
                         check_groups(workload, "product", "OPT_+")
                 else:
                     check_marginals(workload, "OPT_M")
-            except NotApplicable as exc:
+                require(self.operator(op).estimate(workload, privacy), STAGES[op])
+            except (NotApplicable, MemoryBudgetError) as exc:
                 out[op] = str(exc)
         return out
 
@@ -94,12 +112,11 @@ class HdmmMechanism(HdmmBase):
         skipped = self._skipped(workload, privacy)
         skipped.update(self._redundant(workload, skipped))
         rep = reporter(progress, "OPT_HDMM")
-        union = ProductUnion.of(workload) if workload.is_product_union else None
         plans: dict[str, Plan] = {}
         for op in self.operators:
             if op in skipped:
                 continue
-            plans[op] = self._operator(op, workload, privacy, union, rep)
+            plans[op] = self.operator(op).plan(workload, privacy, rep.staged(STAGES[op]))
         norm = privacy.norm
         errors = {op: p.unit_tse(norm) for op, p in plans.items()}
         best = min(errors, key=lambda op: errors[op] if math.isfinite(errors[op]) else math.inf)
@@ -111,24 +128,17 @@ class HdmmMechanism(HdmmBase):
         views = chosen.views() + choice_views(best, names, errors, rmse, skipped)
         return replace(chosen, mechanism=self.name, shown=views)
 
-    def _operator(self, op: str, workload: Workload, privacy: Privacy,
-                  union: ProductUnion | None, rep: Reporter) -> Plan:
-        norm = privacy.norm
-        common = {"restarts": self.restarts, "seed": self.seed, "maxiter": self.maxiter,
-                  "polish_iterations": self.polish_iterations}
+    def operator(self, op: str) -> HdmmBase:
+        """The registered mechanism that runs operator ``op`` with this mechanism's knobs
+        (those left at None take the operator's own defaults)."""
+        knobs: dict[str, Any] = {"seed": self.seed, "max_cells": self.max_cells,
+                                 "blas_threads": self.blas_threads}
+        for knob in ("restarts", "maxiter", "polish_iterations"):
+            if getattr(self, knob) is not None:
+                knobs[knob] = getattr(self, knob)
         if op == "opt0":
-            return explicit_plan(self.name, workload, privacy, union,
-                                 progress=rep.staged("OPT_0"), **common)
-        assert union is not None
-        if op == "kron":
-            result = opt_kron(union, norm, progress=rep.staged("OPT_kron"), **common)
-            return kron_plan(self.name, workload, privacy, union, result, self.max_cells)
-        if op == "union":
-            result = opt_union(union, norm, groups_of(workload, "product"),
-                               progress=rep.staged("OPT_+"), **common)
-            return union_plan(self.name, workload, privacy, union, result, self.max_cells)
-        result = opt_marginals(union.marginal_weights, workload.domain.shape, norm,
-                               restarts=self.marginal_restarts, seed=self.seed,
-                               progress=rep.staged("OPT_M"))
-        return marginals_plan(self.name, workload, privacy, union, result, self.max_cells)
-
+            knobs["max_domain"] = self.opt0_cells
+        if op == "marginals":
+            knobs["restarts"] = self.marginal_restarts
+            knobs.pop("polish_iterations", None)
+        return OPERATOR_MECHANISMS[op](**knobs)

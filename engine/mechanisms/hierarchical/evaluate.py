@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from engine.errors import SpecError
+from engine.executor import SerialExecutor, map_ordered, worker_count
 from engine.mechanisms.hierarchical.mechanism import VARIANTS, HierarchicalPGSR
 from engine.mechanisms.hierarchical.model import Hierarchy, Release
 from engine.noise import release_rng
@@ -127,9 +129,106 @@ def release_errors(release: Release, truth: Hierarchy) -> dict[str, np.ndarray]:
             "sq": sq}
 
 
+@dataclass(frozen=True, eq=False)
+class TrialBatch:
+    """Trials ``first .. first + len(rmse) - 1`` of one variant: per-trial statistics and the
+    errors summed over the batch (what :func:`summarise` needs, not every release)."""
+
+    first: int
+    rmse: np.ndarray                       # (n,)
+    by_level: np.ndarray                   # (n, L)
+    l1: np.ndarray                         # (n, L)
+    violations: np.ndarray                 # (n,)
+    negative: np.ndarray                   # (n,)
+    seconds: np.ndarray                    # (n,)
+    err_sum: tuple[np.ndarray, ...]        # per level (regions, k)
+    err_sq: tuple[np.ndarray, ...]
+    last_release: Release
+
+
+def run_trials(hierarchy: Hierarchy, mech: HierarchicalPGSR, epsilon: float, first: int,
+               stop: int, seed: int | None, progress: Progress | None = None,
+               on_trial: Callable[[int, int], None] | None = None) -> TrialBatch:
+    """Releases ``first .. stop - 1`` of ``mech``, scored against ``hierarchy``.
+
+    Trial t draws its noise from ``np.random.default_rng([seed, t])`` (OS entropy when
+    ``seed`` is None), so a trial's values do not depend on which batch or process ran it.
+    ``progress`` reports and ``on_trial(t + 1, stop)`` is called after every trial.
+    """
+    n, L = stop - first, hierarchy.tree.depth
+    rmse, viol, neg, secs = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    by_level, l1 = np.empty((n, L)), np.empty((n, L))
+    err_sum = [np.zeros(a.shape) for a in hierarchy.levels]
+    err_sq = [np.zeros(a.shape) for a in hierarchy.levels]
+    release = None
+    for i, t in enumerate(range(first, stop)):
+        start = time.perf_counter()
+        rng = release_rng() if seed is None else np.random.default_rng([seed, t])
+        release = mech.release(hierarchy, epsilon, rng, progress)
+        secs[i] = time.perf_counter() - start
+        stats = release_errors(release, hierarchy)
+        rmse[i], by_level[i], l1[i] = stats["rmse"], stats["rmse_by_level"], stats["l1_by_level"]
+        viol[i], neg[i] = release.checks["violations"], release.checks["negative"]
+        for lev, (a, b) in enumerate(zip(release.levels, hierarchy.levels, strict=True)):
+            e = np.asarray(a, float) - b
+            err_sum[lev] += e
+            err_sq[lev] += e * e
+        if progress is not None:
+            progress.report(t + 1, float(rmse[i]), f"trial {t + 1}/{stop}")
+        if on_trial is not None:
+            on_trial(t + 1, stop)
+    if release is None:
+        raise SpecError(f"trials: an empty batch ({first}..{stop})")
+    return TrialBatch(first, rmse, by_level, l1, viol, neg, secs, tuple(err_sum), tuple(err_sq),
+                      release)
+
+
+def run_trials_task(args: tuple[Hierarchy, HierarchicalPGSR, float, int, int, int | None]
+                    ) -> TrialBatch:
+    """:func:`run_trials` of one ``(hierarchy, mech, epsilon, first, stop, seed)`` tuple (an
+    executor's item)."""
+    return run_trials(*args)
+
+
+def trial_batches(trials: int, pieces: int) -> list[tuple[int, int]]:
+    """``trials`` split into at most ``pieces`` contiguous ``(first, stop)`` ranges."""
+    pieces = max(1, min(int(pieces), trials))
+    edges = np.linspace(0, trials, pieces + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+
+
+def summarise(mech: HierarchicalPGSR, epsilon: float, batches: Sequence[TrialBatch]
+              ) -> Evaluation:
+    """One variant's :class:`Evaluation` from its trial batches (in trial order)."""
+    trials = sum(len(b.rmse) for b in batches)
+    levels = len(batches[0].err_sum)
+    err_sum = [sum(b.err_sum[lev] for b in batches) for lev in range(levels)]
+    err_sq = [sum(b.err_sq[lev] for b in batches) for lev in range(levels)]
+    mse = tuple(s / trials for s in err_sq)
+    bias = tuple(s / trials for s in err_sum)
+    sd = tuple(np.sqrt(np.maximum(m - b * b, 0.0) * (trials / max(trials - 1, 1)))
+               for m, b in zip(mse, bias, strict=True))
+    k = mse[0].shape[1] if mse[0].ndim == 2 else 0
+    heat = np.stack([m.mean(axis=0) for m in mse]) if k else np.zeros((levels, 0))
+    release = batches[-1].last_release
+    report = {key: release.report[key] for key in ("title", "measurement", "noise",
+                                                   "epsilon_by_level", "scale_by_level",
+                                                   "eps_dp") if key in release.report}
+    if "warning" in release.report:
+        report["warning"] = release.report["warning"]
+
+    def joined(attr: str) -> np.ndarray:
+        return np.concatenate([getattr(b, attr) for b in batches])
+
+    return Evaluation(mech.variant, float(epsilon), trials, joined("rmse"), joined("by_level"),
+                      joined("l1"), joined("violations"), joined("negative"), joined("seconds"),
+                      heat, bias, sd, mse, release, report)
+
+
 def evaluate(hierarchy: Hierarchy, mechanism: HierarchicalPGSR | str, epsilon: float,
              trials: int = 10, seed: int | None = None, progress: Progress | None = None,
-             on_trial: Callable[[int, int], None] | None = None) -> Evaluation:
+             on_trial: Callable[[int, int], None] | None = None,
+             executor: Executor | None = None) -> Evaluation:
     """Run ``trials`` independent releases and summarise their errors.
 
     Args:
@@ -139,51 +238,32 @@ def evaluate(hierarchy: Hierarchy, mechanism: HierarchicalPGSR | str, epsilon: f
         trials: Monte Carlo repetitions (>= 1).
         seed: None (default) draws every trial's noise from OS entropy; an integer makes
             trial t use ``np.random.default_rng([seed, t])`` (reproducible, not private).
-        progress: reports one step per trial (cancellable between trials and inside).
-        on_trial: called as ``on_trial(done, trials)`` after every trial.
+        progress: reports one step per trial (cancellable between trials and inside; on an
+            executor, between batches).
+        on_trial: called as ``on_trial(done, trials)`` after every trial (every batch on an
+            executor).
+        executor: runs batches of trials on any ``concurrent.futures.Executor``; None runs
+            them here. Seeded trials give the same values either way.
     """
     mech = HierarchicalPGSR(variant=mechanism) if isinstance(mechanism, str) else mechanism
     if not isinstance(trials, int | np.integer) or trials < 1:
         raise SpecError(f"trials: must be an integer >= 1, got {trials!r}")
-    L, k = hierarchy.tree.depth, hierarchy.sizes.k
-    rmse = np.empty(trials)
-    by_level = np.empty((trials, L))
-    l1 = np.empty((trials, L))
-    viol = np.empty(trials)
-    neg = np.empty(trials)
-    secs = np.empty(trials)
-    err_sum = [np.zeros(a.shape) for a in hierarchy.levels]
-    err_sq = [np.zeros(a.shape) for a in hierarchy.levels]
-    release = None
-    for t in range(trials):
-        start = time.perf_counter()
-        rng = release_rng() if seed is None else np.random.default_rng([seed, t])
-        release = mech.release(hierarchy, epsilon, rng, progress)
-        secs[t] = time.perf_counter() - start
-        stats = release_errors(release, hierarchy)
-        rmse[t], by_level[t], l1[t] = stats["rmse"], stats["rmse_by_level"], stats["l1_by_level"]
-        checks = release.checks
-        viol[t], neg[t] = checks["violations"], checks["negative"]
-        for lev, (a, b) in enumerate(zip(release.levels, hierarchy.levels, strict=True)):
-            e = np.asarray(a, float) - b
-            err_sum[lev] += e
-            err_sq[lev] += e * e
-        if progress is not None:
-            progress.report(t + 1, float(rmse[t]), f"trial {t + 1}/{trials}")
+    trials = int(trials)
+    if executor is None or isinstance(executor, SerialExecutor):
+        return summarise(mech, epsilon, [run_trials(hierarchy, mech, epsilon, 0, trials, seed,
+                                                    progress, on_trial)])
+    ranges = trial_batches(trials, 4 * worker_count(executor))
+    done = 0
+
+    def finished(index: int, batch: TrialBatch) -> None:
+        nonlocal done
+        done += len(batch.rmse)
         if on_trial is not None:
-            on_trial(t + 1, trials)
-    mse = tuple(s / trials for s in err_sq)
-    bias = tuple(s / trials for s in err_sum)
-    sd = tuple(np.sqrt(np.maximum(m - b * b, 0.0) * (trials / max(trials - 1, 1)))
-               for m, b in zip(mse, bias, strict=True))
-    heat = np.stack([m.mean(axis=0) for m in mse]) if k else np.zeros((L, 0))
-    report = {key: release.report[key] for key in ("title", "measurement", "noise",
-                                                   "epsilon_by_level", "scale_by_level",
-                                                   "eps_dp") if key in release.report}
-    if "warning" in release.report:
-        report["warning"] = release.report["warning"]
-    return Evaluation(mech.variant, float(epsilon), trials, rmse, by_level, l1, viol, neg,
-                      secs, heat, bias, sd, mse, release, report)
+            on_trial(done, trials)
+
+    tasks = [(hierarchy, mech, epsilon, a, b, seed) for a, b in ranges]
+    return summarise(mech, epsilon, map_ordered(executor, run_trials_task, tasks, finished,
+                                                progress))
 
 
 def compare_variants(hierarchy: Hierarchy, variants: Sequence[str], epsilon: float,

@@ -1,0 +1,34 @@
+"""The privacy budget ledger: every release from a registered data set is composed against its
+budget, and a release past the budget is refused before its noise is drawn.
+
+:mod:`engine.ledger.composition` is the arithmetic (costs, budgets, exact composition);
+:mod:`engine.ledger.store` the database (SQLAlchemy; SQLite by default, any URL through
+``$DPWB_LEDGER_URL``; schema migrations by Alembic, upgraded on open);
+:mod:`engine.ledger.charge` turns a release's privacy level and noise into a :class:`Cost`.
+"""
+
+from engine.ledger.composition import (
+    UNITS,
+    Budget,
+    BudgetExceeded,
+    Cost,
+    LedgerError,
+    Spent,
+    composed,
+)
+from engine.ledger.store import (
+    BudgetStatus,
+    DatasetEntry,
+    Ledger,
+    ReleaseEntry,
+    Reservation,
+    data_dir,
+    default_url,
+    fingerprint_bytes,
+    fingerprint_file,
+    sqlite_file,
+)
+
+__all__ = ["UNITS", "Budget", "BudgetExceeded", "BudgetStatus", "Cost", "DatasetEntry", "Ledger",
+           "LedgerError", "ReleaseEntry", "Reservation", "Spent", "composed", "data_dir",
+           "default_url", "fingerprint_bytes", "fingerprint_file", "sqlite_file"]

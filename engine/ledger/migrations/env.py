@@ -1,0 +1,9 @@
+"""Alembic environment of the ledger: run on the connection :class:`engine.ledger.Ledger`
+passes in ``config.attributes["connection"]`` (inside its open transaction)."""
+
+from alembic import context
+
+connection = context.config.attributes["connection"]
+context.configure(connection=connection, render_as_batch=True)
+with context.begin_transaction():
+    context.run_migrations()

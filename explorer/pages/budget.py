@@ -1,0 +1,239 @@
+"""Budget page: the privacy budget ledger (``engine.ledger``) of the data sets this server
+releases from.
+
+Register a data set (the bundled Adult data or an uploaded CSV, identified by the SHA-256 of its
+bytes) with a total budget in rho (zCDP), eps (pure) or (eps, delta); see every registered data
+set's spent and remaining budget as a bar (remaining also as rho and as eps at a chosen delta);
+and list a data set's releases with downloads of each release record (``release.json``) and its
+answers (``answers.csv``). Releases are charged by the pages that release (Adaptive) and by the
+CLI's ``run --out`` / ``census --out``, all against the same database: ``$DPWB_LEDGER_URL`` or a
+SQLite file under ``$DPWB_DATA_DIR``.
+
+Example:
+    >>> page = BudgetPage(ledger_url="sqlite://")
+    >>> page.refresh()
+    >>> page.datasets
+    []
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import panel as pn
+import param
+
+ADULT = "Adult (bundled)"
+UPLOAD = "Uploaded CSV"
+UNIT_LABELS = {"rho (zCDP)": "rho", "eps (pure)": "epsilon", "(eps, delta)": "epsilon-delta"}
+
+
+class BudgetPage(pn.viewable.Viewer):
+    """Data sets, their budgets and their release history."""
+
+    title = param.String(default="Budget", constant=True, doc="Page title.")
+    ledger_url = param.String(default=None, allow_None=True, doc="SQLAlchemy URL of the ledger "
+                              "(None: $DPWB_LEDGER_URL or the SQLite default).")
+    source = param.Selector(default=ADULT, objects=[ADULT, UPLOAD], doc="The data to register.")
+    csv_file = param.Bytes(default=None, doc="Uploaded CSV (its bytes identify the data set).")
+    name = param.String(default="adult", doc="Name of the data set in the ledger.")
+    unit = param.Selector(default="rho (zCDP)", objects=list(UNIT_LABELS),
+                          doc="Unit of the total budget.")
+    total = param.Number(default=1.0, bounds=(0, None), inclusive_bounds=(False, True),
+                         doc="Total budget (rho or eps).")
+    total_delta = param.Number(default=1e-6, bounds=(0, 1), inclusive_bounds=(False, False),
+                               doc="delta of an (eps, delta) total.")
+    at_delta = param.Number(default=1e-6, bounds=(0, 1), inclusive_bounds=(False, False),
+                            doc="Report remaining budgets as eps at this delta.")
+    selected = param.Selector(default=None, objects=[], allow_None=True,
+                              doc="The data set whose releases are listed.")
+    release_id = param.Selector(default=None, objects=[], allow_None=True,
+                                doc="The release whose record is offered for download.")
+
+    datasets = param.List(default=[], doc="One row per registered data set (spent, remaining).")
+    releases = param.List(default=[], doc="The selected data set's releases.")
+    status = param.String(default="", doc="Status line.")
+    error = param.String(default="", doc="Last error (one line).")
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self._view: pn.viewable.Viewable | None = None
+        self.param.watch(lambda _: self._load_history(), ["selected"])
+
+    # ------------------------------------------------------------------------- ledger
+    def _ledger(self) -> Any:
+        from engine.ledger import Ledger
+
+        return Ledger(self.ledger_url)
+
+    def refresh(self) -> None:
+        """Reload every data set's status and the selected data set's history."""
+        from engine.ledger import LedgerError
+
+        try:
+            ledger = self._ledger()
+            try:
+                rows = [self._row(ledger.status(d.name, float(self.at_delta)))
+                        for d in ledger.datasets()]
+            finally:
+                ledger.close()
+        except LedgerError as exc:
+            self.error = str(exc)
+            return
+        names = [r["data set"] for r in rows]
+        self.param.selected.objects = names
+        selected = self.selected if self.selected in names else (names[0] if names else None)
+        self.param.update(datasets=rows, error="")
+        if selected != self.selected:
+            self.selected = selected
+        else:
+            self._load_history()
+
+    @staticmethod
+    def _row(status: Any) -> dict[str, Any]:
+        doc = status.as_json()
+        return {"data set": doc["name"], "unit": doc["unit"], "total": doc["total"],
+                "budget delta": doc["budget_delta"], "spent": doc["spent"],
+                "remaining": doc["remaining"], "remaining rho": doc["remaining_rho"],
+                "remaining eps": doc["remaining_epsilon"], "at delta": doc["at_delta"],
+                "releases": doc["releases"],
+                "spent %": 100.0 * min(doc["spent"] / doc["total"], 1.0),
+                "fingerprint": doc["fingerprint"][:12]}
+
+    def _load_history(self) -> None:
+        from engine.ledger import LedgerError
+
+        if self.selected is None:
+            self.param.update(releases=[])
+            self.param.release_id.objects = []
+            return
+        try:
+            ledger = self._ledger()
+            try:
+                history = ledger.history(self.selected)
+            finally:
+                ledger.close()
+        except LedgerError as exc:
+            self.error = str(exc)
+            return
+        rows = [{"id": r.id, "time": r.time.isoformat(timespec="seconds"), "status": r.status,
+                 "mechanism": r.mechanism, "cost": r.cost.describe(), "user": r.user or "-",
+                 "record": r.record_path or "-"} for r in history]
+        ids = [r["id"] for r in rows]
+        self.param.release_id.objects = ids
+        self.param.update(releases=rows, release_id=ids[-1] if ids else None)
+
+    def register(self) -> None:
+        """Register the chosen data with the chosen total (errors land in ``error``)."""
+        from engine.budget_cli import data_file
+        from engine.ledger import Budget, LedgerError, fingerprint_bytes, fingerprint_file
+
+        try:
+            if self.source == ADULT:
+                from engine.data import adult_domain
+
+                fingerprint = fingerprint_file(data_file("adult"))
+                domain = adult_domain().to_spec()
+            else:
+                if not self.csv_file:
+                    raise LedgerError("data: upload a CSV file")
+                fingerprint, domain = fingerprint_bytes(self.csv_file), None
+            unit = UNIT_LABELS[self.unit]
+            budget = Budget(unit, float(self.total),
+                            float(self.total_delta) if unit == "epsilon-delta" else None)
+            ledger = self._ledger()
+            try:
+                entry = ledger.register(self.name, fingerprint, budget, domain=domain,
+                                        user=pn.state.user)
+            finally:
+                ledger.close()
+        except LedgerError as exc:
+            self.error = str(exc)
+            return
+        self.status = f"Registered {entry.name} with {entry.budget.describe()}."
+        self.refresh()
+        self.selected = entry.name
+
+    def record_file(self, name: str) -> io.BytesIO | None:
+        """The selected release's ``release.json`` or ``answers.csv`` (None when absent)."""
+        row = next((r for r in self.releases if r["id"] == self.release_id), None)
+        if row is None or row["record"] == "-":
+            return None
+        path = Path(row["record"]) / name
+        return io.BytesIO(path.read_bytes()) if path.exists() else None
+
+    # ------------------------------------------------------------------------- view
+    def _bars(self, rows: list[dict[str, Any]]) -> pn.viewable.Viewable:
+        if not rows:
+            return pn.pane.Markdown("No data set is registered yet.")
+        items = []
+        for r in rows:
+            items.append(pn.pane.Markdown(
+                f"**{r['data set']}**: spent {r['spent']:.6g} of {r['total']:.6g} "
+                f"({r['unit']}; {r['releases']} releases), remaining {r['remaining']:.6g} = "
+                f"rho {r['remaining rho']:.6g} = eps {r['remaining eps']:.6g} at delta "
+                f"{r['at delta']:.3g}", margin=(0, 10)))
+            items.append(pn.indicators.Progress(value=int(round(r["spent %"])), max=100,
+                                                bar_color="warning", sizing_mode="stretch_width",
+                                                css_classes=["budget-bar"]))
+        return pn.Column(*items, sizing_mode="stretch_width")
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        if self._view is not None:
+            return self._view
+        self.refresh()
+        upload = pn.widgets.FileInput(accept=".csv", label="CSV records")
+        upload.param.watch(lambda e: setattr(self, "csv_file", e.new), "value")
+        register = pn.widgets.Button(label="Register", color="primary")
+        register.on_click(lambda _: self.register())
+        reload = pn.widgets.Button(label="Refresh")
+        reload.on_click(lambda _: self.refresh())
+        controls = pn.Column(
+            pn.pane.Markdown("**Register a data set**", margin=(0, 10)),
+            pn.widgets.RadioButtonGroup.from_param(self.param.source),
+            pn.Column(upload, visible=self.param.source.rx() == UPLOAD),
+            pn.widgets.TextInput.from_param(self.param.name, name="Name"),
+            pn.widgets.Select.from_param(self.param.unit, name="Unit"),
+            pn.widgets.FloatInput.from_param(self.param.total, name="Total budget"),
+            pn.widgets.FloatInput.from_param(self.param.total_delta, name="delta (eps, delta)",
+                                             visible=self.param.unit.rx() == "(eps, delta)"),
+            register,
+            pn.layout.Divider(),
+            pn.widgets.FloatInput.from_param(self.param.at_delta,
+                                             name="Report remaining eps at delta"),
+            reload,
+            width=320,
+        )
+        json_download = pn.widgets.FileDownload(
+            callback=pn.bind(self.record_file, "release.json"), filename="release.json",
+            label="Download release record", color="success")
+        csv_download = pn.widgets.FileDownload(
+            callback=pn.bind(self.record_file, "answers.csv"), filename="answers.csv",
+            label="Download answers")
+        self.param.watch(lambda _: self.refresh(), ["at_delta"])
+        body = pn.Column(
+            pn.pane.Markdown(
+                f"# {self.title}\n\nEvery release from a registered data set is charged here "
+                "before its noise is drawn; a release past the total is refused. zCDP releases "
+                "add their rho, pure-eps releases their eps (eps^2/2 in a rho budget), Gaussian "
+                "(eps, delta) releases are tracked by their rho. Seeded and evaluation-only runs "
+                "are not releases and are not charged."),
+            pn.pane.Markdown(self.param.status),
+            pn.pane.Alert(self.param.error, alert_type="danger",
+                          visible=self.param.error.rx.bool(), css_classes=["budget-error"]),
+            pn.bind(self._bars, self.param.datasets),
+            pn.pane.DataFrame(self.param.datasets.rx.pipe(pd.DataFrame), index=False,
+                              sizing_mode="stretch_width"),
+            pn.pane.Markdown("**Release history**", margin=(0, 10)),
+            pn.widgets.Select.from_param(self.param.selected, name="Data set"),
+            pn.pane.DataFrame(self.param.releases.rx.pipe(pd.DataFrame), index=False,
+                              sizing_mode="stretch_width", css_classes=["budget-history"]),
+            pn.Row(pn.widgets.Select.from_param(self.param.release_id, name="Release"),
+                   json_download, csv_download),
+            sizing_mode="stretch_width",
+        )
+        self._view = pn.Row(controls, body, sizing_mode="stretch_width")
+        return self._view
