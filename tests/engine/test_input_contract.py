@@ -362,9 +362,9 @@ def test_run_reads_the_spec_columns_of_a_wider_csv(
     assert main(["run", str(tmp_path / "s.yaml"), "--data", str(tmp_path / "d.csv"), "--json"]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["records"] == 3
-    assert out.err.splitlines() == [
-        "note: --data: ignored columns id, zip (not attributes of the spec)"
-    ]
+    assert "note: --data: ignored columns id, zip (not attributes of the spec)" in (
+        out.err.splitlines()
+    )
     (tmp_path / "m.csv").write_text("id,age\n1,1\n")
     assert main(["run", str(tmp_path / "s.yaml"), "--data", str(tmp_path / "m.csv")]) == 2
     assert "sex" in capsys.readouterr().err

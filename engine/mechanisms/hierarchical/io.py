@@ -58,7 +58,7 @@ def load_hierarchy_csv(source: str | Path | _io.TextIOBase, max_size: int | None
         raise SpecError(f"{name}: empty file (expected a header row)")
     header = [h.strip() for h in rows[0]]
     if "size" not in header:
-        raise SpecError(f"{name}: header needs a 'size' column, got {','.join(header)}")
+        raise SpecError(f"{name}: header needs a 'size' column, got {header}")
     repeated = sorted({h for h in header if header.count(h) > 1})
     if repeated:
         raise SpecError(f"{name}: repeated header columns {repeated}")
