@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from concurrent.futures import Executor
 from typing import Any
 
 from engine.cli import add_executor_flags, executor_from_flags
@@ -137,22 +138,23 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
     from engine.ledger import Cost
 
     knobs = {"variant": variant, "split": split, "sampler": sampler, "level_weights": weights}
-    with release_guard(ledger_url=getattr(args, "ledger", None), data=getattr(args, "data", None),
-                       cost=Cost.pure(epsilon), seeded=seed is not None, out=out,
-                       mechanism="hierarchical-pgsr", knobs=knobs,
-                       privacy={"noise": "laplace", "epsilon": epsilon}):
-        return _census_release(args, hierarchy, knobs, epsilon, trials, seed, out)
+    # the cluster first: a bad --scheduler fails before the ledger is consulted
+    with executor_from_flags(args) as executor, release_guard(
+            ledger_url=getattr(args, "ledger", None), data=getattr(args, "data", None),
+            cost=Cost.pure(epsilon), seeded=seed is not None, out=out,
+            mechanism="hierarchical-pgsr", knobs=knobs,
+            privacy={"noise": "laplace", "epsilon": epsilon}):
+        return _census_release(hierarchy, knobs, epsilon, trials, seed, out, executor)
 
 
-def _census_release(args: argparse.Namespace, hierarchy: Hierarchy, knobs: dict[str, Any],
-                    epsilon: float, trials: int, seed: int | None,
-                    out: str | None) -> dict[str, Any]:
+def _census_release(hierarchy: Hierarchy, knobs: dict[str, Any], epsilon: float, trials: int,
+                    seed: int | None, out: str | None, executor: Executor | None
+                    ) -> dict[str, Any]:
     """The trials and the release record of :func:`census_command` (charged by its caller)."""
     variant, split, sampler, weights = (knobs["variant"], knobs["split"], knobs["sampler"],
                                         knobs["level_weights"])
-    with executor_from_flags(args) as executor:
-        run = census_trials(hierarchy, [variant], epsilon, trials, noise=sampler, split=split,
-                            level_weights=weights or (), seed=seed, executor=executor)
+    run = census_trials(hierarchy, [variant], epsilon, trials, noise=sampler, split=split,
+                        level_weights=weights or (), seed=seed, executor=executor)
     evaluation = run.evaluations[variant]
     result = evaluation.summary()
     result.update({"hierarchy": hierarchy.name or "csv",

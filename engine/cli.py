@@ -224,14 +224,43 @@ def cmd_bound(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
+    """Plan every mechanism (progress on stderr); the ``compare --json`` document, with
+    ``best`` (the mechanism of least RMSE, or null) and ``order`` (mechanisms best first,
+    then the not applicable ones) added."""
     from engine.compare import compare
+    from engine.mechanisms import registry_names
 
     s = Scenario.load(args.spec)
     privacy = privacy_from_flags(s.privacy, args)
     mechs = parse_mechanisms(args.mechanism, "--mechanism") if args.mechanism else (
-        s.mechanisms or None)
+        s.mechanisms or list(registry_names()))
+    total = len(mechs)
+    done = [0]
+
+    def report(row: Any) -> None:
+        done[0] += 1
+        outcome = (f"RMSE {_fmt(row.rmse)}" if row.rmse is not None
+                   else (row.error or "not applicable"))
+        print(f"[{done[0]}/{total}] {row.mechanism}: {outcome} ({row.seconds:.1f} s)",
+              file=sys.stderr, flush=True)
+        if done[0] < total:
+            print(f"planning {mechs[done[0]]} ...", file=sys.stderr, flush=True)
+
+    # the cluster first: a bad --scheduler is the only line on stderr
     with executor_from_flags(args) as executor:
-        return compare(s.workload, privacy, mechs, executor=executor).to_json()
+        print(f"planning {total} mechanisms for {s.workload.num_queries:,} queries over "
+              f"{s.domain.size:,} cells; planning {mechs[0]} ...", file=sys.stderr, flush=True)
+        comparison = compare(s.workload, privacy, mechs, executor=executor, on_row=report)
+    doc = comparison.to_json()
+    best = comparison.best()
+    doc["best"] = best.mechanism if best is not None else None
+    doc["order"] = [r["mechanism"] for r in _best_first(doc["results"])]
+    return doc
+
+
+def _best_first(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Result rows by RMSE, least first; the not applicable ones after, in their order."""
+    return sorted(results, key=lambda r: (r["rmse"] is None, r["rmse"] or 0.0))
 
 
 def workload_errors(workload: Any, estimate: np.ndarray, truth: np.ndarray) -> dict[str, float]:
@@ -317,7 +346,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
             errors = {"rmse": float(np.sqrt(np.mean(diffs**2))),
                       **result.errors(truth).as_json()}
             rho = result.rho_spent
-            record.update(noise=dict(RESIDUAL_FLOAT_NOISE),
+            record.update(noise=dict(result.details["noise"]),
                           ledger=[{"charge": what, "rho": cost} for what, cost in result.ledger])
             header = ["marginal", "cell", "answer"]
             rows = [[result.label(g), i, float(v)] for g, est in result.estimates.items()
@@ -330,12 +359,10 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
             errors = workload_errors(s.workload, estimate, truth)
             rho = privacy.zcdp_rho()
             noise = measurement.noise
-            record["noise"] = (noise.record() if noise is not None
-                               else dict(RESIDUAL_FLOAT_NOISE))
+            record["noise"] = noise.record()
             # data-independent, so public: the plan's RMSE at the sigma the sampler used
-            record["expected_rmse"] = plan.rmse() * math.sqrt(
-                noise.variance_factor if noise is not None else 1.0)
-            if noise is not None and "rho" in noise.guarantee:
+            record["expected_rmse"] = plan.rmse() * math.sqrt(noise.variance_factor)
+            if "rho" in noise.guarantee:
                 rho = noise.guarantee["rho"]
             labels = [t.label for t in s.workload.terms for _ in range(t.num_queries)]
             header = ["query", "term", "answer"]
@@ -349,12 +376,6 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     return {"mechanism": name, "records": data.records, "rho_spent": rho,
             "seconds": record["seconds"], "errors": errors,
             "seeded": record["seeded"], "notice": record["notice"], "release": record}
-
-
-#: the record's noise entry for mechanisms that project correlated Gaussian noise onto
-#: residuals (aim-grem, residual-planner, querysmasher): not yet an exact sampler
-RESIDUAL_FLOAT_NOISE = {"sampler": "float64 numpy normal (not exact: correlated residual noise)",
-                        "exact": False}
 
 
 def _knobs(mech: Any) -> dict[str, Any]:
@@ -403,11 +424,20 @@ def _print_validate(doc: dict[str, Any]) -> None:
 
 def _print_table(command: str, doc: dict[str, Any]) -> None:
     if command == "compare":
+        bound = doc["svd_bound_rmse"]
+        best = next((r for r in doc["results"] if r["mechanism"] == doc["best"]), None)
+        if best is None:
+            verdict = "best: none (no mechanism applies)"
+        elif bound:
+            verdict = (f"best: {best['mechanism']} at RMSE {_fmt(best['rmse'])}, "
+                       f"{_fmt(best['rmse'] / bound, 3)} x the bound")
+        else:
+            verdict = f"best: {best['mechanism']} at RMSE {_fmt(best['rmse'])}"
         print(f"{doc['queries']:,} queries over {doc['domain_size']:,} cells, {doc['noise']} "
-              f"noise; SVD bound RMSE {_fmt(doc['svd_bound_rmse'])}")
+              f"noise; SVD bound RMSE {_fmt(bound)}; {verdict}")
         width = max(len(r["mechanism"]) for r in doc["results"])
         print(f"{'mechanism':<{width}}  {'rmse':>12}  {'x bound':>8}  {'plan s':>8}")
-        for r in doc["results"]:
+        for r in _best_first(doc["results"]):
             if r.get("error"):
                 print(f"{r['mechanism']:<{width}}  {r['error']}")
                 continue

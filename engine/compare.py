@@ -121,7 +121,8 @@ def _plan_row(name: str, knobs: Mapping[str, Any], workload: Workload, privacy: 
     start = time.perf_counter()
     try:
         if cls.data_dependent:
-            raise NotApplicable("data-dependent: run it on data (python -m engine run)")
+            raise NotApplicable("data-dependent, needs data: run it with python -m engine run "
+                                "--data CSV")
         plan = get(name, **dict(knobs)).plan(workload, privacy, progress)
         if not math.isfinite(plan.rmse()):
             return ComparisonRow(name, cls.title or name, None,

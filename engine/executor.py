@@ -28,6 +28,8 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import cloudpickle
+
 from engine.errors import Cancelled, SpecError
 from engine.progress import Progress
 
@@ -160,11 +162,17 @@ def map_ordered(
             if on_result is not None:
                 on_result(index, out[-1])
         return out
+    # Plans close over local functions (reconstructors) that pickle cannot send back from a
+    # process pool; cloudpickle can, and Dask uses it already.
+    by_value = isinstance(executor, ProcessPoolExecutor)
     futures: dict[Future, int] = {}
     results: list[Any] = [None] * len(items)
     try:
         for index, item in enumerate(items):
-            futures[executor.submit(fn, item)] = index
+            if by_value:
+                futures[executor.submit(_call_by_value, cloudpickle.dumps((fn, item)))] = index
+            else:
+                futures[executor.submit(fn, item)] = index
         pending = set(futures)
         while pending:
             done, pending = wait(
@@ -174,7 +182,8 @@ def map_ordered(
             )
             for future in done:
                 index = futures[future]
-                results[index] = future.result()
+                value = future.result()
+                results[index] = cloudpickle.loads(value) if by_value else value
                 if on_result is not None:
                     on_result(index, results[index])
             if progress is not None and progress.cancelled:
@@ -190,6 +199,11 @@ def map_ordered(
             ) from exc
         raise
     return results
+
+
+def _call_by_value(call: bytes) -> bytes:
+    fn, item = cloudpickle.loads(call)
+    return cloudpickle.dumps(fn(item))
 
 
 def _is_lost_worker(exc: BaseException) -> bool:

@@ -32,7 +32,7 @@ import yaml
 
 from engine.compare import Comparison, ComparisonRow
 from engine.errors import SpecError
-from engine.mechanisms import Plan, registry_names
+from engine.mechanisms import Plan, mechanism_class, registry_names
 from engine.privacy import Privacy
 from engine.scenario import Scenario
 from engine.specfile import load_text as read_spec
@@ -54,9 +54,31 @@ DEFAULT_SPEC: dict[str, Any] = {
 PRIVACY_FIELDS = ("noise", "epsilon", "delta", "rho", "calibration")
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value shared by several keys in full each time (no ``&id001`` anchors)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def dump_yaml(spec: Any) -> str:
-    """A spec as YAML: block style for the top levels, flow style for short inner lists."""
-    return yaml.safe_dump(spec, sort_keys=False, default_flow_style=None, width=100)
+    """A spec as YAML: block style for the top levels, flow style for short inner lists; no
+    anchors or aliases."""
+    return yaml.dump(spec, Dumper=_PlainDumper, sort_keys=False, default_flow_style=None,
+                     width=100)
+
+
+def explicit_totals(workload: Any, domain: Any) -> Any:
+    """The workload items with every empty ``product: {}`` (the grand total) written as
+    ``product: {<first attribute>: total}``, which means the same queries."""
+    items = workload if isinstance(workload, list) else [workload]
+    first = next(iter(domain)) if isinstance(domain, dict) and domain else None
+    out = []
+    for item in items:
+        if isinstance(item, dict) and item.get("product") == {} and first is not None:
+            item = {**item, "product": {first: "total"}}
+        out.append(item)
+    return out
 
 
 def parse_yaml(text: str) -> Any:
@@ -240,7 +262,11 @@ class Session(param.Parameterized):
         valid_draft = not self.draft_error and isinstance(self.draft, dict) and self.draft
         spec = copy.deepcopy(self.draft) if valid_draft else self.scenario.to_spec()
         spec["privacy"] = self.privacy.to_spec()
-        spec["mechanisms"] = list(self.mechanisms)
+        # a static scenario: data-dependent mechanisms run on their own pages, on data
+        spec["mechanisms"] = [m for m in self.mechanisms
+                              if not mechanism_class(m).data_dependent]
+        if "workload" in spec:
+            spec["workload"] = explicit_totals(spec["workload"], spec.get("domain"))
         return spec
 
     def export_yaml(self) -> str:

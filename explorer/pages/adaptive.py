@@ -354,14 +354,18 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         return pd.DataFrame(self.rounds)
 
     def csv_export(self) -> io.StringIO:
-        """The comparison table and the round log as one CSV document."""
+        """The comparison table and the round log as one plain CSV table (no comment lines):
+        a ``table`` column says which part a row belongs to, ``release`` whether the run was
+        seeded, and the privacy level is on every row."""
+        results = self.results_frame().assign(
+            table="comparison (errors against the true data: evaluation only)")
+        rounds = self.rounds_frame().assign(table="AIM+GReM rounds")
+        frame = pd.concat([results, rounds], ignore_index=True)
+        frame.insert(0, "table", frame.pop("table"))
+        frame["release"] = SEEDED_LABEL if self.seed is not None else "OS entropy"
+        frame["epsilon"], frame["delta"] = self.epsilon, self.delta
         buffer = io.StringIO()
-        if self.seed is not None:
-            buffer.write(f"# {SEEDED_LABEL}\n")
-        buffer.write("# comparison (errors against the true data: evaluation only)\n")
-        self.results_frame().to_csv(buffer, index=False)
-        buffer.write("\n# AIM+GReM rounds\n")
-        self.rounds_frame().to_csv(buffer, index=False)
+        frame.to_csv(buffer, index=False)
         buffer.seek(0)
         return buffer
 

@@ -209,3 +209,49 @@ def test_run_errors_match_the_analytic_error(spec: Path, tmp_path: Path, capsys)
     s = Scenario.load(spec)
     expected = get("identity").plan(s.workload, s.privacy).rmse()
     assert math.sqrt(np.mean(squares)) == pytest.approx(expected, rel=0.12)
+
+
+def test_compare_sorts_best_first_names_best_and_bound_and_reports_progress(
+        tmp_path: Path) -> None:
+    path = tmp_path / "range.yaml"
+    path.write_text("domain: {x: {size: 64, kind: numeric}}\n"
+                    "workload: [{product: {x: all_range}}]\n"
+                    "privacy: {noise: gaussian, epsilon: 1.0, delta: 1.0e-6}\n"
+                    "mechanisms: [identity, h2, wavelet, aim-grem]\n")
+    proc = cli("compare", str(path))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    # best first: wavelet 11.42 < h2 12.74 < identity 19.82; the bound is 9.62
+    assert [line.split()[0] for line in lines[2:6]] == ["wavelet", "h2", "identity",
+                                                        "aim-grem"]
+    assert [float(line.split()[1]) for line in lines[2:5]] == pytest.approx(
+        [11.42, 12.74, 19.82], abs=5e-3)
+    assert "not applicable: data-dependent, needs data" in lines[5]
+    head, best = lines[0].split("; best: ")
+    assert head.endswith("SVD bound RMSE 9.6209") and best.startswith("wavelet at RMSE 11.4")
+    assert float(best.split(", ")[1].split(" x")[0]) == pytest.approx(11.42 / 9.62, abs=2e-3)
+    progress = proc.stderr.splitlines()
+    assert progress[0].startswith("planning 4 mechanisms for 2,080 queries over 64 cells")
+    assert progress[1].startswith("[1/4] identity: RMSE 19.8155 (")
+    assert progress[2] == "planning h2 ..."
+    assert progress[-1].startswith("[4/4] aim-grem: not applicable")
+    doc = json.loads(cli("compare", str(path), "--json").stdout)
+    assert [r["mechanism"] for r in doc["results"]] == ["identity", "h2", "wavelet",
+                                                        "aim-grem"]  # JSON keeps its order
+    assert doc["best"] == "wavelet"
+    assert doc["order"] == ["wavelet", "h2", "identity", "aim-grem"]
+
+
+def test_compare_lists_data_dependent_mechanisms_by_default(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "tiny.yaml"
+    path.write_text("domain: {x: {size: 4, kind: numeric}}\n"
+                    "workload: [{product: {x: prefix}}]\n")
+    assert main(["compare", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = {r["mechanism"]: r for r in doc["results"]}
+    assert set(rows) == set(_names())
+    for name in ("aim-grem", "hierarchical-pgsr"):
+        assert rows[name]["rmse"] is None
+        assert rows[name]["error"].startswith("not applicable: data-dependent, needs data")
+    assert rows[doc["best"]]["rmse"] == min(r["rmse"] for r in rows.values()
+                                            if r["rmse"] is not None)

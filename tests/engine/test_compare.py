@@ -150,3 +150,23 @@ def test_hdmm_is_the_best_of_its_operators_and_shares_their_plans() -> None:
     # the hdmm-opt0 row is the plan hdmm made of OPT_0, not a second optimisation
     assert c.rows[1].plan.strategy is hdmm.strategy and c.rows[1].plan.plan_seconds == 0.0
     assert c.best().mechanism == "hdmm"
+
+
+def test_a_process_pool_gives_the_serial_comparison_in_mechanism_order() -> None:
+    from engine.executor import local_pool
+    from engine.scenario import Scenario
+
+    s = Scenario.from_spec({"domain": {"x": 16, "y": 8},
+                            "workload": [{"marginals": {"k": 2}}, {"product": {"x": "prefix"}}],
+                            "privacy": {"noise": "gaussian", "epsilon": 1, "delta": 1e-6}})
+    # plans whose reconstructors are local functions come back too (cloudpickle)
+    names = ["eigen-design", "identity", "hdmm-opt0", "querysmasher", "wavelet"]
+    serial = compare(s.workload, s.privacy, names)
+    seen: list[str] = []
+    with local_pool(2) as pool:
+        pooled = compare(s.workload, s.privacy, names, executor=pool,
+                         on_row=lambda row: seen.append(row.mechanism))
+    assert seen == names == [r.mechanism for r in pooled.rows]
+    for a, b in zip(serial.rows, pooled.rows, strict=True):
+        assert b.rmse == pytest.approx(a.rmse, rel=1e-12)
+    assert callable(pooled.rows[0].plan.reconstructor)  # a local function, back from a worker

@@ -53,10 +53,15 @@ def _cluster() -> Any:
 
     # the workers cannot import this test module: ship its helpers by value
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None,
-                                       # health routes on a free port, not the shared 8787
-                                       scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
+    cluster = distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+        # health routes on a free port, not the shared 8787
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+    )
     return distributed.Client(cluster), cluster
 
 
@@ -82,9 +87,14 @@ def _slow_square(x: int) -> int:
 
 def _qs_workload() -> Workload:
     dom = Domain.from_sizes([8, 8, 9], ["x", "y", "z"], ["numeric"] * 3)
-    return Workload(dom, (PrefixMarginals(k=1),
-                          PairQueries(attrs=("x", "y"), pair_kind="affine"),
-                          PairQueries(attrs=("y", "z"), pair_kind="abs_diff")))
+    return Workload(
+        dom,
+        (
+            PrefixMarginals(k=1),
+            PairQueries(attrs=("x", "y"), pair_kind="affine"),
+            PairQueries(attrs=("y", "z"), pair_kind="abs_diff"),
+        ),
+    )
 
 
 def test_the_cluster_runs_items_in_order(client: Any) -> None:
@@ -107,11 +117,16 @@ def test_querysmasher_plan_is_the_serial_one(client: Any) -> None:
 
 def test_compare_is_the_serial_one_in_mechanism_order(client: Any) -> None:
     W = _qs_workload()
-    names = ["identity", "h2", "querysmasher", "residual-planner", "hb"]
+    names = ["identity", "eigen-design", "querysmasher", "hdmm-opt0", "residual-planner", "hb"]
     serial = compare(W, BETA1, names)
     rows: list[str] = []
-    remote = compare(W, BETA1, names, executor=dask_executor(client),
-                     on_row=lambda row: rows.append(row.mechanism))
+    remote = compare(
+        W,
+        BETA1,
+        names,
+        executor=dask_executor(client),
+        on_row=lambda row: rows.append(row.mechanism),
+    )
     assert rows == names
     assert [r.mechanism for r in remote.rows] == names
     for a, b in zip(serial.rows, remote.rows, strict=True):
@@ -125,9 +140,15 @@ def test_seeded_census_trials_do_not_depend_on_where_they_ran(client: Any) -> No
     hierarchy = synthetic_hierarchy(CENSUS)
     serial = census_trials(hierarchy, ["cdp", "dp"], 0.5, 9, seed=4)
     shares: list[float] = []
-    remote = census_trials(hierarchy, ["dp", "cdp"], 0.5, 9, seed=4,
-                           executor=dask_executor(client),
-                           on_trial=lambda variant, done, share: shares.append(share))
+    remote = census_trials(
+        hierarchy,
+        ["dp", "cdp"],
+        0.5,
+        9,
+        seed=4,
+        executor=dask_executor(client),
+        on_trial=lambda variant, done, share: shares.append(share),
+    )
     assert list(remote.evaluations) == list(serial.evaluations) == ["dp", "cdp"]
     assert shares[-1] == 1.0 and len(shares) > 2
     for variant, ev in serial.evaluations.items():
@@ -155,6 +176,7 @@ def test_cancel_stops_the_remote_tasks(client: Any, tmp_path: Path) -> None:
     assert 1 <= started <= 6  # the running ones and what a worker had queued, not all 12
 
 
+@pytest.mark.slow
 def test_a_killed_worker_gives_a_retried_result_or_a_clear_error() -> None:
     client, cluster = _cluster()
     outcome: dict[str, Any] = {}
@@ -184,20 +206,37 @@ def test_a_killed_worker_gives_a_retried_result_or_a_clear_error() -> None:
         cluster.close()
 
 
-@pytest.mark.parametrize(("flags", "env", "message"), [
-    (["--scheduler", "tcp://127.0.0.1:port"], {},
-     "error: --scheduler: 'tcp://127.0.0.1:port' is not a scheduler address like "
-     "tcp://127.0.0.1:8786 (invalid literal for int() with base 10: 'port')"),
-    ([], {"DPWB_SCHEDULER": "127.0.0.1:1"},
-     "error: DPWB_SCHEDULER: cannot reach the Dask scheduler '127.0.0.1:1' within 5 s "
-     "([Errno 111] Connection refused)"),
-    (["--workers", "0"], {}, "error: --workers: must be >= 1, got 0"),
-    (["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"], {},
-     "error: --workers: give --workers or --scheduler, not both"),
-])
+@pytest.mark.parametrize(
+    ("flags", "env", "message"),
+    [
+        (
+            ["--scheduler", "tcp://127.0.0.1:port"],
+            {},
+            "error: --scheduler: 'tcp://127.0.0.1:port' is not a scheduler address like "
+            "tcp://127.0.0.1:8786 (invalid literal for int() with base 10: 'port')",
+        ),
+        (
+            [],
+            {"DPWB_SCHEDULER": "127.0.0.1:1"},
+            "error: DPWB_SCHEDULER: cannot reach the Dask scheduler '127.0.0.1:1' within 5 s "
+            "([Errno 111] Connection refused)",
+        ),
+        (["--workers", "0"], {}, "error: --workers: must be >= 1, got 0"),
+        (
+            ["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"],
+            {},
+            "error: --workers: give --workers or --scheduler, not both",
+        ),
+    ],
+)
 def test_bad_cluster_flags_exit_2_with_one_line(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
-        flags: list[str], env: dict[str, str], message: str) -> None:
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    flags: list[str],
+    env: dict[str, str],
+    message: str,
+) -> None:
     spec = tmp_path / "scenario.yaml"
     spec.write_text(SPEC)
     for name, value in env.items():
@@ -210,17 +249,22 @@ def test_bad_cluster_flags_exit_2_with_one_line(
 def test_an_unreachable_scheduler_exits_2_with_one_line(tmp_path: Path) -> None:
     spec = tmp_path / "scenario.yaml"
     spec.write_text(SPEC)
-    proc = subprocess.run([sys.executable, "-m", "engine", "census", "--scheduler",
-                           "tcp://127.0.0.1:1"], capture_output=True, text=True,
-                          timeout=WAIT_SECONDS)
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine", "census", "--scheduler", "tcp://127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_SECONDS,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == [
         "error: --scheduler: cannot reach the Dask scheduler 'tcp://127.0.0.1:1' within 5 s "
-        "([Errno 111] Connection refused)"]
+        "([Errno 111] Connection refused)"
+    ]
 
 
-def test_cli_on_a_scheduler_prints_the_serial_document(client: Any, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture) -> None:
+def test_cli_on_a_scheduler_prints_the_serial_document(
+    client: Any, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     spec = tmp_path / "scenario.yaml"
     spec.write_text(SPEC)
     assert main(["compare", str(spec), "--json"]) == 0
@@ -236,5 +280,6 @@ def test_cli_on_a_scheduler_prints_the_serial_document(client: Any, tmp_path: Pa
     assert main([*args, "--scheduler", client.scheduler.address]) == 0
     remote_census = json.loads(capsys.readouterr().out)
     assert remote_census["rmse"] == pytest.approx(serial_census["rmse"], rel=1e-12)
-    assert remote_census["rmse_by_level"] == pytest.approx(serial_census["rmse_by_level"],
-                                                           rel=1e-12)
+    assert remote_census["rmse_by_level"] == pytest.approx(
+        serial_census["rmse_by_level"], rel=1e-12
+    )
