@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 import numpy as np
@@ -32,9 +31,11 @@ import param
 import yaml
 
 from engine.compare import Comparison, ComparisonRow
+from engine.errors import SpecError
 from engine.mechanisms import Plan, mechanism_class, registry_names
 from engine.privacy import Privacy
 from engine.scenario import Scenario
+from engine.specfile import load_text as read_spec
 from engine.workloads.workload import Workload
 from explorer.planning import STORE, JobStatus, PlanningJob, PlanStore, one_line, workload_key
 
@@ -81,8 +82,8 @@ def explicit_totals(workload: Any, domain: Any) -> Any:
 
 
 def parse_yaml(text: str) -> Any:
-    """The spec in YAML ``text`` ({} for blank text); raises ``yaml.YAMLError``."""
-    return yaml.safe_load(text) if text.strip() else {}
+    """The spec in YAML 1.2 ``text`` ({} for blank text); raises a one-line ``SpecError``."""
+    return read_spec(text) if text.strip() else {}
 
 
 class Session(param.Parameterized):
@@ -196,7 +197,7 @@ class Session(param.Parameterized):
         try:
             if parse_yaml(self.draft_text) == self.draft:
                 return
-        except yaml.YAMLError:
+        except SpecError:
             pass  # apply_text reports it
         self.apply_text(self.draft_text)
 
@@ -231,9 +232,8 @@ class Session(param.Parameterized):
         """Parse YAML text from the spec editor and apply it (see :meth:`apply_draft`)."""
         try:
             draft = parse_yaml(text)
-        except yaml.YAMLError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
-            message = f"scenario: not valid YAML: {first}"
+        except SpecError as exc:
+            message = one_line(exc)
             self.param.update(draft_text=text, draft_error=message)
             return message
         return self.apply_draft(draft, text=text)
@@ -247,7 +247,7 @@ class Session(param.Parameterized):
         fmt = "json" if filename.lower().endswith(".json") else "yaml"
         try:
             scenario = Scenario.loads(text, fmt)
-            draft = json.loads(text) if fmt == "json" else yaml.safe_load(text)
+            draft = read_spec(text, fmt)
         except Exception as exc:  # SpecError normally; anything else is reported the same way
             return f"{filename}: {one_line(exc)}"
         self.set_scenario(scenario, draft=draft, text=text)

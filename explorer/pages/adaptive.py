@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import io
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -58,16 +57,12 @@ def parse_domain(text: str, filename: str = "domain") -> Any:
     Raises:
         SpecError: unreadable text or a bad domain entry (one line naming the field).
     """
-    import yaml
-
     from engine.domain import Domain
     from engine.errors import SpecError
+    from engine.specfile import load_text
 
-    try:
-        spec = json.loads(text) if filename.lower().endswith(".json") else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SpecError(f"{filename}: cannot read the domain: {first}") from None
+    fmt = "json" if filename.lower().endswith(".json") else "yaml"
+    spec = load_text(text, fmt, where=filename)
     if isinstance(spec, dict) and "domain" in spec and isinstance(spec["domain"], dict):
         spec = spec["domain"]
     if not isinstance(spec, dict) or not spec:
