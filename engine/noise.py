@@ -381,10 +381,13 @@ def _gaussian_proposals(p: GaussianParameter, n: int, rng: np.random.Generator) 
     y = _laplace_proposals(p.t, 1, n, rng)
     x = np.abs(y) * p.q - p.m
     small = np.abs(x) < math.isqrt(_SAFE_SQUARE)
-    accept = np.zeros(y.size, dtype=bool)
-    idx = np.flatnonzero(small)
-    accept[idx] = bernoulli_exp(x[idx] * x[idx], p.den, rng)
     big = np.flatnonzero(~small)
+    if big.size:
+        accept = np.zeros(y.size, dtype=bool)
+        idx = np.flatnonzero(small)
+        accept[idx] = bernoulli_exp(x[idx] * x[idx], p.den, rng)
+    else:  # the usual case: every exponent fits int64
+        accept = bernoulli_exp(x * x, p.den, rng)
     if big.size:
         # here x**2 >= 2**62 >= lower = floor(2**62 / den) den, with floor(2**62 / den) >= 64:
         # that many Bernoulli(exp(-1)) rounds first, then exact Python-integer arithmetic for
