@@ -346,14 +346,15 @@ class Mechanism(param.Parameterized):
         self.check(workload, privacy)
         memo = _SHARED_PLANS.get()
         key = (type(self), self.knob_values(), id(workload), repr(privacy.to_spec()))
-        if memo is not None and key in memo:
-            return replace(memo[key], plan_seconds=0.0)
+        known = memo.get(key) if memo is not None else None
+        if known is not None and known.workload is workload:  # the same object, not its id
+            return replace(known, plan_seconds=0.0)
         require(self.estimate(workload, privacy), self.name, "plan")
         start = time.perf_counter()
         plan = self._plan(workload, privacy, progress)
         plan = replace(plan, plan_seconds=time.perf_counter() - start)
         if memo is not None:
-            memo[key] = plan
+            memo[key] = plan  # holds the workload: its id cannot be reused meanwhile
         return plan
 
     def knob_values(self) -> tuple[tuple[str, str], ...]:

@@ -337,3 +337,23 @@ def yaml_load(text: str):
     import yaml
 
     return yaml.safe_load(text)
+
+
+def test_tradeoff_csvs_carry_the_privacy_level_and_workload(session):
+    import io
+
+    import pandas as pd
+
+    page = TradeoffPage(session=session)
+    view = page.__panel__()
+    session.privacy.epsilon = 2.0
+    downloads = {w.filename: w for w in view.select(pn.widgets.FileDownload)}
+    table = pd.read_csv(io.StringIO(downloads["tradeoff.csv"].callback().getvalue()))
+    assert set(table["epsilon"]) == {2.0} and set(table["noise"]) == {"laplace"}
+    assert set(table["queries"]) == {16} and set(table["cells"]) == {16}
+    needed = page._required(4.0, session.plans, "laplace", session.privacy.delta, "analytic")
+    button = next(w for w in needed.select(pn.widgets.FileDownload)
+                  if w.filename == "budget-needed.csv")
+    table = pd.read_csv(io.StringIO(button.callback().getvalue()))
+    assert set(table["target_rmse"]) == {4.0} and set(table["noise"]) == {"laplace"}
+    assert set(table["workload"]) == {session.workload.describe()}
