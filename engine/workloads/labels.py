@@ -17,6 +17,9 @@ would repeat within a workload get the term's label appended, so every label nam
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import numpy as np
 
 from engine.domain import Attribute
@@ -67,7 +70,7 @@ def _block_rows(block: Matrix) -> np.ndarray | None:
     return np.asarray(block.dense(), dtype=float)
 
 
-def readable_labels(workload: Workload, limit: int = 100_000) -> list[str]:
+def readable_labels(workload: Workload, limit: int = 1_000_000) -> list[str]:
     """One readable, distinct label per workload query, in query order.
 
     Raises:
@@ -76,6 +79,21 @@ def readable_labels(workload: Workload, limit: int = 100_000) -> list[str]:
     if workload.num_queries > limit:
         raise ValueError(f"workload has {workload.num_queries:,} queries; labels are listed "
                          f"up to {limit:,}")
+    with _LOCK:
+        known = _LABELS.get(workload)
+    if known is None:
+        known = _labels(workload)
+        with _LOCK:
+            _LABELS[workload] = known
+    return list(known)
+
+
+_LOCK = threading.Lock()
+#: labels already built, per workload object (a page asks for them on every redraw)
+_LABELS: weakref.WeakKeyDictionary[Workload, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
+def _labels(workload: Workload) -> tuple[str, ...]:
     domain = workload.domain
     labels: list[str] = []
     owners: list[str] = []
@@ -95,7 +113,7 @@ def readable_labels(workload: Workload, limit: int = 100_000) -> list[str]:
                      if described[k][i]]
             labels.append(", ".join(parts) or "total")
             owners.append(term.label)
-    return _distinct(labels, owners)
+    return tuple(_distinct(labels, owners))
 
 
 def _distinct(labels: list[str], owners: list[str]) -> list[str]:
@@ -116,14 +134,27 @@ def find_query(workload: Workload, label: str) -> int:
     """The index of the query with this readable label (case and spaces ignored).
 
     Raises:
-        SpecError: naming the label and the closest ones when none matches.
+        SpecError: naming the label and the closest one when none matches.
     """
     labels = readable_labels(workload)
-    key = _normal(label)
-    for i, known in enumerate(labels):
-        if _normal(known) == key:
-            return i
-    raise SpecError(f"query: no query labelled {label!r}{suggest(label, labels)}")
+    with _LOCK:
+        index = _INDEX.get(workload)
+    if index is None:
+        index = {}
+        for i, known in enumerate(labels):
+            index.setdefault(_normal(known), i)
+        with _LOCK:
+            _INDEX[workload] = index
+    found = index.get(_normal(label))
+    if found is not None:
+        return found
+    first = label.split()[0] if label.split() else ""
+    near = [known for known in labels if known.startswith(first)][:5000]
+    raise SpecError(f"query: no query labelled {label!r}{suggest(label, near)}")
+
+
+#: normalised label -> query index, per workload object
+_INDEX: weakref.WeakKeyDictionary[Workload, dict[str, int]] = weakref.WeakKeyDictionary()
 
 
 def _normal(text: str) -> str:

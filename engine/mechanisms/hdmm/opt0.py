@@ -732,6 +732,7 @@ class Opt0Mechanism(HdmmBase):
     """HDMM's OPT_0: the best explicit strategy for a small domain."""
 
     name = registered_name("hdmm-opt0")
+    cost_model = "dense"
     title = "HDMM OPT_0"
     description = ("an explicit strategy optimised for the whole workload: p-Identity for "
                    "Laplace noise, the convex optimum (Cholesky factor) for Gaussian noise")
