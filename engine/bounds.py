@@ -22,6 +22,9 @@ from engine.workloads.workload import Workload
 
 #: Largest single attribute whose Gram is eigendecomposed for a Kronecker bound.
 FACTOR_LIMIT = 16384
+#: Most entries (products x 2**attributes) of the marginal-weight sums of Thm. 10: the
+#: closed form builds a 2**d vector per product.
+MARGINAL_WEIGHT_LIMIT = 50_000_000
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,8 @@ def _marginal_like(block: Matrix) -> bool:
     """True when the factor's Gram is ``alpha I + beta 1`` (Thm. 10 loses nothing on it)."""
     if isinstance(block, Identity) or (isinstance(block, Ones) and block.m == 1):
         return True
+    if block.shape[1] > FACTOR_LIMIT:  # deciding would allocate over the attribute
+        return False
     # a cheap necessary condition first: such a Gram has a constant diagonal
     diag = block.column_norms(2)
     if diag.size > 1 and not np.allclose(diag, diag[0], rtol=1e-12, atol=0.0):
@@ -140,6 +145,11 @@ def _product_union_bound(workload: Workload) -> Bound | None:
     products = workload.products()
     weights = [w for w, _ in products]
     if all(_marginal_like(f) for _, fs in products for f in fs):
+        work = len(products) * 2.0 ** len(domain)
+        if work > MARGINAL_WEIGHT_LIMIT:
+            return Bound(None, "none", f"the marginal closed form needs {len(products):,} "
+                                       f"weight vectors of 2**{len(domain)} entries (limit "
+                                       f"{MARGINAL_WEIGHT_LIMIT:,} entries in all)")
         w = _marginal_weights(weights, [list(fs) for _, fs in products])
         return Bound(marginal_svd_bound(w, domain.shape), "marginals")
     if max(domain.shape) > FACTOR_LIMIT:
@@ -152,7 +162,8 @@ def _product_union_bound(workload: Workload) -> Bound | None:
         return Bound(float(weights2.sum() * value), "kronecker")
     rest_factors = [[fs[i] for i in rest] for _, fs in products]
     rest_shape = tuple(domain.shape[i] for i in rest)
-    if all(_marginal_like(f) for fs in rest_factors for f in fs):
+    if len(products) * 2.0 ** len(rest) <= MARGINAL_WEIGHT_LIMIT and all(
+            _marginal_like(f) for fs in rest_factors for f in fs):
         value *= marginal_svd_bound(_marginal_weights(weights, rest_factors), rest_shape)
         return Bound(value, "kronecker-marginals")
     if shared and math.prod(rest_shape) <= EXPLICIT_LIMIT:

@@ -22,10 +22,12 @@ the private CSV. The reported errors compare with the true data and are not priv
 from __future__ import annotations
 
 import argparse
+import math
 from concurrent.futures import Executor
 from typing import Any
 
 from engine.cli import add_executor_flags, executor_from_flags
+from engine.cost import estimate_census, require
 from engine.errors import SpecError, suggest
 from engine.experiments import census_trials
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv
@@ -37,6 +39,10 @@ from engine.noise import seed_from_text
 from engine.release import base_record, check_out_dir, write_release
 
 DEFAULT_SYNTHETIC = "levels=1,6,30;groups=20000;max_size=50;seed=0"
+#: Smallest total eps: below it the noise scale passes the integers a float holds exactly.
+MIN_EPSILON = 1e-12
+#: Most Monte Carlo trials of one command.
+MAX_TRIALS = 100_000
 
 
 def add_census_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -95,12 +101,13 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
                         f"(got {noise!r})")
     epsilon = getattr(args, "epsilon", None)
     epsilon = 1.0 if epsilon is None else float(epsilon)
-    if not epsilon > 0:
-        raise SpecError(f"--epsilon: must be positive, got {epsilon!r}")
+    if not (math.isfinite(epsilon) and epsilon >= MIN_EPSILON):
+        raise SpecError(f"--epsilon: must be a finite number >= {MIN_EPSILON:g} (smaller "
+                        f"budgets need noise past a float's exact integers), got {epsilon!r}")
     trials = getattr(args, "trials", 5)
     trials = 5 if trials is None else int(trials)
-    if trials < 1:
-        raise SpecError(f"--trials: must be >= 1, got {trials}")
+    if not 1 <= trials <= MAX_TRIALS:
+        raise SpecError(f"--trials: must be 1..{MAX_TRIALS:,}, got {trials}")
     seed = seed_from_text(getattr(args, "seed", None))
     out = getattr(args, "out", None)
     if out is not None:
@@ -112,6 +119,8 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
     weights = _weights(getattr(args, "weights", None))
     if split == "user" and weights is None:
         raise SpecError("--weights: required with --split user (one number per level)")
+    if split != "user" and weights is not None:
+        raise SpecError(f"--weights: only used with --split user (the split is {split!r})")
     sampler = getattr(args, "sampler", "geometric") or "geometric"
     if sampler not in NOISE_KINDS:
         raise SpecError(f"--sampler: unknown {sampler!r}; allowed: {', '.join(NOISE_KINDS)}")
@@ -119,6 +128,9 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
                                       getattr(args, "synthetic", None),
                                       public_max_size(getattr(args, "max_size", None),
                                                       getattr(args, "data", None)))
+    regions = float(sum(hierarchy.tree.level_sizes))
+    require(estimate_census(regions, float(hierarchy.sizes.k), float(trials)), "--trials",
+            "run")
     if weights is not None and len(weights) != hierarchy.tree.depth:
         raise SpecError(f"--weights: expected {hierarchy.tree.depth} numbers (one per level), "
                         f"got {len(weights)}")
@@ -213,9 +225,12 @@ def _weights(text: str | None) -> list[float] | None:
     if text is None:
         return None
     try:
-        return [float(x) for x in str(text).split(",") if x.strip()]
+        weights = [float(x) for x in str(text).split(",") if x.strip()]
     except ValueError:
         raise SpecError(f"--weights: expected comma-separated numbers, got {text!r}") from None
+    if not all(math.isfinite(w) and w > 0 for w in weights):
+        raise SpecError(f"--weights: every weight must be a positive finite number, got {text!r}")
+    return weights
 
 
 def format_census(result: dict[str, Any]) -> str:

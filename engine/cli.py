@@ -33,6 +33,21 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _memory_limit(text: str) -> float:
+    from engine.cost import parse_size
+
+    try:
+        return parse_size(text)
+    except SpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--memory-limit: ")) from None
+
+
+def _add_memory_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--memory-limit", dest="memory_limit", type=_memory_limit, default=None,
+                   help="refuse plans whose estimated memory exceeds this (e.g. 4GB; default: "
+                        "$DPWB_MEMORY_LIMIT or half the available memory)")
+
+
 def _add_privacy_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise", choices=NOISE_TYPES, help="noise family")
     p.add_argument("--epsilon", type=float, help="privacy loss eps (> 0)")
@@ -87,8 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m engine``."""
     parser = _Parser(prog="python -m engine", description="DP matrix-mechanism workbench.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    v = sub.add_parser("validate", help="check a scenario spec")
+    v = sub.add_parser("validate", help="check a scenario spec and estimate its costs")
     v.add_argument("spec")
+    v.add_argument("--mechanism", action="append", default=None, help="repeatable")
+    v.add_argument("--json", action="store_true")
     b = sub.add_parser("bound", help="SVD lower bound of the workload")
     b.add_argument("spec")
     _add_privacy_flags(b)
@@ -109,7 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true")
     from engine.census_cli import add_census_arguments
 
-    add_census_arguments(sub.add_parser("census", help="hierarchical group-size release"))
+    census = add_census_arguments(sub.add_parser("census",
+                                                 help="hierarchical group-size release"))
+    for command in (v, b, c, r, census):
+        _add_memory_flag(command)
     from engine.budget_cli import add_budget_arguments
 
     add_budget_arguments(sub.add_parser("budget", help="privacy budget ledger: register data "
@@ -136,7 +156,7 @@ def privacy_from_flags(base: Privacy, args: argparse.Namespace) -> Privacy:
         if getattr(args, flag) is not None and flag not in spec:
             raise SpecError(f"--{flag}: not a parameter of {noise} noise")
     try:
-        return Privacy.from_spec(spec)
+        return _in_range(Privacy.from_spec(spec), args)
     except SpecError as exc:
         # name the flag when the bad value came from the command line, not the spec
         msg = str(exc)
@@ -146,6 +166,21 @@ def privacy_from_flags(base: Privacy, args: argparse.Namespace) -> Privacy:
         raise
 
 
+def _in_range(privacy: Privacy, args: argparse.Namespace) -> Privacy:
+    """``privacy`` when its noise scale and zCDP rho are finite and positive (eps of 1e300 or
+    1e-300 overflow them); a SpecError naming the flag or spec key otherwise."""
+    try:
+        scales = [privacy.sigma(), privacy.unit_variance(), privacy.zcdp_rho()]
+    except (OverflowError, ZeroDivisionError):
+        scales = [math.inf]
+    if all(math.isfinite(s) and s > 0 for s in scales):
+        return privacy
+    key = "rho" if privacy.noise == "zcdp" else "epsilon"
+    where = f"--{key}" if getattr(args, key, None) is not None else f"privacy.{key}"
+    raise SpecError(f"{where}: {getattr(privacy, key):g} puts the noise scale out of a "
+                    "float's range")
+
+
 def _fmt(x: float | None, digits: int = 4) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "-"
@@ -153,9 +188,27 @@ def _fmt(x: float | None, digits: int = 4) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> dict[str, Any]:
+    from engine.compare import default_mechanisms
+    from engine.cost import memory_limit
+    from engine.mechanisms import get
+
     s = Scenario.load(args.spec)
+    names = (parse_mechanisms(args.mechanism, "--mechanism") if args.mechanism
+             else s.mechanisms or default_mechanisms())
+    costs: dict[str, Any] = {}
+    for name in names:
+        mech = get(name)
+        if mech.data_dependent:
+            continue
+        try:
+            mech.check(s.workload, s.privacy)
+        except NotApplicable as exc:
+            costs[name] = {"error": f"not applicable: {str(exc).splitlines()[0]}"}
+            continue
+        costs[name] = mech.estimate(s.workload, s.privacy).as_json()
     return {"valid": True, "queries": s.workload.num_queries, "domain_size": s.domain.size,
-            "terms": len(s.workload.terms), "privacy": s.privacy.describe()}
+            "terms": len(s.workload.terms), "privacy": s.privacy.describe(),
+            "memory_limit": memory_limit(), "estimates": costs}
 
 
 def cmd_bound(args: argparse.Namespace) -> dict[str, Any]:
@@ -221,7 +274,7 @@ def workload_errors(workload: Any, estimate: np.ndarray, truth: np.ndarray) -> d
 
 
 def _load_data(path: str, domain: Any) -> Any:
-    from engine.data import load_adult, load_csv
+    from engine.data import csv_header, load_adult, load_csv
 
     if path == "adult":
         data = load_adult()
@@ -232,7 +285,12 @@ def _load_data(path: str, domain: Any) -> Any:
 
         # the spec's attribute order decides the data vector's order
         return Dataset.from_dataframe(data.df[list(domain.names)], domain)
-    return load_csv(path, domain)
+    ignored = [c for c in csv_header(path) if c not in domain.names]
+    data = load_csv(path, domain, ignore_extra=True)
+    if ignored:
+        print(f"note: --data: ignored columns {', '.join(ignored)} (not attributes of the spec)",
+              file=sys.stderr)
+    return data
 
 
 def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
@@ -250,9 +308,14 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     grid = None if args.grid is None else check_grid_exponent(args.grid)
     if args.out is not None:
         check_out_dir(args.out)
+    mech = get(name)
+    if not mech.data_dependent and name != "hierarchical-pgsr":
+        from engine.cost import require
+
+        mech.check(s.workload, privacy)
+        require(mech.estimate(s.workload, privacy), name, "run")
     data = _load_data(args.data, s.domain)
     rng = release_rng(seed)
-    mech = get(name)
     start = time.perf_counter()
     names = s.domain.names
     record = base_record(name, seed)
@@ -283,7 +346,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
             errors = {"rmse": float(np.sqrt(np.mean(diffs**2))),
                       **result.errors(truth).as_json()}
             rho = result.rho_spent
-            record.update(noise=dict(RESIDUAL_FLOAT_NOISE),
+            record.update(noise=dict(result.details["noise"]),
                           ledger=[{"charge": what, "rho": cost} for what, cost in result.ledger])
             header = ["marginal", "cell", "answer"]
             rows = [[result.label(g), i, float(v)] for g, est in result.estimates.items()
@@ -296,12 +359,10 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
             errors = workload_errors(s.workload, estimate, truth)
             rho = privacy.zcdp_rho()
             noise = measurement.noise
-            record["noise"] = (noise.record() if noise is not None
-                               else dict(RESIDUAL_FLOAT_NOISE))
+            record["noise"] = noise.record()
             # data-independent, so public: the plan's RMSE at the sigma the sampler used
-            record["expected_rmse"] = plan.rmse() * math.sqrt(
-                noise.variance_factor if noise is not None else 1.0)
-            if noise is not None and "rho" in noise.guarantee:
+            record["expected_rmse"] = plan.rmse() * math.sqrt(noise.variance_factor)
+            if "rho" in noise.guarantee:
                 rho = noise.guarantee["rho"]
             labels = [t.label for t in s.workload.terms for _ in range(t.num_queries)]
             header = ["query", "term", "answer"]
@@ -315,12 +376,6 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     return {"mechanism": name, "records": data.records, "rho_spent": rho,
             "seconds": record["seconds"], "errors": errors,
             "seeded": record["seeded"], "notice": record["notice"], "release": record}
-
-
-#: the record's noise entry for mechanisms that project correlated Gaussian noise onto
-#: residuals (aim-grem, residual-planner, querysmasher): not yet an exact sampler
-RESIDUAL_FLOAT_NOISE = {"sampler": "float64 numpy normal (not exact: correlated residual noise)",
-                        "exact": False}
 
 
 def _knobs(mech: Any) -> dict[str, Any]:
@@ -346,6 +401,25 @@ def cmd_budget(args: argparse.Namespace) -> dict[str, Any]:
 
 COMMANDS = {"validate": cmd_validate, "bound": cmd_bound, "compare": cmd_compare,
             "run": cmd_run, "census": cmd_census, "budget": cmd_budget}
+
+
+def _print_validate(doc: dict[str, Any]) -> None:
+    from engine.cost import Cost, format_bytes
+
+    print(f"valid: {doc['queries']:,} queries over {doc['domain_size']:,} cells "
+          f"({doc['terms']} terms), {doc['privacy']}")
+    if not doc["estimates"]:
+        return
+    limit = doc["memory_limit"]
+    print(f"estimated cost (memory limit {format_bytes(limit)}):")
+    width = max(len(name) for name in doc["estimates"])
+    for name, est in doc["estimates"].items():
+        if "error" in est:
+            print(f"  {name:<{width}}  {est['error']}")
+            continue
+        cost = Cost(**est)
+        over = "  OVER THE LIMIT" if cost.peak_bytes > limit else ""
+        print(f"  {name:<{width}}  {cost.describe()}{over}")
 
 
 def _print_table(command: str, doc: dict[str, Any]) -> None:
@@ -391,10 +465,25 @@ def _print_table(command: str, doc: dict[str, Any]) -> None:
             print(f"{key}: {_fmt(value) if isinstance(value, float) else value}")
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by None (JSON has neither)."""
+    if isinstance(value, float | np.floating):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input, 1 for not applicable)."""
+    from engine.cost import set_memory_limit
+
+    args = None
     try:
         args = build_parser().parse_args(argv)
+        set_memory_limit(args.memory_limit)
         doc = COMMANDS[args.command](args)
     except (UsageError, SpecError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
@@ -402,11 +491,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NotApplicable as exc:
         print(f"not applicable: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
+    except (OverflowError, MemoryError, RecursionError) as exc:
+        # the cost model and the field checks should catch these first; never a traceback
+        command = getattr(args, "command", "engine")
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"error: {command}: a number or size in the input is out of range ({reason})",
+              file=sys.stderr)
+        return 2
+    finally:
+        set_memory_limit(None)
     if getattr(args, "json", False):
-        print(json.dumps(doc))
+        print(json.dumps(_finite(doc), allow_nan=False))
     elif args.command == "validate":
-        print(f"valid: {doc['queries']:,} queries over {doc['domain_size']:,} cells "
-              f"({doc['terms']} terms), {doc['privacy']}")
+        _print_validate(doc)
     else:
         _print_table(args.command, doc)
     return 0

@@ -22,6 +22,9 @@ from engine.errors import SpecError, suggest
 KINDS = ("numeric", "categorical")
 
 
+#: Largest attribute size: codes and cell indices are 64-bit integers.
+MAX_SIZE = 2**63 - 1
+
 @dataclass(frozen=True)
 class Attribute:
     """One attribute of a domain.
@@ -47,6 +50,9 @@ class Attribute:
             raise SpecError(f"{where}: attribute name must be a non-empty string")
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
             raise SpecError(f"{where}.size: must be a positive integer, got {self.size!r}")
+        if self.size > MAX_SIZE:
+            raise SpecError(f"{where}.size: must be at most {MAX_SIZE:,} (a 64-bit index), "
+                            f"got {self.size:.3g}")
         if self.kind not in KINDS:
             raise SpecError(
                 f"{where}.kind: unknown kind {self.kind!r}{suggest(str(self.kind), KINDS)}; "
@@ -62,7 +68,13 @@ class Attribute:
                 raise SpecError(f"{where}.labels: labels must be distinct")
             object.__setattr__(self, "labels", labels)
         if self.bin_edges is not None:
-            edges = tuple(float(v) for v in self.bin_edges)
+            try:
+                edges = tuple(float(v) for v in self.bin_edges)
+            except (TypeError, ValueError, OverflowError):
+                raise SpecError(f"{where}.bin_edges: expected a list of numbers") from None
+            if not all(math.isfinite(e) for e in edges):
+                raise SpecError(f"{where}.bin_edges: edges must be finite numbers (no NaN or "
+                                "infinity)")
             if len(edges) != self.size + 1:
                 raise SpecError(
                     f"{where}.bin_edges: expected {self.size + 1} edges, got {len(edges)}"

@@ -128,16 +128,57 @@ def _bernoulli_exp_fraction(r: np.ndarray, den: int, rng: np.random.Generator) -
     """Bernoulli(exp(-r / den)) for int64 ``0 <= r <= den`` (CKS Algorithm 1, gamma <= 1).
 
     K counts the successes of Bernoulli(gamma / K), K = 1, 2, ...; the answer is "K odd"
-    at the first failure. Bernoulli(gamma / K) is Bernoulli(r / den) AND Bernoulli(1 / K).
+    at the first failure. The first k trials all succeed with probability
+    ``gamma**k / k!``: with U uniform on ``[0, den**N N!)`` (N the largest with
+    ``den**N N! <= 2**62``) that is exactly the event ``U < r**k den**(N-k) N! / k!``, so one
+    integer draw decides the first N trials; only samples whose N trials all succeed
+    (probability at most 1 / N!) go on trial by trial.
     """
     if den == 1:
         return bernoulli_exp1(r.shape[0], rng) | (r == 0)
+    fused = _fused_trials(den)
+    if fused < 2:
+        return _trials_from(1, r, den, rng)
+    u = rng.integers(0, den**fused * math.factorial(fused), r.shape[0])
+    power = r.copy()
+    successes = u < power * (den ** (fused - 1) * math.factorial(fused))  # k = 1
+    count = successes.astype(np.int8)
+    idx = np.arange(r.shape[0])
+    for k in range(2, fused + 1):
+        if k == 4:  # after three trials at most 1/6 of the samples are still succeeding
+            idx = np.flatnonzero(count == 3)
+            u, power = u[idx], power[idx]
+        power = power * r[idx]
+        hit = u < power * (den ** (fused - k) * (math.factorial(fused) // math.factorial(k)))
+        if k < 4:
+            count += hit
+        else:
+            count[idx] += hit
+            keep = hit
+            idx, u, power = idx[keep], u[keep], power[keep]
+    out = count % 2 == 0
+    # the samples whose N fused trials all succeeded
+    rest = idx if fused >= 4 else np.flatnonzero(count == fused)
+    if rest.size:
+        out[rest] = _trials_from(fused + 1, r[rest], den, rng)
+    return out
+
+
+def _fused_trials(den: int) -> int:
+    """The largest N with ``den**N N! <= 2**62`` (0 when even den exceeds it)."""
+    n = 0
+    while den ** (n + 1) * math.factorial(n + 1) <= 1 << 62:
+        n += 1
+    return n
+
+
+def _trials_from(k: int, r: np.ndarray, den: int, rng: np.random.Generator) -> np.ndarray:
+    """CKS Algorithm 1 from trial k on (trials 1..k-1 succeeded), trial by trial:
+    Bernoulli(r / (den k)) in one draw while den k fits int64, else as an AND of two."""
     out = np.empty(r.shape[0], dtype=bool)
     alive = np.arange(r.shape[0])
     ra = r
-    k = 1
     while alive.size:
-        # Bernoulli(r / (den k)) in one draw while den k fits int64, else as an AND of two
         if den * k < 1 << 62:
             go = rng.integers(0, den * k, alive.size) < ra
         else:
@@ -163,12 +204,19 @@ def bernoulli_exp1(n: int, rng: np.random.Generator) -> np.ndarray:
     the trials one by one.
     """
     u = rng.integers(0, math.factorial(_FACTORIAL_N), n)
-    successes = _FACTORIAL_N - np.searchsorted(_FACTORIAL_STEPS, u, side="right")
-    for i in np.flatnonzero(u == 0).tolist():
+    # the count is 1 + [U < 20!/2] + [U < 20!/6] + ...; past 20!/24 (probability 1/24) the
+    # thresholds are searched
+    steps = _FACTORIAL_STEPS
+    successes = (1 + (u < steps[-2]).view(np.int8) + (u < steps[-3]).view(np.int8)
+                 + (u < steps[-4]).view(np.int8))
+    deep = np.flatnonzero(u < steps[-4])
+    if deep.size:
+        successes[deep] = _FACTORIAL_N - np.searchsorted(steps, u[deep], side="right")
+    for i in np.flatnonzero(u[deep] == 0).tolist():
         k = _FACTORIAL_N + 1
         while rng.integers(0, k) == 0:
             k += 1
-        successes[i] = k - 1
+        successes[deep[i]] = k - 1
     return successes % 2 == 0
 
 
@@ -239,15 +287,14 @@ def _geometric_exp1(n: int, rng: np.random.Generator) -> np.ndarray:
 def _laplace_proposals(t: int, s: int, n: int, rng: np.random.Generator) -> np.ndarray:
     """CKS Algorithm 2 on n candidates: accepted draws of Lap_Z(t / s) (fewer than n)."""
     w = rng.integers(0, 2 * t, n)  # one draw for U uniform on [0, t) and the sign bit
-    u, negative = w >> 1, (w & 1).astype(bool)
-    accepted = _bernoulli_exp_fraction(u, t, rng)
-    u, negative = u[accepted], negative[accepted]
-    v = _geometric_exp1(u.size, rng)
+    w = w[_bernoulli_exp_fraction(w >> 1, t, rng)]
+    v = _geometric_exp1(w.size, rng)
     if v.size and int(v.max()) > ((1 << 62) - t) // t:
         raise OverflowError("discrete Laplace: geometric draw overflows int64")
-    y = (u + t * v) // s
-    keep = ~(negative & (y == 0))
-    return np.where(negative, -y, y)[keep]
+    y = ((w >> 1) + t * v) >> (s.bit_length() - 1)  # s is a power of two
+    negative = (w & 1).astype(bool)
+    np.negative(y, out=y, where=negative)
+    return y[~(negative & (y == 0))]
 
 
 def laplace_parameter(scale: float | Fraction) -> tuple[int, int]:
@@ -334,10 +381,13 @@ def _gaussian_proposals(p: GaussianParameter, n: int, rng: np.random.Generator) 
     y = _laplace_proposals(p.t, 1, n, rng)
     x = np.abs(y) * p.q - p.m
     small = np.abs(x) < math.isqrt(_SAFE_SQUARE)
-    accept = np.zeros(y.size, dtype=bool)
-    idx = np.flatnonzero(small)
-    accept[idx] = bernoulli_exp(x[idx] * x[idx], p.den, rng)
     big = np.flatnonzero(~small)
+    if big.size:
+        accept = np.zeros(y.size, dtype=bool)
+        idx = np.flatnonzero(small)
+        accept[idx] = bernoulli_exp(x[idx] * x[idx], p.den, rng)
+    else:  # the usual case: every exponent fits int64
+        accept = bernoulli_exp(x * x, p.den, rng)
     if big.size:
         # here x**2 >= 2**62 >= lower = floor(2**62 / den) den, with floor(2**62 / den) >= 64:
         # that many Bernoulli(exp(-1)) rounds first, then exact Python-integer arithmetic for
@@ -380,6 +430,55 @@ def _fill(propose: Any, size: int, rate: float) -> np.ndarray:
         out[filled:filled + take] = got[:take]
         filled += take
     return out
+
+
+# ----- the exponential mechanism ----------------------------------------------------------
+#: finest score grid 2**-j of the exact exponential mechanism (j is lowered for huge ranges)
+SCORE_GRID_EXPONENT = 40
+
+
+def exponential_mechanism(scores: np.ndarray, epsilon: float, sensitivity: float,
+                          rng: np.random.Generator) -> int:
+    """Index i drawn exactly with ``P[i] ∝ exp(e' floor(u_i 2**j) / 2**j)`` (exponential
+    mechanism), ``u_i = e' q_i / (2 sensitivity)``, ``e' = epsilon - 2**(1 - j)``.
+
+    The floored scores move by at most ``e' / 2 + 2**-j`` between neighbouring data sets, so
+    the draw is ``epsilon``-bounded-range (``epsilon**2 / 8``-zCDP, Cesar & Rogers 2021) as the
+    float mechanism would be. The float scores are exact dyadic rationals; the integer
+    exponents ``a_i = floor(u_max 2**j) - floor(u_i 2**j)`` are computed in Python integers,
+    and the draw is rejection sampling: a uniform candidate i is kept with probability
+    ``exp(-a_i / 2**j)`` (:func:`bernoulli_exp`, exact), so the kept index has exactly the
+    stated law. Each proposal is kept with probability at least 1 / len(scores). As for every
+    float score, the sensitivity of the scores *as computed in float64* is not accounted for.
+
+    Args:
+        scores: the quality scores q (higher is better), finite.
+        epsilon: the bounded-range parameter (> 0).
+        sensitivity: the scores' sensitivity (> 0).
+        rng: the generator.
+    """
+    q = [Fraction(float(v)) for v in np.asarray(scores, dtype=float).ravel()]
+    if not q:
+        raise ValueError("exponential mechanism: no candidates")
+    if not (epsilon > 0 and sensitivity > 0):
+        raise ValueError("exponential mechanism: epsilon and the score sensitivity must be "
+                         "positive")
+    top, low = max(q), min(q)
+    span = Fraction(epsilon) * (top - low) / (2 * Fraction(sensitivity))
+    j = min(SCORE_GRID_EXPONENT, 60 - math.ceil(span + 1).bit_length())
+    if 2.0 ** (1 - j) >= epsilon / 2:
+        raise ValueError(f"exponential mechanism: score range {float(top - low):.3g} too wide "
+                         f"for an exact draw at epsilon {epsilon:.3g}")
+    scale = (Fraction(epsilon) - Fraction(2, 1 << j)) / (2 * Fraction(sensitivity)) * (1 << j)
+    floors = [math.floor(v * scale) for v in q]
+    best = max(floors)
+    exponents = np.array([best - f for f in floors], dtype=np.int64)
+    m = exponents.size
+    while True:
+        candidates = rng.integers(0, m, 4 * m + 16)
+        kept = np.flatnonzero(bernoulli_exp(exponents[candidates], 1 << j, rng))
+        if kept.size:
+            return int(candidates[kept[0]])
 
 
 # ----- pmfs (for tests and the CKS curve) -------------------------------------------------

@@ -19,6 +19,7 @@ import yaml
 from engine.domain import Domain
 from engine.errors import SpecError, suggest
 from engine.privacy import Privacy
+from engine.specfile import load_text
 from engine.workloads.spec import parse_workload
 from engine.workloads.workload import Workload
 
@@ -70,22 +71,19 @@ class Scenario:
 
     @classmethod
     def loads(cls, text: str, fmt: str = "yaml") -> Scenario:
-        """Parse YAML (a superset of JSON) or JSON text."""
-        try:
-            data = json.loads(text) if fmt == "json" else yaml.safe_load(text)
-        except (yaml.YAMLError, json.JSONDecodeError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise SpecError(f"scenario: not valid {fmt.upper()}: {first}") from None
-        return cls.from_spec(data)
+        """Parse YAML 1.2 (a superset of JSON) or JSON text (see :mod:`engine.specfile`)."""
+        return cls.from_spec(load_text(text, fmt))
 
     @classmethod
     def load(cls, path: str | Path) -> Scenario:
         """Read a ``.yaml``/``.yml``/``.json`` scenario file."""
         p = Path(path)
         try:
-            text = p.read_text()
+            text = p.read_text(encoding="utf-8")
         except OSError as exc:
             raise SpecError(f"{path}: cannot read scenario file ({exc.strerror})") from None
+        except UnicodeDecodeError as exc:
+            raise SpecError(f"{path}: not UTF-8 text (byte {exc.start})") from None
         return cls.loads(text, "json" if p.suffix.lower() == ".json" else "yaml")
 
     def dumps(self, fmt: str = "yaml") -> str:

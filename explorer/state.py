@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 import numpy as np
@@ -32,9 +31,11 @@ import param
 import yaml
 
 from engine.compare import Comparison, ComparisonRow
-from engine.mechanisms import Plan, registry_names
+from engine.errors import SpecError
+from engine.mechanisms import Plan, mechanism_class, registry_names
 from engine.privacy import Privacy
 from engine.scenario import Scenario
+from engine.specfile import load_text as read_spec
 from engine.workloads.workload import Workload
 from explorer.planning import STORE, JobStatus, PlanningJob, PlanStore, one_line, workload_key
 
@@ -53,14 +54,36 @@ DEFAULT_SPEC: dict[str, Any] = {
 PRIVACY_FIELDS = ("noise", "epsilon", "delta", "rho", "calibration")
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value shared by several keys in full each time (no ``&id001`` anchors)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def dump_yaml(spec: Any) -> str:
-    """A spec as YAML: block style for the top levels, flow style for short inner lists."""
-    return yaml.safe_dump(spec, sort_keys=False, default_flow_style=None, width=100)
+    """A spec as YAML: block style for the top levels, flow style for short inner lists; no
+    anchors or aliases."""
+    return yaml.dump(spec, Dumper=_PlainDumper, sort_keys=False, default_flow_style=None,
+                     width=100)
+
+
+def explicit_totals(workload: Any, domain: Any) -> Any:
+    """The workload items with every empty ``product: {}`` (the grand total) written as
+    ``product: {<first attribute>: total}``, which means the same queries."""
+    items = workload if isinstance(workload, list) else [workload]
+    first = next(iter(domain)) if isinstance(domain, dict) and domain else None
+    out = []
+    for item in items:
+        if isinstance(item, dict) and item.get("product") == {} and first is not None:
+            item = {**item, "product": {first: "total"}}
+        out.append(item)
+    return out
 
 
 def parse_yaml(text: str) -> Any:
-    """The spec in YAML ``text`` ({} for blank text); raises ``yaml.YAMLError``."""
-    return yaml.safe_load(text) if text.strip() else {}
+    """The spec in YAML 1.2 ``text`` ({} for blank text); raises a one-line ``SpecError``."""
+    return read_spec(text) if text.strip() else {}
 
 
 class Session(param.Parameterized):
@@ -174,7 +197,7 @@ class Session(param.Parameterized):
         try:
             if parse_yaml(self.draft_text) == self.draft:
                 return
-        except yaml.YAMLError:
+        except SpecError:
             pass  # apply_text reports it
         self.apply_text(self.draft_text)
 
@@ -209,9 +232,8 @@ class Session(param.Parameterized):
         """Parse YAML text from the spec editor and apply it (see :meth:`apply_draft`)."""
         try:
             draft = parse_yaml(text)
-        except yaml.YAMLError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
-            message = f"scenario: not valid YAML: {first}"
+        except SpecError as exc:
+            message = one_line(exc)
             self.param.update(draft_text=text, draft_error=message)
             return message
         return self.apply_draft(draft, text=text)
@@ -225,7 +247,7 @@ class Session(param.Parameterized):
         fmt = "json" if filename.lower().endswith(".json") else "yaml"
         try:
             scenario = Scenario.loads(text, fmt)
-            draft = json.loads(text) if fmt == "json" else yaml.safe_load(text)
+            draft = read_spec(text, fmt)
         except Exception as exc:  # SpecError normally; anything else is reported the same way
             return f"{filename}: {one_line(exc)}"
         self.set_scenario(scenario, draft=draft, text=text)
@@ -240,7 +262,11 @@ class Session(param.Parameterized):
         valid_draft = not self.draft_error and isinstance(self.draft, dict) and self.draft
         spec = copy.deepcopy(self.draft) if valid_draft else self.scenario.to_spec()
         spec["privacy"] = self.privacy.to_spec()
-        spec["mechanisms"] = list(self.mechanisms)
+        # a static scenario: data-dependent mechanisms run on their own pages, on data
+        spec["mechanisms"] = [m for m in self.mechanisms
+                              if not mechanism_class(m).data_dependent]
+        if "workload" in spec:
+            spec["workload"] = explicit_totals(spec["workload"], spec.get("domain"))
         return spec
 
     def export_yaml(self) -> str:

@@ -55,20 +55,48 @@ def load_csv(
         SpecError: an unreadable file, missing or extra columns, or a bad value (one line
             naming the column, the first offending 1-based data rows and their values).
     """
-    if source is None:
-        if isinstance(path_or_buffer, str | os.PathLike):
-            source = Path(path_or_buffer).name
-        else:
-            source = Path(str(getattr(path_or_buffer, "name", "csv"))).name
+    source = _source_name(path_or_buffer, source)
+    raw = _read_text_csv(path_or_buffer, source)
+    return encode_frame(raw, domain, ignore_extra=ignore_extra, source=source)
+
+
+def csv_header(path_or_buffer: str | os.PathLike[str], source: str | None = None) -> list[str]:
+    """The column names of a CSV file's header row (blanks stripped), reading nothing else.
+
+    Raises:
+        SpecError: the file cannot be read as CSV (one line naming it).
+    """
+    source = _source_name(path_or_buffer, source)
+    return [str(c) for c in _read_text_csv(path_or_buffer, source, nrows=0).columns]
+
+
+def _source_name(path_or_buffer: object, source: str | None) -> str:
+    if source is not None:
+        return source
+    if isinstance(path_or_buffer, str | os.PathLike):
+        return Path(path_or_buffer).name
+    return Path(str(getattr(path_or_buffer, "name", "csv"))).name
+
+
+def _read_text_csv(path_or_buffer: str | os.PathLike[str] | IO[str], source: str,
+                   nrows: int | None = None) -> pd.DataFrame:
+    """Every cell as text; one-line SpecErrors for a missing file, a directory, bad bytes or
+    a malformed table."""
     try:
-        raw = pd.read_csv(path_or_buffer, dtype=str, keep_default_na=False, na_filter=False)
+        raw = pd.read_csv(path_or_buffer, dtype=str, keep_default_na=False, na_filter=False,
+                          nrows=nrows)
     except FileNotFoundError:
         raise SpecError(f"{source}: file not found ({path_or_buffer})") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise SpecError(f"{source}: is a directory, not a CSV file") from None
+    except OSError as exc:
+        raise SpecError(f"{source}: cannot read the file ({exc.strerror or exc})") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
+            ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SpecError(f"{source}: cannot read as CSV: {reason}") from None
     raw.columns = [str(c).strip() for c in raw.columns]
-    return encode_frame(raw, domain, ignore_extra=ignore_extra, source=source)
+    return raw
 
 
 def encode_frame(

@@ -326,8 +326,7 @@ class Ledger:
         """
         entry = self.require(key)
         with self._guard("write to"), self.engine.begin() as conn:
-            locked = conn.execute(sa.select(datasets.c.id).where(datasets.c.id == entry.id)
-                                  .with_for_update()).first()
+            locked = conn.execute(lock_dataset_row(entry.id)).first()
             if locked is None:
                 raise LedgerError(f"dataset: {key!r} was removed")
             rows = conn.execute(sa.select(releases).where(
@@ -353,6 +352,13 @@ class Ledger:
             conn.execute(releases.update().where(releases.c.id == reservation.id).values(
                 status=status, record_path=reservation.record_path,
                 rounds=reservation.rounds))
+
+
+def lock_dataset_row(dataset_id: int) -> sa.Select:
+    """``SELECT id FROM datasets WHERE id = ? FOR UPDATE``: on server databases the row lock
+    serialises the releases of one data set (SQLite has no row locks and renders no FOR UPDATE:
+    there ``BEGIN IMMEDIATE`` serialises every writer)."""
+    return sa.select(datasets.c.id).where(datasets.c.id == dataset_id).with_for_update()
 
 
 def _sqlite_manual_transactions(dbapi_connection: Any, _record: Any) -> None:

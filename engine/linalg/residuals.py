@@ -106,6 +106,31 @@ def residual_size(tau: AttrSet, shape: Sequence[int]) -> int:
     return math.prod(shape[k] - 1 for k in tau)
 
 
+def whiten(z: np.ndarray, inverse: bool = False) -> np.ndarray:
+    """``V^(-1/2) z`` (or ``V^(1/2) z`` when ``inverse``) for a residual array z, with
+    ``V = kron_k (I + 1 1^T)`` (:func:`residual_covariance`) applied axis by axis.
+
+    On ``R^(n-1)``, ``(I + 1 1^T)**a = I + c 1 1^T`` with ``c = (n**a - 1) / (n - 1)`` (the
+    all-ones direction has eigenvalue n, its complement 1). A noisy residual ``S (mu + xi)``
+    with ``xi ~ N(0, s**2 I)`` is ``V^(1/2) (w + e)`` with ``w = V^(-1/2) S mu`` and i.i.d.
+    ``e ~ N(0, s**2 I)``; one record moves ``w`` by exactly ``sqrt(p_tau)`` in L2
+    (:func:`privacy_factor`), since ``S^T V^-1 S`` is the centring projector.
+
+    Example:
+        >>> import numpy as np
+        >>> z = np.array([[1.0, -2.0], [0.5, 3.0]])
+        >>> bool(np.allclose(whiten(whiten(z), inverse=True), z))
+        True
+    """
+    out = np.asarray(z, dtype=float)
+    power = 0.5 if inverse else -0.5
+    for ax, m in enumerate(out.shape):
+        n = m + 1
+        c = (n**power - 1.0) / (n - 1)
+        out = out + c * out.sum(axis=ax, keepdims=True)
+    return out
+
+
 def privacy_factor(tau: AttrSet, shape: Sequence[int]) -> float:
     """``p_tau = prod_{k in tau} (n_k - 1) / n_k``: releasing the tau-residual of a marginal
     with i.i.d. N(0, sigma**2) noise costs ``rho = p_tau / (2 sigma**2)``."""

@@ -29,6 +29,7 @@ import numpy as np
 import param
 
 from engine import error
+from engine.cost import Cost, estimate_model, require
 from engine.errors import NotApplicable, SpecError, suggest
 from engine.linalg.marginals import MarginalStrategy
 from engine.linalg.matrix import Matrix
@@ -318,6 +319,8 @@ class Mechanism(param.Parameterized):
     description: ClassVar[str] = ""
     data_dependent: ClassVar[bool] = False
     noises: ClassVar[tuple[str, ...]] = NOISE_TYPES
+    #: how the family allocates, one of ``engine.cost.MODELS`` (see ``estimate``)
+    cost_model: ClassVar[str] = "domain"
 
     def check(self, workload: Workload, privacy: Privacy) -> None:
         """Raise NotApplicable when this mechanism cannot serve the workload or noise."""
@@ -325,21 +328,33 @@ class Mechanism(param.Parameterized):
             raise NotApplicable(f"{self.name} supports {', '.join(self.noises)} noise, "
                                 f"not {privacy.noise}")
 
+    def estimate(self, workload: Workload, privacy: Privacy) -> Cost:
+        """Peak memory (bytes) and work of planning and running, from the workload's structure
+        alone, without allocating (``engine.cost``; the family's ``cost_model`` by default)."""
+        return estimate_model(self.cost_model, workload)
+
     def plan(self, workload: Workload, privacy: Privacy, progress: Progress | None = None
              ) -> Plan:
-        """Choose the strategy for ``workload`` at ``privacy`` (uses no privacy budget)."""
+        """Choose the strategy for ``workload`` at ``privacy`` (uses no privacy budget).
+
+        Raises:
+            NotApplicable: the mechanism cannot serve the workload or noise.
+            MemoryBudgetError: the plan's estimated memory exceeds ``engine.cost.memory_limit()``.
+        """
         if self.data_dependent:
             raise NotApplicable(f"{self.name} is data-dependent: use its run() on data")
         self.check(workload, privacy)
         memo = _SHARED_PLANS.get()
         key = (type(self), self.knob_values(), id(workload), repr(privacy.to_spec()))
-        if memo is not None and key in memo:
-            return replace(memo[key], plan_seconds=0.0)
+        known = memo.get(key) if memo is not None else None
+        if known is not None and known.workload is workload:  # the same object, not its id
+            return replace(known, plan_seconds=0.0)
+        require(self.estimate(workload, privacy), self.name, "plan")
         start = time.perf_counter()
         plan = self._plan(workload, privacy, progress)
         plan = replace(plan, plan_seconds=time.perf_counter() - start)
         if memo is not None:
-            memo[key] = plan
+            memo[key] = plan  # holds the workload: its id cannot be reused meanwhile
         return plan
 
     def knob_values(self) -> tuple[tuple[str, str], ...]:

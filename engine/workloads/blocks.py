@@ -25,7 +25,7 @@ import scipy.linalg as sla
 
 from engine.errors import SpecError, suggest
 from engine.linalg.matrix import DENSE_GUARD, Dense, Identity, Matrix, Ones
-from engine.workloads.fields import check_keys, integer, number, row_array
+from engine.workloads.fields import check_keys, explicit_rows, integer, number, row_array
 
 
 def _as2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -595,7 +595,8 @@ class RandomBlock(MatrixBlock):
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], n: int, where: str) -> Block:
-        count = integer(options.get("count", n), f"{where}.count", 1, 1_000_000)
+        count = explicit_rows(integer(options.get("count", n), f"{where}.count", 1, 1_000_000),
+                              n, f"{where}.count")
         p = number(options.get("p", 0.5), f"{where}.p", 0.0, 1.0, open_lo=True)
         return cls(n, count, p, integer(options.get("seed", 0), f"{where}.seed", 0))
 

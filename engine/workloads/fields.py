@@ -13,6 +13,9 @@ import numpy as np
 
 from engine.errors import SpecError, suggest
 
+#: Most entries (rows x cells) of the explicit rows a random block or group draws (400 MB).
+MAX_EXPLICIT_ENTRIES = 50_000_000
+
 
 def integer(value: Any, where: str, lo: int | None = None, hi: int | None = None) -> int:
     """An integer (not a bool) in ``lo..hi`` (either bound may be None)."""
@@ -23,6 +26,15 @@ def integer(value: Any, where: str, lo: int | None = None, hi: int | None = None
         span = f"{lo}..{hi}" if hi is not None else f">= {lo}"
         raise SpecError(f"{where}: must be {span}, got {v}")
     return v
+
+
+def explicit_rows(count: int, cells: int, where: str) -> int:
+    """``count`` when ``count`` random rows over ``cells`` cells fit in
+    :data:`MAX_EXPLICIT_ENTRIES` (a random group of 1e5 rows over 1e6 cells asked for 745 GiB)."""
+    if count * cells > MAX_EXPLICIT_ENTRIES:
+        raise SpecError(f"{where}: {count:,} random rows over {cells:,} cells make "
+                        f"{count * cells:,} entries; the limit is {MAX_EXPLICIT_ENTRIES:,}")
+    return count
 
 
 def number(

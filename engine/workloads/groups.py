@@ -23,7 +23,7 @@ from engine.domain import Domain
 from engine.errors import SpecError, suggest
 from engine.linalg.matrix import Dense, Kron, Matrix
 from engine.workloads.blocks import Block, IdentityBlock, PrefixBlock, random_predicates
-from engine.workloads.fields import check_keys, integer, number, row_array
+from engine.workloads.fields import check_keys, explicit_rows, integer, number, row_array
 from engine.workloads.term import Term
 
 Subset = tuple[str, ...]
@@ -281,7 +281,9 @@ class SubsetMatrix(Group):
         if kind == "random":
             check_keys(body, ("on", "count", "p", "seed"), where)
             on = _on(body.get("on"), domain, f"{where}.on")
-            return cls(on=on, count=integer(body.get("count", 16), f"{where}.count", 1, 100_000),
+            count = explicit_rows(integer(body.get("count", 16), f"{where}.count", 1, 100_000),
+                                  int(np.prod([domain[n].size for n in on])), f"{where}.count")
+            return cls(on=on, count=count,
                        p=number(body.get("p", 0.5), f"{where}.p", 0.0, 1.0, open_lo=True),
                        seed=integer(body.get("seed", 0), f"{where}.seed", 0), weight=weight)
         check_keys(body, ("on", "rows"), where)

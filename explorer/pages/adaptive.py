@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import io
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -58,16 +57,12 @@ def parse_domain(text: str, filename: str = "domain") -> Any:
     Raises:
         SpecError: unreadable text or a bad domain entry (one line naming the field).
     """
-    import yaml
-
     from engine.domain import Domain
     from engine.errors import SpecError
+    from engine.specfile import load_text
 
-    try:
-        spec = json.loads(text) if filename.lower().endswith(".json") else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SpecError(f"{filename}: cannot read the domain: {first}") from None
+    fmt = "json" if filename.lower().endswith(".json") else "yaml"
+    spec = load_text(text, fmt, where=filename)
     if isinstance(spec, dict) and "domain" in spec and isinstance(spec["domain"], dict):
         spec = spec["domain"]
     if not isinstance(spec, dict) or not spec:
@@ -359,14 +354,18 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         return pd.DataFrame(self.rounds)
 
     def csv_export(self) -> io.StringIO:
-        """The comparison table and the round log as one CSV document."""
+        """The comparison table and the round log as one plain CSV table (no comment lines):
+        a ``table`` column says which part a row belongs to, ``release`` whether the run was
+        seeded, and the privacy level is on every row."""
+        results = self.results_frame().assign(
+            table="comparison (errors against the true data: evaluation only)")
+        rounds = self.rounds_frame().assign(table="AIM+GReM rounds")
+        frame = pd.concat([results, rounds], ignore_index=True)
+        frame.insert(0, "table", frame.pop("table"))
+        frame["release"] = SEEDED_LABEL if self.seed is not None else "OS entropy"
+        frame["epsilon"], frame["delta"] = self.epsilon, self.delta
         buffer = io.StringIO()
-        if self.seed is not None:
-            buffer.write(f"# {SEEDED_LABEL}\n")
-        buffer.write("# comparison (errors against the true data: evaluation only)\n")
-        self.results_frame().to_csv(buffer, index=False)
-        buffer.write("\n# AIM+GReM rounds\n")
-        self.rounds_frame().to_csv(buffer, index=False)
+        frame.to_csv(buffer, index=False)
         buffer.seek(0)
         return buffer
 

@@ -7,6 +7,7 @@ privacy level only re-scales them.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -15,11 +16,14 @@ import panel as pn
 from bokeh.models.widgets.tables import NumberFormatter
 
 from engine.compare import Comparison
+from engine.query_error import METHODS, error_half_widths, query_error
+from engine.workloads.labels import readable_labels
 from explorer.components.charts import color_of, error_histogram, rmse_bars
-from explorer.components.exports import csv_download, text_download
+from explorer.components.exports import csv_download, scenario_columns, text_download
 from explorer.components.notes import caption
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, off_loop, served
+from explorer.components.report import html_report
 from explorer.pages.base import Page
 from explorer.planning import is_data_dependent, one_line
 from explorer.snippet import comparison_snippet
@@ -27,6 +31,12 @@ from explorer.state import Session
 
 #: Columns of the comparison table and of its CSV export.
 TABLE_COLUMNS = ("mechanism", "title", "rmse", "ratio_to_bound", "plan_seconds", "note")
+#: What each column of comparison.csv means (written into its JSON sidecar).
+COLUMN_MEANINGS = {
+    "mechanism": "registered mechanism name", "title": "its display name",
+    "rmse": "root mean squared error per query at the privacy level (counts)",
+    "ratio_to_bound": "rmse / the SVD lower bound (1.0 is the best possible)",
+    "plan_seconds": "seconds spent planning", "note": "why a mechanism does not apply"}
 #: How many of the worst queries are listed.
 WORST = 20
 #: Largest number of per-query errors listed for one mechanism.
@@ -57,6 +67,20 @@ def comparison_frame(comparison: Comparison | None) -> pd.DataFrame:
         if record["rmse"] is None and is_data_dependent(record["mechanism"]):
             record["note"] += " (this mechanism has its own page in the explorer)"
     return pd.DataFrame(records, columns=list(TABLE_COLUMNS))
+
+
+def comparison_description(session: Session) -> dict[str, Any]:
+    """comparison.json, the sidecar of comparison.csv: the privacy level, noise, workload
+    and SVD bound the table's numbers are for, and what each column means."""
+    comparison = session.comparison
+    privacy = session.privacy
+    workload = session.workload
+    return {"file": "comparison.csv", "privacy": privacy.to_spec(),
+            "privacy_text": privacy.describe(), "noise": privacy.noise,
+            "privacy_unit": "one record (add/remove)", "workload": workload.describe(),
+            "queries": workload.num_queries, "cells": workload.domain.size,
+            "svd_bound_rmse": comparison.bound_rmse if comparison is not None else None,
+            "columns": COLUMN_MEANINGS}
 
 
 def comparison_table(comparison: Comparison | None) -> pn.widgets.Tabulator:
@@ -94,8 +118,11 @@ def headline(comparison: Comparison | None, privacy_text: str, complete: bool) -
 def query_error_frame(session: Session, name: str | None = None) -> pd.DataFrame:
     """Expected error of every query under a mechanism's plan, worst first.
 
-    Columns: ``query`` (label), ``group`` (workload item, 1-based), ``expected_error``
-    (standard deviation of the query's error) and ``variance``.
+    Columns: ``query`` (term and row), ``description`` (the query in the domain's value
+    labels, e.g. "age 30-34, sex female"), ``group`` (workload item, 1-based),
+    ``expected_error`` (standard deviation of the query's error, counts), ``error_95``
+    (the error is within +/- this many counts with 95 % probability: exact for Gaussian
+    noise, a bound for Laplace, see ``error_95_method``) and ``variance``.
 
     Raises:
         ValueError: when the mechanism has no plan or the workload has too many queries.
@@ -108,11 +135,35 @@ def query_error_frame(session: Session, name: str | None = None) -> pd.DataFrame
                          f"{QUERY_LIST_LIMIT:,}")
     variances = np.asarray(session.variances(name), dtype=float)
     groups = np.concatenate([np.full(t.num_queries, t.group + 1) for t in workload.terms])
-    frame = pd.DataFrame({"query": workload.query_labels(QUERY_LIST_LIMIT), "group": groups,
+    half_widths, method = error_half_widths(session.plan(name))
+    frame = pd.DataFrame({"query": workload.query_labels(QUERY_LIST_LIMIT),
+                          "description": readable_labels(workload, QUERY_LIST_LIMIT),
+                          "group": groups,
                           "expected_error": np.sqrt(np.maximum(variances, 0.0)),
+                          "error_95": half_widths, "error_95_method": METHODS[method],
                           "variance": variances})
     return frame.sort_values("expected_error", ascending=False, kind="stable").reset_index(
         drop=True)
+
+
+def comparison_report(session: Session) -> str:
+    """The one-page HTML report: headline, chart, table, the best mechanism's worst queries,
+    the privacy statement and the scenario (opens offline)."""
+    comparison = session.comparison
+    best = comparison.best() if comparison is not None else None
+    worst = None
+    if best is not None:
+        try:
+            frame = query_error_frame(session, best.mechanism)
+            worst = frame[["description", "query", "expected_error", "error_95"]].head(WORST)
+        except ValueError:  # too many queries to list
+            worst = None
+    return html_report(
+        headline=headline(comparison, session.privacy.describe(), session.complete),
+        table=comparison_frame(comparison), bound=comparison.bound_rmse if comparison else None,
+        worst=worst, worst_of=best.mechanism if best is not None else None,
+        privacy=session.privacy.describe(), workload=session.workload.describe(),
+        scenario_yaml=session.export_yaml())
 
 
 class ComparePage(Page):
@@ -156,8 +207,11 @@ class ComparePage(Page):
                     "mechanism of this kind could reach on these queries. Use the toolbar's "
                     "save button for a PNG."),
             table,
-            csv_download(lambda: comparison_frame(session.comparison), "comparison.csv",
-                         "Download table (CSV)", css_class="comparison-csv"),
+            pn.Row(csv_download(lambda: comparison_frame(session.comparison), "comparison.csv",
+                                "Download table (CSV)", css_class="comparison-csv"),
+                   text_download(lambda: json.dumps(comparison_description(session), indent=1),
+                                 "comparison.json", "Download what it describes (JSON)",
+                                 css_class="comparison-json")),
             pn.layout.Divider(),
             self._per_query_section(),
             pn.layout.Divider(),
@@ -193,13 +247,40 @@ class ComparePage(Page):
         session = self.session
         choice = pn.widgets.Select.from_param(session.param.selected, label="Mechanism",
                                               css_classes=["selected-mechanism"], width=220)
+        query = pn.widgets.TextInput(label="A query, in words (e.g. 'age 30, sex female')",
+                                     placeholder="empty: the worst query",
+                                     css_classes=["query-in-words"], width=360)
         return pn.Column(
             pn.pane.Markdown("## Which queries are worst?", margin=(0, 10)),
-            choice,
+            pn.Row(choice, query),
+            pn.bind(off_loop(self._in_people), session.param.selected, session.param.comparison,
+                    query.param.value),
             pn.bind(off_loop(self._per_query_view), session.param.selected,
                     session.param.comparison),
             sizing_mode="stretch_width", css_classes=["per-query"],
         )
+
+    def _in_people(self, name: str | None, comparison: Comparison | None, text: str
+                   ) -> pn.viewable.Viewable:
+        """One query's error in people at 95 % under the selected mechanism."""
+        plan = self.session.plan(name)
+        if plan is None:
+            return pn.pane.Markdown("")
+        try:
+            if text.strip():
+                error = query_error(plan, text)
+            else:
+                worst = int(np.argmax(np.asarray(self.session.variances(name))))
+                error = query_error(plan, worst)
+        except Exception as exc:  # an unknown label, too many queries
+            return pn.pane.Alert(one_line(exc), alert_type="warning",
+                                 css_classes=["query-error-message"])
+        lead = "" if text.strip() else "The worst query, "
+        return pn.pane.Markdown(
+            f"{lead}**{error.label}** under **{name}**: within **+/- "
+            f"{error.half_width:,.1f} people** of the truth with {error.level:.0%} probability "
+            f"(standard deviation {error.std:,.2f}; {METHODS[error.method]}).",
+            css_classes=["query-in-people"], sizing_mode="stretch_width")
 
     def _per_query_view(self, name: str | None, comparison: Comparison | None
                         ) -> pn.viewable.Viewable:
@@ -227,8 +308,11 @@ class ComparePage(Page):
                 layout="fit_data_stretch", sizing_mode="stretch_width",
                 css_classes=["worst-queries"],
                 formatters={"expected_error": NumberFormatter(format="0,0.0000"),
+                            "error_95": NumberFormatter(format="0,0.0"),
                             "variance": NumberFormatter(format="0,0.0000")}),
-            csv_download(lambda: query_error_frame(self.session, name),
+            csv_download(lambda: scenario_columns(
+                             query_error_frame(self.session, name).assign(mechanism=name),
+                             self.session.privacy, self.session.workload),
                          f"per-query-{name}.csv", "Download all queries (CSV)",
                          css_class="per-query-csv"),
             sizing_mode="stretch_width")
@@ -253,7 +337,9 @@ class ComparePage(Page):
             pn.Row(text_download(session.export_yaml, "scenario.yaml",
                                  "Download scenario (YAML)", css_class="yaml-download"),
                    text_download(code, "comparison.py", "Download Python script",
-                                 css_class="snippet-download")),
+                                 css_class="snippet-download"),
+                   text_download(lambda: comparison_report(session), "comparison-report.html",
+                                 "Download report (HTML)", css_class="report-download")),
             pn.Card(snippet, title="Python that reproduces this comparison", collapsed=True,
                     sizing_mode="stretch_width"),
             sizing_mode="stretch_width")

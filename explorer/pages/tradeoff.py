@@ -22,7 +22,7 @@ from engine.compare import Comparison
 from engine.errors import SpecError
 from engine.privacy import Privacy
 from explorer.components.charts import BOUND_LABEL, LiveTradeoffChart, privacy_knob
-from explorer.components.exports import csv_download
+from explorer.components.exports import csv_download, scenario_columns
 from explorer.components.notes import caption
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, off_loop, served
@@ -247,7 +247,9 @@ class TradeoffPage(Page):
             pn.pane.DataFrame(pn.bind(readout_frame, session.param.comparison), index=False,
                               float_format=lambda v: f"{v:,.4f}",
                               css_classes=["tradeoff-readout"], sizing_mode="stretch_width"),
-            csv_download(lambda: readout_frame(session.comparison), "tradeoff.csv",
+            csv_download(lambda: scenario_columns(readout_frame(session.comparison),
+                                                  session.privacy, session.workload),
+                         "tradeoff.csv",
                          "Download table (CSV)", css_class="tradeoff-csv"),
             pn.pane.Markdown("### What budget do I need?", margin=(0, 10)),
             target,
@@ -323,6 +325,8 @@ class TradeoffPage(Page):
                                  css_classes=["required-budget"],
                                  formatters={f"{name}_needed": NumberFormatter(
                                      format="0.0000")}),
-            csv_download(lambda: frame, "budget-needed.csv", "Download table (CSV)",
+            csv_download(lambda: scenario_columns(frame.assign(target_rmse=target), privacy,
+                                                  self.session.workload),
+                         "budget-needed.csv", "Download table (CSV)",
                          css_class="required-csv"),
             sizing_mode="stretch_width")

@@ -54,7 +54,12 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, message: str) -> No
 def test_validate(spec: Path, tmp_path: Path) -> None:
     ok = cli("validate", str(spec))
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout == "valid: 26 queries over 16 cells (3 terms), gaussian eps=1 delta=1e-06\n"
+    first, header, *estimates = ok.stdout.splitlines()
+    assert first == "valid: 26 queries over 16 cells (3 terms), gaussian eps=1 delta=1e-06"
+    # then the cost estimate of each of the spec's mechanisms (issue 15)
+    assert header.startswith("estimated cost (memory limit ")
+    assert [e.split()[0] for e in estimates] == ["identity", "h2"]
+    assert all(" plan " in e and "; run " in e for e in estimates)
     bad = tmp_path / "bad.yaml"
     bad.write_text(BAD)
     assert_one_line_error(cli("validate", str(bad)),

@@ -129,7 +129,8 @@ def test_aim_grem_run_records_its_ledger(capsys, tmp_path) -> None:
                    "--out", str(out))
     ledger = doc["release"]["ledger"]
     assert ledger and sum(row["rho"] for row in ledger) == pytest.approx(1.0, rel=1e-9)
-    assert doc["release"]["noise"]["exact"] is False  # said plainly, not hidden
+    assert doc["release"]["noise"]["exact"] is True  # discrete Gaussian, exact selection
+    assert "exponential" in doc["release"]["noise"]["selection"]
     rows = (out / "answers.csv").read_text().splitlines()
     assert rows[0] == "marginal,cell,answer" and len(rows) == 1 + 3 * 4 + 3 * 2 + 4 * 2
 

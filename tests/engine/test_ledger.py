@@ -13,8 +13,10 @@ import threading
 from pathlib import Path
 
 import pytest
+from sqlalchemy.dialects import postgresql, sqlite
 
 from engine.ledger import Budget, BudgetExceeded, Cost, Ledger, LedgerError, composed
+from engine.ledger.store import lock_dataset_row
 from engine.privacy import cdp_eps, cdp_rho
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,3 +223,26 @@ def test_locked_file_is_one_line(url: str, tmp_path: Path) -> None:
         holder.close()
     assert str(caught.value).endswith(": database is locked")
     assert "\n" not in str(caught.value)
+
+
+def test_server_databases_lock_the_data_set_row() -> None:
+    query = lock_dataset_row(7)
+    assert str(query.compile(dialect=postgresql.dialect())).endswith("FOR UPDATE")
+    assert "FOR UPDATE" not in str(query.compile(dialect=sqlite.dialect()))
+
+
+def test_epsilon_delta_refusal_states_the_unit(url: str) -> None:
+    ledger = registered(url, Budget("epsilon-delta", 1.0, 1e-6))
+    with ledger.reserve("people", Cost.pure(0.75), mechanism="hierarchical-pgsr"):
+        pass
+    with (pytest.raises(BudgetExceeded) as refused,
+          ledger.reserve("people", Cost.pure(0.5), mechanism="hierarchical-pgsr")):
+        pass
+    assert str(refused.value) == ("budget: refused: data set 'people' has spent 0.75 / requested "
+                                  "0.5 (eps=0.5) / total 1 (eps at delta=1e-06); nothing was "
+                                  "released")
+    rest = ledger.status("people").spent.remaining_rho
+    assert cdp_eps(rest, 1e-6) == pytest.approx(0.25, rel=1e-9)
+    with ledger.reserve("people", Cost.zcdp(rest * (1 - 1e-9)), mechanism="identity"):
+        pass
+    assert ledger.status("people").spent.remaining == pytest.approx(0.0, abs=1e-8)

@@ -14,8 +14,10 @@ from engine.noise import (
     GRID_INFLATION,
     SEEDED_LABEL,
     _bernoulli_exp_big,
+    _fused_trials,
     auto_grid_exponent,
     bernoulli_exp,
+    bernoulli_exp1,
     check_grid_exponent,
     column_support,
     discrete_gaussian,
@@ -97,6 +99,27 @@ def test_bernoulli_exp_has_probability_exp_minus_gamma(gamma: tuple[int, int]) -
     hits = bernoulli_exp(np.full(n, num, np.int64), den, release_rng(5)).mean()
     p = math.exp(-num / den)
     assert abs(hits - p) <= 5 * math.sqrt(p * (1 - p) / n) + 1e-12
+
+
+@pytest.mark.parametrize(("num", "den", "fused"), [
+    (999_999, 10**6, 2), (700_000, 10**6, 2), (49_999, 50_000, 3), (1000, 1000, 5),
+    (3, 7, 11), (3 * 2**38, 2**40, 1)])
+def test_fused_trials_keep_the_probability_exp_minus_gamma(num: int, den: int,
+                                                         fused: int) -> None:
+    # one draw decides the first N trials of CKS Algorithm 1 (N = fused); the rest go on one
+    # by one: every split gives exp(-num / den)
+    assert _fused_trials(den) == fused
+    n = 400_000
+    hits = bernoulli_exp(np.full(n, num, np.int64), den, release_rng(9)).mean()
+    p = math.exp(-num / den)
+    assert abs(hits - p) <= 5 * math.sqrt(p * (1 - p) / n)
+
+
+def test_bernoulli_exp1_counts_factorial_thresholds() -> None:
+    n = 1_000_000
+    hits = bernoulli_exp1(n, release_rng(10)).mean()
+    p = math.exp(-1.0)
+    assert abs(hits - p) <= 5 * math.sqrt(p * (1 - p) / n)
 
 
 def test_big_integer_bernoulli_exp_is_exact_beyond_int64() -> None:

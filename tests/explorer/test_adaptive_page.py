@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pandas as pd
@@ -38,7 +39,13 @@ def test_run_on_adult_compares_with_residual_planner():
     assert rounds["rho_used"].iloc[-1] == pytest.approx(rho, rel=1e-12)
     assert {"round", "marginal", "workload_error"} <= set(rounds)
     csv = page.csv_export().getvalue()
-    assert "AIM+GReM" in csv and "# AIM+GReM rounds" in csv
+    # one plain CSV table (issue 17: no '#' comment lines), the two parts in a column
+    assert "AIM+GReM" in csv and not any(line.startswith("#") for line in csv.splitlines())
+    table = pd.read_csv(io.StringIO(csv))
+    assert list(table.columns[:1]) == ["table"]
+    assert (table["table"] == "AIM+GReM rounds").sum() == len(rounds)
+    assert table["rho_used"].dropna().iloc[-1] == pytest.approx(rho, rel=1e-12)
+    assert set(table["epsilon"]) == {1.0} and set(table["delta"]) == {1e-9}
     assert len(page.chart()) == 3
 
 

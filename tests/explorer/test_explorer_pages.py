@@ -262,3 +262,98 @@ def test_tour_loads_the_classic_example_and_restores_the_users_work():
     assert s.complete
     page.restore()
     assert s.scenario.workload.num_queries == 16 and s.stash is None
+
+
+def test_per_query_errors_in_people_with_readable_labels(session):
+    frame = query_error_frame(session, "identity")
+    # prefix(x) [15] counts x <= 15: 16 cells of Laplace(1) noise, variance 32
+    assert frame["description"][0] == "total" and frame["description"][1] == "x <= 14"
+    assert frame["error_95"][0] == pytest.approx(4.1344 * math.sqrt(32.0), rel=1e-4)
+    assert frame["error_95_method"][0].startswith("bound: Chernoff")
+    page = ComparePage(session=session)
+    text = page._in_people("identity", session.comparison, "x <= 3").object
+    # x <= 3: four Laplace(1) terms, std sqrt(8) = 2.83; exact 95 % quantile 5.69 (a
+    # simulation of 2e6 draws gives 5.695), below the Chernoff bound 11.69
+    assert "**x <= 3** under **identity**: within **+/- 5.7 people**" in text
+    assert "standard deviation 2.83" in text
+    worst = page._in_people("identity", session.comparison, "").object
+    assert worst.startswith("The worst query, **total**")
+    bad = page._in_people("identity", session.comparison, "x <= 99")
+    assert "no query labelled 'x <= 99'" in bad.object
+
+
+def test_exports_describe_themselves(session):
+    import io
+
+    import pandas as pd
+    import yaml
+
+    from explorer.components.exports import scenario_columns
+    from explorer.pages.compare import comparison_description, comparison_report
+
+    # comparison.csv keeps the table's columns; its JSON sidecar says what they are for
+    side = comparison_description(session)
+    assert side["privacy"] == {"noise": "laplace", "epsilon": 1.0} and side["noise"] == "laplace"
+    assert (side["queries"], side["cells"]) == (16, 16)
+    assert side["svd_bound_rmse"] == pytest.approx(session.comparison.bound_rmse)
+    assert set(side["columns"]) == set(TABLE_COLUMNS)
+    per_query = scenario_columns(query_error_frame(session, "identity"), session.privacy,
+                                 session.workload).to_csv(index=False)
+    table = pd.read_csv(io.StringIO(per_query))
+    assert set(table["noise"]) == {"laplace"} and set(table["epsilon"]) == {1.0}
+    assert set(table["queries"]) == {16} and table["description"].iloc[0] == "total"
+    report = comparison_report(session)
+    best = session.comparison.best()
+    assert f"<strong>{best.mechanism}</strong>" in report
+    assert f"SVD bound {session.comparison.bound_rmse:.4g}" in report
+    assert "laplace eps=1" in report and "<svg" in report
+    # offline: no script, stylesheet or image is fetched
+    assert "<script" not in report and "<link" not in report and "src=" not in report
+    scenario = report.split('<pre class="scenario">')[1].split("</pre>")[0]
+    assert yaml.safe_load(scenario.replace("&#x27;", "'").replace("&quot;", '"'))[
+        "privacy"] == {"noise": "laplace", "epsilon": 1.0}
+
+
+def test_scenario_yaml_has_no_anchors_empty_products_or_data_dependent_mechanisms():
+    from engine.mechanisms import registry_names
+
+    shared = {"x": {"size": 4, "kind": "numeric"}}
+    block = {"x": "prefix"}
+    spec = {"domain": shared, "workload": [{"product": block}, {"product": block, "weight": 2},
+                                           {"product": {}}],
+            "privacy": {"noise": "laplace", "epsilon": 1.0}}
+    s = Session(spec, store=PlanStore())
+    s.mechanisms = list(registry_names())
+    text = s.export_yaml()
+    assert "&id" not in text and "*id" not in text and "product: {}" not in text
+    exported = yaml_load(text)
+    assert exported["workload"][2] == {"product": {"x": "total"}}
+    assert "aim-grem" not in exported["mechanisms"]
+    assert "hdmm" in exported["mechanisms"]
+    assert "hierarchical-pgsr" not in exported["mechanisms"]
+
+
+def yaml_load(text: str):
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def test_tradeoff_csvs_carry_the_privacy_level_and_workload(session):
+    import io
+
+    import pandas as pd
+
+    page = TradeoffPage(session=session)
+    view = page.__panel__()
+    session.privacy.epsilon = 2.0
+    downloads = {w.filename: w for w in view.select(pn.widgets.FileDownload)}
+    table = pd.read_csv(io.StringIO(downloads["tradeoff.csv"].callback().getvalue()))
+    assert set(table["epsilon"]) == {2.0} and set(table["noise"]) == {"laplace"}
+    assert set(table["queries"]) == {16} and set(table["cells"]) == {16}
+    needed = page._required(4.0, session.plans, "laplace", session.privacy.delta, "analytic")
+    button = next(w for w in needed.select(pn.widgets.FileDownload)
+                  if w.filename == "budget-needed.csv")
+    table = pd.read_csv(io.StringIO(button.callback().getvalue()))
+    assert set(table["target_rmse"]) == {4.0} and set(table["noise"]) == {"laplace"}
+    assert set(table["workload"]) == {session.workload.describe()}

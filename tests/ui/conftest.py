@@ -36,6 +36,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -131,6 +132,9 @@ def start_server(log_name: str, *options: str, prefix: str = "") -> Iterator[str
     port = free_port()
     log_path = RESULTS_DIR / log_name
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO_ROOT))
+    # each server keeps its budget ledger and release records in a fresh data directory
+    env["DPWB_DATA_DIR"] = tempfile.mkdtemp(prefix="dpwb-ui-data-")
+    env.pop("DPWB_LEDGER_URL", None)
     with open(log_path, "w") as log:
         process = subprocess.Popen(
             serve_command(port, *options, *(("--prefix", prefix) if prefix else ())),

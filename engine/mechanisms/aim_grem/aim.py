@@ -11,6 +11,10 @@ remainder cannot pay for two such rounds the round spends exactly the remainder
 when the selected marginal's ESTIMATE changed by at most its expected noise (spec errata 5.5:
 never compare with the true marginal). Every charge goes to a ledger whose sum equals ``rho``.
 
+Randomness is exact: the selection is :func:`engine.noise.exponential_mechanism` (integer
+exponents on a score grid, exact Bernoulli draws; the same ``eps_t**2 / 8`` zCDP) and every
+residual is measured with discrete Gaussian noise (``grem.measure_residual``).
+
 An optional rounds cap (an extension for interactive use, not in the paper) spreads the budget
 over about ``max_rounds`` rounds (``T = max_rounds + 0.9 d`` units when that is fewer than the
 paper's ``2K``) and makes round ``max_rounds`` the final one.
@@ -34,12 +38,26 @@ from engine.mechanisms.aim_grem.grem import (
     measure_residual,
 )
 from engine.mechanisms.aim_grem.result import AdaptiveResult, RoundRecord
+from engine.noise import exponential_mechanism
 from engine.progress import Progress, report
 
 #: share of each round's (and of the initial) budget spent on measurement, and on selection.
 MEASURE_SHARE = 0.9
 SELECT_SHARE = 0.1
 MEASUREMENTS = ("crp", "iid")
+#: the release record's account of an AIM+GReM run's randomness
+NOISE_RECORD = {
+    "sampler": "discrete_gaussian", "exact": True,
+    "measurements": "each residual whitened (L2 sensitivity sqrt(p_tau)), rounded to the "
+                    "automatic grid 2**-k (the total: the integers) plus i.i.d. discrete "
+                    "Gaussian integers, sigma enlarged so that rho = p_tau / (2 sigma_t**2) "
+                    "exactly as charged; variance sigma_t**2 times ExactNoise.variance_factor "
+                    "(grem.residual_noise; the pooling weights use sigma_t**2)",
+    "selection": "exact exponential mechanism (engine.noise.exponential_mechanism): integer "
+                 "exponents on the score grid 2**-40 and exact Bernoulli(exp(-a / 2**40)) "
+                 "rejection; eps_t**2 / 8 zCDP as charged",
+    "not_accounted": "float64 rounding of the whitened residuals and of the scores",
+}
 #: ``E|N(0, 1)|``: the expected L1 norm of unit Gaussian noise per cell.
 ROOT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -221,8 +239,7 @@ def aim_grem(domain: Domain, workload: Sequence[AttrSet], marginal: MarginalFn, 
 
         # SELECT: AIM's score with the expected L1 noise of a measurement at sigma_t.
         scores = w * (err - ROOT_2_OVER_PI * sigma_t * sizes)
-        probs = exponential_probabilities(scores, eps_t, sensitivity)
-        gamma = candidates[int(rng.choice(len(candidates), p=probs))]
+        gamma = candidates[exponential_mechanism(scores, eps_t, sensitivity, rng)]
 
         # OPTIMIZE + MEASURE + (lazy) RECONSTRUCT
         alloc = (crp(gamma, store.lam, sigma2_t, shape, eta) if measurement == "crp"
@@ -265,7 +282,7 @@ def aim_grem(domain: Domain, workload: Sequence[AttrSet], marginal: MarginalFn, 
                "rho_init": plan.rho_init, "epsilon0": plan.epsilon0,
                "measurement": measurement, "update": update, "eta": eta,
                "candidates": len(candidates), "sensitivity": sensitivity,
-               "residual_measurements": store.measurements}
+               "residual_measurements": store.measurements, "noise": NOISE_RECORD}
     return AdaptiveResult(mechanism, domain, sets, estimates, float(rho), tuple(ledger),
                           time.perf_counter() - start, tuple(rounds), store.total(),
                           details=details)

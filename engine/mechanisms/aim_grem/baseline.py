@@ -28,6 +28,7 @@ from engine.linalg.residuals import AttrSet, privacy_factor
 from engine.mechanisms.aim_grem.aim import MarginalFn, unique_sets
 from engine.mechanisms.aim_grem.grem import downward_closure, grem_mle, measure_residual
 from engine.mechanisms.aim_grem.result import AdaptiveResult
+from engine.noise import discrete_gaussian
 from engine.progress import Progress, report
 
 
@@ -97,7 +98,8 @@ def independent(domain: Domain, workload: Sequence[AttrSet], marginal: MarginalF
                 rho: float, rng: np.random.Generator) -> AdaptiveResult:
     """One-way marginals at the whole budget, workload marginals as products of them.
 
-    Each attribute's one-way marginal gets i.i.d. ``N(0, d/(2 rho))`` noise; the total is the
+    Each attribute's one-way marginal (integer counts) gets i.i.d. discrete Gaussian noise with
+    sigma**2 = ``d/(2 rho)`` (exact, :func:`engine.noise.discrete_gaussian`); the total is the
     inverse-variance average of their sums; a workload marginal is the total times the outer
     product of the clipped, normalised one-way estimates.
     """
@@ -110,7 +112,7 @@ def independent(domain: Domain, workload: Sequence[AttrSet], marginal: MarginalF
     ledger = []
     for i in attributes:
         mu = np.asarray(marginal((i,)), dtype=float)
-        noisy[i] = mu + rng.normal(0.0, math.sqrt(sigma2), size=mu.shape)
+        noisy[i] = mu + discrete_gaussian(math.sqrt(sigma2), mu.size, rng).reshape(mu.shape)
         ledger.append((f"one-way {domain.names[i]}", 1.0 / (2.0 * sigma2)))
     precision = sum(1.0 / shape[i] for i in attributes)
     total = sum(noisy[i].sum() / shape[i] for i in attributes) / precision

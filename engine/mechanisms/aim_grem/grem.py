@@ -20,6 +20,7 @@ Example (spec R11, pooling):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -32,18 +33,41 @@ from engine.linalg.residuals import (
     smear_into,
     subsets,
     variance_factor,
+    whiten,
 )
+from engine.noise import ExactNoise, exact_noise
+from engine.privacy import Privacy
 
 UPDATES = ("lazy", "full")
 
 
+def residual_noise(sizes: Sequence[int], sigma2: float) -> ExactNoise:
+    """The exact noise of a residual measured at per-cell variance ``sigma2`` (counts squared)
+    over a marginal of the given sizes, costing ``rho = p_tau / (2 sigma2)``.
+
+    The total (no sizes) is an integer count: discrete Gaussian integers with sigma**2 =
+    ``sigma2``. Any other residual is whitened (L2 sensitivity ``sqrt(p_tau)`` exactly,
+    ``prod (n_k - 1)`` coordinates per record), rounded to the grid ``2**-k`` and given i.i.d.
+    discrete Gaussian integers on it, sigma enlarged with the sensitivity on the grid so that
+    rho is unchanged: the variance is ``sigma2 * variance_factor`` (below 1.002 unless
+    sigma passes 2**27 grid units).
+    """
+    p = math.prod((n - 1) / n for n in sizes)
+    privacy = Privacy(noise="zcdp", rho=p / (2.0 * sigma2))
+    support = math.prod(n - 1 for n in sizes)
+    return exact_noise(privacy, math.inf if sizes else 1.0, math.sqrt(p),
+                       integral=not sizes, support=support)
+
+
 def measure_residual(mu_tau: np.ndarray, tau: AttrSet, sigma2: float,
                      rng: np.random.Generator) -> np.ndarray:
-    """MeasureResidual (spec Alg. 5): the tau-residual of ``mu_tau`` plus i.i.d. noise.
+    """MeasureResidual (spec Alg. 5): the tau-residual of ``mu_tau`` plus exact noise.
 
-    Adds ``N(0, sigma2)`` (counts squared) to every cell of the tau-marginal and decomposes, so
-    the result is distributed as ``zeta_tau + N(0, sigma2 V_tau)``. Releasing it costs
-    ``rho = p_tau / (2 sigma2)`` in zCDP.
+    Distributed as ``zeta_tau + V_tau^(1/2) e`` with i.i.d. discrete Gaussian ``e`` on a grid
+    (:func:`residual_noise`): the exact counterpart of adding ``N(0, sigma2)`` to every cell of
+    the tau-marginal and decomposing (``zeta_tau + N(0, sigma2 V_tau)``), at the same cost
+    ``rho = p_tau / (2 sigma2)`` in zCDP and variance ``sigma2`` times the noise's
+    ``variance_factor``. No float Gaussian is drawn.
 
     Args:
         mu_tau: the true marginal over ``tau`` (counts), axes in sorted attribute order.
@@ -55,8 +79,9 @@ def measure_residual(mu_tau: np.ndarray, tau: AttrSet, sigma2: float,
         The noisy residual, shape ``(n_k - 1 for k in tau)`` (a 0-d array for ``()``).
     """
     mu = np.asarray(mu_tau, dtype=float)
-    noisy = mu + rng.normal(0.0, float(np.sqrt(sigma2)), size=mu.shape)
-    return decomp(noisy, tau, tau)
+    noise = residual_noise(mu.shape, sigma2)
+    released = noise.apply(whiten(decomp(mu, tau, tau)), rng)
+    return whiten(released, inverse=True)
 
 
 def pool(measurements: Iterable[tuple[np.ndarray, float]]) -> tuple[np.ndarray, float]:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import param
 
+from engine.cost import Cost, estimate_model
 from engine.error import per_query_variances
 from engine.errors import NotApplicable
 from engine.linalg.matrix import DENSE_GUARD, Kron
@@ -184,6 +185,11 @@ class EigenDesignMechanism(Mechanism):
             if workload.domain.size > self.max_cells:
                 raise NotApplicable(f"eigen-design: {workload.domain.size:,} cells exceed "
                                     f"max_cells = {self.max_cells:,}")
+
+    def estimate(self, workload: Workload, privacy: Privacy) -> Cost:
+        """Per-attribute designs on the Kronecker route, the dense Gram on the others."""
+        route = self._route(workload, privacy)
+        return estimate_model("factors" if route == "kronecker" else "dense", workload)
 
     # ----- planning -----------------------------------------------------------------------
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:

@@ -19,6 +19,7 @@ from typing import Any
 
 import param
 
+from engine.cost import Cost, MemoryBudgetError, estimate_model, require, worst
 from engine.errors import NotApplicable
 from engine.mechanisms.base import Plan, register, registered_name
 from engine.mechanisms.hdmm.knobs import HdmmBase
@@ -27,7 +28,7 @@ from engine.mechanisms.hdmm.marginals import MarginalsMechanism, check_marginals
 from engine.mechanisms.hdmm.opt0 import MAX_CELLS, Opt0Mechanism, check_explicit
 from engine.mechanisms.hdmm.plan_views import choice_views
 from engine.mechanisms.hdmm.tracking import reporter
-from engine.mechanisms.hdmm.union import UnionMechanism
+from engine.mechanisms.hdmm.union import UnionMechanism, check_groups
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
@@ -72,6 +73,13 @@ class HdmmMechanism(HdmmBase):
         if len(reasons) == len(self.operators):
             raise NotApplicable("hdmm: no operator applies: " + "; ".join(reasons.values()))
 
+    def estimate(self, workload: Workload, privacy: Privacy) -> Cost:
+        """The worst of the operators that will run (each is planned, the best is kept);
+        operators over the memory budget are skipped, not run."""
+        skipped = self._skipped(workload, privacy)
+        return worst([self.operator(op).estimate(workload, privacy) for op in self.operators
+                      if op not in skipped] or [estimate_model("domain", workload)])
+
     def _skipped(self, workload: Workload, privacy: Privacy) -> dict[str, str]:
         out = {}
         for op in self.operators:
@@ -80,9 +88,12 @@ class HdmmMechanism(HdmmBase):
                     check_explicit(workload, self.opt0_cells, "OPT_0")
                 elif op in ("kron", "union"):
                     check_attributes(workload, "OPT_kron" if op == "kron" else "OPT_+")
+                    if op == "union":
+                        check_groups(workload, "product", "OPT_+")
                 else:
                     check_marginals(workload, "OPT_M")
-            except NotApplicable as exc:
+                require(self.operator(op).estimate(workload, privacy), STAGES[op])
+            except (NotApplicable, MemoryBudgetError) as exc:
                 out[op] = str(exc)
         return out
 

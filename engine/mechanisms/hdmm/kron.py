@@ -182,6 +182,7 @@ class KronMechanism(HdmmBase):
     """HDMM's OPT_kron: the best single Kronecker-product strategy."""
 
     name = registered_name("hdmm-kron")
+    cost_model = "factors"
     title = "HDMM OPT_kron"
     family = "hdmm"
     description = ("one optimised strategy per attribute, combined as a Kronecker product "

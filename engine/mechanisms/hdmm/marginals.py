@@ -291,6 +291,7 @@ class MarginalsMechanism(HdmmBase):
     """HDMM's OPT_M: the best weighted set of marginals."""
 
     name = registered_name("hdmm-marginals")
+    cost_model = "marginals"
     title = "HDMM OPT_marginals"
     description = ("a weighted set of marginal tables chosen for the workload; answers come "
                    "from the noisy marginals without ever building the data vector")

@@ -6,8 +6,9 @@ The objective is the unit-noise expected error ``C_K(A) = ||A||_K**2 tr[(A^T A)^
 * **Laplace, p-Identity** ``A(Theta) = [I; Theta] D`` with ``Theta >= 0`` (p x n) and D
   scaling every column to L1 norm 1. The objective and its exact gradient cost O(p n**2):
   the only product with an n x n matrix is ``(Theta S) V`` (spec section 3.3, with the
-  Woodbury algebra rearranged so that ``K C K`` is never formed). L-BFGS-B with the bounds,
-  seeded Uniform[0, c) restarts screened at a loose tolerance, then the best one polished.
+  Woodbury algebra rearranged so that ``K C K`` is never formed). L-BFGS-B with the bounds
+  from seeded starts smoothed through the workload (:func:`pidentity_start`), screened at a
+  loose tolerance while they fit a work budget, then the best one polished.
 * **Gaussian, convex** ``min tr[X^-1 V]`` over ``diag X = 1`` (``X = A^T A``). It is solved
   through its Lagrange dual ``max_lambda 2 tr[(F^T Lambda F)^(1/2)] - sum lambda`` (``V =
   F F^T``), started from the multipliers that satisfy the optimality condition
@@ -62,8 +63,15 @@ from engine.workloads.workload import Workload
 RANK_RTOL = 1e-10
 #: The Gaussian dual forms its primal point once every |diag X(lambda) - 1| is below this.
 PRIMAL_TRIGGER = 0.05
-#: Upper ends of the Uniform[0, c) p-Identity starts, used in turn.
+#: Scales of the p-Identity starts, used in turn (see :func:`pidentity_start`).
 START_SCALES = (1.0, 0.5, 0.25)
+#: Work (multiply-adds of the objective's ``Theta V`` product, ``p n**2`` per evaluation)
+#: that the p-Identity starts share: 800 evaluations on 256 cells (p = 16), about eight
+#: starts there. Where one start costs more than the rest of it, no further start runs.
+SCREEN_WORK = 800 * 16 * 256**2
+#: Work cap of a whole p-Identity optimisation (starts and polish): about a minute of one
+#: core, 240 evaluations on 4,096 cells (p = 256); below 2,048 cells it never binds.
+MAX_WORK = 240 * 256 * 4096**2
 
 
 # --------------------------------------------------------------------------------------
@@ -214,71 +222,130 @@ def pidentity_loss_grad(theta: np.ndarray, V: np.ndarray, p: int,
     s = 1.0 + Th.sum(axis=0)
     B = ((Th * s) @ V) * s  # Theta C
     try:
-        cf = sla.cho_factor(np.eye(p) + Th @ Th.T, lower=True, check_finite=False)
+        L = np.linalg.cholesky(np.eye(p) + Th @ Th.T)
     except np.linalg.LinAlgError:
         return math.inf, np.zeros(p * n)
-    RT = sla.cho_solve(cf, Th, check_finite=False)  # R Theta
+    # R explicitly (p x p, p <= n/16): three products with it cost less than three
+    # triangular-solve calls through scipy's wrappers, which dominate at n <= 256
+    Linv = sla.solve_triangular(L, np.eye(p), lower=True, check_finite=False)
+    R = Linv.T @ Linv
+    RT = R @ Th  # R Theta
     E = B @ Th.T  # Theta C Theta^T
-    RB = sla.cho_solve(cf, B, check_finite=False)
     ERT = E @ RT
     cross = (RT * B).sum(axis=0)  # diag(Theta^T R Theta C)
     f = float((s * s * dv).sum() - cross.sum())
     if not f >= 0.0 or not math.isfinite(f):
         return math.inf, np.zeros(p * n)
-    Y = -2.0 * (RB - sla.cho_solve(cf, ERT, check_finite=False)) * s
+    Y = -2.0 * (R @ (B - ERT)) * s
     diag_kck = s * s * dv - 2.0 * cross + (RT * ERT).sum(axis=0)
     g = -2.0 * s * diag_kck + (Th * Y).sum(axis=0)  # 2 Z_jj / s_j + sum_i Theta_ij Y_ij
     grad = Y / s - g / (s * s)
     return f, grad.ravel()
 
 
-def optimize_pidentity(V: np.ndarray, p: int, *, restarts: int = 8, seed: int = 0,
-                       maxiter: int = 300, polish_iterations: int = 500,
-                       screen_ftol: float = 1e-5, init: np.ndarray | None = None,
-                       progress: Progress | Reporter | None = None
-                       ) -> tuple[np.ndarray, float, list[float]]:
-    """Best p-Identity ``Theta`` for V: seeded restarts, then the best one polished.
+def pidentity_start(V: np.ndarray, p: int, rng: np.random.Generator, k: int) -> np.ndarray:
+    """The k-th p-Identity start: Uniform[0, 1) weights half smoothed through the workload.
+
+    Every row is ``c (U + G / mean G) / 2`` with U uniform and ``G = U R``, R the workload's
+    correlation matrix (``V`` scaled to unit diagonal), so the extra queries start as broad
+    bumps over cells the workload asks about together instead of independent noise. Pure
+    uniform starts on 64 cells land on the identity point (theta = 0) in 4 of 8 seeds for
+    all-range: their cell-to-cell jumps give gradients that push whole columns onto the
+    bound; the smoothed half removes that, and the uniform half keeps the starts diverse.
+    The scale c cycles through ``START_SCALES`` (smaller starts keep more weight on the
+    identity rows and reach other local optima, e.g. width-32 ranges on 64 cells).
 
     Args:
         V: workload Gram (n x n).
         p: number of extra queries.
-        restarts: random starts ``Uniform[0, c)`` with c cycling through ``START_SCALES``
-            (seeded by ``seed``).
+        rng: source of the uniform part.
+        k: index of the start (picks the scale).
+
+    Returns:
+        A non-negative p x n start.
+    """
+    n = V.shape[0]
+    U = rng.random((p, n))
+    d = np.sqrt(np.clip(np.diag(V), 0.0, None))
+    inv = np.divide(1.0, d, out=np.zeros(n), where=d > 0)
+    G = ((U * inv) @ V) * inv  # U R without forming R
+    mean = float(G.mean())
+    smooth = G / mean if mean > 0.0 else U
+    return START_SCALES[k % len(START_SCALES)] * 0.5 * (U + np.clip(smooth, 0.0, None))
+
+
+def optimize_pidentity(V: np.ndarray, p: int, *, restarts: int = 8, seed: int = 0,
+                       maxiter: int = 300, polish_iterations: int = 200,
+                       screen_ftol: float = 1e-4, max_work: int = MAX_WORK,
+                       init: np.ndarray | None = None,
+                       progress: Progress | Reporter | None = None
+                       ) -> tuple[np.ndarray, float, list[float]]:
+    """Best p-Identity ``Theta`` for V: seeded starts screened, the best one polished.
+
+    Restart rule (a work budget): starts run one after another, and another one is launched
+    only while one more start as long as the first still fits in ``SCREEN_WORK``
+    multiply-adds (one evaluation costs ``p n**2``). Extra starts run where they are cheap,
+    which is where the landscape is measured to be rugged: up to 256 cells single starts
+    end up to 1.6 % apart (prefixes on 256 cells: 7.33-7.47 RMSE) and the best of several
+    is needed to reach the printed optima; from 512 cells on one start costs more than the
+    budget, exactly one runs and the polish continues it. (Stopping once the best two starts
+    agree was measured and rejected: on all ranges of 32 cells with p = 2 two starts agree
+    on 5391.4 while the fifth reaches 5343.4.)
+
+    Args:
+        V: workload Gram (n x n).
+        p: number of extra queries.
+        restarts: most starts (:func:`pidentity_start`, seeded by ``seed``).
         seed: seed of the starts.
-        maxiter: L-BFGS-B iterations per start (screening, relative tolerance ``screen_ftol``).
-        polish_iterations: iterations spent refining the best start at a tight tolerance.
+        maxiter: L-BFGS-B iterations of one start.
+        polish_iterations: most iterations refining the best start at a tight tolerance (no
+            more than that start's screening took).
         screen_ftol: L-BFGS-B ``ftol`` of the screening runs.
+        max_work: multiply-adds the whole optimisation may spend (caps the iterations of the
+            starts and the polish on very large domains).
         init: an extra warm start (p x n), tried before the random ones.
         progress: receives one step per objective evaluation.
 
     Returns:
         ``(Theta, f, losses)``: the best parameters (p x n), their ``tr[(A^T A)^-1 V]`` and
-        the loss reached by every start (warm start first).
+        the loss reached by every start run (warm start first).
     """
     n = V.shape[0]
+    if restarts < 1 and init is None:
+        raise ValueError("optimize_pidentity: needs at least one start")
     dv = np.diag(V).copy()
     rng = np.random.default_rng(seed)
-    starts = [] if init is None else [np.asarray(init, float).reshape(p, n)]
-    # smaller starts keep more weight on the identity rows and land in other local optima
-    # (width-32 ranges on 64 cells reach 5.882 only from them); larger ones do better on
-    # big domains, so the scales alternate
-    starts += [rng.random((p, n)) * START_SCALES[k % len(START_SCALES)]
-               for k in range(restarts)]
-    if not starts:
-        raise ValueError("optimize_pidentity: needs at least one start")
+    warm = [] if init is None else [np.asarray(init, float).reshape(p, n)]
+    total = len(warm) + restarts
+    budget = SCREEN_WORK // (p * n * n)  # in evaluations
+    cap = max(1, max_work // (p * n * n))
+    evaluations = [0]
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        evaluations[0] += 1
         return pidentity_loss_grad(x, V, p, dv)
 
-    results = []
-    for k, x0 in enumerate(starts):
-        rep = reporter(progress, f"OPT_0 p-identity (p={p}) start {k + 1}/{len(starts)}")
-        results.append(minimize_reported(fun, x0.ravel(), rep, ftol=screen_ftol, maxiter=maxiter))
+    results: list[tuple[float, np.ndarray]] = []
+    lengths: list[int] = []  # evaluations of every start
+    for k in range(total):
+        x0 = warm[k] if k < len(warm) else pidentity_start(V, p, rng, k - len(warm))
+        rep = reporter(progress, f"OPT_0 p-identity (p={p}) start {k + 1}/{total}")
+        before = evaluations[0]
+        results.append(minimize_reported(fun, x0.ravel(), rep, ftol=screen_ftol,
+                                         maxiter=min(maxiter, cap - before)))
+        lengths.append(evaluations[0] - before)
+        first = lengths[len(warm)] if k >= len(warm) else 0  # the first random start's
+        if (first and evaluations[0] + first > budget) or evaluations[0] >= cap:
+            break
     losses = [f for f, _ in results]
-    f, x = results[int(np.argmin(losses))]
-    if polish_iterations > 0 and math.isfinite(f):
+    best = int(np.argmin(losses))
+    f, x = results[best]
+    # the polish runs at most as long as the best start's screening did: short on small or
+    # easy problems, longer where the screening itself needed many iterations
+    polish = min(polish_iterations, lengths[best], cap - evaluations[0])
+    if polish > 0 and math.isfinite(f):
         rep = reporter(progress, f"OPT_0 p-identity (p={p}) polish")
-        f2, x2 = minimize_reported(fun, x, rep, ftol=1e-12, maxiter=polish_iterations)
+        f2, x2 = minimize_reported(fun, x, rep, ftol=1e-12, maxiter=polish)
         if f2 < f:
             f, x = f2, x2
     return x.reshape(p, n), f, losses
@@ -555,8 +622,9 @@ def total_factor(n: int, V: np.ndarray, norm: int) -> Factor:
 
 
 def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, seed: int = 0,
-         maxiter: int = 300, polish_iterations: int = 500, tol: float = 1e-7,
-         init: Factor | None = None, progress: Progress | Reporter | None = None) -> Factor:
+         maxiter: int = 300, polish_iterations: int = 200, tol: float = 1e-7,
+         max_work: int = MAX_WORK, init: Factor | None = None,
+         progress: Progress | Reporter | None = None) -> Factor:
     """OPT_0: the best strategy for the explicit Gram V in sensitivity norm ``norm``.
 
     Args:
@@ -568,6 +636,7 @@ def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, s
         maxiter: p-Identity iterations per start (Laplace) / dual iterations (Gaussian).
         polish_iterations: extra iterations on the best p-Identity start.
         tol: certified relative optimality gap of the Gaussian problem.
+        max_work: multiply-adds one p-Identity optimisation may spend.
         init: a previous p-Identity factor to warm-start from (same p and n).
         progress: receives (iteration, loss) from every optimiser loop.
 
@@ -590,7 +659,8 @@ def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, s
                     and init.matrix.theta.shape == (p, n) else None)
             theta, f, losses = optimize_pidentity(
                 V, p, restarts=restarts, seed=seed, maxiter=maxiter,
-                polish_iterations=polish_iterations, init=warm, progress=progress)
+                polish_iterations=polish_iterations, max_work=max_work, init=warm,
+                progress=progress)
             candidates.append(Factor("p-identity", PIdentity(theta), f, norm,
                                      {"p": p, "start_losses": losses}))
             t, f = optimize_idtotal(V, progress)
@@ -640,7 +710,7 @@ def explicit_gram(workload: Workload, union: ProductUnion | None = None) -> np.n
 def explicit_plan(name: str, workload: Workload, privacy: Privacy,
                   union: ProductUnion | None = None, *, p: int | None = None,
                   restarts: int = 8, seed: int = 0, maxiter: int = 300,
-                  polish_iterations: int = 500, tol: float = 1e-7,
+                  polish_iterations: int = 200, tol: float = 1e-7,
                   progress: Progress | Reporter | None = None) -> Plan:
     """A Plan for OPT_0 on the workload's explicit Gram over the whole domain."""
     V = explicit_gram(workload, union)
@@ -661,13 +731,16 @@ class Opt0Mechanism(HdmmBase):
     """HDMM's OPT_0: the best explicit strategy for a small domain."""
 
     name = registered_name("hdmm-opt0")
+    cost_model = "dense"
     title = "HDMM OPT_0"
     description = ("an explicit strategy optimised for the whole workload: p-Identity for "
                    "Laplace noise, the convex optimum (Cholesky factor) for Gaussian noise")
     restarts = param.Integer(default=8, bounds=(1, None), doc=(
-        "Random starts of the (non-convex) p-Identity optimisation."))
-    polish_iterations = param.Integer(default=500, bounds=(0, None), doc=(
-        "Extra iterations refining the best p-Identity start at a tight tolerance."))
+        "Most random starts of the (non-convex) p-Identity optimisation; extra starts run "
+        "only while they fit a fixed work budget (small domains)."))
+    polish_iterations = param.Integer(default=200, bounds=(0, None), doc=(
+        "Most extra iterations refining the best p-Identity start at a tight tolerance (no "
+        "more than that start took)."))
     p = param.Integer(default=None, bounds=(1, None), allow_None=True, doc=(
         "p-Identity rows (default n/16, or 1 when the workload only holds identity and total "
         "queries)."))

@@ -83,7 +83,8 @@ def minimize_reported(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], x0:
             best[0], best[1] = f, x.copy()
         return f, g
 
-    bounds = [(0.0, None)] * x0.size if bounded else None
+    # a Bounds object: scipy converts a list of pairs element by element on every call
+    bounds = so.Bounds(np.zeros(x0.size), np.inf) if bounded else None
     so.minimize(wrapped, x0, jac=True, method="L-BFGS-B", bounds=bounds,
                 options={"ftol": ftol, "gtol": 1e-12, "maxiter": maxiter,
                          "maxfun": 2 * maxiter + 20})

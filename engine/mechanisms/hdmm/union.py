@@ -26,6 +26,7 @@ import numpy as np
 import param
 
 from engine.error import per_query_variances
+from engine.errors import NotApplicable
 from engine.linalg.matrix import Kron, VStack
 from engine.mechanisms.base import Measurement, Plan, register, registered_name
 from engine.mechanisms.hdmm.knobs import HdmmBase
@@ -71,6 +72,20 @@ def union_weights(errors: np.ndarray, sens: np.ndarray, norm: int) -> tuple[np.n
     u = E**0.25
     u = u / np.sqrt((u * u).sum())
     return u / s, float(np.sqrt(E).sum() ** 2)
+
+
+#: Most OPT_+ groups (see :func:`check_groups`).
+MAX_GROUPS = 1000
+
+def check_groups(workload: Workload, grouping: str, what: str) -> None:
+    """Refuse more groups than OPT_+ handles in about a minute (its work grows with groups x
+    products: 496 two-way marginals of 32 attributes take 5 s, 2,016 of 64 several minutes).
+    """
+    groups = len(groups_of(workload, grouping))
+    if groups > MAX_GROUPS:
+        raise NotApplicable(f"{what} optimises one Kronecker strategy per group against every "
+                            f"product; {groups:,} groups exceed the limit {MAX_GROUPS:,} (use "
+                            "hdmm-kron, hdmm-marginals or residual-planner)")
 
 
 def groups_of(workload: Workload, grouping: str) -> list[list[int]]:
@@ -187,6 +202,7 @@ class UnionMechanism(HdmmBase):
     """HDMM's OPT_+: a weighted union of per-group Kronecker strategies."""
 
     name = registered_name("hdmm-union")
+    cost_model = "factors"
     title = "HDMM OPT_+"
     description = ("one optimised Kronecker strategy per group of queries, stacked with "
                    "closed-form weights; each group is answered from its own measurements")
@@ -199,6 +215,7 @@ class UnionMechanism(HdmmBase):
     def check(self, workload: Workload, privacy: Privacy) -> None:
         super().check(workload, privacy)
         check_attributes(workload, "hdmm-union")
+        check_groups(workload, self.grouping, "hdmm-union")
 
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
         union = ProductUnion.of(workload)

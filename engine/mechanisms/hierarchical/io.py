@@ -1,7 +1,8 @@
 """Load a user's hierarchy from CSV, and write one.
 
 Format (UTF-8, comma-separated, one header row). The header names the region levels from the
-root down, then ``size``, then optionally ``count``:
+root down, then ``size`` and optionally ``count``, in either order (columns are read by their
+header names, not their positions):
 
 * **count rows** (with a ``count`` column): one row per (leaf region, size) with the number
   of groups of that size; sizes not listed count 0 and repeated rows add up::
@@ -31,9 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.cost import estimate_census, require
 from engine.errors import SpecError
 from engine.mechanisms.hierarchical.model import Hierarchy, RegionTree, SizeSet
 
+#: Largest group size or count in a file, and of the counts' sum (64-bit integer tables).
+MAX_COUNT = 2**62
 
 def load_hierarchy_csv(source: str | Path | _io.TextIOBase, max_size: int | None = None,
                        zero: bool = True, open_top: bool = True) -> Hierarchy:
@@ -49,29 +53,28 @@ def load_hierarchy_csv(source: str | Path | _io.TextIOBase, max_size: int | None
         SpecError: one line naming the row and column of the first problem.
     """
     name = str(source) if isinstance(source, str | Path) else "csv"
-    if isinstance(source, str | Path):
-        try:
-            with open(source, newline="", encoding="utf-8") as fh:
-                rows = list(csv.reader(fh))
-        except OSError as exc:
-            raise SpecError(f"data: cannot read {source}: {exc.strerror}") from None
-    else:
-        rows = list(csv.reader(source))
+    rows = _read_rows(source, name)
     if not rows:
         raise SpecError(f"{name}: empty file (expected a header row)")
     header = [h.strip() for h in rows[0]]
     if "size" not in header:
-        raise SpecError(f"{name}: header needs a 'size' column after the level columns, got "
-                        f"{','.join(header)}")
+        raise SpecError(f"{name}: header needs a 'size' column, got {header}")
+    repeated = sorted({h for h in header if header.count(h) > 1})
+    if repeated:
+        raise SpecError(f"{name}: repeated header columns {repeated}")
     s_col = header.index("size")
     c_col = header.index("count") if "count" in header else None
-    level_cols = list(range(s_col))
-    extra = [h for i, h in enumerate(header) if i > s_col and i != c_col]
+    first_role = min(i for i in (s_col, c_col) if i is not None)
+    level_cols = list(range(first_role))
+    extra = [h for i, h in enumerate(header[first_role:], first_role) if i not in (s_col, c_col)]
     if not level_cols:
-        raise SpecError(f"{name}: header needs region level columns before 'size'")
+        raise SpecError(f"{name}: header needs region level columns before 'size' and "
+                        "'count'")
     if extra:
         raise SpecError(f"{name}: unexpected columns {extra} (allowed after the levels: "
                         "size, count)")
+    if max_size is not None and (isinstance(max_size, bool) or int(max_size) < 1):
+        raise SpecError(f"max_size: must be an integer >= 1, got {max_size!r}")
     paths, sizes, counts = [], [], []
     for line, row in enumerate(rows[1:], start=2):
         if not any(cell.strip() for cell in row):
@@ -81,7 +84,7 @@ def load_hierarchy_csv(source: str | Path | _io.TextIOBase, max_size: int | None
                             f"{len(header)}")
         path = tuple(row[i].strip() for i in level_cols)
         if any(p == "" for p in path):
-            lev = header[path.index("")]
+            lev = header[level_cols[path.index("")]]
             raise SpecError(f"{name}: row {line} has an empty {lev!r} (ragged tree: every "
                             "leaf must be at the same depth)")
         sizes.append(_integer(row[s_col], name, line, "size"))
@@ -89,17 +92,23 @@ def load_hierarchy_csv(source: str | Path | _io.TextIOBase, max_size: int | None
         paths.append(path)
     if not paths:
         raise SpecError(f"{name}: no data rows")
+    if sum(counts) > MAX_COUNT:
+        raise SpecError(f"{name}: count: the counts add up to {sum(counts):,}, past the "
+                        f"limit {MAX_COUNT:,}")
     size_arr = np.array(sizes, dtype=np.int64)
     count_arr = np.array(counts, dtype=np.int64)
     top = int(size_arr.max()) if max_size is None else int(max_size)
+    leaves = list(dict.fromkeys(paths))
+    regions = len(leaves) + sum(len({p[:d] for p in leaves}) for d in range(1, len(level_cols)))
+    who = f"{name}: size" if max_size is None else "--max-size"
+    require(estimate_census(float(regions), float(max(top, 1) + 2)), who)
     size_set = SizeSet(max(top, 1), zero=zero, open_top=open_top)
     bad = np.flatnonzero((size_arr < (0 if zero else 1)) |
                          ((size_arr > size_set.max_size) & (not open_top)))
     if bad.size:
         line = int(bad[0]) + 2
         size_set.bucket(size_arr[bad[:1]], where=f"{name}: row {line}: size")
-    leaves = list(dict.fromkeys(paths))
-    tree = RegionTree.from_paths(leaves, header[:s_col])
+    tree = RegionTree.from_paths(leaves, [header[i] for i in level_cols])
     depth = tree.depth - 1
     leaf_index = {tree.path(depth, j): j for j in range(tree.num_leaves)}
     rows_idx = np.array([leaf_index[p] for p in paths], dtype=np.int64)
@@ -122,7 +131,27 @@ def _integer(cell: str, name: str, line: int, column: str) -> int:
         value = int(f)
     if value < 0:
         raise SpecError(f"{name}: row {line}: {column} {value} is negative")
+    if value > MAX_COUNT:
+        raise SpecError(f"{name}: row {line}: {column} {value} is past the limit {MAX_COUNT:,}")
     return value
+
+
+def _read_rows(source: str | Path | _io.TextIOBase, name: str) -> list[list[str]]:
+    """Every CSV row of a UTF-8 file or text stream; one-line SpecErrors for what cannot be
+    read (a directory, bad bytes, a field longer than the csv module's limit)."""
+    try:
+        if isinstance(source, str | Path):
+            with open(source, newline="", encoding="utf-8") as fh:
+                return list(csv.reader(fh))
+        return list(csv.reader(source))
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start:exc.start + 1]
+        raise SpecError(f"{name}: not UTF-8 text (byte {exc.start} is {bad!r}); save the file "
+                        "as UTF-8") from None
+    except csv.Error as exc:
+        raise SpecError(f"{name}: cannot read as CSV: {exc}") from None
+    except OSError as exc:
+        raise SpecError(f"{name}: cannot read the file: {exc.strerror or exc}") from None
 
 
 def write_hierarchy_csv(hierarchy: Hierarchy, target: str | Path | _io.TextIOBase) -> None:

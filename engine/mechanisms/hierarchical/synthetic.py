@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.cost import estimate_census, require
 from engine.errors import SpecError, suggest
 from engine.mechanisms.hierarchical.model import Hierarchy, RegionTree, SizeSet
 
@@ -47,6 +48,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 KEYS = tuple(DEFAULTS) + ("preset",)
 
+#: Largest groups, max_size and seed (numpy's 64-bit integers).
+MAX_INTEGER = 2**63 - 1
 
 def running_example() -> Hierarchy:
     """The paper's running example: US -> {GA, NY}, sizes {1, 2, 3}, n = 6 (spec §1.5)."""
@@ -105,7 +108,9 @@ def _convert(key: str, value: Any) -> Any:
             return levels
         if key in ("groups", "max_size", "seed"):
             v = int(value)
-            if v < (1 if key == "max_size" else 0) or str(value).strip() != str(v):
+            # numpy's multinomial and generators take 64-bit integers
+            if (v < (1 if key == "max_size" else 0) or v > MAX_INTEGER
+                    or str(value).strip() != str(v)):
                 raise ValueError
             return v
         if key in ("vacant", "quarters"):
@@ -122,8 +127,9 @@ def _convert(key: str, value: Any) -> Any:
     except (TypeError, ValueError):
         pass
     allowed = {"levels": "comma-separated region counts starting with 1, non-decreasing",
-               "groups": "an integer >= 0", "max_size": "an integer >= 1",
-               "seed": "an integer >= 0", "vacant": "a share in [0, 0.5)",
+               "groups": f"an integer 0..{MAX_INTEGER}",
+               "max_size": f"an integer 1..{MAX_INTEGER}", "seed": f"an integer 0..{MAX_INTEGER}",
+               "vacant": "a share in [0, 0.5)",
                "quarters": "a share in [0, 0.5)", "zero": "1 or 0", "open_top": "1 or 0"}
     raise SpecError(f"synthetic.{key}: bad value {value!r} (expected {allowed[key]})")
 
@@ -157,6 +163,8 @@ def generate(levels: tuple[int, ...] = (1, 6, 30), groups: int = 20_000, max_siz
     Returns:
         A :class:`Hierarchy` named after its parameters.
     """
+    buckets = max_size + 2
+    require(estimate_census(float(sum(levels)), float(buckets)), "synthetic.levels/max_size")
     rng = np.random.default_rng(seed)
     fanouts = []
     for parents, children in zip(levels, levels[1:], strict=False):

@@ -19,6 +19,16 @@ Privacy unit: "privacy cost 1" (beta = 1) is zCDP rho = 1/2, i.e. ``Privacy(nois
 rho=0.5)`` with ``sigma() = 1``. The assembled strategy is stored pre-scaled (rows divided by
 ``sqrt(sigma2)``) so the engine's generic rescaling applies: i.i.d. noise of std
 ``privacy.sigma() * sensitivity`` with L2 sensitivity ``sqrt(sum max diag V / sigma2) <= 1``.
+
+Exact noise: a release draws no float Gaussian. The whitened answers ``B x / sqrt(sigma2)`` are
+rounded to the grid ``2**-k`` and i.i.d. discrete Gaussian integers are added on it
+(:meth:`engine.mechanisms.base.Plan.add_noise`), the L2 sensitivity enlarged by the rounding
+(at most ``2**-10`` relative with the automatic grid; ``Measurement.noise.variance_factor`` is
+the release's error over the plan's, below 1.002
+unless sigma passes 2**27 grid units). The noise is not drawn on the integer
+marginals: a discrete Gaussian on ``x_{A'}`` pays ``1 / (2 s**2)`` for the whole marginal, which
+post-processing cannot lower to the residual's ``prod (n - 1) / n`` share, and it would replace
+every optimised ``V`` (QuerySmasher, RP+, WFF) by the isotropic one.
 """
 
 from __future__ import annotations
@@ -449,13 +459,16 @@ def assembly_plan(mechanism: str, workload: Workload, privacy: Privacy, assembly
 
     # Measurements are in the units of the stored (pre-scaled) strategy A: y = A x + noise
     # with i.i.d. noise, as for every engine plan; the residual releases are y * sqrt(sigma2).
+    # Each block B x / sqrt(sigma2) is whitened (its noise in the plan is i.i.d.), so the exact
+    # release is the engine's: A x rounded to the grid 2**-k plus i.i.d. discrete Gaussian
+    # integers, with the L2 sensitivity enlarged by the rounding (engine.noise).
     def measurer(plan: Plan, data: Any, rng: np.random.Generator) -> Measurement:
         start = time.perf_counter()
-        y = assembly.scale_blocks(assembly.exact_release(MarginalSource(data,
-                                                                         workload.domain)), -1)
-        std = plan.privacy.sigma() * plan.sensitivity[2]
-        y += std * rng.standard_normal(y.shape)
-        return Measurement(y, std, time.perf_counter() - start)
+        exact = assembly.scale_blocks(assembly.exact_release(MarginalSource(data,
+                                                                             workload.domain)),
+                                      -1)
+        y, noise = plan.add_noise(exact, rng)
+        return Measurement(y, noise.noise_std, time.perf_counter() - start, noise)
 
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         return assembly.answers(workload, assembly.scale_blocks(np.array(y, dtype=float), 1))

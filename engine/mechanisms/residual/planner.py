@@ -9,6 +9,14 @@ from the residuals of its subsets, ``x_A = sum_{A' subset A} Recon(z_{A'})``, wi
 variance ``sum_{A' subset A} tau2_{A'} v(A', A)`` (spec 2.2; the residual algebra is shared with
 AIM+GReM in ``engine.linalg.residuals``).
 
+The noise is exact: ``H (x + xi)`` is drawn as ``V^(1/2) (w + e)`` with the whitened residual
+``w = V^(-1/2) H x`` (``V = H H^T``, :func:`~engine.linalg.residuals.whiten`; one record moves
+``w / sqrt(tau2)`` by ``sqrt(p / tau2)`` in L2, so the privacy cost is unchanged), ``w`` rounded
+to the grid ``2**-k`` and ``e`` i.i.d. discrete Gaussian integers on it
+(:meth:`~engine.mechanisms.base.Plan.add_noise`). ``Measurement.noise`` states the sampler, the
+grid and the variance factor (below 1.002 on the automatic grid
+unless sigma passes 2**27 grid units).
+
 Noise allocation (privacy cost beta = 1, i.e. zCDP rho = 1/2):
 
 * ``objective="sum"``: the closed form ``tau2 = sqrt(p/v) sum sqrt(v p) / beta`` minimises the
@@ -43,6 +51,7 @@ from engine.linalg.residuals import (
     residual_shape,
     subsets,
     variance_factor,
+    whiten,
 )
 from engine.mechanisms.base import Measurement, Plan
 from engine.mechanisms.residual.assemble import (
@@ -159,7 +168,8 @@ def residual_plan(name: str, workload: Workload, privacy: Privacy, objective: st
         Fact("sub_solver", "sub-solver", "residual"),
         Fact("objective", "objective (sum or max of variances)", objective),
         Fact("measurement", "what is measured", "subtraction-basis residuals z = S (x + xi); "
-             "noise_std is the std of xi per marginal cell"),
+             "noise_std is the std of xi per marginal cell; drawn exactly as whitened "
+             "residuals on a grid plus discrete Gaussian integers"),
         *([] if max_variance is None else [
             Fact("max_variance", "largest weighted query variance at privacy cost 1",
                  max_variance, "squared counts")]))
@@ -203,17 +213,22 @@ def _native(plan: Plan, workload: Workload, tau: dict[AttrSet, float]) -> Plan:
     def measurer(plan: Plan, data: Any, rng: np.random.Generator) -> Measurement:
         start = time.perf_counter()
         source = MarginalSource(data, workload.domain)
-        scale = plan.privacy.sigma() * plan.sensitivity[2]
-        y, stds = np.empty(offsets[-1]), np.empty(offsets[-1])
+        whitened = np.empty(offsets[-1])
         # largest sets first: smaller marginals are then sums of cached ones
         for k in sorted(range(len(order)), key=lambda k: -len(order[k])):
             a = order[k]
-            std = scale * math.sqrt(tau[a])
-            marginal = source(a)
-            noisy = marginal + std * rng.standard_normal(np.shape(marginal))
-            y[offsets[k]:offsets[k + 1]] = np.asarray(decomp(noisy, a, a)).reshape(-1)
-            stds[offsets[k]:offsets[k + 1]] = std
-        return Measurement(y, stds, time.perf_counter() - start)
+            residual = decomp(source(a), a, a)
+            whitened[offsets[k]:offsets[k + 1]] = (whiten(residual).reshape(-1)
+                                                   / math.sqrt(tau[a]))
+        # i.i.d. exact noise on the whitened residuals (the plan's strategy rows), then back
+        # to the subtraction basis: z = S x + V^(1/2) e, distributed as S (x + xi)
+        noisy, noise = plan.add_noise(whitened, rng)
+        y, stds = np.empty(offsets[-1]), np.empty(offsets[-1])
+        for a, lo, hi in zip(order, offsets[:-1], offsets[1:], strict=True):
+            part = noisy[lo:hi].reshape(residual_shape(a, shape)) * math.sqrt(tau[a])
+            y[lo:hi] = whiten(part, inverse=True).reshape(-1)
+            stds[lo:hi] = noise.scale * math.sqrt(tau[a])
+        return Measurement(y, stds, time.perf_counter() - start, noise)
 
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         z = {a: y[lo:hi].reshape(residual_shape(a, shape))

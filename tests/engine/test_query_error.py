@@ -1,0 +1,90 @@
+"""Errors in people: readable query labels and each query's error at 95 %."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.errors import SpecError
+from engine.mechanisms import get
+from engine.privacy import Privacy
+from engine.query_error import (
+    chernoff_half_width,
+    error_half_widths,
+    laplace_sum_half_width,
+    query_error,
+)
+from engine.scenario import Scenario
+from engine.workloads.labels import find_query, readable_labels
+
+SPEC = {
+    "domain": {"age": {"size": 100, "kind": "numeric"},
+               "sex": {"size": 2, "labels": ["male", "female"]},
+               "race": {"size": 7, "labels": ["white", "black", "aian", "asian", "nhpi",
+                                              "other", "multi"]}},
+    "workload": [{"product": {"age": "prefix"}}, {"marginals": {"k": 2}}],
+}
+LAPLACE = Privacy(noise="laplace", epsilon=1.0)
+GAUSS = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
+
+
+def test_labels_read_in_the_domains_values() -> None:
+    w = Scenario.from_spec(SPEC).workload
+    labels = readable_labels(w)
+    assert len(labels) == w.num_queries == 1014 and len(set(labels)) == 1014
+    # prefix(age): age <= v; its last query counts everyone
+    assert labels[:3] == ["age 0", "age <= 1", "age <= 2"] and labels[99] == "total"
+    # marginal(age, sex) [49] is the female count of age 24
+    assert labels[100 + 49] == "age 24, sex female"
+    assert labels[-1] == "sex female, race multi"
+    assert find_query(w, "Age 24,  sex FEMALE") == 149
+    with pytest.raises(SpecError, match="no query labelled 'sex femal, race multi'.*did you"):
+        find_query(w, "sex femal, race multi")
+
+
+def test_labels_of_ranges_bins_and_repeated_totals() -> None:
+    spec = {"domain": {"income": {"bin_edges": [0, 10, 20, 50]}, "region": 3},
+            "workload": [{"product": {"income": {"block": "range", "width": 2}}},
+                         {"product": {"region": "total"}}, {"product": {"income": "total"}}]}
+    labels = readable_labels(Scenario.from_spec(spec).workload)
+    assert labels[:2] == ["income < 20", "income [10, 50)"]
+    assert labels[2].startswith("total (") and labels[3].startswith("total (")
+    assert labels[2] != labels[3]
+
+
+def test_gaussian_half_width_is_the_exact_quantile() -> None:
+    w = Scenario.from_spec(SPEC).workload
+    plan = get("identity").plan(w, GAUSS)
+    e = query_error(plan, "age <= 29")  # 30 ages x 14 cells of variance sigma**2
+    assert e.std == pytest.approx(GAUSS.sigma() * math.sqrt(30 * 14), rel=1e-12)
+    assert e.half_width == pytest.approx(1.959963985 * e.std, rel=1e-9)
+    assert e.method == "gaussian" and e.index == 29
+    widths, method = error_half_widths(plan)
+    assert method == "gaussian" and widths[29] == pytest.approx(e.half_width, rel=1e-12)
+
+
+def test_laplace_single_term_and_sums_are_exact() -> None:
+    w = Scenario.from_spec(SPEC).workload
+    plan = get("identity").plan(w, LAPLACE)
+    # a 2-way (sex, race) cell sums 100 identity cells: a sum of 100 Laplace(1) terms
+    e = query_error(plan, "sex female, race multi")
+    assert e.method == "laplace-sum" and e.std == pytest.approx(math.sqrt(200.0), rel=1e-9)
+    assert 1.95 * e.std < e.half_width < 1.97 * e.std  # close to Gaussian, not equal
+    single = query_error(plan, "age 0")  # prefix(age) at 0: 14 cells
+    assert single.std == pytest.approx(math.sqrt(28.0), rel=1e-9)
+    # one Laplace(b) term: b ln 20 exactly
+    assert laplace_sum_half_width(np.array([3.0])) == pytest.approx(3.0 * math.log(20.0))
+
+
+def test_laplace_sum_quantile_matches_simulation() -> None:
+    rng = np.random.default_rng(7)
+    scales = np.array([1.0, 1.0])
+    exact = laplace_sum_half_width(scales)
+    draws = np.abs(rng.laplace(0.0, 1.0, (1_000_000, 2)).sum(axis=1))
+    assert exact == pytest.approx(np.quantile(draws, 0.95), rel=4e-3)
+    assert exact == pytest.approx(4.1130, abs=2e-3)
+    # the Chernoff bound holds for it and is larger than one Laplace term's quantile
+    bound = float(chernoff_half_width(2.0))  # std of the sum of two Laplace(1): 2
+    assert bound > exact and bound == pytest.approx(8.2689, abs=2e-3)
