@@ -483,7 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = None
     try:
         args = build_parser().parse_args(argv)
-        set_memory_limit(args.memory_limit)
+        set_memory_limit(getattr(args, "memory_limit", None))  # budget has no plans
         doc = COMMANDS[args.command](args)
     except (UsageError, SpecError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
