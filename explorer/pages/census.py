@@ -156,7 +156,8 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
                           split=self.split, level_weights=weights, seed=self.seed,
                           progress=self._progress, on_trial=tick, on_variant=finished)
             status = (f"Done: {len(rows)} variant(s) x {self.trials} trial(s) at "
-                      f"eps = {self.epsilon:g}.")
+                      f"eps = {self.epsilon:g}. Evaluation against the true data: not a "
+                      "release; the budget ledger is not charged.")
         except Cancelled:
             status = f"Cancelled: {len(rows)} variant(s) finished."
         except Exception as exc:  # shown on the page: the user fixes the input

@@ -22,6 +22,8 @@ def page() -> CensusPage:
 
 def test_run_fills_results_and_frames(page):
     assert page.error == "" and not page.running and page.progress == 100.0
+    assert page.status.endswith("Evaluation against the true data: not a release; the budget "
+                                "ledger is not charged.")
     frame = page.results_frame()
     assert list(frame["variant"]) == ["dp", "relaxed", "gls"]
     assert set(frame.columns) >= {"rmse", "rmse_sd", "violations", "seconds", "rmse_level_1",

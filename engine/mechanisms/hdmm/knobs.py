@@ -19,12 +19,14 @@ class HdmmBase(Mechanism):
 
     restarts = param.Integer(default=4, bounds=(1, None), doc=(
         "Random starts of every non-convex optimisation (p-Identity, marginal weights); "
-        "the best one is kept."))
+        "the best one is kept. p-Identity runs at most this many: further starts stop once "
+        "they exceed a fixed work budget (about eight fit on 256 cells, one from 512 on)."))
     seed = param.Integer(default=0, doc="Seed of the random starts (plans are reproducible).")
     maxiter = param.Integer(default=300, bounds=(1, None), doc=(
         "L-BFGS-B iterations per start."))
     polish_iterations = param.Integer(default=200, bounds=(0, None), doc=(
-        "Extra iterations refining the best p-Identity start at a tight tolerance."))
+        "Most extra iterations refining the best p-Identity start at a tight tolerance (no "
+        "more than that start's screening took)."))
     max_cells = param.Integer(default=MAX_CELLS, bounds=(1, None), doc=(
         "Largest data tensor (cells) measured or reconstructed in memory; larger marginals "
         "cannot be stored and only marginal paths run."))

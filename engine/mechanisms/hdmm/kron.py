@@ -78,8 +78,9 @@ def opt_kron(union: ProductUnion, norm: int, *, restarts: int = 4, seed: int = 0
     Args:
         union: the workload's per-attribute factor Grams.
         norm: 1 or 2.
-        restarts: p-Identity random starts in the first sweep (later sweeps warm-start from
-            the current factor plus one random start).
+        restarts: most p-Identity random starts in the first sweep (later sweeps warm-start
+            from the current factor plus one random start; see
+            :func:`~engine.mechanisms.hdmm.opt0.optimize_pidentity` for the rule).
         seed: base seed of the starts.
         sweeps: largest number of sweeps over the attributes.
         tol: stop when a sweep lowers the error by less than this fraction.
