@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -154,6 +155,7 @@ def start_server(log_name: str, *options: str, prefix: str = "") -> Iterator[str
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+        shutil.rmtree(env["DPWB_DATA_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
