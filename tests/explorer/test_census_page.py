@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import holoviews as hv
-import panel as pn
 import pandas as pd
+import panel as pn
 import pytest
 
 from engine.mechanisms.hierarchical import synthetic_census
