@@ -301,10 +301,18 @@ class TradeoffPage(Page):
     def highlight(self, mechanism: str | None) -> None:
         """Draw ``mechanism``'s line bold and fade the others (None: all alike)."""
         self.model.highlighted = mechanism
-        if self._live is not None:
-            self._live.highlight(mechanism)
-            if getattr(self, "_doc", None) is None:  # notebook: push the changed models
-                self._chart_pane.param.trigger("object")
+        live = self._live
+        if live is None:
+            return
+        doc = getattr(self, "_doc", None)
+        if doc is not None and doc.session_context is not None:
+            # A table event arrives without the document lock: change the figure's models
+            # on the page's next tick, as Bokeh requires.
+            doc.add_next_tick_callback(lambda: live.highlight(mechanism))
+            return
+        live.highlight(mechanism)
+        if doc is None:  # notebook: push the changed models
+            self._chart_pane.param.trigger("object")
 
     def _plan_missing(self) -> None:
         try:
