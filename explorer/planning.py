@@ -573,7 +573,7 @@ class PlanStore:
         self._lock = threading.RLock()
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._jobs: dict[tuple[str, str], PlanningJob] = {}
-        self._bounds_computing: set[str] = set()
+        self._bound_threads: dict[str, threading.Thread] = {}  # bounds being computed
         self._queue: list[PlanningJob] = []
         self._job_waiting = threading.Condition(self._lock)
         self._planners: list[threading.Thread] = []
@@ -610,26 +610,38 @@ class PlanStore:
             entry = self._entries.get(key)
             return entry.bound if entry else None
 
-    def ensure_bound(self, key: str, workload: Workload, background: bool = True) -> None:
+    def ensure_bound(
+        self, key: str, workload: Workload, background: bool = True, wait: float = 0.0
+    ) -> None:
         """Compute the workload's SVD bound unless stored or under way.
 
         The bound never waits for a planner: in the background it gets a thread of its own,
         at normal priority, so it shows within moments even while slow planners run (it takes
         milliseconds on closed forms, seconds at most on explicit eigendecompositions).
+        ``wait`` (seconds) blocks until it is stored or that time has passed, so a page being
+        built can show it at once.
         """
         with self._lock:
-            if self.bound(key) is not None or key in self._bounds_computing:
+            if self.bound(key) is not None:
                 return
-            self._bounds_computing.add(key)
-        if background:
-            threading.Thread(
-                target=self._compute_bound,
-                args=(key, workload),
-                name="explorer-bound",
-                daemon=True,
-            ).start()
-        else:
-            self._compute_bound(key, workload)
+            thread = self._bound_threads.get(key)
+            if thread is None:
+                thread = threading.Thread(
+                    target=self._compute_bound,
+                    args=(key, workload),
+                    name="explorer-bound",
+                    daemon=True,
+                )
+                self._bound_threads[key] = thread
+                if background:
+                    thread.start()
+        if not background:
+            if thread.is_alive():
+                thread.join()
+            elif self.bound(key) is None:
+                thread.run()
+        elif wait > 0 and thread.is_alive():
+            thread.join(wait)
 
     def _compute_bound(self, key: str, workload: Workload) -> None:
         try:
@@ -638,12 +650,7 @@ class PlanStore:
             bound = Bound(None, "none", f"the bound could not be computed: {one_line(exc)}")
         with self._lock:
             self.put_bound(key, workload, bound)
-            self._bounds_computing.discard(key)
-
-    def bound_pending(self, key: str) -> bool:
-        """True while the workload's bound is being computed."""
-        with self._lock:
-            return key in self._bounds_computing
+            self._bound_threads.pop(key, None)
 
     def missing(self, key: str, noise: str, names: Iterable[str]) -> list[str]:
         """The names among ``names`` with no finished row yet."""
