@@ -267,7 +267,7 @@ def estimate_domain(workload: Workload) -> Cost:
     return Cost(
         plan_bytes=plan_bytes,
         run_bytes=run_bytes + answers + explicit,
-        plan_operations=terms * (n + (gram / FLOAT) ** 1.5),
+        plan_operations=terms * (math.fsum(shape) + (gram / FLOAT) ** 1.5),
         run_operations=terms * n * max(math.log2(max(n, 2.0)), 1.0) + answers / FLOAT,
         plan_what=plan_what,
         run_what=run_what,
