@@ -56,11 +56,12 @@ PLANNER_NICENESS = 10
 DEFAULT_PLANNERS = 2
 #: Operations of ``Cost.plan_operations`` planned per second, to turn the cost model's count
 #: into a time. A rough constant, measured once on the 2-core development machine by planning
-#: the SF1, CPS and Loans presets' mechanisms one at a time: the model is loose, from 2e7 per
-#: second (eigen-design on CPS: 9e6 operations in 0.46 s; hdmm-union on Loans: 5.4e7 in 3.5 s)
-#: to 3e10 (hdmm-kron on SF1: 1.4e10 in 0.4 s), with eigen-design on SF1 (1.4e10 in 18-36 s)
-#: near this middle value. Times derived from it are shown as estimates, never as promises.
-OPERATIONS_PER_SECOND = 1e9
+#: mechanisms one at a time. The model is loose: on the large estimates that decide what is
+#: held back it runs 4e8 to 3.5e10 per second (eigen-design on SF1: 1.4e10 operations in
+#: 18-36 s; hdmm on SF1: 2.8e10 in 2-3 s; hdmm-opt0 on 1,400 cells: 2.7e11 in 9.4 s; hdmm-kron
+#: on SF1: 1.4e10 in 0.4 s), on small ones down to 2e7 (eigen-design on CPS: 9e6 in 0.46 s).
+#: Times derived from it are shown as estimates, never as promises.
+OPERATIONS_PER_SECOND = 1e10
 #: Mechanisms estimated to plan longer than this (seconds) start only on the user's request.
 AUTO_START_SECONDS = 60.0
 

@@ -77,8 +77,8 @@ def test_estimates_read_as_rough_figures(monkeypatch):
         Estimate("m", 2e8, 512.0).describe() == "~2e8 operations, 512 bytes, under 1 s (estimate)"
     )
     minutes = Estimate("m", 600.0 * 1e9, 2**30)
-    minutes = Estimate("m", 600.0 * OPERATIONS_PER_SECOND, 2**30)
     assert minutes.describe().endswith("1 GiB, about 10 min (estimate)")
+    assert Estimate("m", 1e15, 0.0).describe().endswith("about 12 days (estimate)")
     assert Estimate("m", math.inf, math.inf).describe() == "no estimate"
     assert Estimate("m", math.inf, math.inf).seconds == math.inf
 
