@@ -19,7 +19,12 @@ from typing import Any, NoReturn
 import numpy as np
 
 from engine.errors import NotApplicable, SpecError
-from engine.executor import SCHEDULER_VARIABLE, executor_for, scheduler_from_environment
+from engine.executor import (
+    SCHEDULER_VARIABLE,
+    executor_for,
+    map_ordered,
+    scheduler_from_environment,
+)
 from engine.privacy import NOISE_TYPES, Privacy
 from engine.scenario import Scenario, parse_mechanisms
 
@@ -123,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--mechanism", default=None)
     _add_privacy_flags(r)
     _add_release_flags(r)
+    add_executor_flags(r)
     r.add_argument("--json", action="store_true")
     from engine.census_cli import add_census_arguments
 
@@ -293,12 +299,30 @@ def _load_data(path: str, domain: Any) -> Any:
     return data
 
 
+def plan_on(mech: Any, workload: Any, privacy: Privacy, executor: Executor | None) -> Any:
+    """``mech``'s plan, made with ``executor`` (None: in this process).
+
+    A mechanism with an ``executor`` knob (QuerySmasher, ResidualPlanner, the HDMM family)
+    runs its independent pieces on it; any other one is planned whole as one task there, so
+    that its optimisation leaves this process. Either way the plan is the in-process one.
+    """
+    if executor is None:
+        return mech.plan(workload, privacy)
+    if "executor" in mech.param:
+        mech.executor = executor
+        return mech.plan(workload, privacy)
+    return map_ordered(executor, _plan_task, [(mech, workload, privacy)])[0]
+
+
+def _plan_task(task: tuple[Any, Any, Privacy]) -> Any:
+    mech, workload, privacy = task
+    return mech.plan(workload, privacy)
+
+
 def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
-    from engine.budget_cli import release_guard
-    from engine.ledger.charge import release_cost
-    from engine.mechanisms import get
-    from engine.noise import check_grid_exponent, release_rng, seed_from_text
-    from engine.release import base_record, check_out_dir, workload_summary, write_release
+    """Release one mechanism's answers on data (``--workers``/``--scheduler`` plan it)."""
+    from engine.noise import check_grid_exponent, seed_from_text
+    from engine.release import check_out_dir
 
     s = Scenario.load(args.spec)
     privacy = privacy_from_flags(s.privacy, args)
@@ -308,6 +332,21 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     grid = None if args.grid is None else check_grid_exponent(args.grid)
     if args.out is not None:
         check_out_dir(args.out)
+    # the cluster first: a bad --scheduler is the only line on stderr, before any note on
+    # the data or the ledger
+    with executor_from_flags(args) as executor:
+        return _release(args, s, privacy, name, seed, grid, executor)
+
+
+def _release(args: argparse.Namespace, s: Scenario, privacy: Privacy, name: str,
+             seed: int | None, grid: int | None, executor: Executor | None) -> dict[str, Any]:
+    """Plan (on ``executor`` when given), consult the ledger, measure and release."""
+    from engine.budget_cli import release_guard
+    from engine.ledger.charge import release_cost
+    from engine.mechanisms import get
+    from engine.noise import release_rng
+    from engine.release import base_record, workload_summary, write_release
+
     mech = get(name)
     if not mech.data_dependent and name != "hierarchical-pgsr":
         from engine.cost import require
@@ -325,7 +364,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     if name == "hierarchical-pgsr":
         raise NotApplicable("hierarchical-pgsr releases region hierarchies: use "
                             "`python -m engine census`")
-    plan = None if mech.data_dependent else mech.plan(s.workload, privacy)
+    plan = None if mech.data_dependent else plan_on(mech, s.workload, privacy, executor)
     guarantee = None
     if plan is not None and plan.measurer is None:  # the exact sampler's own guarantee
         gridded = plan if grid is None else dataclasses.replace(plan, grid_exponent=grid)

@@ -35,6 +35,7 @@ from typing import Any
 
 from engine.bounds import Bound, svd_bound
 from engine.compare import Comparison, ComparisonRow, compare
+from engine.cost import format_bytes
 from engine.errors import Cancelled, NotApplicable, SpecError
 from engine.executor import (
     SCHEDULER_VARIABLE,
@@ -42,7 +43,7 @@ from engine.executor import (
     dask_executor,
     scheduler_from_environment,
 )
-from engine.mechanisms import mechanism_class
+from engine.mechanisms import get, mechanism_class
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
@@ -53,6 +54,16 @@ LOG = logging.getLogger(__name__)
 PLANNER_NICENESS = 10
 #: Planning jobs that may run at the same time in one server process (``EXPLORER_PLANNERS``).
 DEFAULT_PLANNERS = 2
+#: Operations of ``Cost.plan_operations`` planned per second, to turn the cost model's count
+#: into a time. A rough constant, measured once on the 2-core development machine by planning
+#: mechanisms one at a time. The model is loose: on the large estimates that decide what is
+#: held back it runs 4e8 to 3.5e10 per second (eigen-design on SF1: 1.4e10 operations in
+#: 18-36 s; hdmm on SF1: 2.8e10 in 2-3 s; hdmm-opt0 on 1,400 cells: 2.7e11 in 9.4 s; hdmm-kron
+#: on SF1: 1.4e10 in 0.4 s), on small ones down to 2e7 (eigen-design on CPS: 9e6 in 0.46 s).
+#: Times derived from it are shown as estimates, never as promises.
+OPERATIONS_PER_SECOND = 1e10
+#: Mechanisms estimated to plan longer than this (seconds) start only on the user's request.
+AUTO_START_SECONDS = 60.0
 
 
 def workload_key(workload: Workload) -> str:
@@ -101,6 +112,138 @@ def skipped_row(name: str) -> ComparisonRow:
 
 
 @dataclasses.dataclass(frozen=True)
+class Estimate:
+    """What planning one mechanism on a workload is expected to cost, before it starts.
+
+    ``operations`` and ``bytes`` are the cost model's planning work and peak memory
+    (:meth:`engine.mechanisms.Mechanism.estimate`); ``applicable`` is False when the mechanism
+    refuses the workload at once (its row is then ready immediately, whatever the model says).
+    """
+
+    mechanism: str
+    operations: float
+    bytes: float
+    applicable: bool = True
+
+    @property
+    def seconds(self) -> float:
+        """Estimated planning time in seconds (0 when refused at once; inf when unknown)."""
+        if not self.applicable:
+            return 0.0
+        return (
+            self.operations / OPERATIONS_PER_SECOND if math.isfinite(self.operations) else math.inf
+        )
+
+    @property
+    def starts_automatically(self) -> bool:
+        """True unless the estimated time exceeds :data:`AUTO_START_SECONDS`."""
+        return self.seconds <= AUTO_START_SECONDS
+
+    def describe(self) -> str:
+        """``~3e9 operations, 120 MiB, about 1 min (estimate)``."""
+        if not self.applicable:
+            return "does not apply: ready at once"
+        if not math.isfinite(self.operations):
+            return "no estimate"
+        return (
+            f"~{_scientific(self.operations)} operations, {format_bytes(self.bytes)}, "
+            f"{_duration(self.seconds)} (estimate)"
+        )
+
+
+def _scientific(value: float) -> str:
+    """``3e9`` for 3.1e9: one significant digit, no plus sign or leading zeros."""
+    mantissa, exponent = f"{value:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _duration(seconds: float) -> str:
+    """``under 1 s``, ``about 12 s``, ``about 4 min``, ``about 3 h``, ``about 2e+03 days``."""
+    if seconds < 1.0:
+        return "under 1 s"
+    if seconds < 90.0:
+        return f"about {seconds:.0f} s"
+    if seconds < 5400.0:
+        return f"about {seconds / 60.0:.0f} min"
+    if seconds < 86400.0 * 2:
+        return f"about {seconds / 3600.0:.0f} h"
+    return f"about {seconds / 86400.0:.2g} days"
+
+
+def estimate_mechanism(name: str, workload: Workload, privacy: Privacy) -> Estimate:
+    """The planning cost of ``name`` on ``workload`` from the cost model (nothing is planned).
+
+    Data-dependent mechanisms and mechanisms whose ``check`` refuses the workload are not
+    applicable (they finish at once); an estimate that raises is unknown (infinite).
+    """
+    try:
+        mechanism = get(name)
+        if mechanism.data_dependent:
+            return Estimate(name, 0.0, 0.0, applicable=False)
+        mechanism.check(workload, privacy)
+    except Exception:  # NotApplicable, a size guard, a broken registration: refused at once
+        return Estimate(name, 0.0, 0.0, applicable=False)
+    try:
+        cost = mechanism.estimate(workload, privacy)
+    except Exception:  # no model for this workload: unknown, planned last
+        return Estimate(name, math.inf, math.inf)
+    return Estimate(name, float(cost.plan_operations), float(cost.plan_bytes))
+
+
+def plan_order(estimates: Iterable[Estimate]) -> list[Estimate]:
+    """Cheapest first (refused ones at once, unknown ones last); ties keep their order."""
+    return sorted(estimates, key=lambda e: e.seconds)
+
+
+def schedule(
+    names: Iterable[str], workload: Workload, privacy: Privacy, allowed: Iterable[str] = ()
+) -> tuple[list[Estimate], list[Estimate]]:
+    """Split ``names`` into those to plan now, cheapest first, and those held back.
+
+    A mechanism is held back when its estimate exceeds :data:`AUTO_START_SECONDS` and it is
+    not among ``allowed`` (the ones the user asked to plan anyway).
+    """
+    allowed = set(allowed)
+    ordered = plan_order(estimate_mechanism(n, workload, privacy) for n in names)
+    start = [e for e in ordered if e.starts_automatically or e.mechanism in allowed]
+    held = [e for e in ordered if not e.starts_automatically and e.mechanism not in allowed]
+    return start, held
+
+
+def queue_rows(
+    status: JobStatus | None,
+    pending: Sequence[str],
+    held: Sequence[Estimate],
+    estimates: dict[str, Estimate],
+) -> list[tuple[str, str, str]]:
+    """``(mechanism, state, estimate)`` for every mechanism without a row yet, in plan order.
+
+    ``pending`` are the job's mechanisms still to plan (the running one first); ``held`` the
+    ones waiting for the user's "plan anyway".
+    """
+    rows = []
+    for place, name in enumerate(pending):
+        if status is not None and status.state == "queued":
+            state = f"waiting for a free planner (job number {status.position} in line)"
+        elif place == 0 and status is not None and status.current == name:
+            state = "planning now"
+        else:
+            state = f"queued: number {place} after the running one"
+        estimate = estimates.get(name)
+        rows.append((name, state, estimate.describe() if estimate else "no estimate"))
+    for estimate in held:
+        rows.append(
+            (
+                estimate.mechanism,
+                f"not started: estimated over {AUTO_START_SECONDS:.0f} s; "
+                "press 'Plan anyway' to start it",
+                estimate.describe(),
+            )
+        )
+    return rows
+
+
+@dataclasses.dataclass(frozen=True)
 class JobStatus:
     """A consistent snapshot of a planning job, for display.
 
@@ -146,10 +289,10 @@ class JobStatus:
         where = (
             f"Planning {self.current} ({self.done + 1} of {self.total})"
             if self.current
-            else "Computing the SVD lower bound"
+            else "Finishing"
         )
         if self.state == "cancelling":
-            return f"Cancelling: {self.current or 'the bound'} stops at its next checkpoint..."
+            return f"Cancelling: {self.current or 'the job'} stops at its next checkpoint..."
         if self.iteration:
             where += f", iteration {self.iteration}"
             if math.isfinite(self.loss):
@@ -172,11 +315,9 @@ class PlanningJob:
         workload: Workload,
         privacy: Privacy,
         names: Sequence[str],
-        need_bound: bool,
     ) -> None:
         self.store, self.key, self.workload = store, key, workload
         self.privacy = privacy.with_()
-        self.need_bound = need_bound
         self.progress = Progress(self._on_progress)
         self._names = list(names)
         self._subscribers: dict[Hashable, set[str]] = {}  # subscriber -> mechanisms it skipped
@@ -198,6 +339,11 @@ class PlanningJob:
         """Every mechanism this job plans (subscribers joining later may add some)."""
         with self._lock:
             return tuple(self._names)
+
+    def pending(self) -> tuple[str, ...]:
+        """The mechanisms still to plan, the running one first."""
+        with self._lock:
+            return tuple(self._names[self._done :])
 
     # ----- subscribers (any thread) -------------------------------------------------------
     def subscribe(self, subscriber: Hashable, names: Iterable[str] = ()) -> bool:
@@ -274,7 +420,7 @@ class PlanningJob:
         return self._names[self._done] if self._done < len(self._names) else None
 
     def run(self) -> None:
-        """Plan every missing mechanism, then the bound; never raises."""
+        """Plan every missing mechanism, cheapest first as given; never raises."""
         self.store._dequeue(self)
         with self._lock:
             if self._state != "queued":  # cancelled while it waited
@@ -346,8 +492,7 @@ class PlanningJob:
                 self._after_skip(remaining, self._done - before)
             except Exception as exc:
                 finished = self._done - before
-                if finished >= len(remaining):  # every row is in: the bound itself failed
-                    bound = Bound(None, "none", f"the bound could not be computed: {one_line(exc)}")
+                if finished >= len(remaining):  # every row is in: compare's own bound failed
                     continue
                 # The running mechanism raised something compare() does not treat as "not
                 # applicable": record it as that mechanism's outcome and go on with the rest.
@@ -357,12 +502,9 @@ class PlanningJob:
                         failed, mechanism_title(failed), None, f"failed: {one_line(exc)}", 0.0
                     )
                 )
-        if bound is None and self.need_bound:
-            try:
-                bound = svd_bound(self.workload)
-            except Exception as exc:  # no bound is better than a crashed page
-                bound = Bound(None, "none", f"the bound could not be computed: {one_line(exc)}")
-        if bound is not None:
+        # The store computes the bound on its own thread when the job starts; this one, made
+        # by compare() anyway, only fills in when that thread has not finished.
+        if bound is not None and self.store.bound(self.key) is None:
             self.store.put_bound(self.key, self.workload, bound)
 
     def _after_skip(self, remaining: list[str], finished: int) -> None:
@@ -432,6 +574,7 @@ class PlanStore:
         self._lock = threading.RLock()
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._jobs: dict[tuple[str, str], PlanningJob] = {}
+        self._bound_threads: dict[str, threading.Thread] = {}  # bounds being computed
         self._queue: list[PlanningJob] = []
         self._job_waiting = threading.Condition(self._lock)
         self._planners: list[threading.Thread] = []
@@ -467,6 +610,48 @@ class PlanStore:
         with self._lock:
             entry = self._entries.get(key)
             return entry.bound if entry else None
+
+    def ensure_bound(
+        self, key: str, workload: Workload, background: bool = True, wait: float = 0.0
+    ) -> None:
+        """Compute the workload's SVD bound unless stored or under way.
+
+        The bound never waits for a planner: in the background it gets a thread of its own,
+        at normal priority, so it shows within moments even while slow planners run (it takes
+        milliseconds on closed forms, seconds at most on explicit eigendecompositions).
+        ``wait`` (seconds) blocks until it is stored or that time has passed, so a page being
+        built can show it at once.
+        """
+        with self._lock:
+            if self.bound(key) is not None:
+                return
+            thread = self._bound_threads.get(key)
+            if thread is None:
+                thread = threading.Thread(
+                    target=self._compute_bound,
+                    args=(key, workload),
+                    name="explorer-bound",
+                    daemon=True,
+                )
+                self._bound_threads[key] = thread
+                if background:
+                    thread.start()
+        if not background:
+            if thread.is_alive():
+                thread.join()
+            elif self.bound(key) is None:
+                thread.run()
+        elif wait > 0 and thread.is_alive():
+            thread.join(wait)
+
+    def _compute_bound(self, key: str, workload: Workload) -> None:
+        try:
+            bound = svd_bound(workload)
+        except Exception as exc:  # no bound is better than a crashed page
+            bound = Bound(None, "none", f"the bound could not be computed: {one_line(exc)}")
+        with self._lock:
+            self.put_bound(key, workload, bound)
+            self._bound_threads.pop(key, None)
 
     def missing(self, key: str, noise: str, names: Iterable[str]) -> list[str]:
         """The names among ``names`` with no finished row yet."""
@@ -529,21 +714,23 @@ class PlanStore:
         key: str | None = None,
         background: bool = True,
     ) -> PlanningJob | None:
-        """Plan the missing ones among ``names`` for ``subscriber``; None when all are cached.
+        """Plan the missing ones among ``names`` (in the given order: the caller's plan
+        order) for ``subscriber``; None when all are cached.
 
-        A job already running for the same workload and noise takes the subscriber (and any
-        names it lacks) instead of a second job starting.
+        The SVD bound is started first, apart from the job (see :meth:`ensure_bound`). A job
+        already running for the same workload and noise takes the subscriber (and any names
+        it lacks) instead of a second job starting.
         """
         key = key or workload_key(workload)
+        self.ensure_bound(key, workload, background)
         with self._lock:
             names = self.missing(key, privacy.noise, names)
-            need_bound = self.bound(key) is None
             job = self._jobs.get((key, privacy.noise))
             if job is not None and job.subscribe(subscriber, names):
                 return job
-            if not names and not need_bound:
+            if not names:
                 return None
-            job = PlanningJob(self, key, workload, privacy, names, need_bound)
+            job = PlanningJob(self, key, workload, privacy, names)
             job.subscribe(subscriber)
             self._jobs[(key, privacy.noise)] = job
             if background:

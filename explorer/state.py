@@ -37,7 +37,17 @@ from engine.privacy import Privacy
 from engine.scenario import Scenario
 from engine.specfile import load_text as read_spec
 from engine.workloads.workload import Workload
-from explorer.planning import STORE, JobStatus, PlanningJob, PlanStore, one_line, workload_key
+from explorer.planning import (
+    STORE,
+    Estimate,
+    JobStatus,
+    PlanningJob,
+    PlanStore,
+    one_line,
+    queue_rows,
+    schedule,
+    workload_key,
+)
 
 #: The scenario every new session starts with: age (numeric, 32 values) by sex, asking for the
 #: cumulative age distribution of each sex and the age histogram. Small enough to plan every
@@ -134,6 +144,19 @@ class Session(param.Parameterized):
         default=None,
         doc="The planning job the session waits for, if any.",
     )
+    queue = param.List(
+        default=[],
+        doc=(
+            "``(mechanism, state, estimate)`` of every chosen mechanism without a row yet, in "
+            "plan order: running, queued, or held back until the user asks (see "
+            "``explorer.planning.queue_rows``)."
+        ),
+    )
+    held = param.List(
+        default=[],
+        item_type=Estimate,
+        doc="Mechanisms estimated to plan over a minute, not started until the user asks.",
+    )
     draft = param.Dict(default={}, doc="The spec being edited in the builder (may be invalid).")
     draft_text = param.String(default="", doc="The builder's YAML text.")
     draft_error = param.String(default="", doc="Why the draft is not valid ('' when it is).")
@@ -151,6 +174,9 @@ class Session(param.Parameterized):
         self.store = store or STORE
         self._key = ""
         self._skipped: dict[tuple[str, str], set[str]] = {}  # (workload key, noise) -> names
+        self._allowed: dict[tuple[str, str], set[str]] = {}  # slow ones the user asked for
+        self._estimates: dict[str, Estimate] = {}  # of the mechanisms last scheduled
+        self._bound_seen: Any = None  # the stored bound the displayed comparison has
         self._seen_done = -1
         self._picked: str | None = None  # the mechanism the user chose to look at, if any
         self._refreshing = False
@@ -295,6 +321,7 @@ class Session(param.Parameterized):
     @param.depends("scenario", "mechanisms", "privacy.noise", watch=True)
     def refresh(self) -> None:
         """Reload the finished plans of the current workload, noise and mechanisms."""
+        self._bound_seen = self.store.bound(self._key)
         plans = self.store.comparison(
             self._key, self.scenario.workload, self.privacy, self.mechanisms, self._skips()
         )
@@ -344,23 +371,37 @@ class Session(param.Parameterized):
 
     @property
     def complete(self) -> bool:
-        """True when every chosen mechanism and the bound are finished."""
-        return not self.missing() and self.store.bound(self._key) is not None
+        """True when every chosen mechanism (but those held back) and the bound are finished."""
+        held = {e.mechanism for e in self.held}
+        return (
+            all(n in held for n in self.missing()) and self.store.bound(self._key) is not None
+        )
 
     def request_comparison(
-        self, background: bool = True, include_skipped: bool = False
+        self, background: bool = True, include_skipped: bool = False, include_slow: bool = False
     ) -> PlanningJob | None:
-        """Start planning what is missing (None when all is cached; the result is shown).
+        """Start planning what is missing, cheapest first (None when nothing is to plan).
 
-        Mechanisms this session skipped are planned again only with ``include_skipped``.
+        The bound starts at once on its own (see ``PlanStore.ensure_bound``). Mechanisms this
+        session skipped are planned again only with ``include_skipped``; those estimated to
+        take over a minute (``explorer.planning.AUTO_START_SECONDS``) only with
+        ``include_slow`` (the page's "Plan anyway"), or once asked for on this workload.
         """
+        where = (self._key, self.privacy.noise)
         if include_skipped:
-            self._skipped.pop((self._key, self.privacy.noise), None)
+            self._skipped.pop(where, None)
+        missing = self.missing()
+        if include_slow:
+            self._allowed.setdefault(where, set()).update(missing)
+        start, held = schedule(
+            missing, self.scenario.workload, self.privacy, self._allowed.get(where, ())
+        )
+        self._estimates = {e.mechanism: e for e in start + held}
         job = self.store.start(
             self,
             self.scenario.workload,
             self.privacy,
-            self.missing(),
+            [e.mechanism for e in start],
             key=self._key,
             background=background,
         )
@@ -368,15 +409,32 @@ class Session(param.Parameterized):
             self.job.leave(self)
         self.job = job if job is not None and not job.status().finished else None
         self._seen_done = -1
+        self.held = held
+        self._update_queue(self.job.status() if self.job is not None else None)
         self.refresh()
         return job
+
+    def _update_queue(self, status: JobStatus | None) -> None:
+        pending = self.job.pending() if self.job is not None else ()
+        waiting = set(self.missing())
+        rows = queue_rows(
+            status,
+            [n for n in pending if n in waiting],
+            [e for e in self.held if e.mechanism in waiting],
+            self._estimates,
+        )
+        if rows != self.queue:
+            self.queue = rows
 
     def compare_now(self) -> None:
         """Plan what is missing on the calling thread (notebooks, tests)."""
         self.request_comparison(background=False)
 
     def poll(self) -> JobStatus | None:
-        """Pick up rows finished since the last poll; clear the job once it is over."""
+        """Pick up rows (and the bound) finished since the last poll; clear the job once it
+        is over."""
+        if self.store.bound(self._key) is not self._bound_seen:
+            self.refresh()
         job = self.job
         if job is None:
             return None
@@ -387,8 +445,10 @@ class Session(param.Parameterized):
         elif status.finished or not job.waits(self):
             self.job = None
         elif status.done == self._seen_done:
-            return status  # nothing new: keep the displayed comparison as it is
+            self._update_queue(status)  # a queued job may have started meanwhile
+            return status  # no new row: keep the displayed comparison as it is
         self._seen_done = status.done
+        self._update_queue(status)
         self.refresh()
         return status
 
@@ -400,6 +460,7 @@ class Session(param.Parameterized):
         job, self.job = self.job, None
         if job is not None:
             job.leave(self)
+        self._update_queue(None)
         self.refresh()
 
     def skip(self) -> str | None:

@@ -1,8 +1,11 @@
 """Compare page: every mechanism's expected error on the workload, against the SVD lower bound.
 
-Planning runs on a worker thread with a progress bar and a cancel button; finished plans are
-cached per workload (see :mod:`explorer.state`), so coming back is instant, and changing the
-privacy level only re-scales them.
+The bound is computed first, on its own thread, and shows (or says why there is none) within
+moments; the mechanisms are then planned cheapest first on a planner thread, each waiting one
+listed with its estimated cost, and those estimated to take over a minute start only when the
+user presses "Plan anyway" (see :func:`explorer.planning.schedule`). Finished plans are cached per
+workload (see :mod:`explorer.planning`), so coming back is instant, and changing the privacy
+level only re-scales them.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, off_loop, served
 from explorer.components.report import html_report
 from explorer.pages.base import Page
-from explorer.planning import is_data_dependent, one_line
+from explorer.planning import AUTO_START_SECONDS, OPERATIONS_PER_SECOND, is_data_dependent, one_line
 from explorer.snippet import comparison_snippet
 from explorer.state import Session
 
@@ -37,6 +40,8 @@ COLUMN_MEANINGS = {
     "rmse": "root mean squared error per query at the privacy level (counts)",
     "ratio_to_bound": "rmse / the SVD lower bound (1.0 is the best possible)",
     "plan_seconds": "seconds spent planning", "note": "why a mechanism does not apply"}
+#: Seconds a served compare page waits for the SVD bound before it is built without it.
+BOUND_WAIT = 1.0
 #: How many of the worst queries are listed.
 WORST = 20
 #: Largest number of per-query errors listed for one mechanism.
@@ -96,6 +101,34 @@ def comparison_table(comparison: Comparison | None) -> pn.widgets.Tabulator:
         formatters={"rmse": NumberFormatter(format="0,0.0000"),
                     "ratio_to_bound": NumberFormatter(format="0.000"),
                     "plan_seconds": NumberFormatter(format="0.000")})
+
+
+def bound_line(comparison: Comparison | None) -> str:
+    """The SVD bound in one line: its RMSE at the live level, "computing...", or why none."""
+    bound = comparison.bound if comparison is not None else None
+    if bound is None or bound.method == "pending":
+        return "**SVD lower bound:** computing..."
+    value = comparison.bound_rmse
+    if value is None:
+        return f"**No SVD bound:** {bound.reason or 'it cannot be computed for this workload'}."
+    return (f"**SVD lower bound:** {value:.4g} per count: no mechanism of this kind can have "
+            "a smaller RMSE on these queries.")
+
+
+def queue_table(queue: list[tuple[str, str, str]]) -> str:
+    """The mechanisms without a row yet, in plan order, as a Markdown table ('' when none)."""
+    if not queue:
+        return ""
+    lines = [
+        f"**Not planned yet**, cheapest first. Estimates are rough: the cost model's operation "
+        f"count at about {OPERATIONS_PER_SECOND:.0e} operations per second; mechanisms "
+        f"estimated over {AUTO_START_SECONDS:.0f} s wait for 'Plan anyway'.",
+        "",
+        "| mechanism | state | estimate |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {name} | {state} | {estimate} |" for name, state, estimate in queue]
+    return "\n".join(lines)
 
 
 def headline(comparison: Comparison | None, privacy_text: str, complete: bool) -> str:
@@ -178,10 +211,18 @@ class ComparePage(Page):
         run = pn.widgets.Button(label="Plan missing mechanisms", color="primary",
                                 css_classes=["run-comparison"])
         run.on_click(lambda event: self.run(include_skipped=True))
+        anyway = pn.widgets.Button(label="Plan anyway", color="warning",
+                                   css_classes=["plan-anyway"],
+                                   visible=pn.bind(bool, session.param.held))
+        anyway.on_click(lambda event: self.run(include_slow=True))
         mechanisms = pn.widgets.MultiChoice.from_param(
             session.param.mechanisms, label="Mechanisms to compare", sizing_mode="stretch_width",
             css_classes=["mechanism-choice"])
         if served():
+            # Bound first: started before the page is built and waited for a moment, so the
+            # page usually opens with it (planning starts once the page has loaded).
+            session.store.ensure_bound(session.key, session.workload, wait=BOUND_WAIT)
+            session.refresh()
             pn.state.onload(self.run)
             # A new workload, noise type or mechanism choice needs plans: start them at once.
             self.watch(session, lambda *events: self.run(), ["scenario", "mechanisms"])
@@ -195,7 +236,11 @@ class ComparePage(Page):
             intro,
             pn.Row(mechanisms, sizing_mode="stretch_width"),
             PrivacyControls(privacy=session.privacy, compact=True),
-            pn.Row(run, progress, sizing_mode="stretch_width"),
+            pn.Row(run, anyway, progress, sizing_mode="stretch_width"),
+            pn.pane.Markdown(pn.bind(bound_line, session.param.comparison),
+                             css_classes=["bound-status"], sizing_mode="stretch_width"),
+            pn.pane.Markdown(pn.bind(queue_table, session.param.queue),
+                             css_classes=["planning-queue"], sizing_mode="stretch_width"),
             pn.pane.Markdown(pn.bind(self._headline, session.param.comparison,
                                      session.param.plans),
                              css_classes=["compare-headline"], sizing_mode="stretch_width",
@@ -219,14 +264,16 @@ class ComparePage(Page):
             sizing_mode="stretch_width", css_classes=["compare-page"],
         )
 
-    def run(self, include_skipped: bool = False) -> None:
+    def run(self, include_skipped: bool = False, include_slow: bool = False) -> None:
         """Plan whatever is missing (on a worker thread when served).
 
-        Automatic runs leave out mechanisms the user skipped; the button plans them too.
+        Automatic runs leave out mechanisms the user skipped and those estimated over a minute;
+        "Plan missing mechanisms" plans both, "Plan anyway" the slow ones.
         """
         try:
             self.session.request_comparison(background=served(),
-                                            include_skipped=include_skipped)
+                                            include_skipped=include_skipped,
+                                            include_slow=include_skipped or include_slow)
         except Exception as exc:  # nothing a user does may take the server down
             if pn.state.notifications is not None:
                 pn.state.notifications.error(f"Planning could not start: {one_line(exc)}")
@@ -240,7 +287,12 @@ class ComparePage(Page):
             margin=(0, 10), css_classes=["compare-intro"])
 
     def _headline(self, comparison: Comparison | None, plans: Comparison | None) -> str:
-        return headline(comparison, self.session.privacy.describe(), self.session.complete)
+        text = headline(comparison, self.session.privacy.describe(), self.session.complete)
+        held = self.session.held
+        if held:
+            text += (f" {len(held)} mechanism(s) estimated to take over "
+                     f"{AUTO_START_SECONDS:.0f} s were not started: press 'Plan anyway'.")
+        return text
 
     # ----- per-query errors -----------------------------------------------------------------
     def _per_query_section(self) -> pn.viewable.Viewable:

@@ -283,3 +283,54 @@ def test_cli_on_a_scheduler_prints_the_serial_document(
     assert remote_census["rmse_by_level"] == pytest.approx(
         serial_census["rmse_by_level"], rel=1e-12
     )
+
+
+def _people(tmp_path: Path) -> tuple[Path, Path]:
+    spec = tmp_path / "scenario.yaml"
+    spec.write_text(SPEC)
+    data = tmp_path / "people.csv"
+    rng = np.random.default_rng(4)
+    rows = zip(rng.integers(0, 8, 300), rng.integers(0, 2, 300), strict=True)
+    data.write_text("age,sex\n" + "".join(f"{a},{s}\n" for a, s in rows))
+    return spec, data
+
+
+@pytest.mark.parametrize("mechanism", ["h2", "hdmm", "querysmasher"])
+def test_run_planned_on_a_scheduler_releases_the_serial_answers(
+    client: Any, tmp_path: Path, capsys: pytest.CaptureFixture, mechanism: str
+) -> None:
+    spec, data = _people(tmp_path)
+    args = ["run", str(spec), "--data", str(data), "--mechanism", mechanism, "--seed", "7"]
+    docs = []
+    for flags in ([], ["--scheduler", client.scheduler.address], ["--workers", "2"]):
+        out = tmp_path / f"out{len(docs)}"
+        assert main([*args, *flags, "--json", "--out", str(out)]) == 0
+        docs.append(json.loads(capsys.readouterr().out))
+        docs[-1]["answers"] = np.loadtxt(out / "answers.csv", delimiter=",", skiprows=2, usecols=2)
+    serial = docs[0]
+    assert serial["answers"].size == 8 * 2 + 8 + 2  # age x sex prefixes, then the 1-way
+    for remote in docs[1:]:
+        assert remote["release"]["expected_rmse"] == pytest.approx(
+            serial["release"]["expected_rmse"], rel=1e-12, abs=0
+        )
+        assert np.allclose(remote["answers"], serial["answers"], rtol=1e-12, atol=1e-9)
+        assert remote["errors"] == pytest.approx(serial["errors"], rel=1e-9)
+
+
+def test_run_on_an_unreachable_scheduler_fails_before_the_ledger_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    spec, data = _people(tmp_path)
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    args = ["run", str(spec), "--data", str(data), "--mechanism", "identity", "--ledger", ledger]
+    assert main(args) == 0  # without the flag the ledger notes on stderr what it charged
+    assert capsys.readouterr().err.splitlines() == [
+        "note: evaluation only (no --out): nothing is released; the budget ledger is not charged"
+    ]
+    assert main([*args, "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        "error: --scheduler: cannot reach the Dask scheduler 'tcp://127.0.0.1:1' within 5 s "
+        "([Errno 111] Connection refused)"
+    ]
+    assert not (tmp_path / "ledger.sqlite").exists()

@@ -132,7 +132,7 @@ class HdmmMechanism(HdmmBase):
         """The registered mechanism that runs operator ``op`` with this mechanism's knobs
         (those left at None take the operator's own defaults)."""
         knobs: dict[str, Any] = {"seed": self.seed, "max_cells": self.max_cells,
-                                 "blas_threads": self.blas_threads}
+                                 "blas_threads": self.blas_threads, "executor": self.executor}
         for knob in ("restarts", "maxiter", "polish_iterations"):
             if getattr(self, knob) is not None:
                 knobs[knob] = getattr(self, knob)

@@ -30,6 +30,10 @@ class HdmmBase(Mechanism):
     max_cells = param.Integer(default=MAX_CELLS, bounds=(1, None), doc=(
         "Largest data tensor (cells) measured or reconstructed in memory; larger marginals "
         "cannot be stored and only marginal paths run."))
+    executor = param.Parameter(default=None, doc=(
+        "A concurrent.futures.Executor (engine.executor.local_pool(), a Dask client's "
+        "get_executor()) that runs the further p-Identity restarts of OPT_0, OPT_kron and "
+        "OPT_+ as one batch; the plan is the in-process one (None: in this process)."))
     blas_threads = param.Integer(default=1, bounds=(1, None), allow_None=True, doc=(
         "BLAS threads while optimising (None: leave the setting alone). The optimisers make "
         "thousands of small BLAS calls, which a thread pool slows down, badly so on a busy "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,8 +72,8 @@ def _loss(union: ProductUnion, E: list[np.ndarray]) -> float:
 
 def opt_kron(union: ProductUnion, norm: int, *, restarts: int = 4, seed: int = 0,
              sweeps: int = 10, tol: float = 1e-6, maxiter: int = 300,
-             polish_iterations: int = 200, progress: Progress | Reporter | None = None
-             ) -> KronResult:
+             polish_iterations: int = 200, progress: Progress | Reporter | None = None,
+             executor: Executor | None = None) -> KronResult:
     """OPT_kron on a product union in sensitivity norm ``norm`` (1 Laplace, 2 Gaussian).
 
     Args:
@@ -87,6 +88,7 @@ def opt_kron(union: ProductUnion, norm: int, *, restarts: int = 4, seed: int = 0
         maxiter: OPT_0 iterations per start.
         polish_iterations: OPT_0 polishing iterations.
         progress: receives (iteration, loss) from every inner optimiser.
+        executor: runs batches of the first sweep's p-Identity restarts.
     """
     d = union.d
     factors = [identity_factor(n, np.eye(n), norm) for n in union.shape]
@@ -113,7 +115,7 @@ def opt_kron(union: ProductUnion, norm: int, *, restarts: int = 4, seed: int = 0
             candidate = opt0(V / scale, norm, restarts=restarts if sweep == 0 else 1,
                              seed=seed + 7919 * sweep + 104729 * i, maxiter=maxiter,
                              polish_iterations=polish_iterations, init=factors[i],
-                             progress=rep)
+                             progress=rep, executor=executor)
             E_new = _errors(union, i, candidate, norm)
             trial = E[:i] + [E_new] + E[i + 1:]
             new_loss = _loss(union, trial)
@@ -199,6 +201,7 @@ class KronMechanism(HdmmBase):
         union = ProductUnion.of(workload)
         result = opt_kron(union, privacy.norm, restarts=self.restarts, seed=self.seed,
                           sweeps=self.sweeps, maxiter=self.maxiter,
-                          polish_iterations=self.polish_iterations, progress=progress)
+                          polish_iterations=self.polish_iterations, progress=progress,
+                          executor=self.executor)
         return kron_plan(self.name, workload, privacy, union, result, self.max_cells)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -40,6 +41,7 @@ import scipy.linalg as sla
 import scipy.optimize as so
 
 from engine.errors import NotApplicable
+from engine.executor import SerialExecutor, map_ordered
 from engine.linalg.marginals import is_marginal_like
 from engine.linalg.matrix import (
     Dense,
@@ -279,7 +281,8 @@ def optimize_pidentity(V: np.ndarray, p: int, *, restarts: int = 8, seed: int = 
                        maxiter: int = 300, polish_iterations: int = 200,
                        screen_ftol: float = 1e-4, max_work: int = MAX_WORK,
                        init: np.ndarray | None = None,
-                       progress: Progress | Reporter | None = None
+                       progress: Progress | Reporter | None = None,
+                       executor: Executor | None = None
                        ) -> tuple[np.ndarray, float, list[float]]:
     """Best p-Identity ``Theta`` for V: seeded starts screened, the best one polished.
 
@@ -293,6 +296,13 @@ def optimize_pidentity(V: np.ndarray, p: int, *, restarts: int = 8, seed: int = 
     agree was measured and rejected: on all ranges of 32 cells with p = 2 two starts agree
     on 5391.4 while the fifth reaches 5343.4.)
 
+    On an ``executor`` the same rule gives the same starts: the warm start and the first
+    random start run here, then as many further starts as fit if each is as long as the
+    first run at once on the executor; their lengths are replayed through the rule (the
+    ones it would not have launched are dropped, and where they were shorter than the
+    first another batch runs). The starts are independent and seeded, so the result is the
+    serial one.
+
     Args:
         V: workload Gram (n x n).
         p: number of extra queries.
@@ -305,7 +315,9 @@ def optimize_pidentity(V: np.ndarray, p: int, *, restarts: int = 8, seed: int = 
         max_work: multiply-adds the whole optimisation may spend (caps the iterations of the
             starts and the polish on very large domains).
         init: an extra warm start (p x n), tried before the random ones.
-        progress: receives one step per objective evaluation.
+        progress: receives one step per objective evaluation (of the starts run here;
+            a cancel also stops the starts running on ``executor``).
+        executor: runs batches of further starts (None: every start in this process).
 
     Returns:
         ``(Theta, f, losses)``: the best parameters (p x n), their ``tr[(A^T A)^-1 V]`` and
@@ -320,36 +332,82 @@ def optimize_pidentity(V: np.ndarray, p: int, *, restarts: int = 8, seed: int = 
     total = len(warm) + restarts
     budget = SCREEN_WORK // (p * n * n)  # in evaluations
     cap = max(1, max_work // (p * n * n))
+    # every start the rule admits has at most budget evaluations before it, so with this
+    # margin it runs its full maxiter wherever it runs: a batch needs no running total
+    batches = (executor is not None and not isinstance(executor, SerialExecutor)
+               and cap - budget >= maxiter)
+
+    def start(k: int) -> np.ndarray:  # in order: the random ones draw from rng in turn
+        return warm[k] if k < len(warm) else pidentity_start(V, p, rng, k - len(warm))
+
+    results: list[tuple[float, np.ndarray]] = []
+    lengths: list[int] = []  # evaluations of every start
+    while len(results) < total:
+        admitted = _admitted_starts(lengths, len(warm), total, budget, cap)
+        if admitted == 0:
+            break
+        if not batches or admitted == 1:
+            k = len(results)
+            rep = reporter(progress, f"OPT_0 p-identity (p={p}) start {k + 1}/{total}")
+            f, x, used = _screen(V, p, dv, start(k), rep, screen_ftol,
+                                 min(maxiter, cap - sum(lengths)))
+            results.append((f, x))
+            lengths.append(used)
+            continue
+        tasks = [(V, p, start(len(results) + j), screen_ftol, maxiter) for j in range(admitted)]
+        cancel = progress.progress if isinstance(progress, Reporter) else progress
+        for f, x, used in map_ordered(executor, _screen_task, tasks, progress=cancel):
+            if _admitted_starts(lengths, len(warm), total, budget, cap) == 0:
+                break  # the serial rule stops before this start
+            results.append((f, x))
+            lengths.append(used)
+    losses = [f for f, _ in results]
+    best = int(np.argmin(losses))
+    f, x = results[best]
+    # the polish runs at most as long as the best start's screening did: short on small or
+    # easy problems, longer where the screening itself needed many iterations
+    polish = min(polish_iterations, lengths[best], cap - sum(lengths))
+    if polish > 0 and math.isfinite(f):
+        rep = reporter(progress, f"OPT_0 p-identity (p={p}) polish")
+        f2, x2, _ = _screen(V, p, dv, x, rep, 1e-12, polish)
+        if f2 < f:
+            f, x = f2, x2
+    return x.reshape(p, n), f, losses
+
+
+def _admitted_starts(lengths: list[int], warm: int, total: int, budget: int, cap: int) -> int:
+    """How many further starts the restart rule launches after the starts of ``lengths``
+    (evaluations each) if every one is as long as the first random start (0: stop)."""
+    spent = sum(lengths)
+    if spent >= cap and lengths:
+        return 0
+    if len(lengths) <= warm:  # the warm start and the first random start run alone
+        return 1
+    first = lengths[warm]
+    if spent + first > budget:
+        return 0
+    return min(total - len(lengths), (budget - spent) // first)
+
+
+def _screen(V: np.ndarray, p: int, dv: np.ndarray, x0: np.ndarray, rep: Reporter,
+            ftol: float, maxiter: int) -> tuple[float, np.ndarray, int]:
+    """L-BFGS-B on the p-Identity loss from ``x0``: ``(loss, Theta flat, evaluations)``."""
     evaluations = [0]
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
         evaluations[0] += 1
         return pidentity_loss_grad(x, V, p, dv)
 
-    results: list[tuple[float, np.ndarray]] = []
-    lengths: list[int] = []  # evaluations of every start
-    for k in range(total):
-        x0 = warm[k] if k < len(warm) else pidentity_start(V, p, rng, k - len(warm))
-        rep = reporter(progress, f"OPT_0 p-identity (p={p}) start {k + 1}/{total}")
-        before = evaluations[0]
-        results.append(minimize_reported(fun, x0.ravel(), rep, ftol=screen_ftol,
-                                         maxiter=min(maxiter, cap - before)))
-        lengths.append(evaluations[0] - before)
-        first = lengths[len(warm)] if k >= len(warm) else 0  # the first random start's
-        if (first and evaluations[0] + first > budget) or evaluations[0] >= cap:
-            break
-    losses = [f for f, _ in results]
-    best = int(np.argmin(losses))
-    f, x = results[best]
-    # the polish runs at most as long as the best start's screening did: short on small or
-    # easy problems, longer where the screening itself needed many iterations
-    polish = min(polish_iterations, lengths[best], cap - evaluations[0])
-    if polish > 0 and math.isfinite(f):
-        rep = reporter(progress, f"OPT_0 p-identity (p={p}) polish")
-        f2, x2 = minimize_reported(fun, x, rep, ftol=1e-12, maxiter=polish)
-        if f2 < f:
-            f, x = f2, x2
-    return x.reshape(p, n), f, losses
+    f, x = minimize_reported(fun, np.asarray(x0, float).ravel(), rep, ftol=ftol,
+                             maxiter=maxiter)
+    return f, x, evaluations[0]
+
+
+def _screen_task(task: tuple[np.ndarray, int, np.ndarray, float, int]
+                 ) -> tuple[float, np.ndarray, int]:
+    """One start screened on an executor (no progress crosses processes)."""
+    V, p, x0, ftol, maxiter = task
+    return _screen(V, p, np.diag(V).copy(), x0, Reporter(), ftol, maxiter)
 
 
 def optimize_idtotal(V: np.ndarray, progress: Progress | Reporter | None = None
@@ -625,7 +683,8 @@ def total_factor(n: int, V: np.ndarray, norm: int) -> Factor:
 def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, seed: int = 0,
          maxiter: int = 300, polish_iterations: int = 200, tol: float = 1e-7,
          max_work: int = MAX_WORK, init: Factor | None = None,
-         progress: Progress | Reporter | None = None) -> Factor:
+         progress: Progress | Reporter | None = None,
+         executor: Executor | None = None) -> Factor:
     """OPT_0: the best strategy for the explicit Gram V in sensitivity norm ``norm``.
 
     Args:
@@ -640,6 +699,7 @@ def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, s
         max_work: multiply-adds one p-Identity optimisation may spend.
         init: a previous p-Identity factor to warm-start from (same p and n).
         progress: receives (iteration, loss) from every optimiser loop.
+        executor: runs batches of p-Identity restarts (see :func:`optimize_pidentity`).
 
     Returns:
         The best :class:`Factor` by ``C_K``; ``info["candidates"]`` lists every candidate's
@@ -661,7 +721,7 @@ def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, s
             theta, f, losses = optimize_pidentity(
                 V, p, restarts=restarts, seed=seed, maxiter=maxiter,
                 polish_iterations=polish_iterations, max_work=max_work, init=warm,
-                progress=progress)
+                progress=progress, executor=executor)
             candidates.append(Factor("p-identity", PIdentity(theta), f, norm,
                                      {"p": p, "start_losses": losses}))
             t, f = optimize_idtotal(V, progress)
@@ -712,11 +772,13 @@ def explicit_plan(name: str, workload: Workload, privacy: Privacy,
                   union: ProductUnion | None = None, *, p: int | None = None,
                   restarts: int = 8, seed: int = 0, maxiter: int = 300,
                   polish_iterations: int = 200, tol: float = 1e-7,
-                  progress: Progress | Reporter | None = None) -> Plan:
+                  progress: Progress | Reporter | None = None,
+                  executor: Executor | None = None) -> Plan:
     """A Plan for OPT_0 on the workload's explicit Gram over the whole domain."""
     V = explicit_gram(workload, union)
     factor = opt0(V, privacy.norm, p=p, restarts=restarts, seed=seed, maxiter=maxiter,
-                  polish_iterations=polish_iterations, tol=tol, progress=progress)
+                  polish_iterations=polish_iterations, tol=tol, progress=progress,
+                  executor=executor)
 
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         return workload.answer(factor.pinv_apply(np.asarray(y, dtype=float)))
@@ -758,4 +820,4 @@ class Opt0Mechanism(HdmmBase):
         return explicit_plan(self.name, workload, privacy, p=self.p, restarts=self.restarts,
                              seed=self.seed, maxiter=self.maxiter,
                              polish_iterations=self.polish_iterations, tol=self.tol,
-                             progress=progress)
+                             progress=progress, executor=self.executor)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,14 +115,17 @@ class UnionResult:
 
 def opt_union(union: ProductUnion, norm: int, groups: list[list[int]], *, restarts: int = 4,
               seed: int = 0, sweeps: int = 10, maxiter: int = 300, polish_iterations: int = 200,
-              progress: Progress | Reporter | None = None) -> UnionResult:
-    """OPT_+: OPT_kron per group, then the closed-form weights."""
+              progress: Progress | Reporter | None = None,
+              executor: Executor | None = None) -> UnionResult:
+    """OPT_+: OPT_kron per group (p-Identity restarts in batches on ``executor``), then the
+    closed-form weights."""
     blocks = []
     for g, members in enumerate(groups):
         rep = reporter(progress, f"OPT_+ group {g + 1}/{len(groups)}")
         blocks.append(opt_kron(union.subset(members), norm, restarts=restarts,
                                seed=seed + g, sweeps=sweeps, maxiter=maxiter,
-                               polish_iterations=polish_iterations, progress=rep))
+                               polish_iterations=polish_iterations, progress=rep,
+                               executor=executor))
     errors = np.array([b.loss for b in blocks])
     sens = np.array([math.prod(f.sensitivity[norm] for f in b.factors) for b in blocks])
     weights, total = union_weights(errors, sens, norm)
@@ -222,5 +226,5 @@ class UnionMechanism(HdmmBase):
         result = opt_union(union, privacy.norm, groups_of(workload, self.grouping),
                            restarts=self.restarts, seed=self.seed, sweeps=self.sweeps,
                            maxiter=self.maxiter, polish_iterations=self.polish_iterations,
-                           progress=progress)
+                           progress=progress, executor=self.executor)
         return union_plan(self.name, workload, privacy, union, result, self.max_cells)
