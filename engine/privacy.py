@@ -71,7 +71,13 @@ def analytic_gaussian_sigma(eps: float, delta: float) -> float:
     lo, hi = 1e-8, 1.0
     while excess(hi) > 0:
         hi *= 2.0
-    return float(brentq(excess, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500))
+    # A large eps needs less noise than 1e-8; past ~1e-300 the scale leaves a float's range.
+    while excess(lo) < 0:
+        if lo < 1e-290:
+            raise SpecError(f"privacy.epsilon: {eps:g} puts the Gaussian noise scale below "
+                            "a float's range")
+        lo, hi = lo * 1e-8, lo
+    return float(brentq(excess, lo, hi, xtol=min(1e-15, lo * 1e-7), rtol=1e-15, maxiter=500))
 
 
 def classical_gaussian_sigma(eps: float, delta: float) -> float:

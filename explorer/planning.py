@@ -56,11 +56,12 @@ PLANNER_NICENESS = 10
 DEFAULT_PLANNERS = 2
 #: Operations of ``Cost.plan_operations`` planned per second, to turn the cost model's count
 #: into a time. A rough constant, measured once on the 2-core development machine by planning
-#: the SF1, CPS and Loans presets' mechanisms one at a time: the model is loose, from 2e7 per
-#: second (eigen-design on CPS: 9e6 operations in 0.46 s; hdmm-union on Loans: 5.4e7 in 3.5 s)
-#: to 3e10 (hdmm-kron on SF1: 1.4e10 in 0.4 s), with eigen-design on SF1 (1.4e10 in 18-36 s)
-#: near this middle value. Times derived from it are shown as estimates, never as promises.
-OPERATIONS_PER_SECOND = 1e9
+#: mechanisms one at a time. The model is loose: on the large estimates that decide what is
+#: held back it runs 4e8 to 3.5e10 per second (eigen-design on SF1: 1.4e10 operations in
+#: 18-36 s; hdmm on SF1: 2.8e10 in 2-3 s; hdmm-opt0 on 1,400 cells: 2.7e11 in 9.4 s; hdmm-kron
+#: on SF1: 1.4e10 in 0.4 s), on small ones down to 2e7 (eigen-design on CPS: 9e6 in 0.46 s).
+#: Times derived from it are shown as estimates, never as promises.
+OPERATIONS_PER_SECOND = 1e10
 #: Mechanisms estimated to plan longer than this (seconds) start only on the user's request.
 AUTO_START_SECONDS = 60.0
 
@@ -573,7 +574,7 @@ class PlanStore:
         self._lock = threading.RLock()
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._jobs: dict[tuple[str, str], PlanningJob] = {}
-        self._bounds_computing: set[str] = set()
+        self._bound_threads: dict[str, threading.Thread] = {}  # bounds being computed
         self._queue: list[PlanningJob] = []
         self._job_waiting = threading.Condition(self._lock)
         self._planners: list[threading.Thread] = []
@@ -610,26 +611,38 @@ class PlanStore:
             entry = self._entries.get(key)
             return entry.bound if entry else None
 
-    def ensure_bound(self, key: str, workload: Workload, background: bool = True) -> None:
+    def ensure_bound(
+        self, key: str, workload: Workload, background: bool = True, wait: float = 0.0
+    ) -> None:
         """Compute the workload's SVD bound unless stored or under way.
 
         The bound never waits for a planner: in the background it gets a thread of its own,
         at normal priority, so it shows within moments even while slow planners run (it takes
         milliseconds on closed forms, seconds at most on explicit eigendecompositions).
+        ``wait`` (seconds) blocks until it is stored or that time has passed, so a page being
+        built can show it at once.
         """
         with self._lock:
-            if self.bound(key) is not None or key in self._bounds_computing:
+            if self.bound(key) is not None:
                 return
-            self._bounds_computing.add(key)
-        if background:
-            threading.Thread(
-                target=self._compute_bound,
-                args=(key, workload),
-                name="explorer-bound",
-                daemon=True,
-            ).start()
-        else:
-            self._compute_bound(key, workload)
+            thread = self._bound_threads.get(key)
+            if thread is None:
+                thread = threading.Thread(
+                    target=self._compute_bound,
+                    args=(key, workload),
+                    name="explorer-bound",
+                    daemon=True,
+                )
+                self._bound_threads[key] = thread
+                if background:
+                    thread.start()
+        if not background:
+            if thread.is_alive():
+                thread.join()
+            elif self.bound(key) is None:
+                thread.run()
+        elif wait > 0 and thread.is_alive():
+            thread.join(wait)
 
     def _compute_bound(self, key: str, workload: Workload) -> None:
         try:
@@ -638,12 +651,7 @@ class PlanStore:
             bound = Bound(None, "none", f"the bound could not be computed: {one_line(exc)}")
         with self._lock:
             self.put_bound(key, workload, bound)
-            self._bounds_computing.discard(key)
-
-    def bound_pending(self, key: str) -> bool:
-        """True while the workload's bound is being computed."""
-        with self._lock:
-            return key in self._bounds_computing
+            self._bound_threads.pop(key, None)
 
     def missing(self, key: str, noise: str, names: Iterable[str]) -> list[str]:
         """The names among ``names`` with no finished row yet."""

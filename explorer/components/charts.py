@@ -87,6 +87,29 @@ def privacy_knob(noise: str) -> tuple[str, str]:
     return name, "rho (zCDP)" if name == "rho" else name
 
 
+#: Line styles of a mechanism's curve: solid, then one per earlier mechanism drawing the same.
+COPY_DASHES = ("solid", "dotted", "dotdash", "dashdot")
+
+
+def same_curves(frame: pd.DataFrame, rel: float = 1e-9) -> dict[str, tuple[str, int]]:
+    """Which mechanisms draw exactly the line of an earlier one (e.g. hb on a small domain is
+    identity): ``{name: (first mechanism with that line, how many earlier ones have it)}``, the
+    count picking each copy's dash style. The bound is never matched.
+    """
+    seen: list[tuple[str, np.ndarray]] = []
+    copies: dict[str, tuple[str, int]] = {}
+    for name, part in frame.groupby("mechanism", sort=False):
+        if name == BOUND_LABEL:
+            continue
+        values = part["rmse"].to_numpy(dtype=float)
+        earlier = [other for other, line in seen
+                   if line.shape == values.shape and np.allclose(line, values, rtol=rel, atol=0)]
+        if earlier:
+            copies[str(name)] = (earlier[0], len(earlier))
+        seen.append((str(name), values))
+    return copies
+
+
 def tradeoff_curves(frame: pd.DataFrame, noise: str) -> hv.Overlay:
     """Log-log RMSE against eps (or rho) per mechanism, with the bound as a dashed line.
 
@@ -99,12 +122,16 @@ def tradeoff_curves(frame: pd.DataFrame, noise: str) -> hv.Overlay:
     xdim = hv.Dimension("x", label=xlabel)
     ydim = hv.Dimension("rmse", label="RMSE (typical error per query)")
     colors = mechanism_colors(m for m in frame["mechanism"].unique() if m != BOUND_LABEL)
+    copies = same_curves(frame)
     curves = []
     for name, part in frame.groupby("mechanism", sort=False):
         is_bound = name == BOUND_LABEL
-        curve = hv.Curve(part, xdim, [ydim, "mechanism"], label=str(name)).opts(
+        first, earlier = copies.get(str(name), (None, 0))
+        label = f"{name} (same as {first})" if first else str(name)
+        dash = "dashed" if is_bound else COPY_DASHES[min(earlier, len(COPY_DASHES) - 1)]
+        curve = hv.Curve(part, xdim, [ydim, "mechanism"], label=label).opts(
             color=BOUND_COLOR if is_bound else colors[str(name)],
-            line_dash="dashed" if is_bound else "solid", line_width=2 if is_bound else 2.5,
+            line_dash=dash, line_width=2 if is_bound else 2.5,
             tools=TOOLS, logx=True, logy=True)
         curves.append(curve)
     if not curves:
@@ -120,6 +147,9 @@ def style_tradeoff(chart: hv.Overlay | hv.DynamicMap, noise: str, height: int = 
         legend_position="right", title=f"Error as {xlabel} changes", shared_axes=False,
         default_tools=["pan", "wheel_zoom", "box_zoom", "reset"]))
 
+
+#: Opacity of the curves not highlighted.
+FADED_ALPHA = 0.15
 
 #: Column names of the current-point markers; distinctive so tests can find their data.
 MARKER_X, MARKER_Y = "current_x", "current_rmse"
@@ -169,6 +199,20 @@ class LiveTradeoffChart:
         """Show a new current privacy level."""
         self.source.data = marker_columns(points)
         self.span.location = float(x_now)
+
+    def highlight(self, mechanism: str | None) -> None:
+        """Draw one mechanism's curve bold and fade the others (None: all as drawn)."""
+        from bokeh.models import GlyphRenderer
+
+        for renderer in self.figure.select({"type": GlyphRenderer}):
+            names = renderer.data_source.data.get("mechanism")
+            if names is None or not len(names) or MARKER_X in renderer.data_source.data:
+                continue
+            chosen = mechanism is None or names[0] == mechanism
+            if hasattr(renderer.glyph, "line_alpha"):
+                renderer.glyph.line_alpha = 1.0 if chosen else FADED_ALPHA
+            if hasattr(renderer.glyph, "line_width") and names[0] != BOUND_LABEL:
+                renderer.glyph.line_width = 5.0 if mechanism is not None and chosen else 2.5
 
 
 def error_histogram(errors: np.ndarray, color: str, title: str, height: int = 300

@@ -40,25 +40,69 @@ def conversion_text(noise: str, epsilon: float, delta: float, rho: float) -> str
 #: How long the conversion waits after a slider release before it starts (seconds).
 CONVERSION_DELAY_S = 0.3
 
+#: The log10 range of each budget's slider (the typed box accepts any positive value).
+EXPONENT_BOUNDS = {"epsilon": (-2.0, 1.0), "rho": (-3.0, 1.0)}
+
+#: Shows a log slider's exponent as the value itself (e.g. ``0.316``).
+_POWER_OF_TEN = "return Number(Math.pow(10, tick).toPrecision(3)).toString();"
+
+
+def rounded(value: float, digits: int = 3) -> float:
+    """``value`` to ``digits`` significant digits (what a log slider sets)."""
+    return float(f"{value:.{digits}g}")
+
+
+def budget_problem(name: str, value: float | None) -> str:
+    """Why a typed budget (eps or rho) is not usable, or '' when it is (> 0 and finite)."""
+    if value is None or not math.isfinite(value):
+        return f"{name} must be a positive number"
+    if value <= 0:
+        return f"{name} must be greater than 0 (got {value:g})"
+    return ""
+
 
 class PrivacyControls(pn.viewable.Viewer):
-    """Noise type, eps, delta (log scale) and rho, editing ``privacy`` in place."""
+    """Noise type, eps and rho (typed, and on log sliders), delta (log slider), editing
+    ``privacy`` in place.
+
+    A typed value that is not a valid budget is not passed on: the field keeps it, a message
+    next to it says what is wrong and which value the charts still use (:attr:`problem`).
+    """
 
     privacy = param.ClassSelector(class_=Privacy, instantiate=False, doc="The level edited.")
     delta_exponent = param.Number(default=-6.0, bounds=(-12.0, -1.0), step=0.25,
                                   label="delta (log10)", doc="log10 of delta.")
+    epsilon_exponent = param.Number(default=0.0, bounds=EXPONENT_BOUNDS["epsilon"], step=0.01,
+                                    label="epsilon (log scale)", doc="log10 of eps.")
+    rho_exponent = param.Number(default=math.log10(0.5), bounds=EXPONENT_BOUNDS["rho"],
+                                step=0.01, label="rho (log scale)", doc="log10 of rho.")
+    problem = param.String(default="", doc="Why the last typed value was refused ('' if not).")
     compact = param.Boolean(default=False, doc="One row instead of a column.")
 
     def __init__(self, **params) -> None:
         super().__init__(**params)
+        self._inputs = {name: pn.widgets.FloatInput(
+            label=name, value=float(getattr(self.privacy, name)), start=None, width=110,
+            css_classes=[f"{'eps' if name == 'epsilon' else name}-input"])
+            for name in ("epsilon", "rho")}
+        for name, box in self._inputs.items():
+            box.param.watch(lambda event, name=name: self.type_value(name, event.new), "value")
         self._from_privacy()
-        self.privacy.param.watch(lambda event: self._from_privacy(), "delta")
+        self.privacy.param.watch(lambda event: self._from_privacy(), ["delta", "epsilon", "rho"])
 
     def _from_privacy(self) -> None:
-        exponent = math.log10(self.privacy.delta)
-        if not math.isclose(exponent, self.delta_exponent, abs_tol=1e-9):
-            lo, hi = self.param.delta_exponent.bounds
-            self.delta_exponent = min(max(exponent, lo), hi)
+        targets = {"delta_exponent": self.privacy.delta, "epsilon_exponent": self.privacy.epsilon,
+                   "rho_exponent": self.privacy.rho}
+        for exponent_name, value in targets.items():
+            exponent = math.log10(value)
+            if not math.isclose(exponent, getattr(self, exponent_name), abs_tol=1e-9):
+                lo, hi = self.param[exponent_name].bounds
+                setattr(self, exponent_name, min(max(exponent, lo), hi))
+        for name, box in self._inputs.items():
+            value = float(getattr(self.privacy, name))
+            if box.value is None or not math.isclose(box.value, value, rel_tol=1e-12):
+                box.value = value
+        self.problem = ""
 
     @param.depends("delta_exponent", watch=True)
     def _to_privacy(self) -> None:
@@ -66,28 +110,56 @@ class PrivacyControls(pn.viewable.Viewer):
         if not math.isclose(delta, self.privacy.delta, rel_tol=1e-9):
             self.privacy.delta = delta
 
+    @param.depends("epsilon_exponent", "rho_exponent", watch=True)
+    def _budget_to_privacy(self) -> None:
+        for name in ("epsilon", "rho"):
+            exponent = getattr(self, f"{name}_exponent")
+            current = float(getattr(self.privacy, name))
+            lo, hi = self.param[f"{name}_exponent"].bounds
+            if math.isclose(exponent, min(max(math.log10(current), lo), hi), abs_tol=1e-9):
+                continue  # the slider only followed the privacy level
+            setattr(self.privacy, name, rounded(10.0**exponent))
+
+    def type_value(self, name: str, value: float | None) -> None:
+        """A value typed into the eps or rho box: used if valid, else refused with a message."""
+        problem = budget_problem("eps" if name == "epsilon" else name, value)
+        if problem:
+            current = float(getattr(self.privacy, name))
+            self.problem = (f"{problem}; the charts still use "
+                            f"{'eps' if name == 'epsilon' else name} = {current:g}.")
+            return
+        if not math.isclose(value, float(getattr(self.privacy, name)), rel_tol=1e-12):
+            setattr(self.privacy, name, float(value))
+        self.problem = ""
+
     def conversion(self) -> str:
         """The (eps, delta) <-> rho conversion at the current level, in words."""
         p = self.privacy
         return conversion_text(p.noise, float(p.epsilon), float(p.delta), float(p.rho))
 
     def __panel__(self) -> pn.viewable.Viewable:
+        from bokeh.models import CustomJSTickFormatter
+
         p = self.privacy
         noise = pn.widgets.RadioButtonGroup.from_param(
             p.param.noise, color="primary", variant="outline",
             css_classes=["noise-choice"])
-        eps = pn.widgets.EditableFloatSlider.from_param(
-            p.param.epsilon, throttled=True, start=0.01, end=10.0, step=0.01, format="0.00",
-            fixed_start=0.001, css_classes=["eps-slider"], label="epsilon", width=280,
-            visible=pn.bind(lambda n: n != "zcdp", p.param.noise))
+        knobs = {}
+        for name, css in (("epsilon", "eps"), ("rho", "rho")):
+            slider = pn.widgets.FloatSlider.from_param(
+                self.param[f"{name}_exponent"], throttled=True, show_value=True,
+                format=CustomJSTickFormatter(code=_POWER_OF_TEN),
+                css_classes=[f"{css}-slider"], width=220)
+            visible = pn.bind(lambda n, name=name: (n == "zcdp") == (name == "rho"),
+                              p.param.noise)
+            knobs[name] = pn.Row(self._inputs[name], slider, visible=visible, margin=0)
         delta = pn.widgets.FloatSlider.from_param(
             self.param.delta_exponent, throttled=True, format="0.00",
             css_classes=["delta-slider"], width=260,
             visible=pn.bind(lambda n: n != "laplace", p.param.noise))
-        rho = pn.widgets.EditableFloatSlider.from_param(
-            p.param.rho, throttled=True, start=0.001, end=10.0, step=0.001, format="0.000",
-            fixed_start=0.0001, css_classes=["rho-slider"], label="rho", width=280,
-            visible=pn.bind(lambda n: n == "zcdp", p.param.noise))
+        refused = pn.pane.Alert(self.param.problem, alert_type="warning",
+                                visible=pn.bind(bool, self.param.problem),
+                                css_classes=["privacy-problem"], margin=(0, 10))
         # Off the event loop, and after the charts: the conversion search is pure Python, so
         # running it at once would compete with the slider's own update for the interpreter.
         shown = pn.pane.Markdown(
@@ -95,10 +167,23 @@ class PrivacyControls(pn.viewable.Viewer):
                     p.param.epsilon, p.param.delta, p.param.rho),
             css_classes=["privacy-conversion"], margin=(0, 10))
         layout = pn.Row if self.compact else pn.Column
-        return pn.Column(layout(noise, eps, delta, rho), shown, sizing_mode="stretch_width",
-                         css_classes=["privacy-controls"])
+        return pn.Column(layout(noise, knobs["epsilon"], delta, knobs["rho"]), refused, shown,
+                         sizing_mode="stretch_width", css_classes=["privacy-controls"])
+
+    def _level(self) -> tuple[str, float, float, float]:
+        p = self.privacy
+        return p.noise, float(p.epsilon), float(p.delta), float(p.rho)
 
     def _conversion(self, noise: str, epsilon: float, delta: float, rho: float) -> str:
-        text = conversion_text(noise, float(epsilon), float(delta), float(rho))
+        # Served, these run on worker threads and may finish out of order (a Gaussian root
+        # search outlasts the Laplace formula that follows it), so each answers for the level
+        # as it is when it finishes, never for the one it was called with.
+        level = (noise, float(epsilon), float(delta), float(rho))
+        while True:
+            noise, epsilon, delta, rho = level
+            text = conversion_text(noise, epsilon, delta, rho)
+            if self._level() == level:
+                break
+            level = self._level()
         prefix = f"delta = {delta:.1e}. " if noise != "laplace" else ""
         return prefix + text

@@ -40,6 +40,8 @@ COLUMN_MEANINGS = {
     "rmse": "root mean squared error per query at the privacy level (counts)",
     "ratio_to_bound": "rmse / the SVD lower bound (1.0 is the best possible)",
     "plan_seconds": "seconds spent planning", "note": "why a mechanism does not apply"}
+#: Seconds a served compare page waits for the SVD bound before it is built without it.
+BOUND_WAIT = 1.0
 #: How many of the worst queries are listed.
 WORST = 20
 #: Largest number of per-query errors listed for one mechanism.
@@ -217,6 +219,10 @@ class ComparePage(Page):
             session.param.mechanisms, label="Mechanisms to compare", sizing_mode="stretch_width",
             css_classes=["mechanism-choice"])
         if served():
+            # Bound first: started before the page is built and waited for a moment, so the
+            # page usually opens with it (planning starts once the page has loaded).
+            session.store.ensure_bound(session.key, session.workload, wait=BOUND_WAIT)
+            session.refresh()
             pn.state.onload(self.run)
             # A new workload, noise type or mechanism choice needs plans: start them at once.
             self.watch(session, lambda *events: self.run(), ["scenario", "mechanisms"])

@@ -43,8 +43,12 @@ accurate. The question is *how much* less accurate, and whether it is worth it.
   are logarithmic, so a straight line going down means "double the budget, cut the error by
   a fixed factor" (half the error for Laplace and for Gaussian with fixed delta, roughly).
 * The dashed black line is the **lower bound**: no mechanism of this kind can be below it.
-* The dots and the grey vertical line mark your current budget. Move the slider to see the
-  numbers change: the mechanisms' plans do not change, only the noise level.
+* The dots and the grey vertical line mark your current budget. Move the slider (it is on
+  a log scale, like the chart) or type a value to see the numbers change: the mechanisms'
+  plans do not change, only the noise level.
+* Click a row of the table under the chart to highlight that mechanism's line. A mechanism
+  whose line is exactly another's (for example hb on a small domain, which is identity) is
+  drawn dotted and labelled "same as".
 * **delta** (Gaussian noise) is the small probability that the guarantee fails; it should be
   much smaller than one over the number of people. **rho** is the zCDP budget, another way to
   count privacy loss that adds up neatly over many releases; the page converts between them.
@@ -100,7 +104,8 @@ def marker_frame(comparison: Comparison | None) -> pd.DataFrame:
 
 def readout_frame(comparison: Comparison | None) -> pd.DataFrame:
     """RMSE now, ratio to the bound, and the cost of halving the budget, per mechanism."""
-    columns = ["mechanism", "rmse", "ratio_to_bound", "rmse_at_half_budget", "increase"]
+    columns = ["mechanism", "rmse", "ratio_to_bound", "rmse_at_half_budget", "increase",
+               "note"]
     if comparison is None:
         return pd.DataFrame(columns=columns)
     half = at_knob(comparison.privacy, knob_value(comparison.privacy) / 2)
@@ -110,9 +115,13 @@ def readout_frame(comparison: Comparison | None) -> pd.DataFrame:
         if r.rmse is None:
             continue
         at_half = r.plan.rmse(half)
+        twin = next((row["mechanism"] for row in rows
+                     if math.isclose(row["rmse"], r.rmse, rel_tol=1e-9)
+                     and math.isclose(row["rmse_at_half_budget"], at_half, rel_tol=1e-9)), None)
         rows.append({"mechanism": r.mechanism, "rmse": r.rmse,
                      "ratio_to_bound": r.rmse / bound if bound else None,
-                     "rmse_at_half_budget": at_half, "increase": at_half / r.rmse})
+                     "rmse_at_half_budget": at_half, "increase": at_half / r.rmse,
+                     "note": f"same error as {twin}" if twin else ""})
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -183,11 +192,25 @@ def halving_sentence(comparison: Comparison | None) -> str:
 
 
 class TradeoffModel(param.Parameterized):
-    """View-model of the inverse question: what budget reaches a target error."""
+    """View-model of the inverse question (what budget reaches a target error) and of the
+    mechanism highlighted on the chart."""
 
     target = param.Number(default=None, allow_None=True, bounds=(0, None),
                           inclusive_bounds=(False, True), label="Target RMSE",
                           doc="The largest typical error per count you accept.")
+    problem = param.String(default="", doc="Why the last typed target was refused ('' if not).")
+    highlighted = param.String(default=None, allow_None=True,
+                               doc="The mechanism drawn bold on the chart (None: all alike).")
+
+    def type_target(self, value: float | None) -> None:
+        """A typed target: used when positive and finite, else refused with a message."""
+        if value is not None and math.isfinite(value) and value > 0:
+            self.target, self.problem = float(value), ""
+            return
+        still = (f"the table still answers for {self.target:g}" if self.target
+                 else "type a positive number")
+        shown = "nothing" if value is None else f"{value:g}"
+        self.problem = f"Target RMSE must be greater than 0 (got {shown}); {still}."
 
 
 def _round_sig(value: float, digits: int = 2) -> float:
@@ -224,8 +247,20 @@ class TradeoffPage(Page):
                     p.param.calibration),
             sizing_mode="stretch_width", css_classes=["tradeoff-chart"])
         chart = self._chart_pane
-        target = pn.widgets.FloatInput.from_param(self.model.param.target, step=0.1,
-                                                  css_classes=["target-rmse"], width=200)
+        target = pn.widgets.FloatInput(label="Target RMSE", value=self.model.target, step=0.1,
+                                       start=None, css_classes=["target-rmse"], width=200)
+        target.param.watch(lambda event: self.model.type_target(event.new), "value")
+        self.model.param.watch(lambda event: setattr(target, "value", event.new), "target")
+        refused = pn.pane.Alert(self.model.param.problem, alert_type="warning",
+                                visible=pn.bind(bool, self.model.param.problem),
+                                css_classes=["target-problem"], margin=(0, 10))
+        readout = pn.widgets.Tabulator(
+            pn.bind(readout_frame, session.param.comparison), show_index=False, disabled=True,
+            selectable=1, layout="fit_data_stretch", sizing_mode="stretch_width",
+            formatters={c: NumberFormatter(format="0,0.0000") for c in
+                        ("rmse", "ratio_to_bound", "rmse_at_half_budget", "increase")},
+            css_classes=["tradeoff-readout"])
+        readout.param.watch(lambda event: self._select_row(readout), "selection")
         intro = (f"How the error of each planned mechanism ({self.link('/compare', 'compare')}"
                  " plans them) changes with the privacy budget.")
         return pn.Column(
@@ -244,19 +279,40 @@ class TradeoffPage(Page):
             # of replacing panes (which would re-process the whole page).
             pn.pane.Markdown(pn.bind(self._level, session.param.comparison),
                              css_classes=["tradeoff-level"], margin=(0, 10)),
-            pn.pane.DataFrame(pn.bind(readout_frame, session.param.comparison), index=False,
-                              float_format=lambda v: f"{v:,.4f}",
-                              css_classes=["tradeoff-readout"], sizing_mode="stretch_width"),
+            caption("Click a row to highlight that mechanism's line on the chart (click it "
+                    "again to show all alike)."),
+            readout,
             csv_download(lambda: scenario_columns(readout_frame(session.comparison),
                                                   session.privacy, session.workload),
                          "tradeoff.csv",
                          "Download table (CSV)", css_class="tradeoff-csv"),
             pn.pane.Markdown("### What budget do I need?", margin=(0, 10)),
-            target,
+            pn.Row(target, refused),
             pn.bind(off_loop(self._required), self.model.param.target, session.param.plans,
                     p.param.noise, p.param.delta, p.param.calibration),
             sizing_mode="stretch_width", css_classes=["tradeoff-page"],
         )
+
+    def _select_row(self, table: pn.widgets.Tabulator) -> None:
+        rows = table.selection
+        names = list(table.value["mechanism"]) if table.value is not None else []
+        self.highlight(names[rows[0]] if rows and rows[0] < len(names) else None)
+
+    def highlight(self, mechanism: str | None) -> None:
+        """Draw ``mechanism``'s line bold and fade the others (None: all alike)."""
+        self.model.highlighted = mechanism
+        live = self._live
+        if live is None:
+            return
+        doc = getattr(self, "_doc", None)
+        if doc is not None and doc.session_context is not None:
+            # A table event arrives without the document lock: change the figure's models
+            # on the page's next tick, as Bokeh requires.
+            doc.add_next_tick_callback(lambda: live.highlight(mechanism))
+            return
+        live.highlight(mechanism)
+        if doc is None:  # notebook: push the changed models
+            self._chart_pane.param.trigger("object")
 
     def _plan_missing(self) -> None:
         try:
@@ -279,6 +335,8 @@ class TradeoffPage(Page):
         self._live = LiveTradeoffChart(curve_frame(comparison, session.privacy),
                                        marker_frame(comparison), knob_value(privacy),
                                        privacy.noise)
+        if self.model.highlighted is not None:
+            self._live.highlight(self.model.highlighted)
         return self._live.figure
 
     def _move_markers(self, comparison: Comparison | None) -> None:

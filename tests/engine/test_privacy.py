@@ -235,3 +235,14 @@ def test_an_unsupported_workload_is_unreachable() -> None:
     with pytest.raises(SpecError, match=r"^target: noise std .* needs eps above 1e\+300$"):
         budget_for_sigma(Privacy(noise="gaussian"), 1e-160)
     assert budget_for_rmse(Privacy(noise="zcdp"), 1.0, 0.0) == 0.0  # no error at all
+
+
+def test_analytic_sigma_follows_large_eps_below_its_first_bracket() -> None:
+    # For large eps the analytic sigma approaches 1 / sqrt(2 eps) (the two terms of Theorem 8
+    # balance where 1 / (2 sigma) = eps sigma); 1e-8, the first bracket's floor, is passed at
+    # eps ~ 5e15, and eps = 1e300 used to end in a scipy traceback.
+    from engine.privacy import analytic_gaussian_sigma
+
+    assert analytic_gaussian_sigma(1e12, 1e-6) == pytest.approx(7.071091579023427e-07, rel=1e-9)
+    assert analytic_gaussian_sigma(1e300, 1e-6) == pytest.approx(7.0710678118654e-151, rel=1e-9)
+    assert analytic_gaussian_sigma(1.0, 1e-6) == pytest.approx(4.224679, abs=5e-7)

@@ -77,8 +77,8 @@ def test_estimates_read_as_rough_figures(monkeypatch):
         Estimate("m", 2e8, 512.0).describe() == "~2e8 operations, 512 bytes, under 1 s (estimate)"
     )
     minutes = Estimate("m", 600.0 * 1e9, 2**30)
-    minutes = Estimate("m", 600.0 * OPERATIONS_PER_SECOND, 2**30)
     assert minutes.describe().endswith("1 GiB, about 10 min (estimate)")
+    assert Estimate("m", 1e15, 0.0).describe().endswith("about 12 days (estimate)")
     assert Estimate("m", math.inf, math.inf).describe() == "no estimate"
     assert Estimate("m", math.inf, math.inf).seconds == math.inf
 
@@ -190,3 +190,23 @@ def test_a_session_holds_slow_mechanisms_and_plans_them_on_request(monkeypatch):
     session.request_comparison(background=False, include_slow=True)
     assert session.held == [] and session.queue == []
     assert {r.mechanism for r in session.comparison.rows} == {"identity", "eigen-design"}
+
+
+def test_a_page_being_built_can_wait_for_the_bound_and_it_is_computed_once(monkeypatch):
+    calls = []
+    real = planning.svd_bound
+
+    def counted(workload):
+        calls.append(workload)
+        return real(workload)
+
+    monkeypatch.setattr(planning, "svd_bound", counted)
+    store = PlanStore()
+    s = Scenario.from_spec(_scenario(32, ["identity"]))
+    store.ensure_bound("k", s.workload, wait=10.0)
+    assert store.bound("k").value == pytest.approx(real(s.workload).value, rel=1e-12)
+    store.ensure_bound("k", s.workload, wait=10.0)
+    store.ensure_bound("k", s.workload, background=False)
+    assert len(calls) == 1
+    store.ensure_bound("other", s.workload, background=False)  # notebooks: on the caller
+    assert store.bound("other") is not None and len(calls) == 2

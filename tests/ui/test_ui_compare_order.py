@@ -1,7 +1,7 @@
 """Bound first, estimates always: on the served compare page the SVD bound's value shows while
 a slow mechanism is still waiting or planning, and the waiting row shows its estimate.
 
-The scenario: prefix queries on 1,024 cells with identity, h2 and hdmm-opt0. OPT_0's cost
+The scenario: prefix queries on 2,048 cells with identity, h2 and hdmm-opt0. OPT_0's cost
 model (100 n**3 operations on the dense Gram) puts it over a minute, so it is held for
 "Plan anyway"; pressing it starts it while the bound stays on screen.
 """
@@ -22,7 +22,7 @@ from explorer.planning import estimate_mechanism
 pytestmark = pytest.mark.ui
 
 SPEC = {
-    "domain": {"x": {"size": 1024, "kind": "numeric"}},
+    "domain": {"x": {"size": 2048, "kind": "numeric"}},
     "workload": [{"product": {"x": "prefix"}}],
     "privacy": {"noise": "gaussian", "epsilon": 1.0, "delta": 1.0e-6},
     "mechanisms": ["identity", "h2", "hdmm-opt0"],
@@ -41,7 +41,7 @@ def test_bound_shows_before_the_slow_mechanism_and_its_row_shows_an_estimate(
     page.locator(".spec-upload input[type=file]").first.set_input_files(
         files=[{"name": "slow.yaml", "mimeType": "text/yaml",
                 "buffer": yaml.safe_dump(SPEC).encode()}])
-    expect(page.locator(".workload-stats").first).to_contain_text("1,024 cells")
+    expect(page.locator(".workload-stats").first).to_contain_text("2,048 cells")
     page.locator(".site-nav").get_by_role("link", name="Compare").click()
 
     status = page.locator(".bound-status").first

@@ -52,7 +52,7 @@ class QuerySmasher(Mechanism):
     """Residual sub-workloads solved independently, then assembled."""
 
     name = registered_name("querysmasher")
-    cost_model = "marginals"
+    cost_model = "residuals"
     title = "QuerySmasher"
     family = "residual"
     description = ("splits every query into orthogonal residual pieces, solves each piece's "
@@ -118,7 +118,7 @@ class ResidualPlanner(Mechanism):
     """Optimal Gaussian mechanism for marginals through residual measurements."""
 
     name = registered_name("residual-planner")
-    cost_model = "marginals"
+    cost_model = "residuals"
     title = "ResidualPlanner"
     family = "residual"
     description = ("one subtraction-basis measurement per attribute subset, noise split in "

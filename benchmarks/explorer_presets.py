@@ -1,0 +1,216 @@
+"""Explorer presets end to end: how soon the compare page shows the SVD bound and every result.
+
+Starts ``panel serve explorer/app.py`` on 127.0.0.1 (a free port) and, with Debian's Chromium
+through Playwright, for each preset in turn (a fresh browser context, a cold plan cache for
+that workload): uploads the preset's scenario on the workload page, opens the Compare page and
+measures, from the click on "Compare",
+
+* **page**: until the Compare page is built (its bound line exists, maybe "computing...");
+* **bound**: until the bound line shows the SVD bound's value or why there is none
+  (goal < 2 s);
+* **all**: until the headline no longer says the rest is still being planned, i.e. every
+  applicable mechanism that starts automatically has its row (goal < 60 s for SF1, < 20 s for
+  the others; mechanisms estimated over a minute wait for "Plan anyway" and are listed);
+* **slider**: release of the eps slider to the headline showing the re-scaled numbers
+  (median of ``--moves`` moves, milliseconds).
+
+Reads the page from the Bokeh document (shadow DOM does not matter). Traffic stays on
+127.0.0.1, each wait is bounded by ``--timeout`` seconds.
+
+Usage::
+
+    python benchmarks/explorer_presets.py            # SF1, SF1+, CPS, Adult, Loans
+    python benchmarks/explorer_presets.py --quick    # CPS only
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update"]
+#: preset key -> (label, goal in seconds for every result)
+PRESETS = {
+    "sf1": ("SF1", 60.0),
+    "sf1_plus": ("SF1+", 20.0),
+    "cps_marginals": ("CPS", 20.0),
+    "adult_marginals": ("Adult", 20.0),
+    "loans_marginals": ("Loans", 20.0),
+}
+QUICK = ("cps_marginals",)
+BOUND_GOAL = 2.0
+
+#: The text of the Markdown panes with these CSS classes, from the Bokeh document.
+TEXT_JS = """(cls) => {
+  if (window.Bokeh === undefined || !Bokeh.documents.length) return null;
+  for (const m of Bokeh.documents[0].all_models) {
+    if (m.css_classes && Array.from(m.css_classes).includes(cls)) return m.text;
+  }
+  return null;
+}"""
+PAGE_BUILT_JS = "() => (" + TEXT_JS + ")('bound-status') !== null"
+BOUND_SHOWN_JS = ("() => { const t = (" + TEXT_JS + ")('bound-status');"
+                  " return t !== null && !t.includes('computing'); }")
+ALL_DONE_JS = ("() => { const t = (" + TEXT_JS + ")('compare-headline');"
+               " return t !== null && !t.includes('still planning')"
+               " && !t.includes('No results yet'); }")
+ARM_JS = """(before) => {
+  window.__released = null;
+  document.addEventListener('pointerup', () => { window.__released = performance.now(); },
+                            {capture: true, once: true});
+  const text = """ + TEXT_JS + """;
+  window.__updated = new Promise(resolve => {
+    const tick = () => {
+      const now = text('compare-headline');
+      if (window.__released !== null && now !== before) {
+        resolve(performance.now() - window.__released);
+      } else {
+        requestAnimationFrame(tick);
+      }
+    };
+    tick();
+  });
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(port: int, log_path: Path, data_dir: str) -> subprocess.Popen:
+    """``panel serve explorer/app.py`` on 127.0.0.1:``port``, once it answers."""
+    command = [sys.executable, "-m", "panel", "serve", "explorer/app.py", "--address",
+               "127.0.0.1", "--port", str(port)]
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1",
+               DPWB_DATA_DIR=data_dir)
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log,
+                                   stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"server exited ({process.returncode}); see {log_path}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/app", timeout=5):
+                return process
+        except OSError:
+            time.sleep(0.25)
+    process.kill()
+    raise SystemExit(f"server did not start within 90 s; see {log_path}")
+
+
+def plain(text: str | None) -> str:
+    """A Markdown pane's text without its HTML markup."""
+    return re.sub(r"<[^>]*>", "", html.unescape(html.unescape(text or ""))).strip()
+
+
+def drag(page, pixels: float) -> None:
+    handle = page.locator(".eps-slider .noUi-handle").first
+    box = handle.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + pixels, y, steps=4)
+    page.mouse.up()
+
+
+def measure(browser, base: str, key: str, moves: int, timeout_s: float) -> dict:
+    """Load preset ``key``, open Compare: seconds to bound and to all results, slider ms."""
+    from explorer.presets import build_preset
+
+    scenario = yaml.safe_dump(build_preset(key), sort_keys=False).encode()
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(timeout_s * 1000)
+    page = context.new_page()
+    try:
+        page.goto(f"{base}/app?page=builder", wait_until="load")
+        page.locator(".spec-upload input[type=file]").first.set_input_files(
+            files=[{"name": f"{key}.yaml", "mimeType": "text/yaml", "buffer": scenario}])
+        page.locator(".workload-stats").first.filter(has_text="cells").wait_for()
+        page.wait_for_timeout(500)
+        start = time.perf_counter()
+        page.locator(".site-nav").get_by_role("link", name="Compare").click()
+        page.wait_for_function(PAGE_BUILT_JS, polling=50)
+        built = time.perf_counter() - start
+        page.wait_for_function(BOUND_SHOWN_JS, polling=50)
+        bound = time.perf_counter() - start
+        bound_text = page.evaluate(TEXT_JS, "bound-status")
+        try:
+            page.wait_for_function(ALL_DONE_JS, polling=100)
+            done: float | None = time.perf_counter() - start
+        except Exception:  # Playwright's TimeoutError: reported, the other presets go on
+            done = None
+        headline = page.evaluate(TEXT_JS, "compare-headline") or ""
+        sliders = []
+        if done is not None:
+            for i in range(moves):
+                page.evaluate(ARM_JS, page.evaluate(TEXT_JS, "compare-headline"))
+                drag(page, 12 + 3 * i)
+                sliders.append(page.evaluate("() => window.__updated"))
+                page.wait_for_timeout(500)
+        return {"page": built, "bound": bound, "done": done, "bound_text": bound_text,
+                "headline": headline, "sliders": sliders}
+    finally:
+        context.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="the CPS preset only")
+    parser.add_argument("--moves", type=int, default=3, help="eps slider moves per preset")
+    parser.add_argument("--timeout", type=float, default=180.0,
+                        help="seconds to wait for each step (default 180)")
+    args = parser.parse_args(argv)
+    if args.moves < 0 or args.timeout <= 0:
+        parser.error("--moves must be >= 0 and --timeout > 0")
+    from playwright.sync_api import sync_playwright
+
+    keys = QUICK if args.quick else tuple(PRESETS)
+    log_path = REPO_ROOT / "test-results" / "explorer-presets.log"
+    log_path.parent.mkdir(exist_ok=True)
+    data_dir = tempfile.mkdtemp(prefix="dpwb-presets-")
+    server = start_server(free_port(), log_path, data_dir)
+    base = f"http://127.0.0.1:{server.args[server.args.index('--port') + 1]}"
+    print(f"{'preset':8s} {'page s':>7s} {'bound s':>8s} {'goal':>5s} {'all s':>8s} {'goal':>5s} "
+          f"{'slider ms':>10s}  bound / headline")
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                                 args=CHROMIUM_ARGS)
+            for key in keys:
+                label, goal = PRESETS[key]
+                r = measure(browser, base, key, args.moves, args.timeout)
+                done = f"{r['done']:.1f}" if r["done"] is not None else "timeout"
+                slider = (f"{statistics.median(r['sliders']):.0f}" if r["sliders"] else "-")
+                times = f"{r['page']:7.2f} {r['bound']:8.2f} {BOUND_GOAL:5.0f}"
+                texts = f"{plain(r['bound_text'])[:60]} / {plain(r['headline'])[-80:]}"
+                print(f"{label:8s} {times} {done:>8s} {goal:5.0f} {slider:>10s}  {texts}",
+                      flush=True)
+            browser.close()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Issue 17 item 3: every readout follows every control, invalid values are refused in words,
+eps sits on a log slider, one mechanism can be highlighted, equal lines are told apart."""
+
+from __future__ import annotations
+
+import math
+
+import panel as pn
+import pytest
+from bokeh.models import GlyphRenderer
+
+from engine.privacy import Privacy, cdp_rho
+from explorer.components.charts import BOUND_LABEL, FADED_ALPHA, same_curves
+from explorer.components.privacy import PrivacyControls, budget_problem
+from explorer.pages.tradeoff import TradeoffModel, TradeoffPage, curve_frame, readout_frame
+from explorer.planning import PlanStore
+from explorer.state import Session
+
+# Prefix sums over 8 cells: identity's Laplace error at eps = 1 is exactly 3 (variance 2 per
+# cell, 4.5 cells per query on average), and hb picks branching 8 there, i.e. identity.
+PREFIX8 = {"domain": {"x": {"size": 8, "kind": "numeric"}},
+           "workload": [{"product": {"x": "prefix"}}],
+           "privacy": {"noise": "laplace", "epsilon": 1.0},
+           "mechanisms": ["identity", "hb", "h2"]}
+
+
+@pytest.fixture
+def session() -> Session:
+    s = Session(PREFIX8, store=PlanStore())
+    s.compare_now()
+    return s
+
+
+def test_conversion_answers_for_the_level_as_it_is_now_not_as_it_was_called():
+    privacy = Privacy(noise="gaussian", epsilon=5.99, delta=1e-6)
+    controls = PrivacyControls(privacy=privacy)
+    assert f"rho = {cdp_rho(5.99, 1e-6):.4g}" in controls._conversion("gaussian", 5.99, 1e-6,
+                                                                        0.5)
+    privacy.param.update(noise="laplace", epsilon=1.0)
+    # A Gaussian search started before the switch finishes after it: it must say Laplace.
+    late = controls._conversion("gaussian", 5.99, 1e-6, 0.5)
+    assert late == "Pure eps = 1 (Laplace) implies rho = 0.5 zCDP."
+
+
+@pytest.mark.parametrize("typed", [0.0, -5.0, None, math.inf])
+def test_invalid_eps_is_refused_with_a_message_and_the_last_valid_level_kept(typed):
+    privacy = Privacy(noise="laplace", epsilon=0.5)
+    controls = PrivacyControls(privacy=privacy)
+    controls._inputs["epsilon"].value = typed
+    assert privacy.epsilon == 0.5
+    assert "eps must be" in controls.problem and "still use eps = 0.5" in controls.problem
+    controls._inputs["epsilon"].value = 2.0
+    assert privacy.epsilon == 2.0 and controls.problem == ""
+    assert controls.epsilon_exponent == pytest.approx(math.log10(2.0), abs=1e-12)
+
+
+def test_budget_problem_names_the_field():
+    assert budget_problem("rho", 0.0) == "rho must be greater than 0 (got 0)"
+    assert budget_problem("eps", 1e-3) == ""
+
+
+def test_eps_slider_is_logarithmic_and_follows_the_level_both_ways():
+    privacy = Privacy(noise="laplace", epsilon=1.0)
+    controls = PrivacyControls(privacy=privacy)
+    assert controls.param.epsilon_exponent.bounds == (-2.0, 1.0)
+    controls.epsilon_exponent = -1.5  # 10**-1.5 = 0.0316...
+    assert privacy.epsilon == 0.0316
+    assert controls._inputs["epsilon"].value == 0.0316
+    privacy.epsilon = 5.0
+    assert controls.epsilon_exponent == pytest.approx(math.log10(5.0), abs=1e-12)
+    privacy.epsilon = 100.0  # typed beyond the slider: the slider sits at its end
+    assert controls.epsilon_exponent == 1.0 and privacy.epsilon == 100.0
+    controls.rho_exponent = 0.0
+    assert privacy.rho == 1.0
+    assert isinstance(controls.__panel__(), pn.viewable.Viewable)
+
+
+@pytest.mark.parametrize("typed", [0.0, -5.0, None])
+def test_invalid_target_error_is_refused_and_the_last_target_kept(typed):
+    model = TradeoffModel(target=2.0)
+    model.type_target(typed)
+    assert model.target == 2.0
+    assert model.problem.startswith("Target RMSE must be greater than 0")
+    assert model.problem.endswith("the table still answers for 2.")
+    model.type_target(0.5)
+    assert model.target == 0.5 and model.problem == ""
+
+
+def curve_glyphs(page: TradeoffPage) -> dict:
+    """The line glyph of each curve on the page's chart, by mechanism."""
+    out = {}
+    for renderer in page._live.figure.select({"type": GlyphRenderer}):
+        data = renderer.data_source.data
+        if "mechanism" in data and len(data["mechanism"]) and "current_x" not in data:
+            out[data["mechanism"][0]] = renderer.glyph
+    return out
+
+
+def test_identity_and_hb_share_a_line_and_are_told_apart(session):
+    readout = readout_frame(session.comparison).set_index("mechanism")
+    assert readout.loc["identity", "rmse"] == pytest.approx(3.0, rel=1e-12)
+    assert readout.loc["hb", "rmse"] == pytest.approx(3.0, rel=1e-12)
+    assert readout.loc["hb", "note"] == "same error as identity"
+    assert readout.loc["identity", "note"] == "" and readout.loc["h2", "note"] == ""
+    assert same_curves(curve_frame(session.comparison, session.privacy)) == {
+        "hb": ("identity", 1)}
+
+    page = TradeoffPage(session=session)
+    page.__panel__()
+    page._chart(session.plans, "laplace", session.privacy.delta, "analytic")
+    styles = {name: glyph.line_dash for name, glyph in curve_glyphs(page).items()}
+    assert styles["identity"] == [] and styles["hb"] == [2, 4]  # solid, dotted
+    labels = [item.label.value for item in page._live.figure.legend[0].items]
+    assert "hb (same as identity)" in labels
+
+
+def test_a_chosen_row_highlights_one_mechanism(session):
+    page = TradeoffPage(session=session)
+    page.__panel__()
+    page._chart(session.plans, "laplace", session.privacy.delta, "analytic")
+
+    def alphas() -> dict[str, float]:
+        return {name: glyph.line_alpha for name, glyph in curve_glyphs(page).items()
+                if name != BOUND_LABEL}
+
+    page.highlight("h2")
+    assert page.model.highlighted == "h2"
+    assert alphas() == {"identity": FADED_ALPHA, "hb": FADED_ALPHA, "h2": 1.0}
+    page._chart(session.plans, "laplace", session.privacy.delta, "analytic")  # redrawn
+    assert alphas()["h2"] == 1.0 and alphas()["identity"] == FADED_ALPHA
+    page.highlight(None)
+    assert set(alphas().values()) == {1.0}

@@ -1,0 +1,109 @@
+"""Issue 17 items 3 and 6 in the served app: controls that tell the truth, pages that read.
+
+Each test checks values on the page against what the engine computes for the same scenario.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import app_path
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.ui
+
+PLAN_TIMEOUT_MS = 120_000
+
+# Prefix sums over 8 cells with Laplace noise at eps = 1: identity's RMSE is exactly 3 (variance
+# 2 per cell, 4.5 cells per query on average); hb picks branching 8 there, i.e. identity.
+PREFIX8 = """domain:
+  x: {size: 8, kind: numeric}
+workload:
+  - product: {x: prefix}
+privacy: {noise: laplace, epsilon: 1.0}
+mechanisms: [identity, hb, h2]
+"""
+
+# The alpha of each trade-off curve's line, by mechanism, read from the Bokeh document.
+CURVE_ALPHAS_JS = """() => {
+  const out = {};
+  for (const m of Bokeh.documents[0].all_models) {
+    const data = m.data_source && m.data_source.data;
+    if (m.glyph && data && data.mechanism && data.current_x === undefined
+        && data.mechanism.length && m.glyph.line_alpha !== undefined) {
+      out[data.mechanism[0]] = m.glyph.line_alpha.value ?? m.glyph.line_alpha;
+    }
+  }
+  return out;
+}"""
+
+
+def load_scenario(page, text: str) -> None:
+    page.locator(".spec-upload input[type=file]").first.set_input_files(
+        files=[{"name": "scenario.yaml", "mimeType": "text/yaml", "buffer": text.encode()}])
+
+
+def readout_row(page, name: str):
+    rows = page.locator(".tradeoff-readout .tabulator-row")
+    for i in range(rows.count()):
+        row = rows.nth(i)
+        if row.locator('[tabulator-field="mechanism"]').inner_text().strip() == name:
+            return row
+    raise AssertionError(f"{name} not in the trade-off readout")
+
+
+def type_into(page, selector: str, text: str) -> None:
+    box = page.locator(f"{selector} input").first
+    box.fill(text)
+    box.press("Enter")
+
+
+def test_tradeoff_controls_refuse_nonsense_and_tell_equal_lines_apart(open_app, console_errors,
+                                                                      screenshot):
+    page = open_app(app_path("/builder"), wait_for=".workload-stats")
+    load_scenario(page, PREFIX8)
+    expect(page.locator(".workload-stats").first).to_contain_text("8 queries over 8 cells")
+    page.locator(".site-nav").get_by_role("link", name="Privacy trade-off").click()
+    readout = page.locator(".tradeoff-readout").first
+    expect(readout).to_contain_text("h2", timeout=PLAN_TIMEOUT_MS)
+    level = page.locator(".tradeoff-level").first
+    expect(level).to_contain_text("laplace eps=1")
+
+    # identity and hb: the same number, and the table says so
+    identity = readout_row(page, "identity")
+    assert float(identity.locator('[tabulator-field="rmse"]').inner_text()) == 3.0
+    hb = readout_row(page, "hb")
+    assert float(hb.locator('[tabulator-field="rmse"]').inner_text()) == 3.0
+    expect(hb.locator('[tabulator-field="note"]')).to_have_text("same error as identity")
+
+    # a typed eps of 0 is refused in words; the page keeps eps = 1
+    type_into(page, ".eps-input", "0")
+    expect(page.locator(".privacy-problem").first).to_contain_text(
+        "eps must be greater than 0 (got 0); the charts still use eps = 1.")
+    expect(level).to_contain_text("laplace eps=1")
+    type_into(page, ".eps-input", "2")
+    expect(level).to_contain_text("laplace eps=2", timeout=30_000)
+    expect(page.locator(".privacy-problem").first).to_be_hidden()
+    # Laplace at eps = 2 halves the noise's standard deviation: identity's RMSE is 1.5
+    expect(readout_row(page, "identity").locator('[tabulator-field="rmse"]')).to_have_text(
+        "1.5000")
+    expect(page.locator(".privacy-conversion").first).to_contain_text(
+        "Pure eps = 2 (Laplace) implies rho = 2 zCDP.", timeout=30_000)
+
+    # a target error of -5 is refused and the last target is still answered
+    type_into(page, ".target-rmse", "0.75")
+    expect(page.locator(".tradeoff-page").first).to_contain_text(
+        "typical error is at most 0.75", timeout=30_000)
+    expect(page.locator(".required-budget").first).to_contain_text("identity")
+    type_into(page, ".target-rmse", "-5")
+    expect(page.locator(".target-problem").first).to_contain_text(
+        "Target RMSE must be greater than 0 (got -5); the table still answers for 0.75.")
+    expect(page.locator(".required-budget").first).to_contain_text("identity")
+
+    # clicking a row highlights that mechanism's line
+    assert set(page.evaluate(CURVE_ALPHAS_JS).values()) == {1}
+    readout_row(page, "h2").locator('[tabulator-field="mechanism"]').click()
+    page.wait_for_function(f"() => ({CURVE_ALPHAS_JS})()['identity'] < 0.5", timeout=30_000)
+    alphas = page.evaluate(CURVE_ALPHAS_JS)
+    assert alphas["h2"] == 1.0 and alphas["identity"] == pytest.approx(0.15)
+    screenshot("readable-tradeoff")
+    assert console_errors == []
