@@ -196,6 +196,15 @@ def _fmt(value: object, units: str = "") -> str:
     return f"{text} {units}" if units else text
 
 
+def planned_mechanisms(plans: Comparison | None) -> list[str]:
+    """The mechanisms with a plan to show, best first (the strategy page's menu: nothing
+    unplanned, not applicable or None)."""
+    if plans is None:
+        return []
+    rows = [r for r in plans.rows if r.plan is not None and r.rmse is not None]
+    return [r.mechanism for r in sorted(rows, key=lambda r: r.rmse)]
+
+
 class StrategyPage(Page):
     """The strategy page."""
 
@@ -209,8 +218,22 @@ class StrategyPage(Page):
             pn.state.onload(lambda: session.request_comparison(background=True))
         elif not session.complete:
             session.compare_now()
-        choice = pn.widgets.Select.from_param(session.param.selected, label="Mechanism",
-                                              css_classes=["strategy-mechanism"], width=240)
+        choice = pn.widgets.Select(label="Mechanism", options=planned_mechanisms(session.plans),
+                                   css_classes=["strategy-mechanism"], width=240)
+        self._choice = choice
+
+        def offer(*events: object) -> None:
+            names = planned_mechanisms(session.plans)
+            choice.options = names
+            if session.selected in names:
+                choice.value = session.selected
+            elif names:
+                choice.value = names[0]
+
+        choice.param.watch(lambda event: event.new is not None
+                           and setattr(session, "selected", event.new), "value")
+        session.param.watch(offer, ["plans", "selected"])
+        offer()
         intro = ("The measurements the chosen mechanism makes for your workload "
                  f"({self.link('/compare', 'compare')} ranks the mechanisms).")
         return pn.Column(self.header(intro), choice, PlanningProgress(session=session),

@@ -357,3 +357,21 @@ def test_tradeoff_csvs_carry_the_privacy_level_and_workload(session):
     table = pd.read_csv(io.StringIO(button.callback().getvalue()))
     assert set(table["target_rmse"]) == {4.0} and set(table["noise"]) == {"laplace"}
     assert set(table["workload"]) == {session.workload.describe()}
+
+
+def test_strategy_menu_lists_only_planned_mechanisms_best_first():
+    from explorer.pages.strategy import planned_mechanisms
+
+    s = Session(dict(PREFIX, mechanisms=["identity", "h2", "wavelet", "workload", "aim-grem"]),
+                store=PlanStore())
+    s.compare_now()
+    names = planned_mechanisms(s.plans)
+    rmse = {r.mechanism: r.rmse for r in s.plans.rows if r.rmse is not None}
+    assert set(names) == {"identity", "h2", "wavelet", "workload"}  # aim-grem needs data
+    assert [rmse[n] for n in names] == sorted(rmse[n] for n in names)
+    page = StrategyPage(session=s)
+    page.__panel__()
+    assert page._choice.options == names and None not in page._choice.options
+    page._choice.value = "h2"
+    assert s.selected == "h2"
+    assert planned_mechanisms(None) == []
