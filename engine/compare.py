@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.bounds import Bound, svd_bound
@@ -136,8 +136,13 @@ def _plan_row(name: str, knobs: Mapping[str, Any], workload: Workload, privacy: 
         return ComparisonRow(name, cls.title or name, None, msg, time.perf_counter() - start)
 
 
-def _plan_row_task(args: tuple[str, Mapping[str, Any], Workload, Privacy]) -> ComparisonRow:
-    return _plan_row(*args)
+def _plan_row_task(args: tuple[str, Mapping[str, Any], Workload, Privacy,
+                                tuple[tuple[str, Mapping[str, Any], Plan], ...]]
+                   ) -> ComparisonRow:
+    """One row on an executor, reusing the plans of ``known`` rows it composes."""
+    name, knobs, workload, privacy, known = args
+    with shared_plans([(get(other, **dict(k)), plan) for other, k, plan in known]):
+        return _plan_row(name, knobs, workload, privacy)
 
 
 def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | None = None,
@@ -181,9 +186,29 @@ def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | No
                 on_row(finished[delivered])
             delivered += 1
 
-    tasks = [(name, knobs[name], workload, privacy) for name in names]
-    rows = map_ordered(executor, _plan_row_task, tasks, deliver_in_order, progress)
+    # rows that compose others' plans (hdmm: its operators' rows) run once those rows are
+    # done and reuse their plans, as shared_plans does in process: one optimisation each
+    later = [i for i, name in enumerate(names)
+             if set(mechanism_class(name).composes) & set(names)]
+    first = [i for i in range(len(names)) if i not in later]
+    for indices in (first, later):
+        tasks = [(names[i], knobs[names[i]], workload, privacy,
+                  _known_plans(names[i], names, knobs, finished, workload)) for i in indices]
+        map_ordered(executor, _plan_row_task, tasks,
+                    lambda k, row, indices=indices: deliver_in_order(indices[k], row), progress)
+    rows = [finished[i] for i in range(len(names))]
     return Comparison(workload, privacy, svd_bound(workload), tuple(rows))
+
+
+def _known_plans(name: str, names: tuple[str, ...], knobs: Mapping[str, Mapping[str, Any]],
+                 finished: Mapping[int, ComparisonRow], workload: Workload
+                 ) -> tuple[tuple[str, Mapping[str, Any], Plan], ...]:
+    """The finished plans of the rows that ``name`` composes, ``(name, knobs, plan)``, each
+    on the comparison's workload object (as shared_plans requires)."""
+    composed = set(mechanism_class(name).composes)
+    return tuple((names[i], knobs[names[i]], replace(row.plan, workload=workload))
+                 for i, row in finished.items()
+                 if names[i] in composed and row.plan is not None)
 
 
 def compare_scenario(spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from engine.mechanisms.aim_grem import (
 from engine.mechanisms.aim_grem.mechanism import marginal_counter, marginal_sets, zcdp_budget
 from engine.mechanisms.aim_grem.pgm import INSTALL_HINT, aim_pgm, available
 from engine.mechanisms.hierarchical import (
+    VARIANT_TITLES,
     VARIANTS,
     HierarchicalPGSR,
     Hierarchy,
@@ -205,6 +206,8 @@ def compare_adaptive(data: Any, workload: Workload, privacy: Privacy, *,
 # ----- census Monte-Carlo trials ----------------------------------------------------------------
 #: The hierarchical-pgsr variants, in the order tables list them.
 CENSUS_VARIANTS = VARIANTS
+#: What each variant runs, in words with its paper name (e.g. ``M_H^R (relaxed QP + rounding)``).
+CENSUS_VARIANT_TITLES = VARIANT_TITLES
 
 
 def load_hierarchy(source: str | Path | io.TextIOBase, max_size: int | None = None

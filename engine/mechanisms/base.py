@@ -21,7 +21,7 @@ import contextvars
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -321,6 +321,9 @@ class Mechanism(param.Parameterized):
     noises: ClassVar[tuple[str, ...]] = NOISE_TYPES
     #: how the family allocates, one of ``engine.cost.MODELS`` (see ``estimate``)
     cost_model: ClassVar[str] = "domain"
+    #: registered mechanisms whose plans this one's planning asks for (inside
+    #: :func:`shared_plans` a comparison plans those rows first and passes their plans on)
+    composes: ClassVar[tuple[str, ...]] = ()
 
     def check(self, workload: Workload, privacy: Privacy) -> None:
         """Raise NotApplicable when this mechanism cannot serve the workload or noise."""
@@ -345,7 +348,7 @@ class Mechanism(param.Parameterized):
             raise NotApplicable(f"{self.name} is data-dependent: use its run() on data")
         self.check(workload, privacy)
         memo = _SHARED_PLANS.get()
-        key = (type(self), self.knob_values(), id(workload), repr(privacy.to_spec()))
+        key = self._shared_key(workload, privacy)
         known = memo.get(key) if memo is not None else None
         if known is not None and known.workload is workload:  # the same object, not its id
             return replace(known, plan_seconds=0.0)
@@ -356,6 +359,9 @@ class Mechanism(param.Parameterized):
         if memo is not None:
             memo[key] = plan  # holds the workload: its id cannot be reused meanwhile
         return plan
+
+    def _shared_key(self, workload: Workload, privacy: Privacy) -> tuple[Any, ...]:
+        return (type(self), self.knob_values(), id(workload), repr(privacy.to_spec()))
 
     def knob_values(self) -> tuple[tuple[str, str], ...]:
         """The knobs (param values but the name) as a sorted tuple of ``(name, repr)``."""
@@ -372,15 +378,23 @@ _SHARED_PLANS: contextvars.ContextVar[dict[tuple[Any, ...], Plan] | None] = (
 
 
 @contextlib.contextmanager
-def shared_plans() -> Iterator[None]:
+def shared_plans(known: Iterable[tuple[Mechanism, Plan]] = ()) -> Iterator[None]:
     """Within this block (in this thread), a mechanism asked again for a plan it already
     made, with the same knobs, workload object and privacy level, returns that plan
     (``plan_seconds`` 0) instead of optimising again.
 
     A comparison uses it so that ``hdmm``, which runs each operator as its registered
     mechanism, and the rows ``hdmm-opt0``, ``hdmm-kron``, ... share one optimisation each.
+
+    Args:
+        known: ``(mechanism, plan)`` pairs made elsewhere (e.g. on another worker) that
+            count as already made by that mechanism for ``plan.workload`` (the object) and
+            ``plan.privacy``.
     """
-    token = _SHARED_PLANS.set({} if _SHARED_PLANS.get() is None else _SHARED_PLANS.get())
+    memo = {} if _SHARED_PLANS.get() is None else _SHARED_PLANS.get()
+    for mechanism, plan in known:
+        memo[mechanism._shared_key(plan.workload, plan.privacy)] = plan
+    token = _SHARED_PLANS.set(memo)
     try:
         yield
     finally:

@@ -36,12 +36,34 @@ import panel as pn
 import param
 
 from engine.noise import SEEDED_LABEL, release_rng
+from explorer.components.notes import learn_note
 from explorer.components.worker import BackgroundRun
 
 ADULT = "Adult (bundled)"
 UPLOAD = "Uploaded CSV + domain"
 #: seconds between live updates of the chart and progress bar while a run is going.
 LIVE_INTERVAL = 0.3
+
+NOTE = """
+Here the mechanism looks at the **private records themselves** to decide what to measure, so
+unlike the other pages it needs data: the bundled Adult census extract or your own CSV with a
+public domain file.
+
+* The **workload** is every k-way marginal (every table of counts over k attributes) of the
+  attributes you choose.
+* **AIM+GReM** runs in rounds: each round privately picks the marginal that looks worst
+  estimated so far (scatter "Selected marginal"), measures it with part of the budget ("Budget
+  spent", in zCDP rho) and re-fits all estimates. The last chart shows the workload's error
+  falling as rounds go by.
+* The table compares methods: **seconds** of run time, **rounds**, **rho spent**, and the
+  errors against the true data: the L1 error of a marginal is the sum of its counts'
+  absolute errors, in records (mean and max over the marginals), and "/ N" divides it by the
+  number of records.
+  ResidualPlanner measures every marginal without looking at the data, as a yardstick.
+* The errors are an evaluation only: a real release never sees the true answers.
+"""
+EMPTY_STATE = ("**No results yet.** Choose the data and the attributes on the left, then press "
+               "**Run**: the comparison table, its CSV and the per-round charts appear here.")
 
 
 def adult_attributes() -> list[str]:
@@ -461,6 +483,11 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                                    index=False, sizing_mode="stretch_width")
         chart = pn.pane.HoloViews(pn.bind(lambda _: self.chart(), self.param.rounds),
                                   sizing_mode="stretch_width")
+        # Before a run there is nothing to chart: say what to do instead of empty axes.
+        has_results = pn.bind(lambda results, rounds: bool(results or rounds),
+                              self.param.results, self.param.rounds)
+        no_results = pn.bind(lambda results, rounds: not (results or rounds),
+                             self.param.results, self.param.rounds)
         body = pn.Column(
             pn.pane.Markdown(
                 f"# {self.title}\n\nAIM+GReM (Fuentes, Mullins et al.) chooses which marginals "
@@ -468,6 +495,7 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                 "by Conditional ResidualPlanner and reconstructs with GReM-MLE. Errors compare "
                 "against the true data (evaluation only); estimates are the raw, possibly "
                 "negative output unless a post-processing is chosen."),
+            learn_note(NOTE),
             pn.pane.Markdown(self.param.status, css_classes=["adaptive-status"]),
             pn.pane.Alert(self.param.error, alert_type="danger",
                           visible=self.param.error.rx.bool(), css_classes=["adaptive-error"]),
@@ -477,7 +505,11 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                           max=100, sizing_mode="stretch_width", bar_color="warning",
                           css_classes=["adaptive-budget-bar"]),
                       visible=self.param.budget_line.rx.bool()),
-            bar, table, download, chart, rounds,
+            bar,
+            pn.pane.Markdown(EMPTY_STATE, css_classes=["adaptive-empty"],
+                             visible=no_results),
+            pn.Column(table, download, chart, rounds, sizing_mode="stretch_width",
+                      visible=has_results),
             sizing_mode="stretch_width",
         )
         self._view = pn.Row(controls, body, sizing_mode="stretch_width")

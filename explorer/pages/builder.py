@@ -135,10 +135,20 @@ class GroupForm(param.Parameterized):
     weight = param.Number(default=1.0, bounds=(0, None), inclusive_bounds=(False, True),
                           step=0.5, label="Weight (importance)")
     blocks = param.List(default=[], item_type=BlockChoice, doc="One block per attribute.")
+    k = param.Integer(default=None, allow_None=True, bounds=(1, None),
+                      label="k: all k-way marginals (marginals only)",
+                      doc="With kind 'marginals': every table over k of the workload's "
+                          "attributes (spec `marginals: {k: K}`), whatever attributes are "
+                          "ticked. Empty: the one table over the ticked attributes.")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         self._kinds: dict[str, str] = {}
+
+    @property
+    def all_k_way(self) -> bool:
+        """True when the form asks for every k-way marginal rather than one table."""
+        return self.k is not None and issubclass(GROUPS[self.kind], Marginals)
 
     def set_domain(self, kinds: dict[str, str]) -> None:
         """Offer the draft's attributes (name -> numeric|categorical)."""
@@ -172,6 +182,8 @@ class GroupForm(param.Parameterized):
         group = GROUPS[self.kind]
         if issubclass(group, Product):
             body: Any = {b.attribute: b.spec() for b in self.blocks if b.attribute in attrs}
+        elif self.all_k_way:
+            body = {"k": int(self.k)}
         elif issubclass(group, Marginals):
             body = {"sets": [attrs]}
         else:
@@ -284,7 +296,7 @@ class WorkloadBuilder(param.Parameterized):
     def add_group(self) -> str:
         """Add the group in the form; '' on success, else the reason (shown by the form)."""
         form = self.group
-        if not form.attributes:
+        if not form.attributes and not form.all_k_way:
             self.group_error = "workload: pick at least one attribute for the group"
             return self.group_error
         item = form.spec()
@@ -465,11 +477,13 @@ class BuilderPage(Page):
 
     def _groups_card(self) -> pn.viewable.Viewable:
         model, group = self.model, self.model.group
-        form = pn.Param(group, parameters=["kind", "attributes", "weight"],
+        form = pn.Param(group, parameters=["kind", "attributes", "k", "weight"],
                         widgets={"attributes": {"type": pn.widgets.CheckButtonGroup,
                                                 "css_classes": ["group-attributes"]},
                                  "kind": {"type": pn.widgets.Select,
-                                          "css_classes": ["group-kind"]}},
+                                          "css_classes": ["group-kind"]},
+                                 "k": {"type": pn.widgets.IntInput,
+                                       "css_classes": ["group-k"]}},
                         show_name=False, css_classes=["group-form"],
                         sizing_mode="stretch_width")
 

@@ -25,8 +25,10 @@ import pandas as pd
 import panel as pn
 import param
 
-from engine.experiments import CENSUS_VARIANTS
+from engine.experiments import CENSUS_VARIANT_TITLES, CENSUS_VARIANTS
 from engine.noise import SEEDED_LABEL
+from explorer.components.exports import csv_download
+from explorer.components.notes import learn_note
 from explorer.components.worker import BackgroundRun
 
 SYNTHETIC = "synthetic"
@@ -37,6 +39,43 @@ VARIANT_CHOICES = list(CENSUS_VARIANTS)
 PRIVACY_NOTE = ("**Privacy unit: one individual** (a person joining or leaving a household); "
                 "pure eps-DP, the number of groups n is public. Under the *group* unit (a whole "
                 "household added or removed) the matrix-mechanism pages' sensitivities apply.")
+NOTE = """
+Every region (nation, states, counties...) gets a **histogram of group sizes**: how many
+households have 1 person, 2 people, and so on. Each variant adds noise to these counts and then
+repairs them in its own way; the table compares them over several simulated releases.
+
+* **rmse**: the typical error of one count (households of one size in one region), in
+  households; **rmse_sd** its spread over the trials; **rmse_level_k** the same for level k only
+  (1 = the top).
+* **violations**: how many parent counts differ from the sum of their children's in a release
+  (0 means the published tables add up everywhere); **negative_cells**: counts below zero.
+* **seconds**: time per release.
+
+The variants (from Fioretto, Van Hentenryck & Zhu 2021, and two classic baselines):
+""" + "\n".join(f"* **{name}**: {title}" for name, title in CENSUS_VARIANT_TITLES.items()) + """
+
+M_DP repairs each histogram by dynamic programming; M_CDP works on cumulative counts;
+M_CDP* chains the levels; M_H^R relaxes the problem to a quadratic programme and rounds (its
+counts may then not add up); TopDown fixes each level from the one above; GLS is the least
+squares estimate (consistent, but not whole numbers).
+"""
+EMPTY_STATE = ("**No results yet.** Choose a hierarchy and the variants on the left, then press "
+               "**Run trials**: the table, the error chart, the heat map and the tree view "
+               "appear here.")
+
+
+def whole_numbers(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every float column whose values are all whole numbers as integers
+    (counts print as ``20000``, not ``20000.0``)."""
+    out = frame.copy()
+    for column in out.columns:
+        values = out[column]
+        if pd.api.types.is_float_dtype(values) and len(values) and values.notna().all() \
+                and (values == values.round()).all():
+            out[column] = values.astype("int64")
+    return out
+
+
 #: most size buckets drawn in the tree view (the rest are summarised in the table)
 TREE_SIZES = 40
 
@@ -344,10 +383,20 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         )
         bar = pn.indicators.Progress(value=self.param.progress.rx.pipe(lambda v: int(round(v))),
                                      max=100, sizing_mode="stretch_width")
-        table = pn.pane.DataFrame(self.param.results.rx.pipe(pd.DataFrame), index=False,
-                                  sizing_mode="stretch_width", float_format="{:.4g}".format)
         bars = pn.pane.HoloViews(pn.bind(lambda _: self.error_bars_chart(), self.param.results),
                                  sizing_mode="stretch_width")
+        table = pn.pane.DataFrame(
+            self.param.results.rx.pipe(lambda rows: whole_numbers(pd.DataFrame(rows))),
+            index=False, sizing_mode="stretch_width", float_format="{:.4g}".format,
+            css_classes=["census-results"])
+        has_results = self.param.results.rx.pipe(bool)
+        download = csv_download(lambda: whole_numbers(self.results_frame()), "census.csv",
+                                "Download table (CSV)", css_class="census-csv")
+        download.visible = has_results
+        empty = pn.pane.Markdown(EMPTY_STATE, css_classes=["census-empty"],
+                                 visible=has_results.rx.not_())
+        results = pn.Column(table, download, bars, sizing_mode="stretch_width",
+                            visible=has_results)
         heat = pn.pane.HoloViews(pn.bind(lambda _r, v: self.heatmap_chart(v),
                                          self.param.results, self.param.heat_variant),
                                  sizing_mode="stretch_width")
@@ -357,7 +406,8 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         crumb = pn.pane.Markdown(pn.bind(lambda _r, reg: self.breadcrumb(reg),
                                          self.param.results, self.param.region))
         children = pn.pane.DataFrame(
-            pn.bind(lambda _r, v, reg: self._children_table(reg, v), self.param.results,
+            pn.bind(lambda _r, v, reg: whole_numbers(self._children_table(reg, v)),
+                    self.param.results,
                     self.param.heat_variant, self.param.region),
             index=False, sizing_mode="stretch_width")
         body = pn.Column(
@@ -368,17 +418,19 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
                 "level sums to the public n (Fioretto, Van Hentenryck & Zhu 2021). Errors are "
                 "Monte Carlo RMSE per (size, region) query against the true data "
                 "(evaluation only)."),
+            learn_note(NOTE),
             pn.pane.Markdown(self.param.description),
             pn.pane.Markdown(self.param.status),
             pn.pane.Alert(self.param.error, alert_type="danger",
                           visible=self.param.error.rx.bool()),
-            bar, table, bars,
-            pn.widgets.Select.from_param(self.param.heat_variant, label="Variant for the heat "
-                                                                        "map and tree view"),
-            heat,
-            pn.pane.Markdown("## Tree view"),
-            pn.widgets.Select.from_param(self.param.region, label="Region"),
-            crumb, tree, children,
+            bar, empty, results,
+            pn.Column(
+                pn.widgets.Select.from_param(self.param.heat_variant, label="Variant for the "
+                                             "heat map and tree view"),
+                heat,
+                pn.pane.Markdown("## Tree view"),
+                pn.widgets.Select.from_param(self.param.region, label="Region"),
+                crumb, tree, children, sizing_mode="stretch_width", visible=has_results),
             sizing_mode="stretch_width",
         )
         self._view = pn.Row(controls, body, sizing_mode="stretch_width")

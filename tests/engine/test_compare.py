@@ -170,3 +170,59 @@ def test_a_process_pool_gives_the_serial_comparison_in_mechanism_order() -> None
     for a, b in zip(serial.rows, pooled.rows, strict=True):
         assert b.rmse == pytest.approx(a.rmse, rel=1e-12)
     assert callable(pooled.rows[0].plan.reconstructor)  # a local function, back from a worker
+
+
+HDMM_FAMILY = ["hdmm", "hdmm-opt0", "hdmm-kron", "hdmm-union", "hdmm-marginals", "identity"]
+SMALL_SPEC = {"domain": {"x": 16, "y": 8},
+              "workload": [{"marginals": {"k": 2}}, {"product": {"x": "prefix"}}],
+              "privacy": {"noise": "laplace", "epsilon": 1}}
+
+
+def test_an_executor_plans_each_hdmm_operator_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an executor hdmm runs after its operators' rows and reuses their plans, as the
+    in-process comparison shares them: one optimisation per operator either way."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.scenario import Scenario
+
+    s = Scenario.from_spec(SMALL_SPEC)
+    calls: list[str] = []
+    for name in HDMM_FAMILY[1:5]:
+        cls = mechanism_class(name)
+        original = cls._plan
+
+        def counted(self, workload, privacy, progress, original=original):  # noqa: ANN001
+            calls.append(self.name)
+            return original(self, workload, privacy, progress)
+
+        monkeypatch.setattr(cls, "_plan", counted)
+    serial = compare(s.workload, s.privacy, HDMM_FAMILY)
+    assert sorted(calls) == sorted(HDMM_FAMILY[1:5])
+    calls.clear()
+    seen: list[str] = []
+    with ThreadPoolExecutor(2) as pool:
+        threaded = compare(s.workload, s.privacy, HDMM_FAMILY, executor=pool,
+                           on_row=lambda row: seen.append(row.mechanism))
+    assert sorted(calls) == sorted(HDMM_FAMILY[1:5])  # hdmm optimised none of them again
+    assert seen == HDMM_FAMILY == [r.mechanism for r in threaded.rows]
+    for a, b in zip(serial.rows, threaded.rows, strict=True):
+        assert b.rmse == pytest.approx(a.rmse, rel=1e-12, abs=0)
+    rmse = {r.mechanism: r.rmse for r in threaded.rows}
+    assert rmse["hdmm"] == min(rmse[n] for n in HDMM_FAMILY[1:5])
+    assert rmse["hdmm"] < rmse["identity"]
+
+
+def test_a_process_pool_shares_the_hdmm_operator_plans() -> None:
+    from engine.executor import local_pool
+    from engine.scenario import Scenario
+
+    s = Scenario.from_spec(SMALL_SPEC)
+    serial = compare(s.workload, s.privacy, HDMM_FAMILY)
+    with local_pool(2) as pool:
+        pooled = compare(s.workload, s.privacy, HDMM_FAMILY, executor=pool)
+    for a, b in zip(serial.rows, pooled.rows, strict=True):
+        assert b.rmse == pytest.approx(a.rmse, rel=1e-12, abs=0)
+    hdmm = pooled.rows[0].plan
+    chosen = {"OPT_0": 1, "OPT_kron": 2, "OPT_+": 3, "OPT_M": 4}[str(hdmm.fact("operator"))]
+    # hdmm's plan is its operator row's plan, sent to its worker: the same number exactly
+    assert hdmm.rmse() == pooled.rows[chosen].rmse

@@ -100,3 +100,28 @@ def test_view_builds_without_a_server():
     assert isinstance(view, pn.viewable.Viewable)
     assert page.__panel__() is view
     assert isinstance(page.results_frame(), pd.DataFrame)
+
+
+def test_note_and_empty_state_before_a_run():
+    import panel as pn
+
+    from explorer.pages.adaptive import EMPTY_STATE
+
+    page = AdaptivePage(attributes=["age", "sex"], max_rounds=3, epsilon=1.0, delta=1e-9,
+                        compare_rp=False)
+    view = page.__panel__()
+    cards = [c for c in view.select(pn.Card) if "learn-note" in c.css_classes]
+    assert len(cards) == 1 and cards[0].title == "What am I looking at?"
+    empty = [p for p in view.select(pn.pane.Markdown) if p.object == EMPTY_STATE]
+    assert len(empty) == 1
+    charts = [p for p in view.select(pn.pane.HoloViews)]
+    assert len(charts) == 1
+
+    def shown(viewable) -> bool:
+        visible = viewable.visible
+        return bool(visible() if callable(visible) else visible)
+
+    holder = next(c for c in view.select(pn.Column) if charts[0] in c.objects)
+    assert shown(empty[0]) and not shown(holder)
+    page.run()
+    assert page.results and not shown(empty[0]) and shown(holder)

@@ -127,3 +127,32 @@ def test_pages_draw_from_os_entropy_unless_seeded():
     # The export is one plain table: the seeded label is a column on every row.
     assert pd.read_csv(seeded.csv_export())["release"].tolist() == [SEEDED_LABEL]
     assert pd.read_csv(unseeded.csv_export())["release"].tolist() == ["OS entropy"]
+
+
+def test_counts_print_as_whole_numbers_and_the_note_explains_variants(page):
+    from explorer.pages.census import NOTE, whole_numbers
+
+    children = whole_numbers(page._children_table("nation", "dp"))
+    assert children["true groups"].dtype.kind == "i" and children["true groups"].iloc[0] == 300
+    assert "300.0" not in children.to_string() and " 300" in children.to_string()
+    gls = whole_numbers(page.tree_frame("nation", "gls"))
+    assert gls["true"].dtype.kind == "i"  # true counts are whole; GLS releases may be reals
+    results = whole_numbers(page.results_frame()).set_index("variant")
+    assert results["violations"].dtype.kind == "i" and results.loc["dp", "violations"] == 0
+    assert "**relaxed**: M_H^R (relaxed QP + rounding)" in NOTE and "**violations**" in NOTE
+
+
+def test_empty_state_before_a_run_and_csv_after():
+    from explorer.pages.census import EMPTY_STATE
+
+    fresh = CensusPage(synthetic_spec=SPEC, variants=["dp"], trials=1, seed=2)
+    fresh.__panel__()
+    empty = [p for p in fresh._view.select(pn.pane.Markdown) if p.object == EMPTY_STATE]
+    assert len(empty) == 1 and empty[0].visible
+    downloads = [d for d in fresh._view.select(pn.widgets.FileDownload)
+                 if "census-csv" in d.css_classes]
+    assert len(downloads) == 1 and not downloads[0].visible
+    fresh.run()
+    assert not empty[0].visible and downloads[0].visible
+    csv = pd.read_csv(downloads[0].callback())
+    assert list(csv["variant"]) == ["dp"] and csv["violations"].tolist() == [0]

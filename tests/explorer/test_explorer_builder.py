@@ -169,3 +169,20 @@ def test_builder_page_renders_without_a_server():
     texts = " ".join(str(p.object) for p in view.select(pn.pane.Markdown))
     assert "Workload builder" in texts and "What am I looking at" not in texts
     assert view.select(pn.widgets.CodeEditor)[0].value == page.session.draft_text
+
+
+def test_all_k_way_marginals_from_the_form(builder):
+    session = builder.session
+    builder.start_empty()
+    for name, size in (("a", 2), ("b", 3), ("c", 4)):
+        assert add_attribute(builder, name, size, "categorical") == ""
+    builder.group.param.update(kind="marginals", k=2)
+    assert builder.group.attributes == [] and builder.add_group() == ""  # no ticks needed
+    assert session.draft["workload"] == [{"marginals": {"k": 2}}]
+    # the 2-way tables ab, ac, bc: 6 + 8 + 12 queries over 2 * 3 * 4 cells
+    assert builder.stats()["queries"] == 26 and builder.stats()["cells"] == 24
+    builder.group.param.update(k=None, attributes=["a", "c"])
+    assert builder.add_group() == ""
+    assert session.draft["workload"][1] == {"marginals": {"sets": [["a", "c"]]}}
+    builder.group.param.update(kind="product", k=2, attributes=["a"])
+    assert builder.group.spec() == {"product": {"a": "identity"}}  # k is for marginals only

@@ -107,3 +107,34 @@ def test_tradeoff_controls_refuse_nonsense_and_tell_equal_lines_apart(open_app, 
     assert alphas["h2"] == 1.0 and alphas["identity"] == pytest.approx(0.15)
     screenshot("readable-tradeoff")
     assert console_errors == []
+
+
+def test_census_page_says_what_to_do_then_prints_whole_counts(open_app, console_errors,
+                                                              screenshot):
+    page = open_app(app_path("/census"), wait_for=".census-empty")
+    expect(page.locator(".census-empty").first).to_contain_text("No results yet.")
+    expect(page.locator(".learn-note").first).to_contain_text("What am I looking at?")
+    expect(page.get_by_text("released vs true")).to_have_count(0)  # no empty charts
+    spec = page.get_by_label("Synthetic spec")
+    spec.fill("levels=1,2,5;groups=300;max_size=6;seed=1")
+    spec.press("Enter")
+    page.get_by_role("button", name="Run trials").click()
+    table = page.locator(".census-results").first
+    expect(table).to_contain_text("M_DP (plain, exact DP)", timeout=PLAN_TIMEOUT_MS)
+    expect(page.locator(".census-empty").first).to_be_hidden()
+    # dp releases are consistent: 0 violations, printed as a whole number
+    header = [c.strip() for c in table.locator("th").all_inner_texts()]
+    cells = [c.strip() for c in table.locator("tbody tr").first.locator("td").all_inner_texts()]
+    assert cells[header.index("variant")] == "dp"
+    assert cells[header.index("violations")] == "0"
+    expect(page.locator(".census-csv").first).to_be_visible()
+    screenshot("readable-census")
+    assert console_errors == []
+
+
+def test_adaptive_page_says_what_to_do_before_a_run(open_app, console_errors):
+    page = open_app(app_path("/adaptive"), wait_for=".adaptive-empty")
+    expect(page.locator(".adaptive-empty").first).to_contain_text(
+        "No results yet. Choose the data and the attributes on the left")
+    expect(page.locator(".learn-note").first).to_contain_text("What am I looking at?")
+    assert console_errors == []

@@ -47,6 +47,7 @@ class HdmmMechanism(HdmmBase):
     """HDMM: the best of OPT_0, OPT_kron, OPT_+ and OPT_M by expected error."""
 
     name = registered_name("hdmm")
+    composes = tuple(cls.name for cls in OPERATOR_MECHANISMS.values())
     title = "HDMM"
     description = ("the High-Dimensional Matrix Mechanism: tries every strategy family it can "
                    "optimise for the workload and keeps the one with the least expected error")
