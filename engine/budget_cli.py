@@ -35,6 +35,7 @@ from engine.ledger import (
     fingerprint_file,
     sqlite_file,
 )
+from engine.privacy import DEFAULT_DELTA
 
 
 def add_ledger_flag(parser: argparse.ArgumentParser) -> None:
@@ -59,8 +60,9 @@ def add_budget_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
                       "(JSON or YAML) kept with the data set")
     show = sub.add_parser("show", help="spent and remaining budget")
     show.add_argument("name", nargs="?", default=None)
-    show.add_argument("--delta", type=float, default=1e-6,
-                      help="report the remaining budget as eps at this delta (default 1e-6)")
+    show.add_argument("--delta", type=float, default=DEFAULT_DELTA,
+                      help="report the remaining budget as eps at this delta "
+                           f"(default {DEFAULT_DELTA:g})")
     history = sub.add_parser("history", help="the releases charged to a data set")
     history.add_argument("name")
     for p in (init, show, history):

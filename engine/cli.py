@@ -25,7 +25,7 @@ from engine.executor import (
     map_ordered,
     scheduler_from_environment,
 )
-from engine.privacy import NOISE_TYPES, Privacy
+from engine.privacy import DEFAULT_DELTA, NOISE_TYPES, Privacy
 from engine.scenario import Scenario, parse_mechanisms
 
 
@@ -153,7 +153,7 @@ def privacy_from_flags(base: Privacy, args: argparse.Namespace) -> Privacy:
         spec["epsilon"] = args.epsilon if args.epsilon is not None else values.get("epsilon",
                                                                                    1.0)
     if noise == "gaussian":
-        spec["delta"] = args.delta if args.delta is not None else values.get("delta", 1e-6)
+        spec["delta"] = args.delta if args.delta is not None else values.get("delta", DEFAULT_DELTA)
         if "calibration" in values:
             spec["calibration"] = values["calibration"]
     if noise == "zcdp":

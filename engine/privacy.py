@@ -219,6 +219,11 @@ def budget_for_rmse(privacy: Privacy, target: float, unit_rmse: float) -> float:
     return budget_for_sigma(privacy, target / unit_rmse)
 
 
+#: The workbench's one default delta (README, CLI, explorer). Only the adaptive page departs from
+#: it, with AIM's published setting (see ``AIM_DELTA`` in :mod:`explorer.pages.adaptive`).
+DEFAULT_DELTA = 1e-6
+
+
 class Privacy(param.Parameterized):
     """A privacy level: the noise family and its parameters.
 
@@ -231,7 +236,7 @@ class Privacy(param.Parameterized):
                                "zcdp (rho-zCDP).")
     epsilon = param.Number(default=1.0, bounds=(0, None), inclusive_bounds=(False, True),
                            softbounds=(0.01, 10.0), doc="Privacy loss eps (> 0).")
-    delta = param.Number(default=1e-6, bounds=(0, 1), inclusive_bounds=(False, False),
+    delta = param.Number(default=DEFAULT_DELTA, bounds=(0, 1), inclusive_bounds=(False, False),
                          softbounds=(1e-12, 1e-2), doc="Failure probability delta in (0, 1).")
     rho = param.Number(default=0.5, bounds=(0, None), inclusive_bounds=(False, True),
                        softbounds=(0.001, 10.0), doc="zCDP parameter rho (> 0).")

@@ -26,6 +26,8 @@ import pandas as pd
 import panel as pn
 import param
 
+from engine.privacy import DEFAULT_DELTA
+
 ADULT = "Adult (bundled)"
 UPLOAD = "Uploaded CSV"
 UNIT_LABELS = {"rho (zCDP)": "rho", "eps (pure)": "epsilon", "(eps, delta)": "epsilon-delta"}
@@ -44,9 +46,10 @@ class BudgetPage(pn.viewable.Viewer):
                           doc="Unit of the total budget.")
     total = param.Number(default=1.0, bounds=(0, None), inclusive_bounds=(False, True),
                          doc="Total budget (rho or eps).")
-    total_delta = param.Number(default=1e-6, bounds=(0, 1), inclusive_bounds=(False, False),
+    total_delta = param.Number(default=DEFAULT_DELTA, bounds=(0, 1),
+                               inclusive_bounds=(False, False),
                                doc="delta of an (eps, delta) total.")
-    at_delta = param.Number(default=1e-6, bounds=(0, 1), inclusive_bounds=(False, False),
+    at_delta = param.Number(default=DEFAULT_DELTA, bounds=(0, 1), inclusive_bounds=(False, False),
                             doc="Report remaining budgets as eps at this delta.")
     selected = param.Selector(default=None, objects=[], allow_None=True,
                               doc="The data set whose releases are listed.")

@@ -85,3 +85,18 @@ def test_bad_registrations_are_one_line(url: str, tmp_path: Path) -> None:
     broken = BudgetPage(ledger_url=f"sqlite:///{tmp_path}")  # a directory, not a database
     broken.refresh()
     assert broken.error == f"ledger: cannot open {str(tmp_path)!r}: unable to open database file"
+
+
+def test_one_default_delta_everywhere_but_the_aim_page():
+    import argparse
+
+    from engine.budget_cli import add_budget_arguments
+    from engine.privacy import DEFAULT_DELTA, Privacy
+    from explorer.pages.adaptive import AIM_DELTA, AdaptivePage
+
+    assert DEFAULT_DELTA == 1e-6 and Privacy().delta == DEFAULT_DELTA
+    page = BudgetPage()
+    assert page.total_delta == DEFAULT_DELTA and page.at_delta == DEFAULT_DELTA
+    parser = add_budget_arguments(argparse.ArgumentParser())
+    assert parser.parse_args(["show"]).delta == DEFAULT_DELTA
+    assert AIM_DELTA == 1e-9 and AdaptivePage().delta == AIM_DELTA  # AIM's published setting
