@@ -19,7 +19,7 @@ import pytest
 from conftest import RESULTS_DIR, app_path, session_id, start_server, wait_for_panel
 from playwright.sync_api import expect
 
-from engine.mechanisms import registry_names
+from engine.mechanisms import mechanism_class, registry_names
 from explorer.app import TITLE, menu
 
 pytestmark = pytest.mark.ui
@@ -121,7 +121,10 @@ def test_one_session_cancels_and_the_others_comparison_completes(served, browser
     first.locator(".site-nav").get_by_role("link", name="Compare").click()
     expect(first.locator(".planning-status").first).to_contain_text("Planning", timeout=60_000)
     second.locator(".site-nav").get_by_role("link", name="Compare").click()
-    expect(second.locator(".compare-intro").first).to_contain_text("512 queries over 512")
+    # the page builds while the first session's job plans on the same two cores
+    expect(second.locator(".compare-intro").first).to_contain_text(
+        "512 queries over 512", timeout=60_000
+    )
     expect(second.locator(".planning-status").first).to_contain_text("Planning", timeout=60_000)
 
     first.locator(".cancel-planning button").first.click()
@@ -134,8 +137,11 @@ def test_one_session_cancels_and_the_others_comparison_completes(served, browser
     expect(headline).not_to_contain_text("still planning", timeout=PLAN_TIMEOUT_MS)
     table = second.locator(".comparison-table").first
     expect(table).not_to_contain_text("skipped")
+    # the static comparison plans every data-independent mechanism (the data-dependent ones
+    # have their own pages)
     for name in registry_names():
-        expect(table).to_contain_text(name)
+        if not mechanism_class(name).data_dependent:
+            expect(table).to_contain_text(name)
     first.context.close()
     second.context.close()
 
