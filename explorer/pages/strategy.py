@@ -71,6 +71,22 @@ CAPTIONS = {
 }
 
 
+#: What each headline number means, in words and units (by fact key).
+FACT_MEANINGS = {
+    "rmse": "the typical size of the error in one published count, in counts (people): "
+            "about two thirds of the answers are off by less than this",
+    "privacy": "the noise family and the privacy budget the numbers are computed at",
+    "l1": "how much one person can change all the measurements together, summed in absolute "
+          "value; Laplace noise is scaled to it",
+    "l2": "the same change measured as a Euclidean length; Gaussian noise is scaled to it",
+    "plan_seconds": "how long choosing the measurements took, in seconds (no data is touched)",
+    "noise_std": "the standard deviation of the noise added to each measurement, in counts",
+    "rows": "how many noisy numbers the mechanism measures; the answers are computed from them",
+    "unit_error": "the total squared error of all queries if each measurement had noise of "
+                  "variance 1; smaller is better",
+}
+
+
 def plan_facts(plan: Plan) -> FactsView:
     """The headline numbers of a plan at its privacy level."""
     entries = [
@@ -172,6 +188,9 @@ def render_view(view: View, color: str) -> pn.viewable.Viewable:
         chart = False
         frame = pd.DataFrame({"": [f.label for f in view.facts],
                               "value": [_fmt(f.value, f.units) for f in view.facts]})
+        meanings = [FACT_MEANINGS.get(f.key, "") for f in view.facts]
+        if any(meanings):
+            frame["what it means"] = meanings
         body = pn.pane.DataFrame(frame, index=False, sizing_mode="stretch_width",
                                  css_classes=["strategy-facts"])
     elif isinstance(view, WeightsView):  # too many weights for bars

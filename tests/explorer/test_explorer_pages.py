@@ -375,3 +375,14 @@ def test_strategy_menu_lists_only_planned_mechanisms_best_first():
     page._choice.value = "h2"
     assert s.selected == "h2"
     assert planned_mechanisms(None) == []
+
+
+def test_strategy_facts_say_what_each_number_means(session):
+    from explorer.pages.strategy import FACT_MEANINGS, plan_facts
+
+    facts = plan_facts(session.plan("identity"))
+    frame = render_view(facts, "#000000").select(pn.pane.DataFrame)[0].object
+    by_label = frame.set_index("")
+    assert by_label.loc["RMSE (typical error per query)", "what it means"] == FACT_MEANINGS["rmse"]
+    assert "Laplace noise is scaled to it" in by_label.loc["L1 sensitivity", "what it means"]
+    assert by_label.loc["L1 sensitivity", "value"].startswith("1")  # identity: sensitivity 1
