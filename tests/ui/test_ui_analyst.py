@@ -4,6 +4,7 @@ that describe themselves. Each checks numbers on the page against the engine's."
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -37,15 +38,20 @@ def load_scenario(page, text: str) -> None:
 
 
 def rmse_of(page, name: str) -> float:
-    # the table's rows are sent after the headline; wait for the row before reading it
-    expect(page.locator(".comparison-table").first).to_contain_text(name, timeout=60_000)
-    rows = page.locator(".comparison-table .tabulator-row")
-    for i in range(rows.count()):
-        row = rows.nth(i)
-        if row.locator('[tabulator-field="mechanism"]').inner_text().strip() == name:
-            return float(row.locator('[tabulator-field="rmse"]').inner_text().replace(",", ""))
-    raise AssertionError(f"{name} not in the comparison table: "
-                         f"{page.locator('.comparison-table').first.inner_text()!r}")
+    # the table is re-sent while the page refreshes (bound first, then rows): read the row
+    # again until it is there, for up to a minute
+    deadline = time.monotonic() + 60
+    while True:
+        rows = page.locator(".comparison-table .tabulator-row")
+        for i in range(rows.count()):
+            row = rows.nth(i)
+            if row.locator('[tabulator-field="mechanism"]').inner_text().strip() == name:
+                return float(row.locator('[tabulator-field="rmse"]').inner_text()
+                             .replace(",", ""))
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name} not in the comparison table: "
+                                 f"{page.locator('.comparison-table').first.inner_text()!r}")
+        page.wait_for_timeout(500)
 
 
 def test_hdmm_errors_in_people_and_self_describing_exports(open_app, console_errors,
