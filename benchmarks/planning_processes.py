@@ -12,8 +12,11 @@ Serves the explorer twice on 127.0.0.1 (``panel serve explorer/app.py``), once w
    same number of times on the idle server first.
 
 Prints each load's time (navigation until Panel has rendered the page's workload summary), the
-median per mode, and the ratio busy / idle per mode. Traffic stays on 127.0.0.1, bounded by
-``--timeout`` seconds per step. Quick mode: ``--quick`` (512 values, 2 loads).
+median per mode, and the ratio busy / idle per mode, with the resident memory of the server and
+its worker processes while planning. Then the price of processes: the time to pickle an
+hdmm-opt0 plan on all ranges of ``--size // 2`` values there and back (cloudpickle), beside the
+time to plan it. Traffic stays on 127.0.0.1, bounded by ``--timeout`` seconds per step. Quick
+mode: ``--quick`` (512 values, 2 loads).
 
 Usage::
 
@@ -29,6 +32,7 @@ import statistics
 import time
 from pathlib import Path
 
+import cloudpickle
 from playwright.sync_api import sync_playwright
 
 from explorer.served import REPO_ROOT, chromium_options, serving
@@ -40,10 +44,41 @@ def spec(size: int) -> bytes:
     """All ranges on ``size`` values, planned by OPT_0 alone."""
     return (
         f"domain: {{x: {{size: {size}, kind: numeric}}}}\n"
-        f"workload: [{{product: {{x: range}}}}]\n"
+        f"workload: [{{product: {{x: all_range}}}}]\n"
         f"privacy: {{noise: laplace, epsilon: 1.0}}\n"
         f"mechanisms: [hdmm-opt0]\n"
     ).encode()
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """Resident memory (MB) of process ``pid`` and of its child processes together."""
+
+    def one(process: int) -> float:
+        for line in Path(f"/proc/{process}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return float(line.split()[1]) / 1024.0
+        return 0.0
+
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return one(pid), sum(one(int(child)) for child in children)
+
+
+def pickling(size: int) -> tuple[float, float, float]:
+    """Seconds to plan hdmm-opt0 on all ranges of ``size`` values in this process, seconds
+    to cloudpickle its row there and back, and the pickle's size in MB."""
+    from engine.compare import plan_row
+    from engine.scenario import Scenario
+
+    scenario = Scenario.loads(spec(size).decode())
+    start = time.perf_counter()
+    row = plan_row("hdmm-opt0", scenario.workload, scenario.privacy)
+    planned = time.perf_counter() - start
+    start = time.perf_counter()
+    blob = cloudpickle.dumps(row)
+    back = cloudpickle.loads(blob)
+    moved = time.perf_counter() - start
+    assert back.rmse == row.rmse
+    return planned, moved, len(blob) / 1e6
 
 
 def load_seconds(browser, url: str, timeout_ms: int) -> float:
@@ -80,17 +115,22 @@ def measure(mode: str, size: int, loads: int, timeout_s: float) -> tuple[list[fl
     """Idle and busy load times (seconds) with ``EXPLORER_PLANNING=mode``."""
     os.environ["EXPLORER_PLANNING"] = mode
     timeout_ms = int(timeout_s * 1000)
-    with serving(LOG_DIR / f"planning-{mode}.log", unused_session_ms=5_000) as app:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(**chromium_options())
-            url = app.url + "/app?page=builder"
-            load_seconds(browser, url, timeout_ms)  # warm-up: imports, first build
-            idle = [load_seconds(browser, url, timeout_ms) for _ in range(loads)]
-            planner = start_heavy_job(browser, app.url, size, timeout_ms)
-            busy = [load_seconds(browser, url, timeout_ms) for _ in range(loads)]
-            still = planner.locator(".planning-status").first.inner_text()
-            planner.context.close()
-            browser.close()
+    log = LOG_DIR / f"planning-{mode}.log"
+    with serving(log, unused_session_ms=5_000) as app, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(**chromium_options())
+        url = app.url + "/app?page=builder"
+        load_seconds(browser, url, timeout_ms)  # warm-up: imports, first build
+        idle = [load_seconds(browser, url, timeout_ms) for _ in range(loads)]
+        planner = start_heavy_job(browser, app.url, size, timeout_ms)
+        busy = [load_seconds(browser, url, timeout_ms) for _ in range(loads)]
+        web, workers = rss_mb(app.process.pid)
+        print(
+            f"  {mode}: RSS while planning: web process {web:.0f} MB, "
+            f"its worker processes {workers:.0f} MB"
+        )
+        still = planner.locator(".planning-status").first.inner_text()
+        planner.context.close()
+        browser.close()
     if "Planning hdmm-opt0" not in still:
         print(f"  ({mode}: the heavy job was no longer planning at the end: {still!r})")
     return idle, busy
@@ -118,6 +158,12 @@ def main() -> None:
     print(
         f"median load while planning, threads / processes: "
         f"{medians['threads'] / medians['processes']:.2f}"
+    )
+    planned, moved, megabytes = pickling(size // 2)
+    print(
+        f"hdmm-opt0 on all ranges of {size // 2:,} values: planned in {planned:.2f} s; its row "
+        f"pickled there and back in {moved:.3f} s ({megabytes:.1f} MB, "
+        f"{moved / planned:.1%} of the planning time)"
     )
 
 

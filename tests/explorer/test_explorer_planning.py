@@ -467,3 +467,29 @@ def test_planning_runs_in_processes_unless_told_otherwise(monkeypatch):
         planning.processes_from_environment()
     assert PlanStore(processes=True).pool is not None
     assert PlanStore(processes=True, scheduler="tcp://127.0.0.1:1").pool is None
+
+
+def test_a_skip_stops_the_mechanism_in_its_worker_process_and_the_job_goes_on():
+    store = PlanStore(processes=True, planners=1)
+    spec = dict(HDMM_SPEC, mechanisms=["hdmm-opt0", "identity"])
+    session = Session(spec, store=store)
+    job = session.request_comparison()
+    skipped = []
+
+    def on_progress(iteration: int, loss: float, message: str) -> None:
+        job._on_progress(iteration, loss, message)
+        if iteration and not skipped and job.status().current == "hdmm-opt0":
+            skipped.append(session.skip())
+
+    job.progress.callback = on_progress
+    try:
+        assert job.wait(120)
+    finally:
+        store.close()
+    assert skipped == ["hdmm-opt0"] and job.status().state == "done"
+    session.poll()
+    assert session.row("identity").rmse == pytest.approx(
+        _alone(dict(spec, mechanisms=["identity"]))["identity"], rel=1e-12
+    )
+    assert session.row("hdmm-opt0").error.startswith("not planned: skipped")
+    assert store.missing(session.key, "laplace", spec["mechanisms"]) == ["hdmm-opt0"]
