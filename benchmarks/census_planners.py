@@ -75,8 +75,10 @@ def run(key: str) -> bool:
     label, goal_all, goal_each = WORKLOADS[key]
     scenario = Scenario.from_spec(spec_of(key))
     workload = scenario.workload
-    print(f"\n{label}: {workload.domain.size:,} cells, {workload.num_queries:,} queries, "
-          f"{len(workload.terms)} terms (load average {os.getloadavg()[0]:.1f})")
+    print(
+        f"\n{label}: {workload.domain.size:,} cells, {workload.num_queries:,} queries, "
+        f"{len(workload.terms)} terms (load average {os.getloadavg()[0]:.1f})"
+    )
     print(f"  {'mechanism':<20} {'CPU s':>8} {'wall s':>8} {'RMSE':>12}  note")
     times: dict[str, tuple[float, float]] = {}
     last = [cpu_seconds(), time.perf_counter()]
@@ -87,29 +89,37 @@ def run(key: str) -> bool:
         last[:] = [cpu, wall]
         rmse = f"{row.rmse:12.4f}" if row.rmse is not None else f"{'-':>12}"
         note = "" if row.error is None else row.error[:60]
-        print(f"  {row.mechanism:<20} {times[row.mechanism][0]:8.2f} "
-              f"{times[row.mechanism][1]:8.2f} {rmse}  {note}", flush=True)
+        print(
+            f"  {row.mechanism:<20} {times[row.mechanism][0]:8.2f} "
+            f"{times[row.mechanism][1]:8.2f} {rmse}  {note}",
+            flush=True,
+        )
 
     compare(workload, scenario.privacy, on_row=on_row)
     total_cpu = sum(c for c, _ in times.values())
     total_wall = sum(w for _, w in times.values())
     met = total_cpu < goal_all
-    print(f"  {'all mechanisms':<20} {total_cpu:8.2f} {total_wall:8.2f}  goal < {goal_all:.0f} s"
-          f" CPU: {'met' if met else 'NOT MET'}")
+    print(
+        f"  {'all mechanisms':<20} {total_cpu:8.2f} {total_wall:8.2f}  goal < {goal_all:.0f} s"
+        f" CPU: {'met' if met else 'NOT MET'}"
+    )
     if goal_each is not None:
         for name in SLOW_PLANNERS:
             cpu = times.get(name, (0.0, 0.0))[0]
             ok = cpu < goal_each
             met = met and ok
-            print(f"  {name:<20} {cpu:8.2f}  goal < {goal_each:.0f} s CPU: "
-                  f"{'met' if ok else 'NOT MET'}")
+            print(
+                f"  {name:<20} {cpu:8.2f}  goal < {goal_each:.0f} s CPU: "
+                f"{'met' if ok else 'NOT MET'}"
+            )
     return met
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workloads", nargs="*", choices=[*WORKLOADS, []],
-                        help="workload keys (default: all)")
+    parser.add_argument(
+        "workloads", nargs="*", choices=[*WORKLOADS, []], help="workload keys (default: all)"
+    )
     parser.add_argument("--quick", action="store_true", help="SF1 and the 1,400-cell one")
     args = parser.parse_args()
     keys = args.workloads or (QUICK if args.quick else tuple(WORKLOADS))

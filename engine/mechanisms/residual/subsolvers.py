@@ -42,7 +42,6 @@ from engine.mechanisms.residual.decomposition import (
     centre_gram,
 )
 from engine.mechanisms.residual.optimal import OptimalSolution, solve_optimal
-from engine.mechanisms.residual.symmetry import SymmetricProblem, solve_symmetric
 from engine.mechanisms.residual.submechanisms import (
     DenseSub,
     FactorSolution,
@@ -52,6 +51,7 @@ from engine.mechanisms.residual.submechanisms import (
     fourier_diag_1d,
     fourier_diag_rows,
 )
+from engine.mechanisms.residual.symmetry import SymmetricProblem, solve_symmetric
 from engine.progress import Progress, report
 from engine.workloads.blocks import Block
 from engine.workloads.workload import Workload

@@ -75,7 +75,6 @@ def twin_classes(grams: Sequence[np.ndarray]) -> np.ndarray:
     """
     m = grams[0].shape[0]
     same = np.ones((m, m), dtype=bool)
-    off = ~np.eye(m, dtype=bool)
     for G in grams:
         G = np.asarray(G, dtype=float)
         tol = TWIN_RTOL * max(float(np.abs(G).max()), 1e-300)
@@ -140,7 +139,7 @@ class AttributeSplit:
             members = np.flatnonzero(labels == o)
             T[members, o] = 1.0 / math.sqrt(len(members))
             if len(members) > 1:
-                T[members, col:col + len(members) - 1] = _difference_basis(len(members))
+                T[members, col : col + len(members) - 1] = _difference_basis(len(members))
                 parts.append(o)
                 ranges.append(slice(col, col + len(members) - 1))
                 col += len(members) - 1
@@ -181,8 +180,11 @@ def _splits_gram(split: AttributeSplit, G: np.ndarray) -> bool:
     expected = np.zeros_like(Gt)
     for part, r in zip(split.parts, split.ranges, strict=True):
         block = Gt[r, r]
-        expected[r, r] = block if part is None else np.eye(block.shape[0]) * (
-            float(np.trace(block)) / block.shape[0])
+        expected[r, r] = (
+            block
+            if part is None
+            else np.eye(block.shape[0]) * (float(np.trace(block)) / block.shape[0])
+        )
     scale = max(float(np.abs(Gt).max()), 1e-300)
     return float(np.abs(Gt - expected).max()) <= 1e-9 * scale
 
@@ -215,8 +217,9 @@ class SymmetricProblem:
         if max(res.sizes) > TWIN_MAX_VALUES:
             return None
         total = res.trace
-        pieces = [(coef / total, [store[k] for k in keys])
-                  for (_, keys), (coef, _) in res.pieces.items()]
+        pieces = [
+            (coef / total, [store[k] for k in keys]) for (_, keys), (coef, _) in res.pieces.items()
+        ]
         splits = []
         for a in range(len(res.sizes)):
             distinct = {id(g): g for _, gs in pieces for g in [gs[a]]}
@@ -225,8 +228,9 @@ class SymmetricProblem:
         constraints = math.prod(classes)
         if constraints >= res.cells or constraints > BLOCK_LIMIT:
             return None
-        if not all(_splits_gram(split, gs[a]) for a, split in enumerate(splits)
-                   for _, gs in pieces):
+        if not all(
+            _splits_gram(split, gs[a]) for a, split in enumerate(splits) for _, gs in pieces
+        ):
             return None
         # every piece's per-attribute factor, by part (computed once per distinct Gram)
         cache: dict[tuple[int, int | None, int], np.ndarray] = {}
@@ -238,7 +242,7 @@ class SymmetricProblem:
             return cache[key]
 
         blocks = []
-        strides = np.array([math.prod(classes[a + 1:]) for a in range(len(classes))])
+        strides = np.array([math.prod(classes[a + 1 :]) for a in range(len(classes))])
         for parts in itertools.product(*[s.parts for s in splits]):
             quotient = tuple(a for a, p in enumerate(parts) if p is None)
             gram = np.zeros((1, 1))
@@ -249,12 +253,16 @@ class SymmetricProblem:
                     if not term.any():
                         break
                 gram = gram + term if gram.shape == term.shape else term
-            multiplicity = math.prod(int(splits[a].sizes[p]) - 1
-                                     for a, p in enumerate(parts) if p is not None)
+            multiplicity = math.prod(
+                int(splits[a].sizes[p]) - 1 for a, p in enumerate(parts) if p is not None
+            )
             if float(np.trace(gram)) <= 1e-14:
                 continue
-            grid = (np.array(list(itertools.product(*[range(classes[a]) for a in quotient])),
-                             dtype=int) if quotient else np.zeros((1, 0), dtype=int))
+            grid = (
+                np.array(list(itertools.product(*[range(classes[a]) for a in quotient])), dtype=int)
+                if quotient
+                else np.zeros((1, 0), dtype=int)
+            )
             index = np.zeros(len(grid), dtype=int)
             weight = np.ones(len(grid))
             for a, p in enumerate(parts):
@@ -266,8 +274,16 @@ class SymmetricProblem:
                 else:
                     index += strides[a] * p
                     weight *= 1.0 - 1.0 / m[p]
-            blocks.append(Block(parts, quotient, multiplicity, index, weight,
-                                multiplicity * (gram + gram.T) / 2.0))
+            blocks.append(
+                Block(
+                    parts,
+                    quotient,
+                    multiplicity,
+                    index,
+                    weight,
+                    multiplicity * (gram + gram.T) / 2.0,
+                )
+            )
         return SymmetricProblem(res.sizes, splits, blocks, constraints)
 
 
@@ -346,8 +362,13 @@ class SymmetricSolution:
         return (self.loss - self.lower) / self.loss if self.loss > 0 else 0.0
 
 
-def solve_symmetric(problem: SymmetricProblem, tol: float = 1e-10, max_iter: int = 20_000,
-                    progress: Progress | None = None, label: str = "") -> SymmetricSolution:
+def solve_symmetric(
+    problem: SymmetricProblem,
+    tol: float = 1e-10,
+    max_iter: int = 20_000,
+    progress: Progress | None = None,
+    label: str = "",
+) -> SymmetricSolution:
     """Certified optimum of the reduced Eq. 4 (the loss of the residual's trace-1 Gram).
 
     The same two phases as ``optimal.solve_optimal`` (multiplicative fixed point, then the
@@ -380,8 +401,9 @@ def solve_symmetric(problem: SymmetricProblem, tol: float = 1e-10, max_iter: int
             entries = len(support) * sum(r * (r + 1) / 2 for r in ranks)
             if entries <= NEWTON_ENTRIES and entries * len(support) <= NEWTON_FLOPS:
                 newton_tried = True
-                mu, steps = _barrier_newton(dual, mu, support, record, tol,
-                                            min(NEWTON_STEPS, max_iter), progress, label)
+                mu, steps = _barrier_newton(
+                    dual, mu, support, record, tol, min(NEWTON_STEPS, max_iter), progress, label
+                )
                 newton_steps += steps
                 trm, d, e, Q = dual.evaluate(mu)
                 gap = record(trm, d, e, Q)
@@ -405,11 +427,14 @@ def solve_symmetric(problem: SymmetricProblem, tol: float = 1e-10, max_iter: int
         basis = ((A @ (Qb * e**-0.25)) / math.sqrt(dmax)).T
         pinv = (U / np.sqrt(w)) @ (Qb * e**0.25) * math.sqrt(dmax)
         strategies.append((basis, pinv))
-    sub = BlockSub(problem.sizes, problem.splits,
-                   [(b, s) for b, s in zip(problem.blocks, strategies, strict=True)
-                    if s is not None])
-    return SymmetricSolution(sub, best_ub, best_lb, iterations, newton_steps,
-                             time.perf_counter() - start)
+    sub = BlockSub(
+        problem.sizes,
+        problem.splits,
+        [(b, s) for b, s in zip(problem.blocks, strategies, strict=True) if s is not None],
+    )
+    return SymmetricSolution(
+        sub, best_ub, best_lb, iterations, newton_steps, time.perf_counter() - start
+    )
 
 
 def _mode_apply(mats: Sequence[np.ndarray], x: np.ndarray) -> np.ndarray:
@@ -430,18 +455,19 @@ class BlockSub(SubMechanism):
 
     kind = "symmetric"
 
-    def __init__(self, sizes: Sequence[int], splits: Sequence[AttributeSplit],
-                 blocks: Sequence[tuple[Block, tuple[np.ndarray, np.ndarray]]]) -> None:
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        splits: Sequence[AttributeSplit],
+        blocks: Sequence[tuple[Block, tuple[np.ndarray, np.ndarray]]],
+    ) -> None:
         self.sizes = tuple(sizes)
         self.splits = list(splits)
         self.blocks = list(blocks)
-        self._slices = [tuple(s.ranges[s.parts.index(p)] for s, p in zip(splits, b.parts,
-                                                                         strict=True))
-                        for b, _ in blocks]
-
-    def _diff_shape(self, block: Block) -> tuple[int, ...]:
-        return tuple(int(self.splits[a].sizes[p]) - 1 for a, p in enumerate(block.parts)
-                     if p is not None)
+        self._slices = [
+            tuple(s.ranges[s.parts.index(p)] for s, p in zip(splits, b.parts, strict=True))
+            for b, _ in blocks
+        ]
 
     @property
     def outputs(self) -> int:
@@ -452,7 +478,7 @@ class BlockSub(SubMechanism):
         block = self.blocks[k][0]
         part = xt[self._slices[k]]
         part = np.moveaxis(part, block.quotient, tuple(range(len(block.quotient))))
-        rows = math.prod(part.shape[:len(block.quotient)])
+        rows = math.prod(part.shape[: len(block.quotient)])
         return part.reshape(rows, -1)
 
     def _from_block(self, values: np.ndarray, k: int, out: np.ndarray) -> None:
@@ -460,9 +486,9 @@ class BlockSub(SubMechanism):
         block = self.blocks[k][0]
         target = out[self._slices[k]]
         q = len(block.quotient)
-        moved_shape = (tuple(target.shape[a] for a in block.quotient)
-                       + tuple(target.shape[a] for a in range(target.ndim)
-                               if a not in block.quotient))
+        moved_shape = tuple(target.shape[a] for a in block.quotient) + tuple(
+            target.shape[a] for a in range(target.ndim) if a not in block.quotient
+        )
         back = np.moveaxis(values.reshape(moved_shape), tuple(range(q)), block.quotient)
         out[self._slices[k]] = back
 
@@ -472,8 +498,9 @@ class BlockSub(SubMechanism):
 
     def release(self, x: np.ndarray) -> np.ndarray:
         xt = self._transform(np.asarray(x, dtype=float).reshape(self.sizes), True)
-        return np.concatenate([(s[0] @ self._to_block(xt, k)).reshape(-1)
-                               for k, (_, s) in enumerate(self.blocks)])
+        return np.concatenate(
+            [(s[0] @ self._to_block(xt, k)).reshape(-1) for k, (_, s) in enumerate(self.blocks)]
+        )
 
     def _adjoint(self, w: np.ndarray, which: int) -> np.ndarray:
         w = np.asarray(w, dtype=float).reshape(-1)
@@ -482,7 +509,7 @@ class BlockSub(SubMechanism):
         for k, (block, s) in enumerate(self.blocks):
             r = s[0].shape[0]
             size = r * block.multiplicity
-            part = w[at:at + size].reshape(r, -1)
+            part = w[at : at + size].reshape(r, -1)
             at += size
             M = s[0].T if which == 0 else s[1]
             self._from_block(M @ part, k, xt)
@@ -527,8 +554,7 @@ class BlockSub(SubMechanism):
         return out
 
     def trace_kron(self, grams: Sequence[np.ndarray]) -> float:
-        transformed = [s.basis.T @ G @ s.basis for G, s in zip(grams, self.splits,
-                                                               strict=True)]
+        transformed = [s.basis.T @ G @ s.basis for G, s in zip(grams, self.splits, strict=True)]
         total = 0.0
         for k, (block, s) in enumerate(self.blocks):
             scale = 1.0
@@ -548,7 +574,7 @@ class BlockSub(SubMechanism):
 
     def diag_v(self) -> np.ndarray:
         out = np.zeros(self.sizes)
-        for k, (block, s) in enumerate(self.blocks):
+        for block, s in self.blocks:
             B = s[0]
             vq = (B * B).sum(axis=0)  # V_b's diagonal over the quotient rows
             part = np.ones(())
@@ -561,9 +587,11 @@ class BlockSub(SubMechanism):
                 part = np.multiply.outer(part, vec)
             # the quotient value of each cell is V_b at the cell's class tuple
             grid = np.ix_(*[self.splits[a].labels for a in block.quotient])
-            vq_cells = vq.reshape([self.splits[a].classes for a in block.quotient])[grid] \
-                if block.quotient else vq.reshape(())
-            expand = [self.sizes[a] if a in block.quotient else 1
-                      for a in range(len(self.sizes))]
+            vq_cells = (
+                vq.reshape([self.splits[a].classes for a in block.quotient])[grid]
+                if block.quotient
+                else vq.reshape(())
+            )
+            expand = [self.sizes[a] if a in block.quotient else 1 for a in range(len(self.sizes))]
             out += part * np.asarray(vq_cells).reshape(expand)
         return out
