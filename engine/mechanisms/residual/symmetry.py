@@ -245,14 +245,13 @@ class SymmetricProblem:
         strides = np.array([math.prod(classes[a + 1 :]) for a in range(len(classes))])
         for parts in itertools.product(*[s.parts for s in splits]):
             quotient = tuple(a for a, p in enumerate(parts) if p is None)
-            gram = np.zeros((1, 1))
+            gram: np.ndarray | None = None
             for coef, grams in pieces:
                 term = np.array([[coef]])
                 for a, p in enumerate(parts):
                     term = np.kron(term, factor(a, p, grams[a]))
-                    if not term.any():
-                        break
-                gram = gram + term if gram.shape == term.shape else term
+                gram = term if gram is None else gram + term
+            assert gram is not None
             multiplicity = math.prod(
                 int(splits[a].sizes[p]) - 1 for a, p in enumerate(parts) if p is not None
             )
@@ -284,6 +283,9 @@ class SymmetricProblem:
                     multiplicity * (gram + gram.T) / 2.0,
                 )
             )
+        # the blocks hold all of the trace-1 Gram (T is orthogonal): nothing was lost
+        if abs(sum(float(np.trace(b.gram)) for b in blocks) - 1.0) > 1e-9:
+            return None
         return SymmetricProblem(res.sizes, splits, blocks, constraints)
 
 
