@@ -326,7 +326,7 @@ def test_an_unreachable_scheduler_is_each_rows_message():
 
 # ----- real planning: two sessions, one cancels; worker processes ---------------------------
 HDMM_SPEC = {
-    "domain": {"x": {"size": 64, "kind": "numeric"}},
+    "domain": {"x": {"size": 256, "kind": "numeric"}},  # OPT_0 reports for a second or more
     "workload": [{"product": {"x": "prefix"}}],
     "privacy": {"noise": "laplace", "epsilon": 1.0},
     "mechanisms": ["identity", "eigen-design", "hdmm-opt0", "hdmm-kron", "hdmm-union", "hdmm"],
@@ -404,9 +404,13 @@ def test_plans_made_in_worker_processes_equal_plans_made_in_process():
             assert math.isfinite(pooled[name].plan.rmse())
 
 
+#: OPT_0 on 512 cells plans for seconds after its first report: a stop reaches it mid-way
+SLOW_OPT0_SPEC = dict(HDMM_SPEC, domain={"x": {"size": 512, "kind": "numeric"}})
+
+
 def test_a_cancel_stops_the_plan_in_its_worker_process_and_the_pool_plans_on():
     store = PlanStore(processes=True, planners=1)
-    spec = dict(HDMM_SPEC, mechanisms=["identity", "hdmm-opt0"])
+    spec = dict(SLOW_OPT0_SPEC, mechanisms=["identity", "hdmm-opt0"])
     session = Session(spec, store=store)
     job = session.request_comparison()
     iterations = []
@@ -471,7 +475,7 @@ def test_planning_runs_in_processes_unless_told_otherwise(monkeypatch):
 
 def test_a_skip_stops_the_mechanism_in_its_worker_process_and_the_job_goes_on():
     store = PlanStore(processes=True, planners=1)
-    spec = dict(HDMM_SPEC, mechanisms=["hdmm-opt0", "identity"])
+    spec = dict(SLOW_OPT0_SPEC, mechanisms=["hdmm-opt0", "identity"])
     session = Session(spec, store=store)
     job = session.request_comparison()
     skipped = []
