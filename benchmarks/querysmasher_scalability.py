@@ -118,7 +118,7 @@ def affine_table(args: argparse.Namespace) -> None:
     print("\nOne affine residual (a + b <= t, t = 0..2n-2) on n x n, optimal sub-solver, "
           "certified gap < 1e-10 (issue 19.3)")
     print(f"{'n':>4}{'cells':>8}{'rank':>6}{'iters':>7}{'CPU s':>9}{'wall s':>9}{'goal s':>8}"
-          f"{'CPU/goal':>10}{'loss':>14}{'gap':>10}")
+          f"{'CPU/goal':>10}{'loss':>16}{'gap':>10}")
     for n in sizes:
         out = spawn_affine(n, args)
         if "error" in out:
@@ -128,7 +128,7 @@ def affine_table(args: argparse.Namespace) -> None:
         ratio = f"{out['cpu'] / goal:>10.2f}" if goal else f"{'-':>10}"
         print(f"{n:>4}{out['cells']:>8}{out['rank']:>6}{out['iterations']:>7}"
               f"{out['cpu']:>9.1f}{out['wall']:>9.1f}{goal or '-':>8}{ratio}"
-              f"{out['loss']:>14.9f}{out['gap']:>10.1e}", flush=True)
+              f"{out['loss']:>16.9f}{out['gap']:>10.1e}", flush=True)
 
 
 def spawn_affine(n: int, args: argparse.Namespace) -> dict:
