@@ -372,6 +372,41 @@ def _exp_neg_bounds(num: np.ndarray, den: int) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+#: per-draw brackets put the whole exponent on a grid of 2**-24 (three 10-bit table digits)
+_FAST_BITS = 24
+_FAST_DIGIT_BITS = 10
+_FAST_MAX = 41 << _FAST_BITS  # exponents above 41 - 2**-24: only the upper bound e^-41 is kept
+
+
+@functools.cache
+def _fast_tables() -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """(lo, hi) tables of exp(-d 2**(10 i) / 2**24), d < 1024, i = 0, 1, 2."""
+    return tuple(_exp_chain(1 << (_FAST_DIGIT_BITS * i), 1 << _FAST_BITS,
+                            1 << _FAST_DIGIT_BITS) for i in range(3))
+
+
+def _exp_neg_fast(num: np.ndarray, den: int) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 arrays ``lo <= exp(-num / den) <= hi`` for int64 ``num >= 0`` (den >= 1), of
+    relative width about 2**-22: the bracket of one draw's decision.
+
+    ``num * (2**24 / den)`` in float64 is within a relative ``3 * 2**-53`` of the exponent's
+    ``2**24`` multiple, so below ``41 * 2**24`` it lies in ``[j - 1, j + 2)`` for j its floor;
+    the bounds are products of three tabulated digit factors widened by
+    :data:`_PRODUCT_SLACK` (0 below, e^-41 above when the exponent may pass 41).
+    """
+    j = np.floor(num.astype(float) * (2.0**_FAST_BITS / den))
+    down = np.clip(j - 1.0, 0.0, float(_FAST_MAX)).astype(np.int64)
+    up = np.minimum(j + 2.0, float(_FAST_MAX)).astype(np.int64)
+    mask = (1 << _FAST_DIGIT_BITS) - 1
+    (lo0, hi0), (lo1, hi1), (lo2, hi2) = _fast_tables()
+    lo = lo0[up & mask] * lo1[(up >> _FAST_DIGIT_BITS) & mask]
+    lo *= lo2[up >> (2 * _FAST_DIGIT_BITS)] * (1.0 - _PRODUCT_SLACK)
+    hi = hi0[down & mask] * hi1[(down >> _FAST_DIGIT_BITS) & mask]
+    hi *= hi2[down >> (2 * _FAST_DIGIT_BITS)] * (1.0 + _PRODUCT_SLACK)
+    lo[j + 2.0 > _FAST_MAX] = 0.0
+    return lo, hi
+
+
 def _uniform_prefix(n: int, rng: np.random.Generator) -> np.ndarray:
     """n independent 53-bit prefixes u (uint64) of uniforms U in [u, u + 1) 2**-53."""
     return rng.bit_generator.random_raw(n) >> np.uint64(64 - _U_BITS)
@@ -399,14 +434,14 @@ def bernoulli_exp_fast(num: np.ndarray, den: int, rng: np.random.Generator) -> n
     """Exact Bernoulli(exp(-num / den)) for int64 ``num >= 0``, one 64-bit draw each.
 
     ``U < exp(-gamma)`` is decided from U's first 53 bits whenever they lie on one side of
-    the certified bracket of :func:`_exp_neg_bounds` (all but about 2**-34 of the draws);
+    the certified bracket of :func:`_exp_neg_fast` (all but about 2**-22 of the draws);
     the others read more bits of the same U against decimal bounds
     (:func:`_bernoulli_exp_refine`), so the result is exactly Bernoulli(exp(-gamma)).
     """
     num = np.asarray(num, dtype=np.int64)
     u = _uniform_prefix(num.shape[0], rng)
     low = u.astype(float) * _U_UNIT
-    lo, hi = _exp_neg_bounds(num, den)
+    lo, hi = _exp_neg_fast(num, den)
     accept = low + _U_UNIT <= lo
     for i in np.flatnonzero(~accept & (low < hi)).tolist():
         accept[i] = _bernoulli_exp_refine(int(u[i]), int(num[i]), den, rng)
@@ -929,12 +964,20 @@ class ExactNoise:
         return discrete_gaussian(unit, size, rng)
 
     def apply(self, exact: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """``g (round(exact / g) + Z)``: the released answers, on the grid."""
+        """``g (round(exact / g) + Z)``: the released answers, on the grid.
+
+        Drawn in chunks of :data:`BATCH` answers, so the memory beyond the output is
+        O(BATCH) (no full-size integer noise or lattice array)."""
         exact = np.asarray(exact, dtype=float)
         g = self.spacing
-        lattice = np.floor(exact / g + 0.5)
-        noise = self.integers(exact.size, rng).reshape(exact.shape)
-        return (lattice + noise) * g
+        flat = exact.reshape(-1)
+        out = np.empty(flat.size)
+        for start in range(0, flat.size, BATCH):
+            chunk = flat[start:start + BATCH]
+            lattice = np.floor(chunk / g + 0.5)
+            lattice += self.integers(chunk.size, rng)
+            out[start:start + chunk.size] = lattice * g
+        return out.reshape(exact.shape)
 
     def record(self) -> dict[str, Any]:
         """The JSON fields of a release record that describe this noise."""

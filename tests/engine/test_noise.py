@@ -18,6 +18,7 @@ from engine.noise import (
     _bernoulli_exp_big,
     _decimal_exp_neg,
     _exp_neg_bounds,
+    _exp_neg_fast,
     _fused_trials,
     _gaussian_acceptance,
     _laplace_inversion,
@@ -333,6 +334,22 @@ def test_float_brackets_contain_the_decimal_value_and_are_tight() -> None:
                 assert (b - a) <= 2.0**-30 * b  # relative width about 2**-34
             else:
                 assert a == 0.0 and b <= math.exp(-40) * (1 + 1e-9)
+
+
+def test_per_draw_brackets_contain_the_decimal_value() -> None:
+    rng = np.random.default_rng(5)
+    for den in (1, 3, 2**24 + 7, 10**15 + 37, 2**56 - 5):
+        num = np.concatenate([rng.integers(0, min(2**62, 45 * den), 300, dtype=np.int64),
+                              [0, 1, den, 41 * den - 1, 41 * den, 41 * den + 1]])
+        num = num[num < 2**62]
+        lo, hi = _exp_neg_fast(num, den)
+        for a, b, k in zip(lo, hi, num.tolist(), strict=True):
+            d_lo, d_hi = _decimal_exp_neg(k, den, 100)
+            assert Fraction(a) <= Fraction(d_hi, 2**100) and Fraction(d_lo, 2**100) <= b
+            if k < 40 * den:
+                assert (b - a) <= 2.0**-20 * b  # relative width about 2**-22
+            if k > 42 * den:
+                assert a == 0.0 and b <= math.exp(-40.9)
 
 
 @pytest.mark.parametrize(("num", "den"), [(0, 3), (1, 3), (5, 2), (29, 4), (2**55, 2**56)])
