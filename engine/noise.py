@@ -430,21 +430,43 @@ def _bernoulli_exp_refine(prefix: int, num: int, den: int, rng: np.random.Genera
             return False
 
 
+#: first-stage brackets: exp(-j / 2**10) for j = 0 .. 42 * 2**10 (the last lower bound is 0)
+_COARSE_BITS = 10
+_COARSE_MAX = 42 << _COARSE_BITS
+
+
+@functools.cache
+def _coarse_table() -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) bounds of exp(-j / 1024), j = 0 .. 42 * 1024; lo[-1] is set to 0."""
+    lo, hi = _exp_chain(1, 1 << _COARSE_BITS, _COARSE_MAX + 1)
+    lo[-1] = 0.0
+    return lo, hi
+
+
 def bernoulli_exp_fast(num: np.ndarray, den: int, rng: np.random.Generator) -> np.ndarray:
     """Exact Bernoulli(exp(-num / den)) for int64 ``num >= 0``, one 64-bit draw each.
 
-    ``U < exp(-gamma)`` is decided from U's first 53 bits whenever they lie on one side of
-    the certified bracket of :func:`_exp_neg_fast` (all but about 2**-22 of the draws);
-    the others read more bits of the same U against decimal bounds
-    (:func:`_bernoulli_exp_refine`), so the result is exactly Bernoulli(exp(-gamma)).
+    ``U < exp(-gamma)`` is decided from U's first 53 bits whenever they lie on one side of a
+    certified bracket: first the exponent's 2**-10 grid cell (``gamma 2**10`` in float64 is
+    within 0.01 of its true value below 42, so it lies in ``[j - 1, j + 2)``; one table
+    lookup per side; all but about 0.3 % of the draws), then :func:`_exp_neg_fast` for the
+    rest (all but about 2**-22 of those); the few left read more bits of the same U against
+    decimal bounds (:func:`_bernoulli_exp_refine`). The result is exactly
+    Bernoulli(exp(-gamma)).
     """
     num = np.asarray(num, dtype=np.int64)
     u = _uniform_prefix(num.shape[0], rng)
     low = u.astype(float) * _U_UNIT
-    lo, hi = _exp_neg_fast(num, den)
-    accept = low + _U_UNIT <= lo
-    for i in np.flatnonzero(~accept & (low < hi)).tolist():
-        accept[i] = _bernoulli_exp_refine(int(u[i]), int(num[i]), den, rng)
+    j = np.floor(num.astype(float) * (2.0**_COARSE_BITS / den))
+    table_lo, table_hi = _coarse_table()
+    accept = low + _U_UNIT <= table_lo[np.minimum(j + 2.0, _COARSE_MAX).astype(np.int64)]
+    unsure = np.flatnonzero(~accept & (low < table_hi[np.clip(j - 1.0, 0.0, _COARSE_MAX)
+                                                      .astype(np.int64)]))
+    if unsure.size:
+        lo, hi = _exp_neg_fast(num[unsure], den)
+        accept[unsure] = low[unsure] + _U_UNIT <= lo
+        for i in unsure[~accept[unsure] & (low[unsure] < hi)].tolist():
+            accept[i] = _bernoulli_exp_refine(int(u[i]), int(num[i]), den, rng)
     return accept
 
 
@@ -674,36 +696,56 @@ def _gaussian_acceptance(p: GaussianParameter) -> tuple[np.ndarray, np.ndarray]:
 def _gaussian_proposals(p: GaussianParameter, n: int, rng: np.random.Generator) -> np.ndarray:
     """CKS Algorithm 3 on n Lap_Z(t) proposals Y: each kept with probability
     ``exp(-(|Y| q - m)**2 / (2 m t q))``, decided from a 53-bit uniform against tabulated
-    brackets (t < 2**11) or :func:`bernoulli_exp_fast`, reading more bits when undecided."""
+    brackets, reading more bits when undecided (t >= 2**11:
+    :func:`_gaussian_block_proposals`)."""
     laplace = _laplace_inversion(p.t, 1)
+    if laplace.block_bits:
+        return _gaussian_block_proposals(p, laplace, n, rng)
     y = _laplace_draws(laplace, n, rng)
-    if not laplace.block_bits:
-        lo, hi = _gaussian_acceptance(p)
-        index = np.minimum(np.abs(y), laplace.level_max)
-        u = _uniform_prefix(n, rng)
-        low = u.astype(float) * _U_UNIT
-        accept = low + _U_UNIT <= lo[index]
-        for i in np.flatnonzero(~accept & (low < hi[index])).tolist():
-            x = abs(int(y[i])) * p.q - p.m
-            accept[i] = _bernoulli_exp_refine(int(u[i]), x * x, p.den, rng)
-        return y[accept]
-    x = np.abs(y) * p.q - p.m
-    small = np.abs(x) < math.isqrt(_SAFE_SQUARE)
-    if small.all():  # the usual case: every exponent fits int64
-        return y[bernoulli_exp_fast(x * x, p.den, rng)]
-    accept = np.zeros(y.size, dtype=bool)
-    idx = np.flatnonzero(small)
-    accept[idx] = bernoulli_exp_fast(x[idx] * x[idx], p.den, rng)
-    big = np.flatnonzero(~small)
-    # here x**2 >= 2**62 >= lower = floor(2**62 / den) den, with floor(2**62 / den) >= 64:
-    # that many Bernoulli(exp(-1)) rounds first, then exact Python-integer arithmetic for
-    # the survivors (probability below e**-64 each)
-    lower = (_SAFE_SQUARE // p.den) * p.den
-    alive = bernoulli_exp(np.full(big.size, lower, np.int64), p.den, rng)
-    for i in big[alive].tolist():
-        xi = abs(int(y[i])) * p.q - p.m
-        accept[i] = _bernoulli_exp_big(xi * xi - lower, p.den, rng)
+    lo, hi = _gaussian_acceptance(p)
+    index = np.minimum(np.abs(y), laplace.level_max)
+    u = _uniform_prefix(n, rng)
+    low = u.astype(float) * _U_UNIT
+    accept = low + _U_UNIT <= lo[index]
+    for i in np.flatnonzero(~accept & (low < hi[index])).tolist():
+        x = abs(int(y[i])) * p.q - p.m
+        accept[i] = _bernoulli_exp_refine(int(u[i]), x * x, p.den, rng)
     return y[accept]
+
+
+def _gaussian_block_proposals(p: GaussianParameter, laplace: _LaplaceInversion, n: int,
+                              rng: np.random.Generator) -> np.ndarray:
+    """CKS Algorithm 3 for t >= 2**11 with the Lap_Z(t) proposal's block offset R drawn
+    uniformly and its rejection folded into the acceptance: ``|Y| = 1 + M (K - 1) + R`` is
+    kept with probability ``exp(-R / t) exp(-(|Y| q - m)**2 / (2 m t q))``, one exact
+    Bernoulli(exp(-a / (2 m t q))) with ``a = (|Y| q - m)**2 + 2 m q R``; the kept draws are
+    the same law as rejecting R first (both acceptances multiply)."""
+    raw = rng.bit_generator.random_raw(n)
+    level = _levels(laplace, raw >> np.uint64(64 - _U_BITS), rng)
+    offset = (rng.bit_generator.random_raw(n) >> np.uint64(64 - laplace.block_bits)).astype(
+        np.int64)
+    offset[level == 0] = 0
+    magnitude = np.where(level > 0, ((level - 1) << laplace.block_bits) + 1 + offset, 0)
+    x = magnitude * p.q - p.m
+    small = np.abs(x) < math.isqrt(_SAFE_SQUARE)  # x**2 + 2 m q R < 2**62 + 2**56: int64
+    extra = 2 * p.m * p.q
+    accept = np.zeros(n, dtype=bool)
+    idx = np.flatnonzero(small)
+    accept[idx] = bernoulli_exp_fast(x[idx] * x[idx] + offset[idx] * extra, p.den, rng)
+    big = np.flatnonzero(~small)
+    if big.size:
+        # here the exponent's numerator is >= 2**62 >= lower = floor(2**62 / den) den, with
+        # floor(2**62 / den) >= 64: that many Bernoulli(exp(-1)) rounds first, then exact
+        # Python-integer arithmetic for the survivors (probability below e**-64 each)
+        lower = (_SAFE_SQUARE // p.den) * p.den
+        alive = bernoulli_exp(np.full(big.size, lower, np.int64), p.den, rng)
+        for i in big[alive].tolist():
+            xi = int(magnitude[i]) * p.q - p.m
+            accept[i] = _bernoulli_exp_big(xi * xi + int(offset[i]) * extra - lower, p.den,
+                                           rng)
+    negative = (raw & np.uint64(1)).astype(bool)
+    np.negative(magnitude, out=magnitude, where=negative)
+    return magnitude[accept]
 
 
 def discrete_gaussian(sigma: float | Fraction, size: int, rng: np.random.Generator

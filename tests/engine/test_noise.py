@@ -431,12 +431,14 @@ def test_discrete_laplace_block_path_matches_its_pmf(scale: float) -> None:
     assert draws.var() == pytest.approx(2 * a / (1 - a) ** 2, rel=0.01)
 
 
-def test_discrete_gaussian_with_block_proposals_matches_its_pmf() -> None:
-    sigma = 3000.0  # t = 3001 >= 2**11: proposals on the block path, acceptance computed
+@pytest.mark.parametrize("sigma", [3000.0, 40000.0])
+def test_discrete_gaussian_with_block_proposals_matches_its_pmf(sigma: float) -> None:
+    # t >= 2**11: block proposals, the offset's rejection folded into the acceptance
     assert _laplace_inversion(gaussian_parameter(sigma).t, 1).block_bits > 0
     draws = discrete_gaussian(sigma, DRAWS, release_rng(26))
     p = chi_square_pvalue(draws, lambda v: discrete_gaussian_pmf(v, sigma), sigma)
     assert 1e-4 < p < 1.0 - 1e-6, p
+    assert draws.var() == pytest.approx(sigma**2, rel=0.01)
 
 
 @pytest.mark.parametrize("sigma", [0.5, 4.2, 1000.0])
