@@ -6,9 +6,11 @@ The objective is the unit-noise expected error ``C_K(A) = ||A||_K**2 tr[(A^T A)^
 * **Laplace, p-Identity** ``A(Theta) = [I; Theta] D`` with ``Theta >= 0`` (p x n) and D
   scaling every column to L1 norm 1. The objective and its exact gradient cost O(p n**2):
   the only product with an n x n matrix is ``(Theta S) V`` (spec section 3.3, with the
-  Woodbury algebra rearranged so that ``K C K`` is never formed). L-BFGS-B with the bounds
-  from seeded starts smoothed through the workload (:func:`pidentity_start`), screened at a
-  loose tolerance while they fit a work budget, then the best one polished.
+  Woodbury algebra rearranged so that ``K C K`` is never formed), and that product is
+  O(p n) when V is semiseparable (prefixes, all ranges: :class:`WorkloadGram`). L-BFGS-B
+  with the bounds from seeded starts smoothed through the workload
+  (:func:`pidentity_start`), screened at a loose tolerance while they fit a work budget and
+  until the best two agree, then the best one polished.
 * **Gaussian, convex** ``min tr[X^-1 V]`` over ``diag X = 1`` (``X = A^T A``). It is solved
   through its Lagrange dual ``max_lambda 2 tr[(F^T Lambda F)^(1/2)] - sum lambda`` (``V =
   F F^T``), started from the multipliers that satisfy the optimality condition
@@ -210,32 +212,52 @@ class PIdentityPinv(Matrix):
 class WorkloadGram:
     """The workload Gram V as the p-Identity objective uses it: its diagonal and ``X V``.
 
-    ``X V`` (X: p x n) is a dense product, O(p n**2), unless V is *semiseparable*: its lower
-    triangle has rank one, ``V_ij = a_i b_j`` for ``i >= j``. Prefixes (``V_ij = n -
-    max(i, j)``) and all ranges (``V_ij = (min(i, j) + 1) (n - max(i, j))``) are, and so is
-    any sum of them with weights; there row k of ``X V`` is
-    ``a_i sum_{j < i} b_j x_j + b_i sum_{j >= i} a_j x_j``: two running sums, O(p n), the
-    same numbers as the dense product up to round-off.
+    ``X V`` (X: p x n) is a dense product, O(p n**2), unless V has one of two structures:
+
+    * *semiseparable*: its lower triangle has rank one, ``V_ij = a_i b_j`` for ``i >= j``.
+      Prefixes (``V_ij = n - max(i, j)``) and all ranges (``V_ij = (min(i, j) + 1) (n -
+      max(i, j))``) are, and so is any sum of them with weights; there row k of ``X V`` is
+      ``a_i sum_{j < i} b_j x_j + b_i sum_{j >= i} a_j x_j``: two running sums, O(p n);
+    * a weighted sum of Kronecker products ``sum_t w_t G_t1 x ... x G_td`` (a union of
+      product workloads): each term is applied one attribute at a time, O(p n sum_i n_i).
+
+    Either way the numbers are the dense product's up to round-off.
 
     Args:
         V: the n x n workload Gram (symmetric).
-        generators: ``(a, b)`` of a semiseparable V (None: dense products).
+        generators: ``(a, b)`` of a semiseparable V.
+        kronecker: ``[(w_t, [G_t1, ..., G_td])]`` with ``V = sum_t w_t kron(G_t1, ...)``.
     """
 
     def __init__(self, V: np.ndarray,
-                 generators: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                 generators: tuple[np.ndarray, np.ndarray] | None = None,
+                 kronecker: list[tuple[float, list[np.ndarray]]] | None = None) -> None:
         self.dense = V
         self.n = int(V.shape[0])
         self.diag = np.diag(V).copy()
         self.generators = generators
+        self.kronecker = kronecker
 
     @classmethod
     def of(cls, V: np.ndarray) -> WorkloadGram:
         """V with its semiseparable generators when it has them (checked exactly, O(n**2))."""
         return cls(V, semiseparable_generators(V))
 
+    @classmethod
+    def of_union(cls, V: np.ndarray, union: ProductUnion) -> WorkloadGram:
+        """V of a union of products, with its Kronecker terms where they are cheaper than a
+        dense product (more than one attribute, fewer summed factor sizes than cells)."""
+        sizes = sum(sum(g.shape[0] for g in union.product_grams(j)) for j in range(union.k))
+        if union.d < 2 or sizes >= V.shape[0]:
+            return cls.of(V)
+        terms = [(float(union.weights2[j]), union.product_grams(j)) for j in range(union.k)]
+        return cls(V, kronecker=terms)
+
     def right_multiply(self, X: np.ndarray) -> np.ndarray:
         """``X V`` for a p x n array X."""
+        if self.kronecker is not None:
+            return sum((w * _kron_right(X, factors) for w, factors in self.kronecker),
+                       np.zeros_like(X))
         if self.generators is None:
             return X @ self.dense
         a, b = self.generators
@@ -243,6 +265,15 @@ class WorkloadGram:
         np.cumsum((X * b)[:, :-1], axis=1, out=below[:, 1:])
         above = np.cumsum((X * a)[:, ::-1], axis=1)[:, ::-1]  # sum_{j >= i} a_j x_j
         return a * below + b * above
+
+
+def _kron_right(X: np.ndarray, factors: list[np.ndarray]) -> np.ndarray:
+    """``X kron(G_1, ..., G_d)`` (symmetric factors), one attribute axis at a time."""
+    p = X.shape[0]
+    T = X.reshape((p, *(g.shape[0] for g in factors)))
+    for axis, g in enumerate(factors, start=1):
+        T = np.moveaxis(np.tensordot(T, g, axes=([axis], [0])), -1, axis)
+    return T.reshape(p, -1)
 
 
 def semiseparable_generators(V: np.ndarray, rtol: float = 1e-12
@@ -783,7 +814,7 @@ def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, s
          maxiter: int = 300, polish_iterations: int = 200, tol: float = 1e-7,
          max_work: int = MAX_WORK, init: Factor | None = None,
          progress: Progress | Reporter | None = None,
-         executor: Executor | None = None) -> Factor:
+         executor: Executor | None = None, gram: WorkloadGram | None = None) -> Factor:
     """OPT_0: the best strategy for the explicit Gram V in sensitivity norm ``norm``.
 
     Args:
@@ -799,6 +830,8 @@ def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, s
         init: a previous p-Identity factor to warm-start from (same p and n).
         progress: receives (iteration, loss) from every optimiser loop.
         executor: runs batches of p-Identity restarts (see :func:`optimize_pidentity`).
+        gram: V with a known fast product (default: :meth:`WorkloadGram.of` detects a
+            semiseparable V).
 
     Returns:
         The best :class:`Factor` by ``C_K``; ``info["candidates"]`` lists every candidate's
@@ -817,7 +850,7 @@ def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, s
             p = default_p(V) if p is None else int(p)
             warm = (init.matrix.theta if init is not None and isinstance(init.matrix, PIdentity)
                     and init.matrix.theta.shape == (p, n) else None)
-            gram = WorkloadGram.of(V)
+            gram = WorkloadGram.of(V) if gram is None else gram
             theta, f, losses = optimize_pidentity(
                 gram, p, restarts=restarts, seed=seed, maxiter=maxiter,
                 polish_iterations=polish_iterations, max_work=max_work, init=warm,
@@ -875,10 +908,14 @@ def explicit_plan(name: str, workload: Workload, privacy: Privacy,
                   progress: Progress | Reporter | None = None,
                   executor: Executor | None = None) -> Plan:
     """A Plan for OPT_0 on the workload's explicit Gram over the whole domain."""
+    if union is None and workload.is_product_union:
+        union = ProductUnion.of(workload)
     V = explicit_gram(workload, union)
+    gram = (WorkloadGram.of_union(V, union)
+            if union is not None and privacy.norm == 1 else None)
     factor = opt0(V, privacy.norm, p=p, restarts=restarts, seed=seed, maxiter=maxiter,
                   polish_iterations=polish_iterations, tol=tol, progress=progress,
-                  executor=executor)
+                  executor=executor, gram=gram)
 
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         return workload.answer(factor.pinv_apply(np.asarray(y, dtype=float)))
@@ -900,7 +937,8 @@ class Opt0Mechanism(HdmmBase):
                    "Laplace noise, the convex optimum (Cholesky factor) for Gaussian noise")
     restarts = param.Integer(default=8, bounds=(1, None), doc=(
         "Most random starts of the (non-convex) p-Identity optimisation; extra starts run "
-        "only while they fit a fixed work budget (small domains)."))
+        "only while they fit a fixed work budget (small domains) and, past the nearly free "
+        "problems, until the best two agree within 0.2 % of the loss."))
     polish_iterations = param.Integer(default=200, bounds=(0, None), doc=(
         "Most extra iterations refining the best p-Identity start at a tight tolerance (no "
         "more than that start took)."))
