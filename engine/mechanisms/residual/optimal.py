@@ -249,7 +249,8 @@ class ClassFactor:
     before centring, e.g. the affine queries ``a + b <= t`` see a cell only through ``a + b``
     (2n - 1 classes for n^2 cells). Centring adds, for every proper subset T of the axes, the
     means of those rows over the cells that agree on T, so each row of ``A_p`` is a signed
-    sum of ``2**len(sizes)`` rows of a matrix with about ``classes + sum_i n_i`` rows.
+    sum of ``2**len(sizes)`` rows of a matrix with ``classes + sum_T prod_{i in T} n_i`` rows
+    (two axes: ``classes + n_a + n_b + 1``).
 
     Attributes:
         sizes: the residual's axis sizes.
