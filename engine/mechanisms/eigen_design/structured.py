@@ -17,6 +17,12 @@ eigenvectors of the attribute's partial trace ``sum_t w_t**2 prod_{k != i} tr(V_
 is exact for any orthonormal design (``c_i = (Q G Q^T)_ii``); only optimality within the
 eigen-design family is lost, and the plan's ``basis`` fact says so.
 
+Twin values (``engine.linalg.twins``: values that every Gram of an attribute treats alike,
+such as SF1's states, sexes, ages inside one bin or race codes with the same number of races)
+shrink Program 1 without loss under L2: each class's zero-sum design queries share one weight
+and each class is one constraint column (``_twin_grouping``); SF1 drops from 29,440 to 2,600
+variables (400 columns), SF1+ from 1.5 million to 5,200.
+
 Where it stops, and why:
 * every vector has n entries (weights, costs, the dual variables, the data vector itself), so
   the structured path is limited by memory for vectors, not matrices: ``max_cells`` (default
@@ -32,12 +38,13 @@ Where it stops, and why:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from engine.errors import NotApplicable
 from engine.linalg.matrix import Dense, Kron, Matrix, kmatvec
+from engine.linalg.twins import contrasts, twin_classes
 from engine.mechanisms.eigen_design.design import (
     ZERO_TOL,
     WeightedDesign,
@@ -45,7 +52,7 @@ from engine.mechanisms.eigen_design.design import (
     weighted_design,
 )
 from engine.mechanisms.eigen_design.designsets import basis
-from engine.mechanisms.eigen_design.program1 import GAP_TOL, solve_program1
+from engine.mechanisms.eigen_design.program1 import GAP_TOL, Program1Result, solve_program1
 from engine.progress import Progress
 from engine.workloads.blocks import Block
 from engine.workloads.workload import Workload
@@ -202,16 +209,29 @@ def kron_design(workload: Workload, norm: int = 2, *, design_set: str = "eigen",
     else:
         bases = [basis(design_set, m) for m in workload.domain.shape]
         basis_note, exact = f"{design_set} basis on every attribute", False
+    # attributes on which every Gram is a I + b J: the constant vector and contrasts
+    symmetric = [norm == 2 and len(bases) > 1 and m > 2 and _permutation_invariant(
+        [vs[i] for _, vs in grams]) for i, m in enumerate(workload.domain.shape)]
+    bases = [np.vstack([np.full(m, 1.0 / math.sqrt(m)), contrasts(m).T]) if sym else b
+             for m, sym, b in zip(workload.domain.shape, symmetric, bases, strict=True)]
+    groupings = ([_twin_grouping(b, [vs[i] for _, vs in grams]) for i, b in enumerate(bases)]
+                 if norm == 2 and len(bases) > 1 else [])
+    if any(g is not None for g in groupings):
+        bases = [b if g is None else g.basis for b, g in zip(bases, groupings, strict=True)]
     costs = kron_costs(grams, bases)
     # the same numerical-rank rule as the dense path: directions whose cost is round-off
     # (<= ZERO_TOL relative) count as outside the workload's row space
     costs[costs <= ZERO_TOL * float(costs.max(initial=0.0))] = 0.0
     Q = Kron([Dense(B) for B in bases])
     power = program1_power(norm)
-    B = Kron([Dense(np.abs(b) ** (2 if norm == 2 else 1)) for b in bases])
     # an implicit B cannot go to the interior point (k x k Newton systems with k = n)
-    res = solve_program1(costs, B, power=power, method="dual" if method == "ipm" else method,
-                         tol=tol, max_iter=max_iter, progress=progress)
+    solver = "dual" if method == "ipm" else method
+    if any(g is not None for g in groupings):
+        res = _grouped_program1(costs, bases, groupings, solver, tol, max_iter, progress)
+    else:
+        B = Kron([Dense(np.abs(b) ** (2 if norm == 2 else 1)) for b in bases])
+        res = solve_program1(costs, B, power=power, method=solver, tol=tol,
+                             max_iter=max_iter, progress=progress)
     info = {"design_set": design_set, "structure": "kronecker", "basis": basis_note,
             "exact_eigenbasis": exact, "attribute_bases": bases}
     if exact:
@@ -219,6 +239,123 @@ def kron_design(workload: Workload, norm: int = 2, *, design_set: str = "eigen",
         info["svd_bound"] = float(np.sqrt(costs).sum() ** 2 / n)
     return weighted_design(Q, costs, res.x, norm, complete=False, program1=(res.summary(),),
                            info=info)
+
+
+def _permutation_invariant(grams: list[np.ndarray]) -> bool:
+    """True when every Gram is ``a I + b J`` (identity, total, identity and total, ...)."""
+    for V in grams:
+        m = V.shape[0]
+        off = V[~np.eye(m, dtype=bool)]
+        scale = max(float(np.abs(V).max()), 1e-300)
+        if np.ptp(np.diag(V)) > 1e-12 * scale or (m > 1 and np.ptp(off) > 1e-12 * scale):
+            return False
+    return True
+
+
+#: Largest attribute whose twin values are searched (the test costs m**3 per Gram).
+TWIN_MAX_VALUES = 512
+
+
+@dataclass(frozen=True)
+class TwinGrouping:
+    """An attribute's design queries grouped by its twin classes (see ``_twin_grouping``).
+
+    Attributes:
+        basis: the attribute's basis (rows), its zero-sum part replaced by class contrasts.
+        group: design group of every basis row.
+        members: rows per group (k).
+        rows: Program 1 constraint rows per group over the classes (groups x classes): a
+            quotient row's squares, or 1/m_o on its class for the contrasts of class o.
+    """
+
+    basis: np.ndarray
+    group: np.ndarray
+    members: np.ndarray
+    rows: np.ndarray
+
+
+def _twin_grouping(basis: np.ndarray, grams: list[np.ndarray]) -> TwinGrouping | None:
+    """Group an attribute's design queries by its twin values, or None when none are twins.
+
+    With twin classes (values that every Gram of the attribute treats alike, ``linalg.twins``)
+    every Gram is block diagonal between the span of the class indicators and each class's
+    zero-sum vectors, a multiple of the identity on the latter. When each basis row lies in
+    one of the two parts, the zero-sum rows are replaced by contrasts within each class
+    (another eigenbasis of the same Grams when the basis was exact) and every class's
+    contrasts form one group: averaging a strategy over the permutations inside the classes
+    keeps it feasible, does not raise its error and gives them equal weights, so Program 1
+    loses nothing. Its constraint columns shrink to one per class, its variables to one per
+    quotient row plus one per class of two or more values.
+    """
+    m = basis.shape[0]
+    if m > TWIN_MAX_VALUES:
+        return None
+    distinct: list[np.ndarray] = []
+    for V in grams:
+        if not any(np.array_equal(V, D) for D in distinct):
+            distinct.append(V)
+    labels = twin_classes(distinct)
+    q = int(labels.max()) + 1
+    if q == m:
+        return None
+    sizes = np.bincount(labels, minlength=q)
+    U = np.zeros((m, q))
+    U[np.arange(m), labels] = 1.0 / np.sqrt(sizes[labels])
+    inside = np.linalg.norm(basis @ U, axis=1) ** 2  # share of each row in the quotient span
+    quotient = inside > 1.0 - 1e-9
+    if not (quotient | (inside < 1e-9)).all() or int(quotient.sum()) != q:
+        return None
+    new = basis.copy()
+    group = np.empty(m, dtype=int)
+    group[quotient] = np.arange(q)
+    spare = iter(np.flatnonzero(~quotient))
+    first = np.array([np.flatnonzero(labels == o)[0] for o in range(q)])
+    rows = [(v * v)[first] for v in basis[quotient]]  # constant on each class
+    members = [1] * q
+    for o in np.flatnonzero(sizes > 1):
+        cells = np.flatnonzero(labels == o)
+        block = contrasts(len(cells)).T
+        for row in block:
+            i = next(spare)
+            new[i] = 0.0
+            new[i, cells] = row
+            group[i] = len(members)
+        members.append(len(cells) - 1)
+        rows.append(np.where(np.arange(q) == o, 1.0 / len(cells), 0.0))
+    return TwinGrouping(new, group, np.array(members), np.array(rows))
+
+
+def _grouped_program1(costs: np.ndarray, bases: list[np.ndarray],
+                      groupings: list[TwinGrouping | None], method: str, tol: float,
+                      max_iter: int, progress: Progress | None) -> Program1Result:
+    """Program 1 (L2) with one weight per group of design queries (``_twin_grouping``).
+
+    A group of k queries with cost sum C and summed constraint row R is one query of weight
+    k u with cost k C and row R / k: the original instance restricted to equal weights in
+    each group (its closed form included). On SF1+ Program 1 shrinks from 1.5 million to 5,200
+    variables. The grouped optimum is expanded back to every query.
+    """
+    shape = tuple(b.shape[0] for b in bases)
+    grouped = costs.reshape(shape)
+    rows = []
+    for axis, (b, g) in enumerate(zip(bases, groupings, strict=True)):
+        if g is None:
+            rows.append(b * b)
+            continue
+        S = np.zeros((len(g.members), shape[axis]))
+        S[g.group, np.arange(shape[axis])] = 1.0
+        S *= g.members[:, None]
+        grouped = np.moveaxis(np.tensordot(S, grouped, axes=(1, axis)), 0, axis)
+        rows.append(g.rows)
+    res = solve_program1(grouped.reshape(-1), Kron([Dense(r) for r in rows]), power=1.0,
+                         method=method, tol=tol, max_iter=max_iter, progress=progress)
+    x = res.x.reshape(grouped.shape)
+    for axis, g in enumerate(groupings):
+        if g is not None:
+            x = np.take(x, g.group, axis=axis)
+            per_query = 1.0 / g.members[g.group]
+            x = x * per_query.reshape([len(g.group) if a == axis else 1 for a in range(x.ndim)])
+    return replace(res, x=x.reshape(-1))
 
 
 def kron_query_variances(workload: Workload, design: WeightedDesign) -> np.ndarray:
