@@ -49,6 +49,25 @@ _POLL_SECONDS = 0.2
 _BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+#: Dask settings of the local clusters started here (README "Running on a cluster" gives the
+#: same as a configuration file for ``dask worker``), each measured on this project's work:
+LOCAL_CLUSTER_CONFIG: dict[str, Any] = {
+    # the statistical profiler samples every worker thread each 10 ms: it slowed a 20 s
+    # QuerySmasher SDP (a Python-level loop) by 55 %
+    "distributed.worker.profile.enabled": False,
+    # the nannies' MALLOC_TRIM_THRESHOLD_ pins glibc's mmap threshold at 128 KiB, so every
+    # larger numpy temporary is mapped and unmapped anew: a census trial batch took 17,000
+    # page faults and 30 % more CPU than in a pool worker (None: glibc's adaptive default)
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    # event-loop health ticks (20 ms), memory polls (100 ms) and system metrics (500 ms) kept
+    # an idle 2-worker cluster at 6.5 % of a core, most of it in this process, whose event
+    # loop competes with the planner for the GIL; these intervals bring it to 1.1 %
+    "distributed.admin.tick.interval": "200ms",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+}
+
+
 class WorkerLost(RuntimeError):  # noqa: N818 -- reads as "worker lost: what happened"
     """A worker process died while it ran an item (killed, out of memory, crashed)."""
 
@@ -307,18 +326,7 @@ def dask_client(
     if scheduler is None:
         import dask
 
-        # Dask's statistical profiler samples every worker thread each 10 ms: it slowed a
-        # 20 s QuerySmasher SDP (a Python-level loop) by 55 %.
-        # Dask's nannies also set MALLOC_TRIM_THRESHOLD_ in their workers, which fixes glibc's
-        # mmap threshold at 128 KiB: every larger numpy temporary is then mapped and unmapped
-        # anew, and a census trial took 17,000 page faults and 30 % more CPU than in a pool
-        # worker. None unsets it (glibc's adaptive default).
-        with dask.config.set(
-            {
-                "distributed.worker.profile.enabled": False,
-                "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
-            }
-        ):
+        with dask.config.set(LOCAL_CLUSTER_CONFIG):
             cluster = LocalCluster(
                 n_workers=max(1, int(workers or os.cpu_count() or 1)),
                 threads_per_worker=1,
