@@ -24,6 +24,7 @@ from engine.compare import compare  # noqa: E402
 from engine.domain import Domain  # noqa: E402
 from engine.errors import Cancelled  # noqa: E402
 from engine.executor import (  # noqa: E402
+    LOCAL_CLUSTER_CONFIG,
     SerialExecutor,
     WorkerLost,
     dask_client,
@@ -194,6 +195,20 @@ def test_a_local_cluster_keeps_glibc_malloc_adaptive(monkeypatch: pytest.MonkeyP
     finally:
         client.close()
         client.cluster.close()
+
+
+def test_the_readme_configures_dask_workers_as_local_clusters_are() -> None:
+    """The configuration file README "Running on a cluster" writes for ``dask worker`` holds
+    exactly the settings of the local clusters started here."""
+    import dask
+    import yaml
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    body = readme.split("cat > dask-config/dpwb.yaml <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
+    config = yaml.safe_load(body)
+    assert {key: dask.config.get(key, config=config) for key in LOCAL_CLUSTER_CONFIG} == (
+        LOCAL_CLUSTER_CONFIG
+    )
 
 
 def test_cancel_stops_the_remote_tasks(client: Any, tmp_path: Path) -> None:
