@@ -27,23 +27,14 @@ from __future__ import annotations
 
 import argparse
 import html
-import os
 import re
-import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
-from pathlib import Path
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update"]
+from explorer.served import REPO_ROOT, chromium_options, serving
+
 #: preset key -> (label, goal in seconds for every result)
 PRESETS = {
     "sf1": ("SF1", 60.0),
@@ -86,34 +77,6 @@ ARM_JS = """(before) => {
     tick();
   });
 }"""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(port: int, log_path: Path, data_dir: str) -> subprocess.Popen:
-    """``panel serve explorer/app.py`` on 127.0.0.1:``port``, once it answers."""
-    command = [sys.executable, "-m", "panel", "serve", "explorer/app.py", "--address",
-               "127.0.0.1", "--port", str(port)]
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1",
-               DPWB_DATA_DIR=data_dir)
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log,
-                                   stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"server exited ({process.returncode}); see {log_path}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/app", timeout=5):
-                return process
-        except OSError:
-            time.sleep(0.25)
-    process.kill()
-    raise SystemExit(f"server did not start within 90 s; see {log_path}")
 
 
 def plain(text: str | None) -> str:
@@ -184,32 +147,25 @@ def main(argv: list[str] | None = None) -> None:
 
     keys = QUICK if args.quick else tuple(PRESETS)
     log_path = REPO_ROOT / "test-results" / "explorer-presets.log"
-    log_path.parent.mkdir(exist_ok=True)
-    data_dir = tempfile.mkdtemp(prefix="dpwb-presets-")
-    server = start_server(free_port(), log_path, data_dir)
-    base = f"http://127.0.0.1:{server.args[server.args.index('--port') + 1]}"
+    try:
+        options = chromium_options()
+    except FileNotFoundError as exc:
+        parser.error(str(exc))
     print(f"{'preset':8s} {'page s':>7s} {'bound s':>8s} {'goal':>5s} {'all s':>8s} {'goal':>5s} "
           f"{'slider ms':>10s}  bound / headline")
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                                 args=CHROMIUM_ARGS)
-            for key in keys:
-                label, goal = PRESETS[key]
-                r = measure(browser, base, key, args.moves, args.timeout)
-                done = f"{r['done']:.1f}" if r["done"] is not None else "timeout"
-                slider = (f"{statistics.median(r['sliders']):.0f}" if r["sliders"] else "-")
-                times = f"{r['page']:7.2f} {r['bound']:8.2f} {BOUND_GOAL:5.0f}"
-                texts = f"{plain(r['bound_text'])[:60]} / {plain(r['headline'])[-80:]}"
-                print(f"{label:8s} {times} {done:>8s} {goal:5.0f} {slider:>10s}  {texts}",
-                      flush=True)
-            browser.close()
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+    with serving(log_path) as app, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(**options)
+        base = app.url
+        for key in keys:
+            label, goal = PRESETS[key]
+            r = measure(browser, base, key, args.moves, args.timeout)
+            done = f"{r['done']:.1f}" if r["done"] is not None else "timeout"
+            slider = (f"{statistics.median(r['sliders']):.0f}" if r["sliders"] else "-")
+            times = f"{r['page']:7.2f} {r['bound']:8.2f} {BOUND_GOAL:5.0f}"
+            texts = f"{plain(r['bound_text'])[:60]} / {plain(r['headline'])[-80:]}"
+            print(f"{label:8s} {times} {done:>8s} {goal:5.0f} {slider:>10s}  {texts}",
+                  flush=True)
+        browser.close()
 
 
 if __name__ == "__main__":

@@ -27,25 +27,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-]
+from explorer.served import REPO_ROOT, chromium_options, serving
+
 #: Bokeh discards a session this long after its last connection closed (milliseconds).
 UNUSED_SESSION_MS = 5_000
 GOALS = {"page load p95": 2.0, "slider p95": 0.2, "RSS back within": 50.0}
@@ -89,12 +78,6 @@ RENDERED_JS = (
 )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def rss_mb(pid: int) -> float:
     """Resident memory of process ``pid`` in MB (from /proc)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -117,40 +100,6 @@ def sf1_yaml() -> bytes:
     from explorer.presets import build_preset
 
     return yaml.safe_dump(build_preset("sf1"), sort_keys=False).encode()
-
-
-def start_server(port: int, log_path: Path) -> subprocess.Popen:
-    command = [
-        sys.executable,
-        "-m",
-        "panel",
-        "serve",
-        "explorer/app.py",
-        "--address",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--check-unused-sessions",
-        "1000",
-        "--unused-session-lifetime",
-        str(UNUSED_SESSION_MS),
-    ]
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1")
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"server exited ({process.returncode}); see {log_path}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/app", timeout=5):
-                return process
-        except OSError:
-            time.sleep(0.25)
-    process.kill()
-    raise SystemExit(f"server did not start within 90 s; see {log_path}")
 
 
 async def open_page(browser, url: str, timeout_ms: float):
@@ -216,19 +165,14 @@ async def sample_rss(pid: int, samples: list[float], stop: asyncio.Event) -> Non
 async def run(args: argparse.Namespace) -> None:
     from playwright.async_api import async_playwright
 
-    port = free_port()
     log_path = REPO_ROOT / "test-results" / "server-load.log"
-    log_path.parent.mkdir(exist_ok=True)
-    server = start_server(port, log_path)
-    base = f"http://127.0.0.1:{port}"
     timeout_ms = args.timeout * 1000
-    try:
+    with serving(log_path, unused_session_ms=UNUSED_SESSION_MS) as app:
+        server, base = app.process, app.url
         during: list[float] = []
         stop = asyncio.Event()
         async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-            )
+            browser = await playwright.chromium.launch(**chromium_options())
             # Warm-up (not measured): the default workload's plans enter the shared cache, as
             # they are on any server that has been up for a while.
             await analyst(browser, base, 1, timeout_ms)
@@ -260,9 +204,6 @@ async def run(args: argparse.Namespace) -> None:
         # Closed tabs' sessions are discarded UNUSED_SESSION_MS after their last message.
         await asyncio.sleep(UNUSED_SESSION_MS / 1000 + 5)
         after = rss_mb(server.pid)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
     log = log_path.read_text(errors="replace")
     if args.idle:
@@ -321,8 +262,10 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("sessions", "cycles", "moves", "batch"):
         if getattr(args, name) < 1:
             parser.error(f"--{name}: {getattr(args, name)} (allowed: 1 or more)")
-    if not Path(CHROMIUM).exists():
-        parser.error(f"no Chromium at {CHROMIUM} (set CHROMIUM=path)")
+    try:
+        chromium_options()
+    except FileNotFoundError as exc:
+        parser.error(str(exc))
     asyncio.run(run(args))
 
 

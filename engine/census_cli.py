@@ -33,7 +33,7 @@ from engine.experiments import census_trials
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv
 from engine.mechanisms.hierarchical.mechanism import VARIANTS
 from engine.mechanisms.hierarchical.model import Hierarchy
-from engine.mechanisms.hierarchical.noise import NOISE_KINDS, SPLITS
+from engine.mechanisms.hierarchical.noise import LAPLACE_GRID_EXPONENT, NOISE_KINDS, SPLITS
 from engine.mechanisms.hierarchical.synthetic import synthetic_census
 from engine.noise import seed_from_text
 from engine.release import base_record, check_out_dir, write_release
@@ -166,9 +166,10 @@ def _census_release(hierarchy: Hierarchy, knobs: dict[str, Any], epsilon: float,
                           "sizes": hierarchy.sizes.to_spec(), "groups_public": hierarchy.total},
                   privacy_unit="one individual joining or leaving a group",
                   privacy={"noise": "laplace", "epsilon": epsilon},
-                  noise={"sampler": "discrete_laplace" if sampler == "geometric"
-                         else "float64 numpy laplace (not exact)",
-                         "exact": sampler == "geometric", "grid_spacing": 1.0,
+                  noise={"sampler": "discrete_laplace", "exact": True,
+                         "grid_exponent": 0 if sampler == "geometric" else LAPLACE_GRID_EXPONENT,
+                         "grid_spacing": 1.0 if sampler == "geometric"
+                         else 2.0**-LAPLACE_GRID_EXPONENT,
                          "scale_by_level": evaluation.report.get("scale_by_level")},
                   evaluation="errors are against the true data: not private", trials=trials)
     result.update(seeded=record["seeded"], notice=record["notice"], release=record)

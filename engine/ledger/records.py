@@ -18,10 +18,6 @@ import numpy as np
 from engine.ledger.store import data_dir
 from engine.release import base_record, workload_summary, write_release
 
-#: the record's noise entry for AIM+GReM (correlated float Gaussian noise on residuals)
-AIM_NOISE = {"sampler": "float64 numpy normal (not exact: correlated residual noise)",
-             "exact": False}
-
 
 def release_directory(dataset: str, release_id: int) -> Path:
     """``<data dir>/releases/<data set>/<id>`` (the name reduced to ``[A-Za-z0-9._-]``)."""
@@ -33,13 +29,16 @@ def write_adaptive_release(out_dir: str | Path, result: Any, workload: Any, priv
                            knobs: dict[str, Any], seed: int | None = None) -> dict[str, Any]:
     """Write an AIM+GReM result (``engine.mechanisms`` ``aim-grem`` run) as a release record.
 
+    The record's noise entry is the run's own account (``result.details["noise"]``: exact
+    discrete Gaussian measurements and exponential-mechanism selection).
+
     ``answers.csv`` has one row per released cell (``marginal, cell, answer``); the record
     carries the round-by-round ledger (``charge``, ``rho``). Returns the record.
     """
     record = base_record("aim-grem", seed)
     record.update(knobs=knobs, workload=workload_summary(workload.domain, workload),
                   privacy_unit="one record (add/remove) of the data",
-                  privacy=privacy.to_spec(), noise=dict(AIM_NOISE),
+                  privacy=privacy.to_spec(), noise=dict(result.details["noise"]),
                   ledger=[{"charge": what, "rho": cost} for what, cost in result.ledger],
                   rho_spent=result.rho_spent)
     rows = [[result.label(g), i, float(v)] for g, est in result.estimates.items()

@@ -195,3 +195,21 @@ def test_census_seeded_is_labelled_and_unseeded_differs(capsys) -> None:
     assert seeded["notice"] == SEEDED_LABEL and seeded == {**seeded, "seeded": True}
     assert main([*argv, "--seed", "2"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == SEEDED_LABEL
+
+
+def test_census_laplace_sampler_releases_exact_noise_on_its_grid(capsys, tmp_path) -> None:
+    argv = ["census", "--synthetic", "levels=1,3,9;groups=500;max_size=8;seed=1", "--trials",
+            "1", "--sampler", "laplace"]
+    out = tmp_path / "laplace"
+    a = run_json(capsys, *argv, "--out", str(out))
+    b = run_json(capsys, *argv)
+    assert a["rmse"] != b["rmse"] and a["notice"] is None
+    noise = json.loads((out / "release.json").read_text())["noise"]
+    assert noise["sampler"] == "discrete_laplace" and noise["exact"] is True
+    assert noise["grid_exponent"] == 10 and noise["grid_spacing"] == 2.0**-10
+    with (out / "answers.csv").open() as fh:
+        counts = np.array([float(row["count"]) for row in csv.DictReader(fh)])
+    # the released hierarchy (post-processed to consistent counts) lies on the grid 2**-10
+    assert np.array_equal(counts * 1024, np.round(counts * 1024)) and counts.sum() > 0
+    seeded = [run_json(capsys, *argv, "--seed", "4") for _ in range(2)]
+    assert seeded[0]["rmse"] == seeded[1]["rmse"] and seeded[0]["notice"] == SEEDED_LABEL

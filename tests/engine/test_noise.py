@@ -1,8 +1,10 @@
-"""Exact samplers against their pmfs, the grid's sensitivity bound, and OpenDP as an oracle."""
+"""Exact samplers against their pmfs, the grid's sensitivity bound, and OpenDP as an oracle;
+the fast path's certified brackets of exp(-x) and the slow paths that read more bits."""
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -14,10 +16,19 @@ from engine.noise import (
     GRID_INFLATION,
     SEEDED_LABEL,
     _bernoulli_exp_big,
+    _decimal_exp_neg,
+    _exp_neg_bounds,
+    _exp_neg_fast,
     _fused_trials,
+    _gaussian_acceptance,
+    _laplace_inversion,
+    _level_refine,
+    _levels,
+    _threshold_bounds,
     auto_grid_exponent,
     bernoulli_exp,
     bernoulli_exp1,
+    bernoulli_exp_fast,
     check_grid_exponent,
     column_support,
     discrete_gaussian,
@@ -30,6 +41,7 @@ from engine.noise import (
     gaussian_parameter,
     grid_sensitivity,
     is_integral,
+    laplace_parameter,
     release_rng,
     seed_from_text,
     seeded_label,
@@ -283,3 +295,158 @@ def test_laplace_calibration_matches_opendp(opendp, eps: float, D: int) -> None:
     meas = opendp.m.make_laplace(*space, scale=noise.scale)
     assert meas.map(D) == pytest.approx(eps, rel=1e-9)
     assert noise.guarantee["epsilon"] == pytest.approx(meas.map(D), rel=1e-9)
+
+
+# ----- the fast path: certified brackets, inversion, refinement ------------------------------
+def binomial_ok(hits: int, n: int, p: float) -> bool:
+    """Two-sided exact binomial test at level 1e-4 (and not suspiciously perfect)."""
+    return stats.binomtest(hits, n, p).pvalue > 1e-4
+
+
+@pytest.mark.parametrize(("num", "den", "bits"), [
+    (1, 1, 60), (0, 5, 40), (7, 3, 120), (2**55 + 3, 2**56, 200), (123_456_789, 1000, 80)])
+def test_decimal_bounds_bracket_exp_within_three_units(num: int, den: int, bits: int) -> None:
+    lo, hi = _decimal_exp_neg(num, den, bits)
+    assert 0 <= hi - lo <= 3
+    # against an independent float evaluation where float64 has the digits to check
+    value = math.exp(-num / den)
+    if value * 2.0**bits > 2.0**10:
+        rel = 2.0**-50
+        assert lo <= value * 2.0**bits * (1 + rel) and value * 2.0**bits * (1 - rel) <= hi
+    else:  # far below one unit: the bracket is [0, 1]
+        assert (lo, hi) == (0, 1)
+    # multiplicativity: bounds of exp(-x) squared bracket exp(-2x)
+    lo2, hi2 = _decimal_exp_neg(2 * num, den, 2 * bits)
+    assert lo * lo <= hi2 + 3 * 2**bits and lo2 <= hi * hi + 3 * 2**bits
+
+
+def test_float_brackets_contain_the_decimal_value_and_are_tight() -> None:
+    rng = np.random.default_rng(4)
+    for den in (1, 7, 2**20 + 1, 10**12 + 39, 2**56 - 5):
+        num = np.concatenate([rng.integers(0, 45 * den, 300, dtype=np.int64),
+                              [0, den, 40 * den, 41 * den + 1]])
+        num = num[num < 2**62]
+        lo, hi = _exp_neg_bounds(num, den)
+        for a, b, k in zip(lo, hi, num.tolist(), strict=True):
+            d_lo, d_hi = _decimal_exp_neg(k, den, 100)
+            assert Fraction(a) <= Fraction(d_hi, 2**100) and Fraction(d_lo, 2**100) <= b
+            if k // den <= 40:
+                assert (b - a) <= 2.0**-30 * b  # relative width about 2**-34
+            else:
+                assert a == 0.0 and b <= math.exp(-40) * (1 + 1e-9)
+
+
+def test_per_draw_brackets_contain_the_decimal_value() -> None:
+    rng = np.random.default_rng(5)
+    for den in (1, 3, 2**24 + 7, 10**15 + 37, 2**56 - 5):
+        num = np.concatenate([rng.integers(0, min(2**62, 45 * den), 300, dtype=np.int64),
+                              [0, 1, den, 41 * den - 1, 41 * den, 41 * den + 1]])
+        num = num[num < 2**62]
+        lo, hi = _exp_neg_fast(num, den)
+        for a, b, k in zip(lo, hi, num.tolist(), strict=True):
+            d_lo, d_hi = _decimal_exp_neg(k, den, 100)
+            assert Fraction(a) <= Fraction(d_hi, 2**100) and Fraction(d_lo, 2**100) <= b
+            if k < 40 * den:
+                assert (b - a) <= 2.0**-20 * b  # relative width about 2**-22
+            if k > 42 * den:
+                assert a == 0.0 and b <= math.exp(-40.9)
+
+
+@pytest.mark.parametrize(("num", "den"), [(0, 3), (1, 3), (5, 2), (29, 4), (2**55, 2**56)])
+def test_fast_bernoulli_has_probability_exp_minus_gamma(num: int, den: int) -> None:
+    n = 400_000
+    hits = int(bernoulli_exp_fast(np.full(n, num, np.int64), den, release_rng(21)).sum())
+    p = math.exp(-num / den)
+    assert hits == n if num == 0 else binomial_ok(hits, n, p)
+
+
+class FixedPrefix:
+    """A generator stand-in whose vector draws all carry one 53-bit prefix; single draws (the
+    refinement's extra bits) come from a real generator."""
+
+    def __init__(self, prefix: int, seed: int) -> None:
+        self.prefix, self.real = prefix, release_rng(seed).bit_generator
+        self.bit_generator = self
+        self.extra = 0
+
+    def random_raw(self, n: int | None = None):
+        if n is None:
+            self.extra += 1
+            return self.real.random_raw()
+        return np.full(n, self.prefix << 11, dtype=np.uint64)
+
+
+def test_undecided_bernoulli_reads_more_bits_with_the_exact_conditional_probability() -> None:
+    # U's first 53 bits straddle exp(-gamma): P[accept | prefix] = frac(2**53 exp(-gamma))
+    num, den = 5, 7
+    lo, _ = _decimal_exp_neg(num, den, 53 + 40)
+    conditional = (lo & (2**40 - 1)) / 2**40
+    rng = FixedPrefix(lo >> 40, 22)
+    n = 4000
+    hits = int(bernoulli_exp_fast(np.full(n, num, np.int64), den, rng).sum())
+    assert rng.extra >= n  # every draw took the refinement
+    assert binomial_ok(hits, n, conditional), (hits, conditional)
+
+
+@pytest.mark.parametrize("scale", [0.5, 3.0, 5000.0, 2.0**33])
+def test_level_refinement_splits_a_straddled_threshold_exactly(scale: float) -> None:
+    # a prefix whose interval contains the threshold C q**(M k): level k + 1 with probability
+    # frac(2**53 threshold), else level k; the vectorised path sends it to the refinement
+    p = _laplace_inversion(*laplace_parameter(scale))
+    k = 3
+    lo, _ = _threshold_bounds(p, k, 53 + 40)
+    prefix = lo >> 40
+    conditional = (lo & (2**40 - 1)) / 2**40
+    rng = release_rng(23)
+    n = 3000
+    levels = np.array([_level_refine(prefix, p, rng) for _ in range(n)])
+    assert set(levels.tolist()) <= {k, k + 1}
+    assert binomial_ok(int((levels == k + 1).sum()), n, conditional)
+    vector = _levels(p, np.full(n, prefix, dtype=np.uint64), rng)
+    assert set(vector.tolist()) <= {k, k + 1}
+    assert binomial_ok(int((vector == k + 1).sum()), n, conditional)
+
+
+def test_tiny_uniform_walks_to_a_deep_level() -> None:
+    # prefix 0: U < 2**-53, far in the tail; the refinement reads bits until it is decided
+    p = _laplace_inversion(*laplace_parameter(4.2))
+    rng = release_rng(24)
+    levels = np.array([_level_refine(0, p, rng) for _ in range(200)])
+    # P[|Z| >= k] = C q**(k - 1) < 2**-53 needs k >= 1 + 53 ln 2 / (1 / 4.2) - ... ~ 152
+    floor = math.floor(4.2 * (53 * math.log(2) + math.log(2 * math.exp(-1 / 4.2)
+                                                         / (1 + math.exp(-1 / 4.2)))))
+    assert levels.min() >= floor
+    # given U < 2**-53 the overshoot is geometric with mean ~ 4.2 (memoryless)
+    assert 2.0 < levels.mean() - floor < 8.0
+
+
+@pytest.mark.parametrize("scale", [5000.0, 3.0e5])
+def test_discrete_laplace_block_path_matches_its_pmf(scale: float) -> None:
+    # scales above 2**11 invert the block index and draw the offset by rejection
+    assert _laplace_inversion(*laplace_parameter(scale)).block_bits > 0
+    draws = discrete_laplace(scale, DRAWS, release_rng(25))
+    p = chi_square_pvalue(draws, lambda v: discrete_laplace_pmf(v, scale), 2 * scale)
+    assert 1e-4 < p < 1.0 - 1e-6, p
+    a = math.exp(-1.0 / scale)
+    assert draws.var() == pytest.approx(2 * a / (1 - a) ** 2, rel=0.01)
+
+
+@pytest.mark.parametrize("sigma", [3000.0, 40000.0])
+def test_discrete_gaussian_with_block_proposals_matches_its_pmf(sigma: float) -> None:
+    # t >= 2**11: block proposals, the offset's rejection folded into the acceptance
+    assert _laplace_inversion(gaussian_parameter(sigma).t, 1).block_bits > 0
+    draws = discrete_gaussian(sigma, DRAWS, release_rng(26))
+    p = chi_square_pvalue(draws, lambda v: discrete_gaussian_pmf(v, sigma), sigma)
+    assert 1e-4 < p < 1.0 - 1e-6, p
+    assert draws.var() == pytest.approx(sigma**2, rel=0.01)
+
+
+@pytest.mark.parametrize("sigma", [0.5, 4.2, 1000.0])
+def test_gaussian_acceptance_table_brackets_the_exact_probability(sigma: float) -> None:
+    param = gaussian_parameter(sigma)
+    lo, hi = _gaussian_acceptance(param)
+    assert np.all(lo <= hi) and lo[-1] == 0.0
+    for y in (0, 1, param.t, 3 * param.t, lo.size - 2):
+        x = abs(y * param.q - param.m)
+        d_lo, d_hi = _decimal_exp_neg(x * x, param.den, 100)
+        assert Fraction(lo[y]) <= Fraction(d_hi, 2**100) and Fraction(d_lo, 2**100) <= hi[y]

@@ -20,6 +20,7 @@ from engine.mechanisms.eigen_design.structured import (
 )
 from engine.privacy import Privacy
 from engine.workloads import AllRangeBlock, PrefixBlock, Workload
+from engine.workloads.catalog import build_workload
 
 GAUSS = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 KRON = {"structure": "kronecker"}
@@ -142,3 +143,33 @@ def test_max_cells_is_enforced() -> None:
 
     with pytest.raises(NotApplicable, match="max_cells"):
         get("eigen-design", max_cells=100_000).plan(W, GAUSS)
+
+
+def test_symmetric_attribute_shares_one_contrast_weight_at_the_same_optimum(monkeypatch) -> None:
+    """SF1+'s state attribute in miniature: on an attribute whose Grams are all a I + b J,
+    Program 1 gives its contrasts one weight (two design groups instead of m queries) and
+    reaches the same optimum as the full Program 1 on the attribute's eigenbasis."""
+    import engine.mechanisms.eigen_design.structured as structured
+
+    W = build_workload({
+        "domain": {"sex": 2, "state": 6, "age": {"size": 9, "kind": "numeric"}},
+        "workload": [
+            {"product": {"state": "identity_total", "age": "prefix"}},
+            {"product": {"sex": "identity", "state": "identity"}},
+            {"product": {"state": "total", "age": "identity"}},
+        ],
+    })
+    grouped = kron_design(W, tol=1e-12, max_iter=20_000)
+    bases = grouped.info["attribute_bases"]
+    # the state basis is the constant vector and contrasts; their weights agree
+    np.testing.assert_allclose(bases[1][0], np.full(6, 1 / math.sqrt(6)), atol=1e-15)
+    x = grouped.weights.reshape(2, 6, 9)
+    np.testing.assert_allclose(x[:, 1:, :], np.repeat(x[:, 1:2, :], 5, axis=1), rtol=1e-12)
+    # exactly feasible: the largest column norm of the weighted design is 1
+    B = np.kron(np.kron(bases[0] ** 2, bases[1] ** 2), bases[2] ** 2)
+    assert float((B.T @ grouped.weights).max()) == pytest.approx(1.0, abs=1e-12)
+    monkeypatch.setattr(structured, "_permutation_invariant", lambda grams: False)
+    full = kron_design(W, tol=1e-12, max_iter=20_000)
+    assert full.weights.size == grouped.weights.size == 108
+    assert grouped.program1[0]["gap"] < 1e-10 and full.program1[0]["gap"] < 1e-10
+    assert grouped.unit_error() == pytest.approx(full.unit_error(), rel=1e-9)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.bounds import svd_bound_factor
 from engine.domain import Domain
 from engine.mechanisms import get
 from engine.mechanisms.hdmm.blas import blas_threads
+from engine.mechanisms.hdmm.experiments import WORKLOADS
 from engine.mechanisms.hdmm.opt0 import opt0
-from engine.mechanisms.hdmm.union import union_weights
+from engine.mechanisms.hdmm.structure import ProductUnion
+from engine.mechanisms.hdmm.union import groups_of, union_floor, union_weights
 from engine.privacy import Privacy
 from engine.workloads import PrefixBlock, Product, Workload
 
@@ -108,3 +111,62 @@ def test_groupings() -> None:
     assert single.unit_tse() == pytest.approx(kron.unit_tse(), rel=1e-9)
     per_product = get("hdmm-union").plan(W, GAUSSIAN)
     assert len(per_product.view("union_weights").values) == 2
+
+
+def test_union_floor_example13() -> None:
+    """P x T + T x P: every block's error is at least SVDB(P_100) (T's bound is 1), so the
+    floor is (2 SVDB^(1/3))^3 = 8 SVDB(P_100), below OPT_+'s 8 E(P_100)."""
+    dom = Domain.from_sizes([100, 100], ["a", "b"], ["numeric", "numeric"])
+    W = Workload(dom, (Product((("a", PrefixBlock(100)),)), Product((("b", PrefixBlock(100)),))))
+    union = ProductUnion.of(W)
+    floor = union_floor(union, 1, groups_of(W, "product"))
+    assert floor == pytest.approx(8 * svd_bound_factor(PrefixBlock(100)), rel=1e-9)
+    assert floor == pytest.approx(union_floor(union, 2, groups_of(W, "product")) * 2, rel=1e-9)
+    # one group: the sum of both products' bounds
+    assert union_floor(union, 1, groups_of(W, "single")) == pytest.approx(floor / 4, rel=1e-9)
+    assert floor < get("hdmm-union").plan(W, LAPLACE).unit_tse(1)
+
+
+#: Table 6, Loans small marginals, OPT_+ (Laplace).
+PAPER_LOANS_MARGINALS_OPT_PLUS = 204.17
+
+
+@pytest.mark.slow
+def test_union_floor_is_attained_on_marginals_and_exceeds_the_print() -> None:
+    """Loans small marginals (188 products of I and T, as the authors' code builds them): the
+    floor is attained, sqrt(2 (sum_j cells_j^(1/3))^3 / m) = 211.36 (spec 7.6), and lies above
+    the paper's OPT_+ cell: that column is not Def. 19 with one group per product."""
+    W = WORKLOADS[("loans", "marginals")]()
+    union = ProductUnion.of(W)
+    floor = union_floor(union, 1, groups_of(W, "product"))
+    plan = get("hdmm-union").plan(W, LAPLACE)
+    assert plan.unit_tse(1) == pytest.approx(floor, rel=1e-9)
+    rmse = LAPLACE.sigma() * np.sqrt(floor / W.num_queries)
+    assert rmse == pytest.approx(211.36, abs=0.005)
+    assert plan.rmse() == pytest.approx(rmse, rel=1e-9)
+    assert 0.97 * rmse > PAPER_LOANS_MARGINALS_OPT_PLUS
+
+
+#: Table 6, Adult 2-D prefix-marginals, OPT_+ = HDMM (Laplace): not reproducible.
+PAPER_ADULT_PREFIX_OPT_PLUS = 484.07
+#: Def. 19 with one group per product on that row at the best prefix factors of an
+#: extended OPT_0 search (benchmarks/hdmm_tables.py, 2026-11-24: P_100 1767.8, P_99 1741.7,
+#: P_85 1389.1), and the authors' released code's best of 40 runs there (same date).
+BEST_KNOWN_ADULT_PREFIX_OPT_PLUS = 505.35
+PEER_BEST_ADULT_PREFIX_OPT_PLUS = 507.99
+
+
+@pytest.mark.slow
+def test_adult_prefix_opt_union_cell() -> None:
+    """Ours between the best Def. 19 value known (extended factor search) and the authors'
+    released code's best; both 1.04-1.05 x the print (the benchmark prints the certificate:
+    the print needs every prefix factor 5.7 % below any strategy found)."""
+    W = WORKLOADS[("adult", "prefix")]()
+    union = ProductUnion.of(W)
+    groups = groups_of(W, "product")
+    plan = get("hdmm-union").plan(W, LAPLACE)
+    ours = plan.rmse()
+    assert 0.999 * BEST_KNOWN_ADULT_PREFIX_OPT_PLUS <= ours <= PEER_BEST_ADULT_PREFIX_OPT_PLUS
+    assert ours / PAPER_ADULT_PREFIX_OPT_PLUS == pytest.approx(1.045, abs=0.005)
+    floor = LAPLACE.sigma() * np.sqrt(union_floor(union, 1, groups) / W.num_queries)
+    assert floor == pytest.approx(203.30, abs=0.005)

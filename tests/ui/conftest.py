@@ -3,8 +3,9 @@
 Fixtures (use them by name in a test's arguments):
 
 - ``app_url`` (session): base URL (``http://127.0.0.1:PORT``, no trailing slash) of the explorer
-  started as ``panel serve explorer/app.py --address 127.0.0.1 --port PORT`` (see
-  :func:`serve_command`) in a subprocess; killed at the end of the session. Its output goes to
+  started as ``panel serve explorer/app.py --address 127.0.0.1 --port PORT`` in a subprocess
+  (by :func:`explorer.served.serving`, which the benchmarks share); stopped at the end of the
+  session. Its output goes to
   ``test-results/explorer-server.log``.
 - ``browser`` (session): a Playwright ``Browser`` on ``/usr/bin/chromium`` (override with the
   ``CHROMIUM`` environment variable). Playwright's own browser builds are never used.
@@ -18,7 +19,7 @@ Fixtures (use them by name in a test's arguments):
 - ``screenshot`` (function): ``screenshot(name)`` saves a full-page PNG of ``page`` as
   ``test-results/screenshots/<name>.png`` and returns the path.
 
-Plain helpers: :func:`save_screenshot`, :func:`wait_for_panel`, :func:`free_port`,
+Plain helpers: :func:`save_screenshot`, :func:`wait_for_panel`,
 :func:`app_path` (the URL path of a page, optionally in a session the server issued),
 :func:`session_id` (the id the server put in a page's address bar), :func:`start_server`.
 
@@ -31,36 +32,19 @@ pytest-playwright's plugin is disabled (``-p no:playwright`` in pyproject) becau
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from explorer.served import ServerStartError, chromium_options, serving
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO_ROOT / "test-results"
 SCREENSHOT_DIR = RESULTS_DIR / "screenshots"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SERVER_START_TIMEOUT_S = 90.0
 PAGE_TIMEOUT_MS = 60_000
 
 # Console errors that say nothing about our app, as regexes; each entry needs a reason. Empty:
@@ -68,58 +52,9 @@ PAGE_TIMEOUT_MS = 60_000
 # whose design links web fonts from a CDN and fails offline).
 IGNORED_CONSOLE_ERRORS: list[re.Pattern[str]] = []
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def serve_command(port: int, *options: str) -> list[str]:
-    """``panel serve explorer/app.py`` on 127.0.0.1:``port`` with extra ``options``.
-
-    Sessions nobody is connected to are discarded after 10 s (Bokeh's default is 15-32 s), so
-    a closed tab's session ends within a test's patience.
-    """
-    return [
-        sys.executable,
-        "-m",
-        "panel",
-        "serve",
-        "explorer/app.py",
-        "--address",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--check-unused-sessions",
-        "2000",
-        "--unused-session-lifetime",
-        "10000",
-        *options,
-    ]
-
-
-def _wait_until_serving(url: str, process: subprocess.Popen, log_path: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-    last_error = ""
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(
-                f"explorer exited with status {process.returncode} before serving; "
-                f"log:\n{log_path.read_text(errors='replace')}"
-            )
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError) as exc:
-            last_error = str(exc)
-        time.sleep(0.25)
-    pytest.fail(
-        f"explorer did not answer {url} within {SERVER_START_TIMEOUT_S:.0f}s ({last_error}); "
-        f"log:\n{log_path.read_text(errors='replace')}"
-    )
+#: Sessions nobody is connected to are discarded after 10 s (Bokeh's default is 15-32 s), so a
+#: closed tab's session ends within a test's patience.
+UNUSED_SESSION_MS = 10_000
 
 
 @contextlib.contextmanager
@@ -127,35 +62,14 @@ def start_server(log_name: str, *options: str, prefix: str = "") -> Iterator[str
     """Serve the explorer (with extra ``panel serve`` options) until the block ends.
 
     Yields the base URL (with ``prefix``, served through ``--prefix``); the output goes to
-    ``test-results/<log_name>``.
+    ``test-results/<log_name>``. See :func:`explorer.served.serving`.
     """
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    log_path = RESULTS_DIR / log_name
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO_ROOT))
-    # each server keeps its budget ledger and release records in a fresh data directory
-    env["DPWB_DATA_DIR"] = tempfile.mkdtemp(prefix="dpwb-ui-data-")
-    env.pop("DPWB_LEDGER_URL", None)
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            serve_command(port, *options, *(("--prefix", prefix) if prefix else ())),
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}{prefix}"
     try:
-        _wait_until_serving(base + "/app", process, log_path)
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        shutil.rmtree(env["DPWB_DATA_DIR"], ignore_errors=True)
+        with serving(RESULTS_DIR / log_name, *options, prefix=prefix,
+                     unused_session_ms=UNUSED_SESSION_MS) as app:
+            yield app.url
+    except ServerStartError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="session")
@@ -168,14 +82,14 @@ def app_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
     """Headless Debian Chromium driven by Playwright's sync API."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"no Chromium at {CHROMIUM}: run `make chromium` (or set CHROMIUM=path)")
+    try:
+        options = chromium_options()
+    except FileNotFoundError as exc:
+        pytest.fail(str(exc))
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-        )
+        browser = playwright.chromium.launch(**options)
         try:
             yield browser
         finally:

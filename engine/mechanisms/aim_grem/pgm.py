@@ -11,6 +11,12 @@ only while the junction tree stays below ``max_model_size * rho_used / rho`` meg
 already covered by the model), the same score, exponential mechanism, annealing on the change
 of the model's estimate and final-round rule as AIM+GReM, and Private-PGM (mirror descent,
 warm-started) after every measurement. Estimates are the fitted model's marginals (counts).
+
+Randomness is exact, as in AIM+GReM: the selection is
+:func:`engine.noise.exponential_mechanism` over the allowed candidates and every measurement
+adds discrete Gaussian integers (:func:`engine.noise.discrete_gaussian`, sigma**2 the round's
+``sigma2``) to the integer marginal counts, which is ``1 / (2 sigma2)``-zCDP exactly (L2
+sensitivity 1), the cost the ledger records.
 """
 
 from __future__ import annotations
@@ -33,15 +39,23 @@ from engine.mechanisms.aim_grem.aim import (
     MarginalFn,
     RoundCallback,
     candidate_weights,
-    exponential_probabilities,
     final_round,
     unique_sets,
 )
 from engine.mechanisms.aim_grem.grem import downward_closure
 from engine.mechanisms.aim_grem.result import AdaptiveResult, RoundRecord
+from engine.noise import discrete_gaussian, exponential_mechanism
 from engine.progress import Progress, report
 
 INSTALL_HINT = "aim-pgm needs the optional mbi package (JAX): install .[pgm]"
+#: the release record's account of an AIM+PGM run's randomness
+PGM_NOISE_RECORD = {
+    "sampler": "discrete_gaussian", "exact": True, "grid_spacing": 1.0,
+    "measurements": "integer marginal counts plus i.i.d. discrete Gaussian integers, sigma**2 "
+                    "the round's sigma2: 1 / (2 sigma2) zCDP exactly as charged",
+    "selection": "exact exponential mechanism (engine.noise.exponential_mechanism) over the "
+                 "candidates the model size allows; eps_t**2 / 8 zCDP as charged",
+}
 
 
 def available() -> bool:
@@ -109,7 +123,7 @@ def aim_pgm(domain: Domain, workload: Sequence[AttrSet], marginal: MarginalFn, r
     ledger: list[tuple[str, float]] = []
 
     def measure(g: AttrSet, s2: float) -> None:
-        y = truth[g].reshape(-1) + rng.normal(0.0, math.sqrt(s2), size=truth[g].size)
+        y = noisy_counts(truth[g].reshape(-1), s2, rng)
         measurements.append(mbi.LinearMeasurement(y, clique[g], stddev=math.sqrt(s2)))
 
     for i in attributes:
@@ -142,11 +156,8 @@ def aim_pgm(domain: Domain, workload: Sequence[AttrSet], marginal: MarginalFn, r
         sigma = math.sqrt(sigma2)
         err = np.array([np.abs(truth[g] - estimate(g)).sum() if ok else 0.0
                         for g, ok in zip(candidates, allowed, strict=True)])
-        scores = np.where(allowed, w * (err - ROOT_2_OVER_PI * sigma * sizes), -np.inf)
-        probs = exponential_probabilities(np.where(allowed, scores, scores[allowed].min()),
-                                          eps, sensitivity)
-        probs = np.where(allowed, probs, 0.0)
-        gamma = candidates[int(rng.choice(len(candidates), p=probs / probs.sum()))]
+        scores = w * (err - ROOT_2_OVER_PI * sigma * sizes)
+        gamma = candidates[select_allowed(scores, allowed, eps, sensitivity, rng)]
         before = estimate(gamma)
         measure(gamma, sigma2)
         model = estimator.estimate(pgm_domain, measurements, iters=iters, warm_start=model)
@@ -173,4 +184,20 @@ def aim_pgm(domain: Domain, workload: Sequence[AttrSet], marginal: MarginalFn, r
                           time.perf_counter() - start, tuple(rounds),
                           total=float(model.total),
                           details={"max_model_size": max_model_size, "iters": iters,
-                                   "units": units})
+                                   "units": units, "noise": PGM_NOISE_RECORD})
+
+
+def noisy_counts(counts: np.ndarray, sigma2: float, rng: np.random.Generator) -> np.ndarray:
+    """``counts`` plus i.i.d. discrete Gaussian integers of parameter ``sigma2`` (exact; the
+    counts are integers, so the release is ``1 / (2 sigma2)``-zCDP per unit of L2 change)."""
+    counts = np.asarray(counts, dtype=float)
+    return counts + discrete_gaussian(math.sqrt(sigma2), counts.size, rng).reshape(counts.shape)
+
+
+def select_allowed(scores: np.ndarray, allowed: np.ndarray, epsilon: float, sensitivity: float,
+                   rng: np.random.Generator) -> int:
+    """Index of the candidate chosen by the exact exponential mechanism among the allowed ones
+    (:func:`engine.noise.exponential_mechanism`; the others have probability 0)."""
+    index = np.flatnonzero(allowed)
+    return int(index[exponential_mechanism(np.asarray(scores)[index], epsilon, sensitivity,
+                                           rng)])

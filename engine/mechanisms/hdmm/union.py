@@ -75,6 +75,36 @@ def union_weights(errors: np.ndarray, sens: np.ndarray, norm: int) -> tuple[np.n
     return u / s, float(np.sqrt(E).sum() ** 2)
 
 
+def gram_svd_bound(V: np.ndarray) -> float:
+    """``(sum_k sqrt(lambda_k))**2 / n`` of a factor Gram ``V = W^T W``: the SVD bound, a
+    certified floor on the unit-noise error of any strategy for W in either norm (the L1
+    sensitivity is never below the L2 one)."""
+    lam = np.linalg.eigvalsh(np.asarray(V, dtype=float))
+    n = V.shape[0]
+    # round-off "zeros" would add sqrt(eps) each to a *lower* bound: drop them
+    tol = 10.0 * n * np.finfo(float).eps * max(float(lam.max(initial=0.0)), 0.0)
+    return float(np.sqrt(np.where(lam > tol, lam, 0.0)).sum() ** 2 / n)
+
+
+def union_floor(union: ProductUnion, norm: int, groups: list[list[int]]) -> float:
+    """A certified lower bound on OPT_+'s unit-noise error (Def. 19's formula) for these groups.
+
+    Whatever strategy a group's block uses, its error on product j is at least the SVD bound
+    of that product, the product of its factors' bounds (Thm. 5); the error of the weighted
+    union is increasing in every block's error, and the closed-form weights are optimal for
+    any block errors (Hölder). So ``(sum_g (sum_{j in g} w_j**2 prod_i SVDB(V_ij))**(1/3))**3``
+    (Laplace; Gaussian with square roots) bounds every OPT_+ with this grouping, whatever
+    its per-group optimiser finds. On identity/total factors the bound is attained
+    (marginal workloads: ``E_j`` = the marginal's cells).
+    """
+    bounds = [[gram_svd_bound(V) for V in grams] for grams in union.grams]
+    per = union.weights2.copy()
+    for i in range(union.d):
+        per = per * np.array(bounds[i])[union.index[:, i]]
+    floors = np.array([per[members].sum() for members in groups])
+    return union_weights(floors, np.ones(len(groups)), norm)[1]
+
+
 #: Most OPT_+ groups (see :func:`check_groups`).
 MAX_GROUPS = 1000
 

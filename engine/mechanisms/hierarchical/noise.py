@@ -1,5 +1,11 @@
 """Noise for the PGSR mechanisms: double-geometric / Laplace samplers, sensitivities, budget split.
 
+Both kinds are exact integer noise (:func:`engine.noise.discrete_laplace`): ``geometric`` on
+the integers, ``laplace`` on the grid of spacing ``2**-LAPLACE_GRID_EXPONENT`` (the counts are
+integers, hence on the grid, and a record moves them by whole units, so the sensitivity and
+eps are those of the continuous Laplace at the same scale; its variance is below ``2 lambda**2``
+by a relative ``(g / lambda)**2 / 12``, and the plans keep ``2 lambda**2``).
+
 Privacy unit: one *individual* is added to or removed from an existing group (the group
 moves to the adjacent size bucket; n is unchanged). Per level of the tree the L1 change is
 
@@ -30,6 +36,8 @@ from engine.mechanisms.hierarchical.model import RegionTree
 from engine.noise import discrete_laplace
 
 NOISE_KINDS = ("geometric", "laplace")
+#: the ``laplace`` kind is released on the grid 2**-10 (real-valued, exact discrete noise)
+LAPLACE_GRID_EXPONENT = 10
 MEASUREMENTS = ("plain", "cumulative", "chain")
 SPLITS = ("uniform", "user", "inverse-variance")
 #: label of the paper-replication chain calibration (lambda = L/eps), which is not eps-DP
@@ -83,11 +91,13 @@ def sample_double_geometric(scale: float, size: int | tuple[int, ...],
 
 def sample_noise(kind: str, scale: float, size: int | tuple[int, ...],
                  rng: np.random.Generator) -> np.ndarray:
-    """``kind`` noise of scale lambda: int64 for geometric, float64 for laplace."""
+    """``kind`` noise of scale lambda, exact: int64 for geometric, float64 multiples of
+    ``g = 2**-LAPLACE_GRID_EXPONENT`` for laplace (``g Lap_Z(lambda / g)``)."""
     check_noise(kind)
     if kind == "geometric":
         return sample_double_geometric(scale, size, rng)
-    return rng.laplace(0.0, scale, size=size)
+    spacing = 2.0**-LAPLACE_GRID_EXPONENT
+    return sample_double_geometric(scale / spacing, size, rng) * spacing
 
 
 def check_noise(kind: str) -> None:

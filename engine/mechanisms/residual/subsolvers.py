@@ -51,6 +51,7 @@ from engine.mechanisms.residual.submechanisms import (
     fourier_diag_1d,
     fourier_diag_rows,
 )
+from engine.mechanisms.residual.symmetry import SymmetricProblem, solve_symmetric
 from engine.progress import Progress, report
 from engine.workloads.blocks import Block
 from engine.workloads.workload import Workload
@@ -224,7 +225,8 @@ class SolvedResidual:
         loss: weighted sum of sub-query variances ``L_{A'} = tr(G V^+)``.
         loss_unweighted: the same with every weight 1.
         method: ``kron`` (Kronecker shortcut / per-attribute factors), ``dense`` (optimal
-            SDP on the explicit Gram) or ``fourier`` (WFF on the DFT grid).
+            SDP on the explicit Gram), ``symmetric`` (the optimal SDP reduced by twin
+            values, ``symmetry.py``) or ``fourier`` (WFF on the DFT grid).
         group: index of the distinct sub-problem this residual shares.
         iterations: solver iterations (0 for closed forms).
         gap: certified relative optimality gap (optimal sub-solver; 0 for closed forms).
@@ -372,6 +374,23 @@ def solve_residuals(decomposition: Decomposition, solver: SubSolver,
         assigned[res.attrs] = (sub_key, "kron")
 
     if isinstance(solver, OptimalSolver):
+        # residuals whose values have twins: the much smaller block problem (symmetry.py)
+        for sig in list(joint):
+            first = joint[sig][0]
+            problem = SymmetricProblem.build(first, store)
+            if problem is None:
+                continue
+            reduced = solve_symmetric(problem, solver.tol, solver.max_iter, progress,
+                                      f"SDP {label(first.attrs)} by symmetry")
+            subs[("symmetric", sig)] = reduced.mechanism
+            for res in joint.pop(sig):
+                assigned[res.attrs] = (("symmetric", sig), "symmetric")
+            solved_info[("symmetric", sig)] = (reduced.iterations + reduced.newton_steps,
+                                               reduced.gap)
+            done += 1
+            report(progress, done, reduced.loss, f"solved {label(first.attrs)} by symmetry "
+                   f"({problem.constraints:,} class tuples for {first.cells:,} cells, gap "
+                   f"{reduced.gap:.1e})")
         solutions = _solve_joint_optimal(joint, store, solver, executor, workers, progress,
                                          label, done)
         done += len(solutions)
@@ -406,7 +425,7 @@ def solve_residuals(decomposition: Decomposition, solver: SubSolver,
         if method == "kron":
             its = sum(f.iterations for f in getattr(sub, "factors", ()))
             gap = max((f.gap for f in getattr(sub, "factors", ())), default=0.0)
-        elif method == "dense":
+        elif method in ("dense", "symmetric"):
             its, gap = solved_info[sub_key]
         else:
             its, gap = 0, 0.0

@@ -1,0 +1,193 @@
+"""Start the served explorer on 127.0.0.1 in a subprocess and wait until it answers.
+
+One helper for everything that drives the app the way an operator serves it (the browser
+tests, ``benchmarks/server_load.py``, ``benchmarks/explorer_presets.py``), and for an operator
+who wants a throw-away server from a checkout, for instance to try ``panel serve`` options::
+
+    from pathlib import Path
+    from explorer.served import serving
+
+    with serving(Path("server.log"), "--num-threads", "4") as app:
+        print(app.url)          # http://127.0.0.1:PORT, answers /app
+        print(app.process.pid)  # the panel serve process (for its memory, say)
+
+The server is ``panel serve explorer/app.py --address 127.0.0.1 --port PORT`` on a free port,
+run with this checkout on ``PYTHONPATH`` and a fresh, temporary data directory
+(``DPWB_DATA_DIR``: budget ledger and release records), so it never touches a real ledger;
+it is stopped and the directory removed when the block ends. Nothing here imports Panel.
+
+Browsers: :func:`chromium_options` gives the launch options of Debian's Chromium for
+Playwright (``playwright.chromium.launch(**chromium_options())``); Playwright's own browser
+downloads are never used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+APP_FILE = Path(__file__).resolve().with_name("app.py")
+ADDRESS = "127.0.0.1"
+#: Seconds to wait for a fresh server to answer ``/app`` (imports and the first page build).
+START_TIMEOUT_S = 90.0
+#: The Chromium binary (Debian's), overridable with the ``CHROMIUM`` environment variable.
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+#: Flags for a headless Chromium that makes no connection beyond 127.0.0.1 on its own.
+CHROMIUM_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+class ServerStartError(RuntimeError):
+    """The served app exited or did not answer in time; the message quotes its log."""
+
+
+@dataclass(frozen=True)
+class ServedApp:
+    """A running ``panel serve explorer/app.py``: its base URL, process and log file."""
+
+    url: str
+    process: subprocess.Popen
+    log_path: Path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((ADDRESS, 0))
+        return sock.getsockname()[1]
+
+
+def serve_command(port: int, *options: str, unused_session_ms: int | None = None) -> list[str]:
+    """``panel serve explorer/app.py`` on 127.0.0.1:``port`` with extra ``options``.
+
+    ``unused_session_ms``: discard a session this many milliseconds after its last browser
+    connection closed (checked five times as often); ``None`` keeps Bokeh's default (15 s,
+    checked every 17 s).
+    """
+    command = [
+        sys.executable,
+        "-m",
+        "panel",
+        "serve",
+        str(APP_FILE),
+        "--address",
+        ADDRESS,
+        "--port",
+        str(port),
+    ]
+    if unused_session_ms is not None:
+        command += [
+            "--check-unused-sessions",
+            str(max(unused_session_ms // 5, 100)),
+            "--unused-session-lifetime",
+            str(unused_session_ms),
+        ]
+    return [*command, *options]
+
+
+def wait_until_serving(
+    url: str, process: subprocess.Popen, log_path: Path, timeout_s: float = START_TIMEOUT_S
+) -> None:
+    """Return once ``url`` answers 200; raise :class:`ServerStartError` if the process exits
+    first or ``timeout_s`` seconds pass."""
+    deadline = time.monotonic() + timeout_s
+    last_error = ""
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServerStartError(
+                f"the explorer exited with status {process.returncode} before serving; "
+                f"log:\n{log_path.read_text(errors='replace')}"
+            )
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError) as exc:
+            last_error = str(exc)
+        time.sleep(0.25)
+    raise ServerStartError(
+        f"the explorer did not answer {url} within {timeout_s:.0f} s ({last_error}); "
+        f"log:\n{log_path.read_text(errors='replace')}"
+    )
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Terminate ``process``; kill it if it has not ended 10 s later."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def serving(
+    log_path: Path,
+    *options: str,
+    prefix: str = "",
+    unused_session_ms: int | None = None,
+    timeout_s: float = START_TIMEOUT_S,
+) -> Iterator[ServedApp]:
+    """Serve the explorer (with extra ``panel serve`` ``options``) until the block ends.
+
+    Yields once ``/app`` answers. ``prefix`` is served through ``--prefix`` and is part of the
+    yielded URL; the server's output goes to ``log_path``; ``unused_session_ms`` as in
+    :func:`serve_command`. Raises :class:`ServerStartError` when it does not come up.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    data_dir = tempfile.mkdtemp(prefix="dpwb-served-")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO_ROOT), DPWB_DATA_DIR=data_dir)
+    env.pop("DPWB_LEDGER_URL", None)
+    command = serve_command(
+        port,
+        *options,
+        *(("--prefix", prefix) if prefix else ()),
+        unused_session_ms=unused_session_ms,
+    )
+    try:
+        with open(log_path, "w") as log:
+            process = subprocess.Popen(
+                command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        try:
+            url = f"http://{ADDRESS}:{port}{prefix}"
+            wait_until_serving(url + "/app", process, log_path, timeout_s)
+            yield ServedApp(url=url, process=process, log_path=log_path)
+        finally:
+            stop(process)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def chromium_options() -> dict[str, Any]:
+    """Keyword arguments of Playwright's ``chromium.launch`` for headless Debian Chromium.
+
+    Raises :class:`FileNotFoundError` naming :data:`CHROMIUM` when it is not installed.
+    """
+    if not Path(CHROMIUM).exists():
+        raise FileNotFoundError(
+            f"no Chromium at {CHROMIUM}: run `make chromium` (or set CHROMIUM=path)"
+        )
+    return {"executable_path": CHROMIUM, "headless": True, "args": list(CHROMIUM_ARGS)}
