@@ -39,9 +39,10 @@ def test_restart_batches_give_the_serial_starts(
     pool: Executor, monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
     """Prefixes on 256 cells, p = 16: the work budget (800 evaluations) admits 7 of the 13
-    starts. Seed 2's further starts are shorter than its first, so a second batch runs; seed
-    4's are longer, so the batch runs starts the rule then drops. Either way: the serial
-    starts, losses and Theta."""
+    starts; seed 2's sixth start agrees with its best (within 0.2 %), which stops it there.
+    Seed 2's further starts are shorter than its first, so a second batch runs; seed 4's are
+    longer, so the batch runs starts the rule then drops. Either way: the serial starts,
+    losses and Theta."""
     V = PrefixBlock(256).gram_array()
     with blas_threads(1):
         serial_theta, serial_f, serial_losses = optimize_pidentity(V, 16, restarts=12, seed=seed)
@@ -55,7 +56,7 @@ def test_restart_batches_give_the_serial_starts(
     monkeypatch.setattr(OPT0, "map_ordered", counted)
     with blas_threads(1):
         theta, f, losses = optimize_pidentity(V, 16, restarts=12, seed=seed, executor=pool)
-    assert len(serial_losses) == 7
+    assert len(serial_losses) == {2: 6, 4: 7}[seed]
     assert losses == serial_losses
     assert f == pytest.approx(serial_f, rel=1e-12, abs=0)
     assert np.allclose(theta, serial_theta, rtol=1e-12, atol=1e-12)

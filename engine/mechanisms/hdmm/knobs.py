@@ -20,7 +20,8 @@ class HdmmBase(Mechanism):
     restarts = param.Integer(default=4, bounds=(1, None), doc=(
         "Random starts of every non-convex optimisation (p-Identity, marginal weights); "
         "the best one is kept. p-Identity runs at most this many: further starts stop once "
-        "they exceed a fixed work budget (about eight fit on 256 cells, one from 512 on)."))
+        "they exceed a fixed work budget (about eight fit on 256 cells, one from 512 on) "
+        "or, past the nearly free problems, once the best two agree within 0.2 %."))
     seed = param.Integer(default=0, doc="Seed of the random starts (plans are reproducible).")
     maxiter = param.Integer(default=300, bounds=(1, None), doc=(
         "L-BFGS-B iterations per start."))
