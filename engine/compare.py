@@ -136,13 +136,31 @@ def _plan_row(name: str, knobs: Mapping[str, Any], workload: Workload, privacy: 
         return ComparisonRow(name, cls.title or name, None, msg, time.perf_counter() - start)
 
 
+def plan_row(name: str, workload: Workload, privacy: Privacy,
+             knobs: Mapping[str, Any] | None = None,
+             known: Iterable[tuple[str, Mapping[str, Any], Plan]] = (),
+             progress: Progress | None = None) -> ComparisonRow:
+    """One mechanism's comparison row, reusing the finished plans of the rows it composes.
+
+    Args:
+        name: a registered mechanism.
+        workload: the workload (``known`` plans must hold this very object as their workload).
+        privacy: the privacy level.
+        knobs: the mechanism's knobs (default: none).
+        known: ``(mechanism, knobs, plan)`` of rows already planned (e.g. hdmm's operators),
+            as :func:`engine.mechanisms.base.shared_plans` takes them.
+        progress: passed to the mechanism's optimiser; a cancel raises ``Cancelled``.
+    """
+    with shared_plans([(get(other, **dict(k)), plan) for other, k, plan in known]):
+        return _plan_row(name, knobs or {}, workload, privacy, progress)
+
+
 def _plan_row_task(args: tuple[str, Mapping[str, Any], Workload, Privacy,
                                 tuple[tuple[str, Mapping[str, Any], Plan], ...]]
                    ) -> ComparisonRow:
     """One row on an executor, reusing the plans of ``known`` rows it composes."""
     name, knobs, workload, privacy, known = args
-    with shared_plans([(get(other, **dict(k)), plan) for other, k, plan in known]):
-        return _plan_row(name, knobs, workload, privacy)
+    return plan_row(name, workload, privacy, knobs, known)
 
 
 def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | None = None,

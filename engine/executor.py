@@ -80,7 +80,20 @@ def _limit_blas_threads(threads: int) -> None:
     threadpool_limits(threads)
 
 
-def local_pool(max_workers: int | None = None, blas_threads: int = 1) -> ProcessPoolExecutor:
+def _start_worker(
+    threads: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]
+) -> None:
+    _limit_blas_threads(threads)
+    if initializer is not None:
+        initializer(*initargs)
+
+
+def local_pool(
+    max_workers: int | None = None,
+    blas_threads: int = 1,
+    initializer: Callable[..., None] | None = None,
+    initargs: tuple[Any, ...] = (),
+) -> ProcessPoolExecutor:
     """The default local executor: a pool of ``spawn``-started worker processes.
 
     Spawn, because forking a process whose BLAS or GUI threads are running can deadlock, and
@@ -91,13 +104,17 @@ def local_pool(max_workers: int | None = None, blas_threads: int = 1) -> Process
     Args:
         max_workers: number of processes (default: the number of CPUs).
         blas_threads: BLAS threads per worker (default 1).
+        initializer: called as ``initializer(*initargs)`` in each worker once its BLAS is
+            limited (e.g. to keep shared-memory arrays, which only pass to a process as it
+            starts).
+        initargs: its arguments.
     """
     workers = max(1, int(max_workers or os.cpu_count() or 1))
     return ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=_limit_blas_threads,
-        initargs=(int(blas_threads),),
+        initializer=_start_worker,
+        initargs=(int(blas_threads), initializer, tuple(initargs)),
     )
 
 
