@@ -130,8 +130,9 @@ def measure(
         busy = []
         for _ in range(loads):
             seconds = load_seconds(browser, url, timeout_ms)
-            status = planner.locator(".planning-status").first.inner_text()
-            busy.append((seconds, "Planning hdmm-opt0" in status))
+            # has_text reads through Panel's shadow roots (inner_text would not)
+            status = planner.locator(".planning-status", has_text="Planning hdmm-opt0")
+            busy.append((seconds, status.count() > 0))
         web, workers = rss_mb(app.process.pid)
         print(
             f"  {mode}: RSS while planning: web process {web:.0f} MB, "
