@@ -34,7 +34,8 @@ class HdmmBase(Mechanism):
     executor = param.Parameter(default=None, doc=(
         "A concurrent.futures.Executor (engine.executor.local_pool(), a Dask client's "
         "get_executor()) that runs the further p-Identity restarts of OPT_0, OPT_kron and "
-        "OPT_+ as one batch; the plan is the in-process one (None: in this process)."))
+        "OPT_+ as one batch and OPT_M's Laplace starts in batches; the plan is the "
+        "in-process one (None: in this process)."))
     blas_threads = param.Integer(default=1, bounds=(1, None), allow_None=True, doc=(
         "BLAS threads while optimising (None: leave the setting alone). The optimisers make "
         "thousands of small BLAS calls, which a thread pool slows down, badly so on a busy "

@@ -327,7 +327,10 @@ def _solve_joint_optimal(joint: dict[Hashable, list[ResidualWorkload]], store: G
                f"({sol.iterations + sol.newton_steps} iterations, gap {sol.gap:.1e})")
 
     try:
-        solutions = map_ordered(pool, fn, tasks, on_result=on_result, progress=progress)
+        # an SDP's cost grows about as cells**3: the largest start first, so that it does not
+        # start last and finish alone while the other workers idle
+        solutions = map_ordered(pool, fn, tasks, on_result=on_result, progress=progress,
+                                costs=[joint[sig][0].cells for sig in signatures])
     finally:
         if executor is None:
             pool.shutdown(wait=True, cancel_futures=True)
