@@ -729,11 +729,13 @@ def _gaussian_block_proposals(p: GaussianParameter, laplace: _LaplaceInversion, 
     x = magnitude * p.q - p.m
     small = np.abs(x) < math.isqrt(_SAFE_SQUARE)  # x**2 + 2 m q R < 2**62 + 2**56: int64
     extra = 2 * p.m * p.q
-    accept = np.zeros(n, dtype=bool)
-    idx = np.flatnonzero(small)
-    accept[idx] = bernoulli_exp_fast(x[idx] * x[idx] + offset[idx] * extra, p.den, rng)
     big = np.flatnonzero(~small)
-    if big.size:
+    if not big.size:  # the usual case: every exponent fits int64
+        accept = bernoulli_exp_fast(x * x + offset * extra, p.den, rng)
+    else:
+        accept = np.zeros(n, dtype=bool)
+        idx = np.flatnonzero(small)
+        accept[idx] = bernoulli_exp_fast(x[idx] * x[idx] + offset[idx] * extra, p.den, rng)
         # here the exponent's numerator is >= 2**62 >= lower = floor(2**62 / den) den, with
         # floor(2**62 / den) >= 64: that many Bernoulli(exp(-1)) rounds first, then exact
         # Python-integer arithmetic for the survivors (probability below e**-64 each)
