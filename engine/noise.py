@@ -430,14 +430,15 @@ def _bernoulli_exp_refine(prefix: int, num: int, den: int, rng: np.random.Genera
             return False
 
 
-#: first-stage brackets: exp(-j / 2**10) for j = 0 .. 42 * 2**10 (the last lower bound is 0)
-_COARSE_BITS = 10
+#: first-stage brackets: exp(-j / 2**8) for j = 0 .. 42 * 2**8 (the last lower bound is 0;
+#: 170 KB for both tables, so their lookups stay in cache)
+_COARSE_BITS = 8
 _COARSE_MAX = 42 << _COARSE_BITS
 
 
 @functools.cache
 def _coarse_table() -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) bounds of exp(-j / 1024), j = 0 .. 42 * 1024; lo[-1] is set to 0."""
+    """(lo, hi) bounds of exp(-j / 256), j = 0 .. 42 * 256; lo[-1] is set to 0."""
     lo, hi = _exp_chain(1, 1 << _COARSE_BITS, _COARSE_MAX + 1)
     lo[-1] = 0.0
     return lo, hi
@@ -447,9 +448,9 @@ def bernoulli_exp_fast(num: np.ndarray, den: int, rng: np.random.Generator) -> n
     """Exact Bernoulli(exp(-num / den)) for int64 ``num >= 0``, one 64-bit draw each.
 
     ``U < exp(-gamma)`` is decided from U's first 53 bits whenever they lie on one side of a
-    certified bracket: first the exponent's 2**-10 grid cell (``gamma 2**10`` in float64 is
+    certified bracket: first the exponent's 2**-8 grid cell (``gamma 2**8`` in float64 is
     within 0.01 of its true value below 42, so it lies in ``[j - 1, j + 2)``; one table
-    lookup per side; all but about 0.3 % of the draws), then :func:`_exp_neg_fast` for the
+    lookup per side; all but about 1 % of the draws), then :func:`_exp_neg_fast` for the
     rest (all but about 2**-22 of those); the few left read more bits of the same U against
     decimal bounds (:func:`_bernoulli_exp_refine`). The result is exactly
     Bernoulli(exp(-gamma)).
@@ -495,10 +496,12 @@ def _laplace_inversion(t: int, s: int) -> _LaplaceInversion:
     """The inversion tables of Lap_Z(t / s), certified by :func:`_decimal_exp_neg` (C) and
     :func:`_exp_neg_bounds` (the powers of q); at most about 90,000 levels.
 
-    Scales above 2**11 use blocks M = 2**(floor(log2(t / s)) - 10): the block index is
-    inverted (scale t / (s M) in [2**10, 2**11)) and the offset in the block drawn by
-    rejection with acceptance at least exp(-2**-10)."""
-    block_bits = max(0, (t // s).bit_length() - 11)
+    Scales of 2**11 and above use blocks M = 2**(floor(log2(t / s)) - 7): the block index is
+    inverted (scale t / (s M) in [2**7, 2**8), about 6,000 levels, a table that stays in
+    cache) and the offset in the block drawn by rejection with acceptance at least
+    exp(-2**-7)."""
+    bits_of_scale = (t // s).bit_length()
+    block_bits = 0 if bits_of_scale <= 11 else bits_of_scale - 8
     bits = 80
     one = 1 << bits
     q_lo, q_hi = _decimal_exp_neg(s, t, bits)
