@@ -8,14 +8,21 @@ spacing ``2**-k``::
 
 What is exact, and what is not:
 
-* **Samplers.** :func:`discrete_laplace` and :func:`discrete_gaussian` implement Algorithms 1-3
-  of Canonne, Kamath & Steinke, "The Discrete Gaussian for Differential Privacy" (2020) in
-  exact integer arithmetic: every Bernoulli(p) with rational p = a / b is decided by
-  ``rng.integers(0, b) < a`` on int64 arrays (numpy's bounded integers are exactly uniform),
-  and Bernoulli(exp(-a / b)) uses CKS Algorithm 1 (a run of Bernoulli(gamma / K) draws, each
-  the AND of Bernoulli(a / b) and Bernoulli(1 / K)). No float enters an acceptance decision.
-  The loops run over *rounds* of these algorithms; each round handles the whole batch with
-  masks, so the cost per sample is a few vectorised integer draws.
+* **Samplers.** :func:`discrete_laplace` inverts one uniform U per draw: with
+  ``q = exp(-1 / b)``, ``|Z| >= k`` exactly when ``U < 2 q**k / (1 + q)``; a float64 guess of
+  k from ``log U`` is *checked* against float64 brackets of both thresholds, tabulated per
+  scale and certified by Python's correctly rounded :mod:`decimal` exp. U is read as a 53-bit
+  prefix u (``U in [u, u + 1) 2**-53``); when the prefix cannot decide (about one draw in
+  1e7) more bits of the same U are read against tighter decimal bounds
+  (:func:`_level_refine`), so each draw has exactly the discrete Laplace law. Scales of
+  2**11 grid units and more invert a block index instead and draw the offset in the block by
+  exact rejection. :func:`discrete_gaussian` is CKS 2020's Algorithm 3 (Canonne, Kamath &
+  Steinke, "The Discrete Gaussian for Differential Privacy") on those Laplace proposals; each
+  acceptance ``U < exp(-gamma)`` (gamma an exact rational) is decided the same way: tabulated
+  brackets, then products of digit tables (:func:`_exp_neg_fast`), then decimal refinement
+  (:func:`bernoulli_exp_fast`). A float only ever *guesses*; no float rounding decides a
+  draw. :func:`bernoulli_exp` (CKS Algorithm 1 in int64 arithmetic) serves the exponential
+  mechanism. Everything runs over vectorised batches of :data:`BATCH` draws.
 * **Parameters.** A float scale is an exact dyadic rational, but its denominator (up to
   2**1074) would overflow int64, so the samplers first round the parameter *up* to a nearby
   rational with a small power-of-two denominator: the Laplace scale to a multiple of
