@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.bounds import Bound, svd_bound
 from engine.errors import Cancelled, NotApplicable
-from engine.executor import SerialExecutor, map_ordered
+from engine.executor import SerialExecutor, map_after
 from engine.mechanisms import Plan, get, mechanism_class, registry_names
 from engine.mechanisms.base import shared_plans
 from engine.privacy import Privacy
@@ -136,13 +136,31 @@ def _plan_row(name: str, knobs: Mapping[str, Any], workload: Workload, privacy: 
         return ComparisonRow(name, cls.title or name, None, msg, time.perf_counter() - start)
 
 
+def plan_row(name: str, workload: Workload, privacy: Privacy,
+             knobs: Mapping[str, Any] | None = None,
+             known: Iterable[tuple[str, Mapping[str, Any], Plan]] = (),
+             progress: Progress | None = None) -> ComparisonRow:
+    """One mechanism's comparison row, reusing the finished plans of the rows it composes.
+
+    Args:
+        name: a registered mechanism.
+        workload: the workload (``known`` plans must hold this very object as their workload).
+        privacy: the privacy level.
+        knobs: the mechanism's knobs (default: none).
+        known: ``(mechanism, knobs, plan)`` of rows already planned (e.g. hdmm's operators),
+            as :func:`engine.mechanisms.base.shared_plans` takes them.
+        progress: passed to the mechanism's optimiser; a cancel raises ``Cancelled``.
+    """
+    with shared_plans([(get(other, **dict(k)), plan) for other, k, plan in known]):
+        return _plan_row(name, knobs or {}, workload, privacy, progress)
+
+
 def _plan_row_task(args: tuple[str, Mapping[str, Any], Workload, Privacy,
                                 tuple[tuple[str, Mapping[str, Any], Plan], ...]]
                    ) -> ComparisonRow:
     """One row on an executor, reusing the plans of ``known`` rows it composes."""
     name, knobs, workload, privacy, known = args
-    with shared_plans([(get(other, **dict(k)), plan) for other, k, plan in known]):
-        return _plan_row(name, knobs, workload, privacy)
+    return plan_row(name, workload, privacy, knobs, known)
 
 
 def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | None = None,
@@ -186,16 +204,19 @@ def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | No
                 on_row(finished[delivered])
             delivered += 1
 
-    # rows that compose others' plans (hdmm: its operators' rows) run once those rows are
-    # done and reuse their plans, as shared_plans does in process: one optimisation each
-    later = [i for i, name in enumerate(names)
-             if set(mechanism_class(name).composes) & set(names)]
-    first = [i for i in range(len(names)) if i not in later]
-    for indices in (first, later):
-        tasks = [(names[i], knobs[names[i]], workload, privacy,
-                  _known_plans(names[i], names, knobs, finished, workload)) for i in indices]
-        map_ordered(executor, _plan_row_task, tasks,
-                    lambda k, row, indices=indices: deliver_in_order(indices[k], row), progress)
+    # a row that composes others' plans (hdmm: its operators' rows) starts as soon as those
+    # rows are done and reuses their plans, as shared_plans does in process: one optimisation
+    # each, and no waiting for the unrelated rows
+    composes = [set(mechanism_class(name).composes) for name in names]
+    needs = [[j for j, other in enumerate(names) if other in composes[i]]
+             for i in range(len(names))]
+
+    def make_task(index: int, _: Mapping[int, ComparisonRow]) -> tuple:
+        name = names[index]
+        return (name, knobs[name], workload, privacy,
+                _known_plans(name, names, knobs, finished, workload))
+
+    map_after(executor, _plan_row_task, make_task, needs, deliver_in_order, progress)
     rows = [finished[i] for i in range(len(names))]
     return Comparison(workload, privacy, svd_bound(workload), tuple(rows))
 

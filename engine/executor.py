@@ -22,7 +22,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import socket
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -47,6 +47,25 @@ CONNECT_TIMEOUT = 5.0
 #: Seconds between checks of a Progress for cancellation while remote items run.
 _POLL_SECONDS = 0.2
 _BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+#: Dask settings of the local clusters started here (README "Running on a cluster" gives the
+#: same as a configuration file for ``dask worker``), each measured on this project's work:
+LOCAL_CLUSTER_CONFIG: dict[str, Any] = {
+    # the statistical profiler samples every worker thread each 10 ms: it slowed a 20 s
+    # QuerySmasher SDP (a Python-level loop) by 55 %
+    "distributed.worker.profile.enabled": False,
+    # the nannies' MALLOC_TRIM_THRESHOLD_ pins glibc's mmap threshold at 128 KiB, so every
+    # larger numpy temporary is mapped and unmapped anew: a census trial batch took 17,000
+    # page faults and 30 % more CPU than in a pool worker (None: glibc's adaptive default)
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    # event-loop health ticks (20 ms), memory polls (100 ms) and system metrics (500 ms) kept
+    # an idle 2-worker cluster at 6.5 % of a core, most of it in this process, whose event
+    # loop competes with the planner for the GIL; these intervals bring it to 1.1 %
+    "distributed.admin.tick.interval": "200ms",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+}
 
 
 class WorkerLost(RuntimeError):  # noqa: N818 -- reads as "worker lost: what happened"
@@ -80,7 +99,20 @@ def _limit_blas_threads(threads: int) -> None:
     threadpool_limits(threads)
 
 
-def local_pool(max_workers: int | None = None, blas_threads: int = 1) -> ProcessPoolExecutor:
+def _start_worker(
+    threads: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]
+) -> None:
+    _limit_blas_threads(threads)
+    if initializer is not None:
+        initializer(*initargs)
+
+
+def local_pool(
+    max_workers: int | None = None,
+    blas_threads: int = 1,
+    initializer: Callable[..., None] | None = None,
+    initargs: tuple[Any, ...] = (),
+) -> ProcessPoolExecutor:
     """The default local executor: a pool of ``spawn``-started worker processes.
 
     Spawn, because forking a process whose BLAS or GUI threads are running can deadlock, and
@@ -91,13 +123,17 @@ def local_pool(max_workers: int | None = None, blas_threads: int = 1) -> Process
     Args:
         max_workers: number of processes (default: the number of CPUs).
         blas_threads: BLAS threads per worker (default 1).
+        initializer: called as ``initializer(*initargs)`` in each worker once its BLAS is
+            limited (e.g. to keep shared-memory arrays, which only pass to a process as it
+            starts).
+        initargs: its arguments.
     """
     workers = max(1, int(max_workers or os.cpu_count() or 1))
     return ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=_limit_blas_threads,
-        initargs=(int(blas_threads),),
+        initializer=_start_worker,
+        initargs=(int(blas_threads), initializer, tuple(initargs)),
     )
 
 
@@ -138,6 +174,7 @@ def map_ordered(
     items: Iterable[T],
     on_result: ResultCallback | None = None,
     progress: Progress | None = None,
+    costs: Sequence[float] | None = None,
 ) -> list[R]:
     """``[fn(item) for item in items]`` on ``executor``, results in item order.
 
@@ -147,6 +184,8 @@ def map_ordered(
         items: the items.
         on_result: called as ``on_result(index, result)`` in this process as items finish.
         progress: while out-of-process items run, a cancel of it raises ``Cancelled`` here.
+        costs: the relative cost of each item (any unit): out of process the costliest are
+            submitted first, so that a long item does not start last and finish alone.
 
     Raises:
         WorkerLost: a worker process died under an item (after the executor's own retries).
@@ -154,25 +193,75 @@ def map_ordered(
             is cancelled first.
     """
     items = list(items)
+    return map_after(
+        executor, fn, lambda index, _: items[index], [()] * len(items), on_result, progress, costs
+    )
+
+
+def map_after(
+    executor: Executor,
+    fn: Callable[[T], R],
+    make_item: Callable[[int, Mapping[int, R]], T],
+    needs: Sequence[Collection[int]],
+    on_result: ResultCallback | None = None,
+    progress: Progress | None = None,
+    costs: Sequence[float] | None = None,
+) -> list[R]:
+    """:func:`map_ordered` of items that need other items' results: item ``i`` is built as
+    ``make_item(i, finished)`` (``finished``: the results so far, by index) as soon as every
+    item in ``needs[i]`` has finished, and submitted at once; the others do not wait for it.
+
+    Args:
+        executor: any ``concurrent.futures.Executor``.
+        fn: a picklable top-level function of one item.
+        make_item: builds item ``i`` from the finished results.
+        needs: for each item, the indices of the items it needs (no cycles).
+        on_result: called as ``on_result(index, result)`` in this process as items finish.
+        progress: while out-of-process items run, a cancel of it raises ``Cancelled`` here.
+        costs: the relative cost of each item: among the ready ones the costliest go first.
+
+    Returns:
+        The results in item order.
+
+    Raises:
+        ValueError: ``needs`` names an item that does not exist or forms a cycle.
+        WorkerLost, Cancelled: as :func:`map_ordered`.
+    """
+    count = len(needs)
+    _check_needs(needs)
+    results: dict[int, R] = {}
     if isinstance(executor, SerialExecutor):
-        out: list[R] = []
-        for index, item in enumerate(items):
-            out.append(fn(item))
+        waiting = list(range(count))  # in item order: reports and cancels stay in order
+        while waiting:
+            index = next(i for i in waiting if all(j in results for j in needs[i]))
+            waiting.remove(index)
+            results[index] = fn(make_item(index, results))
             if on_result is not None:
-                on_result(index, out[-1])
-        return out
+                on_result(index, results[index])
+        return [results[i] for i in range(count)]
+    waiting = sorted(range(count), key=lambda i: -costs[i]) if costs else list(range(count))
     # Plans close over local functions (reconstructors) that pickle cannot send back from a
     # process pool; cloudpickle can, and Dask uses it already.
     by_value = isinstance(executor, ProcessPoolExecutor)
     futures: dict[Future, int] = {}
-    results: list[Any] = [None] * len(items)
+
+    def submit_ready() -> set[Future]:
+        ready = [i for i in waiting if all(j in results for j in needs[i])]
+        submitted = set()
+        for index in ready:
+            waiting.remove(index)
+            item = make_item(index, results)
+            future = (
+                executor.submit(_call_by_value, cloudpickle.dumps((fn, item)))
+                if by_value
+                else executor.submit(fn, item)
+            )
+            futures[future] = index
+            submitted.add(future)
+        return submitted
+
     try:
-        for index, item in enumerate(items):
-            if by_value:
-                futures[executor.submit(_call_by_value, cloudpickle.dumps((fn, item)))] = index
-            else:
-                futures[executor.submit(fn, item)] = index
-        pending = set(futures)
+        pending = submit_ready()
         while pending:
             done, pending = wait(
                 pending,
@@ -187,6 +276,8 @@ def map_ordered(
                     on_result(index, results[index])
             if progress is not None and progress.cancelled:
                 raise Cancelled("cancelled while remote items ran")
+            if done and waiting:
+                pending |= submit_ready()
     except BaseException as exc:
         for future in futures:
             future.cancel()
@@ -197,7 +288,22 @@ def map_ordered(
                 "start it again"
             ) from exc
         raise
-    return results
+    return [results[i] for i in range(count)]
+
+
+def _check_needs(needs: Sequence[Collection[int]]) -> None:
+    """ValueError unless ``needs`` names existing items and has no cycle."""
+    count = len(needs)
+    for index, wanted in enumerate(needs):
+        bad = [j for j in wanted if not 0 <= j < count or j == index]
+        if bad:
+            raise ValueError(f"needs: item {index} needs {bad}, not another of {count} items")
+    done: set[int] = set()
+    while len(done) < count:
+        ready = {i for i in range(count) if i not in done and set(needs[i]) <= done}
+        if not ready:
+            raise ValueError(f"needs: items {sorted(set(range(count)) - done)} form a cycle")
+        done |= ready
 
 
 def _call_by_value(call: bytes) -> bytes:
@@ -237,9 +343,7 @@ def dask_client(
     if scheduler is None:
         import dask
 
-        # Dask's statistical profiler samples every worker thread each 10 ms: it slowed a
-        # 20 s QuerySmasher SDP (a Python-level loop) by 55 %
-        with dask.config.set({"distributed.worker.profile.enabled": False}):
+        with dask.config.set(LOCAL_CLUSTER_CONFIG):
             cluster = LocalCluster(
                 n_workers=max(1, int(workers or os.cpu_count() or 1)),
                 threads_per_worker=1,

@@ -4,7 +4,13 @@ Planning is the explorer's only slow step. :class:`PlanStore` keeps every finish
 ``(workload, noise)`` for the life of the process, so revisiting a workload is instant and every
 session shares them (plans are data-independent and hold nothing private). Missing plans are
 made by a :class:`PlanningJob` on a bounded pool of planner threads: at most ``planners`` jobs run
-at once, the others wait in a queue whose position each waiting job reports.
+at once, the others wait in a queue whose position (and the cost model's estimate of their
+planning time) each waiting job reports.
+
+In the served app (``EXPLORER_PLANNING=processes``, the default) a planner thread only waits:
+each mechanism is planned in a worker process of a pool of ``planners`` processes
+(:mod:`explorer.plan_workers`), which reports its progress back and stops at its next
+checkpoint on a cancel. ``EXPLORER_PLANNING=threads`` plans in the planner threads themselves.
 
 One job serves every session that asked for the same ``(workload, noise)``, but cancel and skip
 belong to each subscriber: a job stops only when no subscriber still waits for it, and a running
@@ -34,7 +40,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from engine.bounds import Bound, svd_bound
-from engine.compare import Comparison, ComparisonRow, compare
+from engine.compare import Comparison, ComparisonRow, compare, plan_row
 from engine.cost import format_bytes
 from engine.errors import Cancelled, NotApplicable, SpecError
 from engine.executor import (
@@ -43,10 +49,11 @@ from engine.executor import (
     dask_executor,
     scheduler_from_environment,
 )
-from engine.mechanisms import get, mechanism_class
+from engine.mechanisms import Plan, get, mechanism_class
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
+from explorer.plan_workers import PlannerPool
 
 LOG = logging.getLogger(__name__)
 
@@ -259,6 +266,8 @@ class JobStatus:
     message: str
     seconds: float
     position: int = 0
+    #: while queued: the cost model's estimate of the job's planning time (seconds)
+    estimate: float = math.nan
 
     @property
     def finished(self) -> bool:
@@ -274,12 +283,15 @@ class JobStatus:
         """One line for a progress indicator."""
         if self.state == "queued":
             ahead = self.position - 1
-            return (
+            line = (
                 f"Waiting for a free planner: number {self.position} in the queue "
-                f"({ahead} job(s) ahead)..."
+                f"({ahead} job(s) ahead)"
                 if self.position
-                else "Waiting for a free planner..."
+                else "Waiting for a free planner"
             )
+            if not math.isnan(self.estimate):
+                line += f"; this job: {_duration(self.estimate)} (estimate)"
+            return line + "..."
         if self.state == "done":
             return f"Planned {self.total} mechanism(s) in {self.seconds:.1f} s."
         if self.state == "cancelled":
@@ -333,6 +345,7 @@ class PlanningJob:
         self._started = time.perf_counter()
         self._finished_at: float | None = None
         self._event = threading.Event()
+        self._estimates: dict[str, Estimate] = {}  # the cost model's, computed when needed
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -473,6 +486,10 @@ class PlanningJob:
             return remaining
 
     def _plan_all(self) -> None:
+        pool = self.store.pool
+        if pool is not None:
+            self._plan_in(pool)
+            return
         bound: Bound | None = None
         while remaining := self._remaining():
             before = self._done
@@ -507,6 +524,31 @@ class PlanningJob:
         if bound is not None and self.store.bound(self.key) is None:
             self.store.put_bound(self.key, self.workload, bound)
 
+    def _plan_in(self, pool: PlannerPool) -> None:
+        """Plan the mechanisms one by one in ``pool``'s worker processes, in order; a row
+        that composes others' plans (hdmm) gets the finished ones of this workload."""
+        while remaining := self._remaining():
+            name = remaining[0]
+            try:
+                if not self._estimate(name).applicable:  # refused at once: no planning
+                    row = plan_row(name, self.workload, self.privacy)
+                else:
+                    row = pool.plan(
+                        name,
+                        self.workload,
+                        self.privacy,
+                        known=self.store.composed_plans(self.key, self.privacy.noise, name),
+                        progress=self.progress,
+                    )
+            except Cancelled:
+                if self._cancelled:
+                    raise
+                self._after_skip(remaining, 0)
+                continue
+            except Exception as exc:  # a broken engine or a lost worker: this row's message
+                row = ComparisonRow(name, mechanism_title(name), None, f"failed: {one_line(exc)}")
+            self._on_row(row)
+
     def _after_skip(self, remaining: list[str], finished: int) -> None:
         """Account for a skip request that stopped the running mechanism."""
         with self._lock:
@@ -524,9 +566,19 @@ class PlanningJob:
         """Block until the job finished (True) or the timeout passed (False)."""
         return self._event.wait(timeout)
 
+    def _estimate(self, name: str) -> Estimate:
+        if name not in self._estimates:
+            self._estimates[name] = estimate_mechanism(name, self.workload, self.privacy)
+        return self._estimates[name]
+
+    def estimate(self) -> float:
+        """The cost model's planning time of the mechanisms still to plan (seconds)."""
+        return sum(self._estimate(name).seconds for name in self.pending())
+
     def status(self) -> JobStatus:
         """A consistent snapshot for display."""
         position = self.store.position(self)
+        estimate = self.estimate() if position else math.nan
         with self._lock:
             end = self._finished_at if self._finished_at is not None else time.perf_counter()
             return JobStatus(
@@ -539,6 +591,7 @@ class PlanningJob:
                 self._message,
                 end - self._started,
                 position if self._state == "queued" else 0,
+                estimate if self._state == "queued" else math.nan,
             )
 
 
@@ -556,7 +609,10 @@ class PlanStore:
         max_workloads: how many workloads to keep (least recently used ones are dropped).
         planners: how many planning jobs may run at the same time; the rest queue.
         scheduler: a Dask scheduler address: the jobs then plan their mechanisms on that
-            cluster, out of the web process (None: in the planner threads).
+            cluster, out of the web process.
+        processes: without a scheduler, plan in a pool of ``planners`` worker processes
+            (:class:`explorer.plan_workers.PlannerPool`) rather than in the planner threads
+            themselves, so planning never holds the web process's interpreter lock.
     """
 
     def __init__(
@@ -564,12 +620,15 @@ class PlanStore:
         max_workloads: int = 48,
         planners: int = DEFAULT_PLANNERS,
         scheduler: str | None = None,
+        processes: bool = False,
     ) -> None:
         if planners < 1:
             raise ValueError(f"planners: {planners} (allowed: 1 or more)")
         self.max_workloads = max_workloads
         self.planners = planners
         self.scheduler = scheduler
+        #: the worker processes that plan (None: the planner threads or the cluster do)
+        self.pool = PlannerPool(planners) if processes and scheduler is None else None
         self._client: Any = None  # a distributed.Client, imported lazily
         self._lock = threading.RLock()
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
@@ -653,6 +712,18 @@ class PlanStore:
             self.put_bound(key, workload, bound)
             self._bound_threads.pop(key, None)
 
+    def composed_plans(
+        self, key: str, noise: str, name: str
+    ) -> tuple[tuple[str, dict[str, Any], Plan], ...]:
+        """The finished plans of the mechanisms that ``name`` composes (hdmm: its operators),
+        as ``(mechanism, knobs, plan)`` for :func:`engine.compare.plan_row`."""
+        composed = set(mechanism_class(name).composes)
+        return tuple(
+            (row.mechanism, {}, row.plan)
+            for row in self.rows(key, noise).values()
+            if row.mechanism in composed and row.plan is not None
+        )
+
     def missing(self, key: str, noise: str, names: Iterable[str]) -> list[str]:
         """The names among ``names`` with no finished row yet."""
         have = self.rows(key, noise)
@@ -698,11 +769,14 @@ class PlanStore:
             return dask_executor(self._client)
 
     def close(self) -> None:
-        """Disconnect from the scheduler (a later job connects again)."""
+        """Disconnect from the scheduler and stop the worker processes (a later job connects
+        or starts them again)."""
         with self._lock:
             client, self._client = self._client, None
         if client is not None:
             client.close()
+        if self.pool is not None:
+            self.pool.close()
 
     # ----- jobs ---------------------------------------------------------------------------
     def start(
@@ -734,6 +808,8 @@ class PlanStore:
             job.subscribe(subscriber)
             self._jobs[(key, privacy.noise)] = job
             if background:
+                if self.pool is not None:
+                    self.pool.warm()
                 self._queue.append(job)
                 if len(self._planners) < self.planners:
                     # Daemon threads: stopping the server must not wait for a running plan.
@@ -805,5 +881,18 @@ def planners_from_environment() -> int:
     return value
 
 
+def processes_from_environment() -> bool:
+    """``EXPLORER_PLANNING``: ``processes`` (the default) plans in worker processes,
+    ``threads`` in the planner threads of the web process."""
+    text = os.environ.get("EXPLORER_PLANNING", "").strip().lower() or "processes"
+    if text not in ("processes", "threads"):
+        raise SystemExit(f"EXPLORER_PLANNING: {text!r} (allowed: processes, threads)")
+    return text == "processes"
+
+
 #: The store shared by every session of this server process.
-STORE = PlanStore(planners=planners_from_environment(), scheduler=scheduler_from_environment())
+STORE = PlanStore(
+    planners=planners_from_environment(),
+    scheduler=scheduler_from_environment(),
+    processes=processes_from_environment(),
+)

@@ -329,18 +329,39 @@ class Session(param.Parameterized):
         if plans is not None:
             # Re-scaling multiplies every RMSE by one factor, so this order holds at any level.
             rows = tuple(sorted(plans.rows, key=lambda r: (r.rmse is None, r.rmse or 0.0)))
-            plans = Comparison(plans.workload, plans.privacy, plans.bound, rows)
+            if self._same_plans(rows, plans.bound):
+                plans = self.plans
+            else:
+                plans = Comparison(plans.workload, plans.privacy, plans.bound, rows)
             planned = [r.mechanism for r in rows if r.plan is not None]
             best = plans.best()
             # the views follow the best mechanism as plans arrive, unless the user chose one
             selected = (
                 self._picked if self._picked in planned else (best.mechanism if best else None)
             )
+        changes: dict[str, Any] = {"selected": selected} if selected != self.selected else {}
+        if plans is not self.plans:
+            changes["plans"] = plans
+        if not changes:
+            return  # nothing new (a poll or a cancel): no view is rebuilt
         self._refreshing = True
         try:
-            self.param.update(plans=plans, selected=selected)
+            self.param.update(**changes)
         finally:
             self._refreshing = False
+
+    def _same_plans(self, rows: tuple[ComparisonRow, ...], bound: Any) -> bool:
+        """True when the shown plans are these very rows and bound (a poll or a cancel that
+        brought nothing new)."""
+        shown = self.plans
+        return (
+            shown is not None
+            and shown.bound is bound
+            and shown.workload is self.scenario.workload
+            and shown.privacy.noise == self.privacy.noise
+            and len(shown.rows) == len(rows)
+            and all(a is b for a, b in zip(shown.rows, rows, strict=True))
+        )
 
     @param.depends("selected", watch=True)
     def _remember_pick(self) -> None:

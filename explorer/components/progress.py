@@ -110,7 +110,7 @@ class PlanningProgress(pn.viewable.Viewer):
                                         duration=4000)
 
     def cancel(self) -> None:
-        """Cancel the running job (what has finished is kept)."""
+        """Stop waiting for the running job (what has finished is kept): the indicator hides
+        at once, not at the next poll."""
         self.session.cancel()
-        if self.session.job is not None:
-            self.show(self.session.job.status())
+        self.show(None)

@@ -230,3 +230,62 @@ def test_a_process_pool_shares_the_hdmm_operator_plans() -> None:
     chosen = {"OPT_0": 1, "OPT_kron": 2, "OPT_+": 3, "OPT_M": 4}[str(hdmm.fact("operator"))]
     # hdmm's plan is its operator row's plan, sent to its worker: the same number exactly
     assert hdmm.rmse() == pooled.rows[chosen].rmse
+
+
+def test_on_an_executor_hdmm_starts_when_its_operators_are_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """identity (not one of hdmm's operators) waits until hdmm has started: hdmm must not
+    wait for identity's row, only for its operators' rows."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.scenario import Scenario
+
+    s = Scenario.from_spec(SMALL_SPEC)
+    hdmm_started = threading.Event()
+    waited: list[bool] = []
+    hdmm_cls, identity_cls = mechanism_class("hdmm"), mechanism_class("identity")
+    hdmm_plan, identity_plan = hdmm_cls._plan, identity_cls._plan
+
+    def hdmm_first(self, workload, privacy, progress):  # noqa: ANN001
+        hdmm_started.set()
+        return hdmm_plan(self, workload, privacy, progress)
+
+    def identity_after(self, workload, privacy, progress):  # noqa: ANN001
+        waited.append(hdmm_started.wait(timeout=30))
+        return identity_plan(self, workload, privacy, progress)
+
+    monkeypatch.setattr(hdmm_cls, "_plan", hdmm_first)
+    monkeypatch.setattr(identity_cls, "_plan", identity_after)
+    with ThreadPoolExecutor(len(HDMM_FAMILY)) as pool:
+        threaded = compare(s.workload, s.privacy, HDMM_FAMILY, executor=pool)
+    assert waited == [True]
+    assert [r.mechanism for r in threaded.rows] == HDMM_FAMILY
+    rmse = {r.mechanism: r.rmse for r in threaded.rows}
+    assert rmse["hdmm"] == min(rmse[n] for n in HDMM_FAMILY[1:5]) < rmse["identity"]
+
+
+@pytest.mark.parametrize(
+    ("name", "noise"),
+    [
+        ("hdmm-opt0", "laplace"),
+        ("hdmm-opt0", "gaussian"),
+        ("eigen-design", "gaussian"),
+        ("querysmasher", "gaussian"),
+        ("hdmm", "laplace"),
+    ],
+)
+def test_optimised_plans_do_not_depend_on_the_budget(name: str, noise: str) -> None:
+    """Why a sweep of eps never re-plans: the strategy minimises the unit-noise error in the
+    noise's norm, so planning afresh at another eps gives the rescaled plan's error."""
+    W = Workload.one_dim(PrefixBlock(32))
+    base = GAUSS if noise == "gaussian" else Privacy(noise="laplace", epsilon=1.0)
+    plan = get(name).plan(W, base)
+    for eps in (0.05, 3.0):
+        other = base.with_(epsilon=eps)
+        fresh = get(name).plan(W, other)
+        assert plan.rmse(other) == pytest.approx(fresh.rmse(), rel=1e-9)
+        assert plan.rmse(other) / plan.rmse() == pytest.approx(
+            other.sigma() / base.sigma(), rel=1e-12
+        )

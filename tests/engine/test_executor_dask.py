@@ -24,13 +24,16 @@ from engine.compare import compare  # noqa: E402
 from engine.domain import Domain  # noqa: E402
 from engine.errors import Cancelled  # noqa: E402
 from engine.executor import (  # noqa: E402
+    LOCAL_CLUSTER_CONFIG,
     SerialExecutor,
     WorkerLost,
+    dask_client,
     dask_executor,
     map_ordered,
     worker_count,
 )
 from engine.experiments import census_trials, synthetic_hierarchy  # noqa: E402
+from engine.mechanisms import get  # noqa: E402
 from engine.mechanisms.residual import QuerySmasher  # noqa: E402
 from engine.privacy import Privacy  # noqa: E402
 from engine.workloads import Workload  # noqa: E402
@@ -159,6 +162,53 @@ def test_seeded_census_trials_do_not_depend_on_where_they_ran(client: Any) -> No
         for a, b in zip(other.query_mse, ev.query_mse, strict=True):
             assert np.allclose(a, b, rtol=1e-12, atol=1e-12)
         assert np.array_equal(other.last_release.levels[-1], ev.last_release.levels[-1])
+
+
+def test_hdmm_marginal_starts_on_the_cluster_are_the_serial_ones(client: Any) -> None:
+    domain = Domain.from_sizes([6, 5, 4, 3], ["a", "b", "c", "d"])
+    workload = Workload.marginals(domain, k=2)
+    laplace = Privacy(noise="laplace", epsilon=1.0)
+    serial = get("hdmm-marginals").plan(workload, laplace)
+    remote = get("hdmm-marginals", executor=dask_executor(client)).plan(workload, laplace)
+    assert remote.rmse() == pytest.approx(serial.rmse(), rel=1e-12, abs=0)
+    assert np.allclose(remote.variances(), serial.variances(), rtol=1e-12, atol=0)
+    assert serial.rmse() <= get("identity").plan(workload, laplace).rmse() * (1 + 1e-12)
+
+
+def _environment(name: str) -> str | None:
+    return os.environ.get(name)
+
+
+def test_a_local_cluster_keeps_glibc_malloc_adaptive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dask_client's workers run without Dask's MALLOC_TRIM_THRESHOLD_ (it pins glibc's mmap
+    threshold, and numpy temporaries then fault their pages in anew on every call), with one
+    BLAS thread each."""
+    import cloudpickle
+
+    # a default LocalCluster (the module's fixture) leaves the variable in this process too
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    client = dask_client(workers=1)
+    try:
+        assert list(client.run(_environment, "MALLOC_TRIM_THRESHOLD_").values()) == [None]
+        assert list(client.run(_environment, "OPENBLAS_NUM_THREADS").values()) == ["1"]
+    finally:
+        client.close()
+        client.cluster.close()
+
+
+def test_the_readme_configures_dask_workers_as_local_clusters_are() -> None:
+    """The configuration file README "Running on a cluster" writes for ``dask worker`` holds
+    exactly the settings of the local clusters started here."""
+    import dask
+    import yaml
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    body = readme.split("cat > dask-config/dpwb.yaml <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
+    config = yaml.safe_load(body)
+    assert {key: dask.config.get(key, config=config) for key in LOCAL_CLUSTER_CONFIG} == (
+        LOCAL_CLUSTER_CONFIG
+    )
 
 
 def test_cancel_stops_the_remote_tasks(client: Any, tmp_path: Path) -> None:

@@ -173,3 +173,48 @@ def test_symmetric_attribute_shares_one_contrast_weight_at_the_same_optimum(monk
     assert full.weights.size == grouped.weights.size == 108
     assert grouped.program1[0]["gap"] < 1e-10 and full.program1[0]["gap"] < 1e-10
     assert grouped.unit_error() == pytest.approx(full.unit_error(), rel=1e-9)
+
+
+def test_twin_values_group_program1_at_the_same_optimum(monkeypatch) -> None:
+    """SF1 in miniature (race codes counted by number of races, ages in bins and single
+    years): Program 1 grouped by twin values (one weight per class's contrasts, one column
+    per class) reaches the optimum of the full Program 1 over the same eigenbasis."""
+    import engine.mechanisms.eigen_design.structured as structured
+
+    bins = [[1 if lo <= a < hi else 0 for a in range(12)] for lo, hi in ((0, 2), (2, 5), (5, 12))]
+    years = [[1 if a == y else 0 for a in range(12)] for y in range(9)]
+    one_race = [[1 if c == 2**i else 0 for c in range(8)] for i in range(3)]
+    by_count = [[1 if bin(c).count("1") == k else 0 for c in range(8)] for k in range(4)]
+    W = build_workload({
+        "domain": {"sex": 2, "race": 8, "age": {"size": 12, "kind": "numeric"}},
+        "workload": [
+            {"product": {"sex": "identity", "age": {"block": "matrix", "rows": bins}}},
+            {"product": {"race": {"block": "matrix", "rows": one_race + by_count},
+                         "age": {"block": "matrix", "rows": bins}}},
+            {"product": {"sex": "identity_total", "race": {"block": "matrix",
+                                                           "rows": by_count},
+                         "age": {"block": "matrix", "rows": years}}},
+        ],
+    })
+    groupings = []
+    real = structured._twin_grouping
+    monkeypatch.setattr(structured, "_twin_grouping",
+                        lambda basis, grams: groupings.append(real(basis, grams))
+                        or groupings[-1])
+    grouped = kron_design(W, tol=1e-12, max_iter=20_000)
+    # twins: the two sexes; race codes {1, 2, 4} (one race) and {3, 5, 6} (two races); ages
+    # {0, 1}, {2, 3, 4}, {5, ..., 8} (single years in one bin) and {9, 10, 11}
+    assert [g.members.tolist() for g in groupings] == [
+        [1, 1], [1, 1, 1, 1, 2, 2], [1, 1, 1, 1, 1, 2, 3, 2]]
+    bases = grouped.info["attribute_bases"]
+    B = np.kron(np.kron(bases[0] ** 2, bases[1] ** 2), bases[2] ** 2)
+    assert float((B.T @ grouped.weights).max()) == pytest.approx(1.0, abs=1e-12)
+    # the full Program 1 on the grouped run's (equally exact) basis
+    monkeypatch.setattr(structured, "_twin_grouping", lambda basis, grams: None)
+    monkeypatch.setattr(structured, "eigen_bases",
+                        lambda grams, seed=0: structured.AttributeBases(bases, [True] * 3))
+    full = kron_design(W, tol=1e-12, max_iter=20_000)
+    # the full instance's dual solver stops at a certified gap near 5e-9
+    assert grouped.program1[0]["gap"] < 3e-10 and full.program1[0]["gap"] < 1e-8
+    assert full.unit_error() * (1 - 1e-8) <= grouped.unit_error()
+    assert grouped.unit_error() <= full.unit_error() * (1 + 3e-10)

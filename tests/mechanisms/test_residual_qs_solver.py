@@ -112,3 +112,95 @@ def test_degenerate_optima_converge_through_a_factor(sizes: tuple[int, int], kin
     assert by_factor.basis.shape[1] == rows.shape[1]
     explicit = solve_optimal(rows.T @ rows)
     assert explicit.loss == pytest.approx(by_factor.loss, rel=1e-9)
+
+
+def _pair_residual(kinds: tuple[str, ...], sizes: tuple[int, int]):
+    from engine.workloads.groups import pair_query_matrix
+
+    dom = Domain.from_sizes(list(sizes), ["a", "b"], ["numeric"] * 2)
+    W = Workload(dom, tuple(PairQueries(attrs=("a", "b"), pair_kind=k) for k in kinds))
+    dec = decompose(W)
+    rows = np.vstack([subquery(pair_query_matrix(k, *sizes), sizes, (0, 1)) for k in kinds])
+    return dec.residuals[(0, 1)], dec.store, rows
+
+
+def test_cell_classes_of_affine_and_abs_diff_queries() -> None:
+    from engine.mechanisms.residual.decomposition import cell_classes
+    from engine.workloads.groups import pair_query_matrix
+
+    for kind, count in (("affine", 2 * 9 - 1), ("abs_diff", 9)):
+        rows = pair_query_matrix(kind, 9, 9)
+        labels, class_rows = cell_classes(rows)
+        assert class_rows.shape[0] == count
+        np.testing.assert_array_equal(class_rows[labels].T, rows)
+    # random predicates: every cell its own class, no class form
+    assert cell_classes(np.random.default_rng(0).random((5, 16)) < 0.5) is None
+
+
+@pytest.mark.parametrize(("kinds", "sizes"), [(("affine",), (12, 12)), (("abs_diff",), (9, 9)),
+                                              (("affine",), (7, 11)),
+                                              (("affine", "abs_diff"), (10, 10))])
+def test_class_form_equals_the_dense_path(kinds: tuple[str, ...], sizes: tuple[int, int]) -> None:
+    """The class form (affine / abs_diff cells grouped by a + b or |a - b|) is the same Gram:
+    its incidence rebuilds it exactly and the certified optimum equals the dense solve's."""
+    res, store, rows = _pair_residual(kinds, sizes)
+    classes = res.class_factor(store)
+    assert classes is not None and len(classes.pieces) == len(kinds)
+    G = rows.T @ rows
+    P, _, _, F = classes.incidence()
+    np.testing.assert_allclose(P @ F @ F.T @ P.T, res.dense_gram(store), atol=1e-12)
+    np.testing.assert_allclose(res.dense_gram(store) * float(np.trace(G)) / res.trace, G,
+                               atol=1e-10)
+    dense = solve_optimal(G)
+    by_class = solve_optimal(None, classes=classes)
+    assert dense.gap < 1e-9 and by_class.gap < 1e-9
+    assert by_class.loss == pytest.approx(dense.loss * res.trace / float(np.trace(G)),
+                                          rel=1e-9)
+    V = by_class.basis.T @ by_class.basis
+    assert float(np.diag(V).max()) == pytest.approx(1.0, abs=1e-12)
+    Gr = res.dense_gram(store)
+    assert float(np.trace(Gr @ by_class.vdag)) == pytest.approx(by_class.loss, rel=1e-9)
+
+
+def test_grid_symmetries_give_orbits_and_keep_the_optimum() -> None:
+    """affine a + b <= t on an 8 x 8 grid is invariant under the swap of a and b and under
+    (a, b) -> (7 - a, 7 - b) (centred complements): by Burnside (64 + 8 + 0 + 8) / 4 = 20
+    orbits. A random workload has no symmetry."""
+    from engine.mechanisms.residual.optimal import _Dual, _orbits
+
+    _, _, rows = _pair_residual(("affine",), (8, 8))
+    U, sv, _ = np.linalg.svd(rows.T, full_matrices=False)
+    keep = sv > 1e-9 * sv.max()
+    orbit = _orbits(_Dual(U[:, keep] * sv[keep], sv[keep] ** 2), (8, 8))
+    assert len(np.unique(orbit)) == 20
+    assert orbit[8 * 1 + 2] == orbit[8 * 2 + 1] == orbit[8 * 6 + 5] == orbit[8 * 5 + 6]
+    assert orbit[8 * 1 + 2] != orbit[8 * 1 + 3]
+    G = rows.T @ rows
+    assert solve_optimal(G, grid=(8, 8)).loss == pytest.approx(solve_optimal(G).loss, rel=1e-9)
+    noise = subquery(np.random.default_rng(1).random((6, 36)) < 0.5, (6, 6), (0, 1))
+    U, sv, _ = np.linalg.svd(noise.T, full_matrices=False)
+    keep = sv > 1e-9 * sv.max()
+    assert len(np.unique(_orbits(_Dual(U[:, keep] * sv[keep], sv[keep] ** 2), (6, 6)))) == 36
+
+
+def test_large_affine_residual_is_solved_in_class_form() -> None:
+    """A 32 x 32 affine residual goes through the class form in ``solve_residuals`` and
+    reaches the certified optimum of the explicit 1,024 x 1,024 Gram."""
+    from engine.executor import SerialExecutor
+    from engine.mechanisms.residual.subsolvers import (
+        CLASS_MIN_CELLS,
+        _optimal_input,
+        make_solver,
+        solve_residuals,
+    )
+
+    res, store, rows = _pair_residual(("affine",), (32, 32))
+    assert res.cells >= CLASS_MIN_CELLS
+    assert _optimal_input(res, store, 4096, "(a, b)")[1] == "classes"
+    dom = Domain.from_sizes([32, 32], ["a", "b"], ["numeric"] * 2)
+    W = Workload(dom, (PairQueries(attrs=("a", "b"), pair_kind="affine"),))
+    solved = solve_residuals(decompose(W), make_solver("optimal", W), SerialExecutor())
+    joint = solved.residuals[(0, 1)]
+    assert joint.method == "dense" and joint.gap < 1e-9
+    explicit = solve_optimal(rows.T @ rows)
+    assert joint.loss == pytest.approx(explicit.loss, rel=1e-9)

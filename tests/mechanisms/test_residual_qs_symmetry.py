@@ -9,14 +9,11 @@ import pytest
 
 import engine.mechanisms.residual.subsolvers as subsolvers
 from engine.linalg.pinv import psd_pinv
+from engine.linalg.twins import twin_classes
 from engine.mechanisms.base import get
 from engine.mechanisms.residual.decomposition import decompose, piece_gram
 from engine.mechanisms.residual.optimal import solve_optimal
-from engine.mechanisms.residual.symmetry import (
-    SymmetricProblem,
-    solve_symmetric,
-    twin_classes,
-)
+from engine.mechanisms.residual.symmetry import SymmetricProblem, solve_symmetric
 from engine.scenario import Scenario
 from engine.workloads.blocks import AllRangeBlock, IdentityBlock, PrefixBlock
 

@@ -126,7 +126,8 @@ class EigenDesignMechanism(Mechanism):
     max_iterations = param.Integer(default=3000, bounds=(10, None),
                                    doc="Iteration cap of Program 1's dual solver; large "
                                        "Kronecker problems with approximate bases can need "
-                                       "thousands (SF1: gap ~1e-4 after 3000).")
+                                       "thousands (SF1, grouped by twin values: 1,350 "
+                                       "iterations to a gap of 6e-7).")
     zero_tol = param.Number(default=ZERO_TOL, bounds=(0.0, 1e-3),
                             doc="Eigenvalues below zero_tol * max are dropped.")
     seed = param.Integer(default=0, doc="Seed of the randomized subspace / basis choices.")

@@ -20,7 +20,8 @@ class HdmmBase(Mechanism):
     restarts = param.Integer(default=4, bounds=(1, None), doc=(
         "Random starts of every non-convex optimisation (p-Identity, marginal weights); "
         "the best one is kept. p-Identity runs at most this many: further starts stop once "
-        "they exceed a fixed work budget (about eight fit on 256 cells, one from 512 on)."))
+        "they exceed a fixed work budget (about eight fit on 256 cells, one from 512 on) "
+        "or, past the nearly free problems, once the best two agree within 0.2 %."))
     seed = param.Integer(default=0, doc="Seed of the random starts (plans are reproducible).")
     maxiter = param.Integer(default=300, bounds=(1, None), doc=(
         "L-BFGS-B iterations per start."))
@@ -33,7 +34,8 @@ class HdmmBase(Mechanism):
     executor = param.Parameter(default=None, doc=(
         "A concurrent.futures.Executor (engine.executor.local_pool(), a Dask client's "
         "get_executor()) that runs the further p-Identity restarts of OPT_0, OPT_kron and "
-        "OPT_+ as one batch; the plan is the in-process one (None: in this process)."))
+        "OPT_+ as one batch and OPT_M's Laplace starts in batches; the plan is the "
+        "in-process one (None: in this process)."))
     blas_threads = param.Integer(default=1, bounds=(1, None), allow_None=True, doc=(
         "BLAS threads while optimising (None: leave the setting alone). The optimisers make "
         "thousands of small BLAS calls, which a thread pool slows down, badly so on a busy "

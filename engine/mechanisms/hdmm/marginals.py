@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ import param
 
 from engine.domain import Domain
 from engine.errors import NotApplicable
+from engine.executor import SerialExecutor, map_ordered, worker_count
 from engine.linalg.marginals import (
     MarginalStrategy,
     axes_of,
@@ -172,7 +174,8 @@ class MarginalsResult:
 
 def opt_marginals(w: np.ndarray, shape: Sequence[int], norm: int, *, restarts: int = 10,
                   seed: int = 0, maxiter: int = 3000, ftol: float = 1e-12,
-                  progress: Progress | Reporter | None = None) -> MarginalsResult:
+                  progress: Progress | Reporter | None = None,
+                  executor: Executor | None = None) -> MarginalsResult:
     """OPT_M for Thm. 10 weights ``w`` in sensitivity norm ``norm`` (1 Laplace, 2 Gaussian).
 
     Args:
@@ -184,7 +187,10 @@ def opt_marginals(w: np.ndarray, shape: Sequence[int], norm: int, *, restarts: i
         seed: seed of the starts.
         maxiter: L-BFGS-B iterations per start.
         ftol: L-BFGS-B relative tolerance (loose tolerances stop at worse local optima).
-        progress: receives (iteration, loss) from every start.
+        progress: receives (iteration, loss) from every start (on an executor: one step per
+            finished batch of starts; a cancel stops the batches not yet started).
+        executor: runs the Laplace starts in batches (None: one after the other here); the
+            starts and their results are the same.
 
     Returns:
         Weights with unit sensitivity in ``norm`` and the unit-noise error
@@ -212,18 +218,52 @@ def opt_marginals(w: np.ndarray, shape: Sequence[int], norm: int, *, restarts: i
     rng = np.random.default_rng(seed)
     starts = [np.sqrt(np.clip(v0, 0.0, None))]
     starts += [rng.random(v0.size) for _ in range(laplace_starts(restarts, obj.d))]
-    losses = []
-    best_f, best_x = math.inf, starts[0]
-    for k, x0 in enumerate(starts):
-        rep = reporter(progress, f"OPT_M laplace start {k + 1}/{len(starts)}")
-        f, x = minimize_reported(obj.laplace, x0 / max(float(x0.sum()), 1e-300), rep,
-                                 ftol=ftol, maxiter=maxiter)
-        losses.append(f)
-        if f < best_f:
-            best_f, best_x = f, x
-    theta = best_x / best_x.sum()
+    if executor is None or isinstance(executor, SerialExecutor):
+        results = []
+        for k, x0 in enumerate(starts):
+            rep = reporter(progress, f"OPT_M laplace start {k + 1}/{len(starts)}")
+            results.append(_laplace_start(obj, x0, rep, ftol, maxiter))
+    else:
+        results = _laplace_starts_on(executor, obj, starts, ftol, maxiter, progress)
+    losses = [f for f, _ in results]
+    best = int(np.argmin(losses))  # the first of equal losses, as a serial "f < best" keeps
+    theta = results[best][1] / results[best][1].sum()
     info["start_losses"] = losses
     return MarginalsResult(theta, float(obj.laplace(theta)[0]), info)
+
+
+def _laplace_start(obj: MarginalObjective, x0: np.ndarray, rep: Reporter, ftol: float,
+                   maxiter: int) -> tuple[float, np.ndarray]:
+    """One Laplace start: L-BFGS-B from ``x0`` scaled to sum 1, ``(loss, theta)``."""
+    return minimize_reported(obj.laplace, x0 / max(float(x0.sum()), 1e-300), rep, ftol=ftol,
+                             maxiter=maxiter)
+
+
+def _laplace_starts_on(executor: Executor, obj: MarginalObjective, starts: list[np.ndarray],
+                       ftol: float, maxiter: int, progress: Progress | Reporter | None
+                       ) -> list[tuple[float, np.ndarray]]:
+    """Every start on ``executor``, in contiguous batches (two per worker: a start costs
+    milliseconds on small domains, less than sending it), results in start order."""
+    edges = np.linspace(0, len(starts), min(len(starts), 2 * worker_count(executor)) + 1)
+    ranges = [(int(a), int(b)) for a, b in zip(edges[:-1].round(), edges[1:].round(),
+                                               strict=True) if b > a]
+    tasks = [(obj.w, obj.shape, starts[a:b], ftol, maxiter) for a, b in ranges]
+    rep = reporter(progress, f"OPT_M laplace {len(starts)} starts on {len(tasks)} tasks")
+
+    def finished(_: int, batch: list[tuple[float, np.ndarray]]) -> None:
+        rep.step(min(f for f, _ in batch))
+
+    cancel = progress.progress if isinstance(progress, Reporter) else progress
+    batches = map_ordered(executor, _laplace_starts_task, tasks, finished, cancel)
+    return [result for batch in batches for result in batch]
+
+
+def _laplace_starts_task(task: tuple[np.ndarray, tuple[int, ...], list[np.ndarray], float, int]
+                         ) -> list[tuple[float, np.ndarray]]:
+    """A batch of Laplace starts on an executor (no progress crosses processes)."""
+    w, shape, starts, ftol, maxiter = task
+    obj = MarginalObjective(w, shape)
+    return [_laplace_start(obj, x0, Reporter(), ftol, maxiter) for x0 in starts]
 
 
 # --------------------------------------------------------------------------------------
@@ -308,5 +348,5 @@ class MarginalsMechanism(HdmmBase):
         union = ProductUnion.of(workload)
         result = opt_marginals(union.marginal_weights, workload.domain.shape, privacy.norm,
                                restarts=self.restarts, seed=self.seed, maxiter=self.maxiter,
-                               progress=progress)
+                               progress=progress, executor=self.executor)
         return marginals_plan(self.name, workload, privacy, union, result, self.max_cells)

@@ -45,6 +45,7 @@ import numpy as np
 from engine.errors import NotApplicable
 from engine.linalg.matrix import DENSE_GUARD, Matrix
 from engine.linalg.residuals import AttrSet, subsets
+from engine.mechanisms.residual.optimal import ClassFactor
 from engine.progress import Progress, report
 from engine.workloads.blocks import Block
 from engine.workloads.term import Term
@@ -108,6 +109,9 @@ class GramStore:
 
     def __init__(self) -> None:
         self._arrays: dict[str, np.ndarray] = {}
+        #: row-factor key -> ``(labels, class rows)`` when the factor's cells fall into few
+        #: classes before centring (see ``ClassFactor``).
+        self.classes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def _intern(self, normed: np.ndarray, tag: str) -> str:
         digest = hashlib.blake2b(np.round(normed, 12).tobytes(), digest_size=12)
@@ -207,6 +211,17 @@ class ResidualWorkload:
             else:
                 total += math.prod(int(np.linalg.matrix_rank(store[k])) for k in keys)
         return total
+
+    def class_factor(self, store: GramStore) -> ClassFactor | None:
+        """The Gram in class form (every piece dense with few cell classes), else None;
+        like ``gram_factor`` it is the weighted Gram (not normalised)."""
+        pieces = []
+        for (kind, keys), (coef, _) in self.pieces.items():
+            if kind != "dense" or keys[0] not in store.classes:
+                return None
+            labels, rows = store.classes[keys[0]]
+            pieces.append((labels, math.sqrt(coef) * rows))
+        return ClassFactor(self.sizes, tuple(pieces))
 
     def gram_factor(self, store: GramStore) -> np.ndarray:
         """A c x k matrix F with ``F F^T = G`` (weighted), built from the pieces' factors."""
@@ -390,13 +405,44 @@ class Decomposer:
                 key, trace = self.store.add(S.T @ S)
                 out.append((keep, ("kron", (key,)), trace))
                 continue
+            classes = cell_classes(_marginal_rows(Q, sizes, keep))
             if S.shape[0] > S.shape[1]:  # more sub-queries than cells: compress the rows
                 w, U = np.linalg.eigh(S.T @ S)
                 keep_w = w > 1e-12 * w.max()
                 S = (U[:, keep_w] * np.sqrt(w[keep_w])).T
             key, trace = self.store.add_factor(S)
+            if classes is not None and key not in self.store.classes:
+                labels, rows = classes
+                self.store.classes[key] = (labels, rows / math.sqrt(trace))
             out.append((keep, ("dense", (key,)), trace))
         return out
+
+
+def _marginal_rows(Q: np.ndarray, sizes: Sequence[int], keep: Sequence[int]) -> np.ndarray:
+    """The query rows averaged over the axes outside ``keep`` (not centred)."""
+    t = Q.reshape((Q.shape[0],) + tuple(sizes))
+    drop = tuple(1 + a for a in range(len(sizes)) if a not in keep)
+    return (t.mean(axis=drop) if drop else t).reshape(Q.shape[0], -1)
+
+
+def cell_classes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(labels, class rows)`` when the cells (columns of ``rows``) take at most a quarter
+    as many distinct columns as there are cells: ``rows[:, x] = class_rows[labels[x]]``
+    (class_rows: classes x queries, compressed to its rank when the queries outnumber the
+    classes); else None. Columns are grouped by a random projection and the grouping is
+    checked exactly."""
+    c = rows.shape[1]
+    probe = np.random.default_rng(0).standard_normal(rows.shape[0]) @ rows
+    _, first, labels = np.unique(np.round(probe, 9), return_index=True, return_inverse=True)
+    labels = labels.ravel()
+    if 4 * len(first) > c or not np.array_equal(rows[:, first][:, labels], rows):
+        return None
+    class_rows = rows[:, first].T
+    if class_rows.shape[1] > class_rows.shape[0]:
+        w, U = np.linalg.eigh(class_rows @ class_rows.T)
+        keep = w > 1e-12 * w.max()
+        class_rows = U[:, keep] * np.sqrt(w[keep])
+    return labels, class_rows
 
 
 def decompose(workload: Workload, progress: Progress | None = None) -> Decomposition:

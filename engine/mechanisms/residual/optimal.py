@@ -20,6 +20,16 @@ the flat directions of degenerate optima), whenever that Hessian is affordable. 
 returned strategy is the best feasible primal point seen and ``lower`` the best dual bound, so
 ``(loss - lower) / loss`` is a certificate, not an estimate.
 
+Large single residuals (issue 19.3: affine / abs_diff over two attributes of 128-256 values,
+16k-65k cells, rank 2n - 3) use their structure three ways, none of which changes the
+optimum: (1) the Newton phase starts on the nearly active cells (for affine the grid's
+boundary) rather than on every cell still carrying weight; (2) the grid's reflections and
+axis swaps that leave G unchanged are detected, and the Newton variables are one weight per
+orbit (the concave dual is invariant, so a symmetric optimum exists), with Hessian pairs of
+different symmetry types skipped; (3) a Gram in class form (``ClassFactor``: the cells see
+the queries only through a statistic such as ``a + b``) is evaluated through its sparse
+incidence, O(c + m' r^2) per dual evaluation instead of O(c r^2).
+
 Example (spec R6, the centred prefix workload on 8 cells):
     >>> import numpy as np
     >>> n = 8
@@ -31,12 +41,15 @@ Example (spec R6, the centred prefix workload on 8 cells):
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
+from scipy import sparse
+from scipy.sparse import csgraph
 
 from engine.progress import Progress, report
 
@@ -46,11 +59,18 @@ RANGE_RCOND = 1e-12
 RHO = 1.5
 #: The Newton phase starts once the gap is below this or after this many fixed-point steps.
 NEWTON_GAP, NEWTON_AFTER = 1e-3, 100
-#: Budget of one Newton step: Hessian multiply-adds (support**2 * r(r+1)/2) and the entries
-#: of its factor (support * r(r+1)/2); larger supports keep to the fixed point.
-NEWTON_FLOPS, NEWTON_ENTRIES = 2e10, 6e7
-#: Dual weights below this multiple of the uniform weight 1/c start outside the support.
+#: Budget of one Newton step in Hessian multiply-adds, ``(orbits**2 + support) * r(r+1)/2``
+#: (orbits: of the support under the symmetries of G); larger supports keep to the fixed point.
+NEWTON_FLOPS = 2e10
+#: Floor (times the uniform weight 1/c) of a support weight entering the Newton phase.
 SUPPORT_CUTOFF = 1e-6
+#: The Newton phase starts on the cells whose d is within this fraction of the current slack
+#: ``max d / trm - 1`` below the largest.
+SUPPORT_SLACK = 0.1
+#: Grid symmetries tried per solve (axis swaps times reflections).
+SYMMETRY_CANDIDATES = 48
+#: Entries of one chunk of eigenvector-pair products in the Hessian.
+HESSIAN_CHUNK = 4e6
 #: Newton steps before giving the fixed point another go.
 NEWTON_STEPS = 200
 #: Fixed-point steps without a 0.1 % smaller gap after which the solver stops (returning the
@@ -91,42 +111,207 @@ class OptimalSolution:
 
 
 class _Dual:
-    """Evaluates the dual at lambda for ``G = A A^T`` (A = U sqrt(w), orthogonal columns)."""
+    """Evaluates the dual at lambda for ``G = A A^T`` (A: c x r, orthogonal columns whose
+    squared norms are ``w``)."""
 
-    def __init__(self, U: np.ndarray, w: np.ndarray) -> None:
-        self.U, self.w = U, w
-        self.A = U * np.sqrt(w)
+    def __init__(self, A: np.ndarray, w: np.ndarray) -> None:
+        self.A, self.w = A, w
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(c, r)``: cells and rank."""
+        return self.A.shape
+
+    def weighted_gram(self, lam: np.ndarray) -> np.ndarray:
+        """``K = A^T diag(lambda) A`` (r x r)."""
+        return (self.A.T * lam) @ self.A
+
+    def row_norms(self, T: np.ndarray) -> np.ndarray:
+        """``d_i = ||a_i T||^2`` for every row a_i of A (T: r x r)."""
+        Bu = self.A @ T
+        return np.einsum("ij,ij->i", Bu, Bu)
+
+    def rows(self, idx: np.ndarray) -> np.ndarray:
+        """Rows ``A[idx]``."""
+        return self.A[idx]
+
+    def matrix(self) -> np.ndarray:
+        """A itself (c x r)."""
+        return self.A
+
+    def apply_gram(self, z: np.ndarray) -> np.ndarray:
+        """``G z``."""
+        return self.matrix() @ (self.matrix().T @ z)
 
     def evaluate(self, lam: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
         """``(sum sqrt e, d, e, Q)`` at lambda."""
-        K = (self.A.T * lam) @ self.A
+        K = self.weighted_gram(lam)
         e, Q = sla.eigh((K + K.T) / 2.0, driver="evd")
         e = np.maximum(e, 1e-300)
-        Bu = self.A @ (Q * e**-0.25)
-        d = np.einsum("ij,ij->i", Bu, Bu)
+        d = self.row_norms(Q * e**-0.25)
         return float(np.sqrt(e).sum()), d, e, Q
 
-    def hessian(self, support: np.ndarray, e: np.ndarray, Q: np.ndarray) -> np.ndarray:
-        """Hessian of ``tr(K^{1/2})`` in lambda, restricted to ``support`` (negative
-        semi-definite): ``H_ij = 1/2 sum_kl Gamma_kl b_ik b_il b_jk b_jl`` with ``b_i = Q^T a_i``
-        and ``Gamma`` the divided differences of ``x^{-1/2}`` at the eigenvalues."""
-        B = self.A[support] @ Q
+    def hessian(self, cells: np.ndarray, orbit: np.ndarray, orbits: int, e: np.ndarray,
+                Q: np.ndarray) -> np.ndarray:
+        """Hessian of ``tr(K^{1/2})`` in the orbit weights (negative semi-definite).
+
+        ``cells`` are the support's cells and ``orbit[j]`` the (0-based) orbit of
+        ``cells[j]``; lambda is constant on orbits. With ``b_i = Q^T a_i``,
+        ``X_o = sum_{i in o} b_i b_i^T`` and ``Gamma`` the divided differences of ``x^{-1/2}``
+        at the eigenvalues, ``H_op = 1/2 sum_kl Gamma_kl (X_o)_kl (X_p)_kl``. Eigenvector
+        pairs (k, l) with ``(X_o)_kl = 0`` on every orbit (pairs of different symmetry
+        types) are found by one random orbit combination and skipped.
+        """
+        B = self.rows(cells) @ Q
+        r = B.shape[1]
         s = np.sqrt(e)
         gamma = -1.0 / (s[:, None] * s[None, :] * (s[:, None] + s[None, :]))
-        row, col = np.triu_indices(len(e))
+        row, col = np.triu_indices(r)
         weight = np.where(row == col, gamma[row, col], 2.0 * gamma[row, col])
-        Z = B[:, row] * B[:, col]
-        return 0.5 * (Z * weight) @ Z.T
+        probe = (B.T * np.random.default_rng(0).uniform(0.5, 1.5, orbits)[orbit]) @ B
+        mass = np.abs(probe[row, col])
+        live = mass > 1e-12 * float(mass.max())
+        flat, weight = row[live] * r + col[live], weight[live]
+        # members of each orbit side by side (zero rows pad the smaller orbits)
+        order = np.argsort(orbit, kind="stable")
+        count = np.bincount(orbit, minlength=orbits)
+        starts = np.concatenate(([0], np.cumsum(count)[:-1]))
+        slot = np.arange(len(cells)) - starts[orbit[order]]
+        padded = np.zeros((orbits, int(count.max()), r))
+        padded[orbit[order], slot] = B[order]
+        Y = np.empty((orbits, len(flat)))
+        step = max(1, int(HESSIAN_CHUNK // (r * r)))
+        for lo in range(0, orbits, step):
+            part = padded[lo:lo + step]
+            Y[lo:lo + step] = np.matmul(part.transpose(0, 2, 1), part).reshape(
+                len(part), r * r)[:, flat]
+        return 0.5 * ((Y * weight) @ Y.T)
+
+
+class _GridDual(_Dual):
+    """The dual for a residual factor with few distinct cell classes (affine, abs_diff).
+
+    ``A = sum_j coef_j F[index_j]``: every row of A is a signed sum of a few rows of a small
+    matrix F (m' x r), e.g. for a two-attribute residual of queries that depend on a
+    statistic of the cell (``a + b``), ``A_ab = f_{s(a,b)} - u_a - v_b + w`` (the class row
+    and the centring means). The weighted Gram is ``F^T (P^T diag(lambda) P) F`` with the
+    sparse c x m' incidence P, and ``d`` needs only the m' x m' matrix ``F T T^T F^T``, so a
+    dual evaluation costs O(c + m' r^2) instead of O(c r^2).
+    """
+
+    def __init__(self, incidence: sparse.csr_matrix, index: np.ndarray, coef: np.ndarray,
+                 F: np.ndarray) -> None:
+        self.P, self.index, self.coef = incidence, index, coef
+        PtP = (incidence.T @ incidence).tocsr()
+        K = F.T @ (PtP @ F)
+        w, V = np.linalg.eigh((K + K.T) / 2.0)
+        keep = w > RANGE_RCOND * w.max()
+        self.F, self.w = F @ V[:, keep], w[keep]
+        self._A: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.P.shape[0], self.F.shape[1]
+
+    def weighted_gram(self, lam: np.ndarray) -> np.ndarray:
+        N = (self.P.T @ sparse.diags(lam) @ self.P).tocsr()
+        return self.F.T @ (N @ self.F)
+
+    def row_norms(self, T: np.ndarray) -> np.ndarray:
+        W = self.F @ T
+        H = W @ W.T
+        d = np.zeros(self.P.shape[0])
+        slots = len(self.coef)
+        for j in range(slots):
+            for k in range(j, slots):
+                factor = self.coef[j] * self.coef[k] * (1.0 if j == k else 2.0)
+                d += factor * H[self.index[j], self.index[k]]
+        return d
+
+    def rows(self, idx: np.ndarray) -> np.ndarray:
+        return self.P[idx] @ self.F
+
+    def matrix(self) -> np.ndarray:
+        if self._A is None:
+            self._A = self.P @ self.F
+        return self._A
+
+    def apply_gram(self, z: np.ndarray) -> np.ndarray:
+        return self.P @ (self.F @ (self.F.T @ (self.P.T @ z)))
+
+
+@dataclass(frozen=True)
+class ClassFactor:
+    """A residual Gram ``G = sum_p A_p A_p^T`` whose pieces have few distinct cell classes.
+
+    Piece p is ``A_p = (kron_i C_{n_i}) P_p R_p``: every cell x of the residual's grid (C
+    order, axis sizes ``sizes``) carries the row ``R_p[labels_p[x]]`` of a small matrix
+    before centring, e.g. the affine queries ``a + b <= t`` see a cell only through ``a + b``
+    (2n - 1 classes for n^2 cells). Centring adds, for every proper subset T of the axes, the
+    means of those rows over the cells that agree on T, so each row of ``A_p`` is a signed
+    sum of ``2**len(sizes)`` rows of a matrix with ``classes + sum_T prod_{i in T} n_i`` rows
+    (two axes: ``classes + n_a + n_b + 1``).
+
+    Attributes:
+        sizes: the residual's axis sizes.
+        pieces: per piece ``(labels, rows)``: ``labels`` (c,) ints in ``[0, m)`` and
+            ``rows`` (m x k), already scaled so that the pieces' Grams add up to G.
+    """
+
+    sizes: tuple[int, ...]
+    pieces: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+    def incidence(self) -> tuple[sparse.csr_matrix, np.ndarray, np.ndarray, np.ndarray]:
+        """``(P, index, coef, F)`` with ``A = P F`` and ``A_x = sum_j coef_j F[index_j[x]]``
+        (``index``: slots x c; P: c x m' sparse; F: m' x k)."""
+        c = math.prod(self.sizes)
+        grid = np.indices(self.sizes).reshape(len(self.sizes), c)
+        blocks, index, coef = [], [], []
+        offset = col = 0
+        widths = [rows.shape[1] for _, rows in self.pieces]
+        for (labels, rows), width in zip(self.pieces, widths, strict=True):
+            m = rows.shape[0]
+            for keep in _subsets(len(self.sizes)):
+                if len(keep) == len(self.sizes):
+                    slot, feats = labels, rows
+                else:
+                    shape = tuple(self.sizes[a] for a in keep)
+                    slot = (np.ravel_multi_index(grid[list(keep)], shape) if keep
+                            else np.zeros(c, dtype=np.int64))
+                    groups = math.prod(shape)
+                    counts = np.bincount(slot * m + labels, minlength=groups * m)
+                    means = counts.reshape(groups, m) / (c // groups)
+                    feats = means @ rows
+                block = np.zeros((feats.shape[0], sum(widths)))
+                block[:, col:col + width] = feats
+                blocks.append(block)
+                index.append(slot + offset)
+                coef.append((-1.0) ** (len(self.sizes) - len(keep)))
+                offset += feats.shape[0]
+            col += width
+        index_arr, coef_arr = np.array(index), np.array(coef)
+        slots = len(coef_arr)
+        P = sparse.csr_matrix((np.repeat(coef_arr, c), (np.tile(np.arange(c), slots),
+                                                         index_arr.ravel())),
+                              shape=(c, offset))
+        return P, index_arr, coef_arr, np.vstack(blocks)
+
+
+def _subsets(k: int) -> list[tuple[int, ...]]:
+    """Every subset of ``range(k)`` (as sorted tuples)."""
+    return [tuple(a for a in range(k) if mask >> a & 1) for mask in range(2**k)]
 
 
 def solve_optimal(G: np.ndarray | None, tol: float = 1e-10, max_iter: int = 20_000,
                   progress: Progress | None = None, label: str = "",
-                  factor: np.ndarray | None = None) -> OptimalSolution:
-    """Certified optimum of Eq. 4 for a PSD Gram ``G`` (explicit, or as ``factor``).
+                  factor: np.ndarray | None = None, grid: Sequence[int] | None = None,
+                  classes: ClassFactor | None = None) -> OptimalSolution:
+    """Certified optimum of Eq. 4 for a PSD Gram ``G`` (explicit, as ``factor`` or as
+    ``classes``).
 
     Args:
         G: the sub-workload Gram ``W^T D W`` (c x c, symmetric PSD, not all zero); None when
-            ``factor`` is given.
+            ``factor`` or ``classes`` is given.
         tol: stop when the certified relative gap is below this.
         max_iter: cap on multiplicative iterations plus Newton steps.
         progress: receives ``(iteration, current loss, label)`` every few iterations; its
@@ -134,27 +319,44 @@ def solve_optimal(G: np.ndarray | None, tol: float = 1e-10, max_iter: int = 20_0
         label: message passed to progress.
         factor: a c x k matrix F with ``G = F F^T`` instead of G (e.g. the transposed
             sub-queries): low-rank Grams never need their c x c form (spec App. D, 1).
+        grid: the axis sizes of the residual (C order, product = c). With it the solver
+            looks for the grid's reflections and axis swaps that leave G unchanged and
+            solves the Newton phase on their orbits (the dual is concave and invariant
+            under them, so some optimal weights are constant on orbits).
+        classes: G in the class form of ``ClassFactor`` (its ``sizes`` serve as ``grid``):
+            every dual evaluation then costs O(c + m' r^2) instead of O(c r^2).
 
     Returns:
         The best feasible strategy found, its loss and the dual lower bound.
     """
-    if factor is not None:
-        F = np.asarray(factor, dtype=float)
-        scale = float((F * F).sum())
+    dual: _Dual
+    if classes is not None:
+        P, index, coef, F = classes.incidence()
+        dual = _GridDual(P, index, coef, F)
+        scale = float(dual.w.sum())
         if not scale > 0:
             raise ValueError("solve_optimal: the Gram matrix is zero")
-        U, sv, _ = np.linalg.svd(F / math.sqrt(scale), full_matrices=False)
-        w = sv**2
+        dual.F, dual.w = dual.F / math.sqrt(scale), dual.w / scale
+        grid = classes.sizes
     else:
-        G = np.asarray(G, dtype=float)
-        G = (G + G.T) / 2.0
-        scale = float(np.trace(G))
-        if not scale > 0:
-            raise ValueError("solve_optimal: the Gram matrix is zero")
-        w, U = np.linalg.eigh(G / scale)
-    keep = w > RANGE_RCOND * w.max()
-    dual = _Dual(U[:, keep], w[keep])
-    c, r = dual.A.shape
+        if factor is not None:
+            F = np.asarray(factor, dtype=float)
+            scale = float((F * F).sum())
+            if not scale > 0:
+                raise ValueError("solve_optimal: the Gram matrix is zero")
+            U, sv, _ = np.linalg.svd(F / math.sqrt(scale), full_matrices=False)
+            w = sv**2
+        else:
+            G = np.asarray(G, dtype=float)
+            G = (G + G.T) / 2.0
+            scale = float(np.trace(G))
+            if not scale > 0:
+                raise ValueError("solve_optimal: the Gram matrix is zero")
+            w, U = np.linalg.eigh(G / scale)
+        keep = w > RANGE_RCOND * w.max()
+        dual = _Dual(U[:, keep] * np.sqrt(w[keep]), w[keep])
+    c, r = dual.shape
+    orbit = _orbits(dual, tuple(grid)) if grid is not None else np.arange(c)
     lam = np.full(c, 1.0 / c)
     best_ub, best_lb = math.inf, 0.0
     best: tuple[np.ndarray, np.ndarray, float] | None = None
@@ -174,11 +376,12 @@ def solve_optimal(G: np.ndarray | None, tol: float = 1e-10, max_iter: int = 20_0
     newton_tried = False
     while gap > tol and iterations + newton_steps < max_iter and stalled < STALL_STEPS:
         if not newton_tried and (gap < NEWTON_GAP or iterations >= NEWTON_AFTER):
-            support = _support(lam, d, trm)
-            entries = len(support) * r * (r + 1) / 2
-            if entries <= NEWTON_ENTRIES and entries * len(support) <= NEWTON_FLOPS:
+            support = _support(dual, d, trm)
+            orbits = len(np.unique(orbit[support]))
+            pairs = r * (r + 1) / 2
+            if (orbits * orbits + len(support)) * pairs <= NEWTON_FLOPS:
                 newton_tried = True
-                lam, steps = _barrier_newton(dual, lam, support, record, tol,
+                lam, steps = _barrier_newton(dual, lam, support, orbit, record, tol,
                                              min(NEWTON_STEPS, max_iter), progress, label)
                 newton_steps += steps
                 trm, d, e, Q = dual.evaluate(lam)
@@ -195,9 +398,10 @@ def solve_optimal(G: np.ndarray | None, tol: float = 1e-10, max_iter: int = 20_0
             report(progress, iterations + newton_steps, best_ub * scale, label)
     assert best is not None
     e, Q, dmax = best
-    # B = e^{-1/4} Q^T A^T / sqrt(dmax) and its pseudo-inverse U w^{-1/2} Q e^{1/4} sqrt(dmax)
-    basis = ((dual.A @ (Q * e**-0.25)) / math.sqrt(dmax)).T
-    pinv_half = (dual.U / np.sqrt(dual.w)) @ (Q * e**0.25)
+    # B = e^{-1/4} Q^T A^T / sqrt(dmax) and its pseudo-inverse A w^{-1} Q e^{1/4} sqrt(dmax)
+    A = dual.matrix()
+    basis = ((A @ (Q * e**-0.25)) / math.sqrt(dmax)).T
+    pinv_half = (A / dual.w) @ (Q * e**0.25)
     # V does not depend on the scale of G; only the loss does.
     return OptimalSolution(basis=basis, basis_pinv=pinv_half * math.sqrt(dmax),
                            loss=best_ub * scale,
@@ -205,84 +409,160 @@ def solve_optimal(G: np.ndarray | None, tol: float = 1e-10, max_iter: int = 20_0
                            newton_steps=newton_steps)
 
 
-def _support(lam: np.ndarray, d: np.ndarray, trm: float) -> np.ndarray:
-    """Coordinates that still carry weight or are nearly active: at the optimum
-    ``d_i = sum sqrt e`` wherever ``lambda_i > 0`` (and ``d_i <= sum sqrt e`` elsewhere)."""
-    return np.flatnonzero((lam * len(lam) > SUPPORT_CUTOFF) | (d >= trm * (1.0 - 1e-2)))
+def _orbits(dual: _Dual, sizes: tuple[int, ...]) -> np.ndarray:
+    """Orbit label of every cell under the grid symmetries that leave G unchanged.
+
+    Candidates are the axis permutations among equal sizes combined with reflections of any
+    axes (at most ``SYMMETRY_CANDIDATES`` of them); each is tested on random vectors
+    (``G P z = P G z``). Compositions of symmetries are symmetries, so the orbits of the
+    group they generate are the connected components of the graph ``x -- pi(x)``.
+    """
+    c = dual.shape[0]
+    if math.prod(sizes) != c or len(sizes) == 0:
+        return np.arange(c)
+    cells = np.arange(c).reshape(sizes)
+    k = len(sizes)
+    perms = [p for p in itertools.permutations(range(k))
+             if all(sizes[p[a]] == sizes[a] for a in range(k))]
+    candidates = []
+    for p in perms:
+        for flips in itertools.product((False, True), repeat=k):
+            if p == tuple(range(k)) and not any(flips):
+                continue
+            t = np.transpose(cells, p)
+            for a in range(k):
+                if flips[a]:
+                    t = np.flip(t, axis=a)
+            candidates.append(t.ravel())
+            if len(candidates) >= SYMMETRY_CANDIDATES:
+                break
+    z = np.random.default_rng(0).standard_normal((c, 2))
+    Gz = dual.apply_gram(z)
+    tol = 1e-9 * float(np.abs(Gz).max())
+    edges = [pi for pi in candidates if np.abs(dual.apply_gram(z[pi]) - Gz[pi]).max() <= tol]
+    if not edges:
+        return np.arange(c)
+    src = np.tile(np.arange(c), len(edges))
+    graph = sparse.csr_matrix((np.ones(len(src)), (src, np.concatenate(edges))), shape=(c, c))
+    return csgraph.connected_components(graph, directed=False)[1]
 
 
-def _barrier_newton(dual: _Dual, lam: np.ndarray, support: np.ndarray,
+def _support(dual: _Dual, d: np.ndarray, trm: float) -> np.ndarray:
+    """Cells that are nearly active, where the Newton phase starts.
+
+    At the optimum ``d_i = sum sqrt e`` wherever ``lambda_i > 0`` and ``d_i <= sum sqrt e``
+    elsewhere, and ``sum_i lambda_i (max d - d_i) = max d - sum sqrt e``, so cells whose d lies
+    well below the others carry little weight. The support is the cells within
+    ``SUPPORT_SLACK`` times the current slack ``max d / trm - 1`` of the top, widened fourfold
+    until their rows span range(G) (an optimal K has full rank); cells left out rejoin the
+    Newton phase once they become active.
+    """
+    c, r = dual.shape
+    slack = max(float(d.max()) / trm - 1.0, 1e-12)
+    width = SUPPORT_SLACK
+    while True:
+        support = np.flatnonzero(d >= trm * (1.0 - width * slack))
+        if len(support) >= r:
+            inside = np.zeros(c)
+            inside[support] = 1.0
+            e = np.linalg.eigvalsh(dual.weighted_gram(inside))
+            if e[0] > 1e-10 * e[-1]:
+                return support
+        if len(support) == c:
+            return support
+        width *= 4.0
+
+
+def _barrier_newton(dual: _Dual, lam: np.ndarray, support: np.ndarray, orbit: np.ndarray,
                     record: Callable[[float, np.ndarray, np.ndarray, np.ndarray], float],
                     tol: float, max_steps: int, progress: Progress | None, label: str
                     ) -> tuple[np.ndarray, int]:
     """Newton's method for the dual on the simplex face S, with a log barrier when needed.
 
-    Each step first tries the plain Newton step (quadratic convergence at non-degenerate
-    optima, such as the centred prefix of R6) and keeps it when it halves the primal-dual gap
-    ``max(d) / sum(sqrt e) - 1``; otherwise it takes a damped Newton step on
-    ``f(lambda) + tau sum_S log(lambda_i)``, whose barrier keeps the weights positive and
-    regularises the flat directions of degenerate optima. ``tau`` shrinks tenfold whenever
-    the iterate is centred. Coordinates outside S that become active join S. Stops at the
-    tolerance, or after ten steps without a 0.1 % better certificate (rounding floor).
+    The weights are kept constant on the orbits of ``orbit`` (symmetries of G), so the
+    variables are one weight per orbit of S. Each step first tries the plain Newton step
+    (quadratic convergence at non-degenerate optima, such as the centred prefix of R6) and
+    keeps it when it halves the primal-dual gap ``max(d) / sum(sqrt e) - 1``; otherwise it
+    takes a damped Newton step on ``f(lambda) + tau sum_S log(lambda_i)``, whose barrier keeps
+    the weights positive and regularises the flat directions of degenerate optima. ``tau``
+    shrinks tenfold whenever the iterate is centred. Orbits outside S that become active
+    join S. Stops at the tolerance, or after ten steps without a 0.1 % better certificate
+    (rounding floor).
 
     Returns:
         The last weights and the number of Newton steps.
     """
     c = len(lam)
-    inside = np.zeros(c, dtype=bool)
-    inside[support] = True
-    lam = np.where(inside, np.maximum(lam, SUPPORT_CUTOFF * 1e-3 / c), 0.0)
-    lam /= lam.sum()
+    orbit = np.unique(orbit, return_inverse=True)[1].ravel()
+    count = np.bincount(orbit).astype(float)
+    orbits = len(count)
+
+    def spread(theta: np.ndarray) -> np.ndarray:
+        return theta[orbit]
+
+    def per_orbit(x: np.ndarray) -> np.ndarray:
+        return np.bincount(orbit, weights=x, minlength=orbits) / count
+
+    inside = np.zeros(orbits, dtype=bool)
+    inside[orbit[support]] = True
+    theta = np.where(inside, np.maximum(per_orbit(lam), SUPPORT_CUTOFF * 1e-3 / c), 0.0)
+    theta /= float(theta @ count)
+    lam = spread(theta)
     trm, d, e, Q = dual.evaluate(lam)
     best = record(trm, d, e, Q)
-    tau = max(float(d.max()) / trm - 1.0, 1e-8) * trm / (2.0 * len(support))
+    tau = max(float(d.max()) / trm - 1.0, 1e-8) * trm / (2.0 * float(count[inside].sum()))
     since_best = 0
     step_count = 0
     for step_count in range(1, max_steps + 1):  # noqa: B007 -- returned below
         S = np.flatnonzero(inside)
-        lam_s = lam[S]
+        theta_s, size = theta[S], count[S]
+        local = np.full(orbits, -1)
+        local[S] = np.arange(len(S))
+        cells = np.flatnonzero(inside[orbit])
         gap_here = float(d.max()) / trm - 1.0
-        M = -dual.hessian(S, e, Q)
-        g = d[S] / 2.0
+        M = -dual.hessian(cells, local[orbit[cells]], len(S), e, Q)
+        g = per_orbit(d)[S] * size / 2.0
         accepted = None
-        plain = _kkt_step(M, g, 1e-12 * float(np.diag(M).max(initial=1.0)) + 1e-300)
+        plain = _kkt_step(M, g, size, 1e-12 * float(np.diag(M).max(initial=1.0)) + 1e-300)
         if plain is not None:
-            new = lam.copy()
-            new[S] = np.maximum(lam_s + plain, 0.0)
-            new /= new.sum()
-            out = dual.evaluate(new)
+            new = theta.copy()
+            new[S] = np.maximum(theta_s + plain, 0.0)
+            new /= float(new @ count)
+            out = dual.evaluate(spread(new))
             if out[0] > trm * (1.0 - 1e-12) and float(out[1].max()) / out[0] - 1.0 \
                     < 0.5 * gap_here:
                 accepted = (new, out, True)
                 inside &= new > 0  # weights the step zeroed leave the face (may rejoin)
         if accepted is None:
-            M[np.diag_indices_from(M)] += tau / lam_s**2
-            delta = _kkt_step(M, g + tau / lam_s, 0.0)
+            M[np.diag_indices_from(M)] += tau * size / theta_s**2
+            delta = _kkt_step(M, g + tau * size / theta_s, size, 0.0)
             if delta is None:
                 break
             decrement = float(delta @ (M @ delta))
             shrinking = delta < 0
-            t_max = min(1.0, 0.99 * float(np.min(-lam_s[shrinking] / delta[shrinking]))) \
+            t_max = min(1.0, 0.99 * float(np.min(-theta_s[shrinking] / delta[shrinking]))) \
                 if shrinking.any() else 1.0
-            merit = trm + tau * float(np.log(lam_s).sum())
-            slope = float((g + tau / lam_s) @ delta)
+            merit = trm + tau * float(size @ np.log(theta_s))
+            slope = float((g + tau * size / theta_s) @ delta)
             t = t_max
             while True:
-                new = lam.copy()
-                new[S] = lam_s + t * delta
-                out = dual.evaluate(new)
-                if out[0] + tau * float(np.log(new[S]).sum()) >= merit + 1e-4 * t * slope \
+                new = theta.copy()
+                new[S] = theta_s + t * delta
+                out = dual.evaluate(spread(new))
+                if out[0] + tau * float(size @ np.log(new[S])) >= merit + 1e-4 * t * slope \
                         or t < 1e-12:
                     break
                 t /= 2.0
             accepted = (new, out, decrement < 0.25 * tau * len(S) or t == t_max == 1.0)
-        lam, (trm, d, e, Q), centred = accepted
-        joining = np.flatnonzero(~inside & (d > trm * (1.0 + 1e-12)))
+        theta, (trm, d, e, Q), centred = accepted
+        d_orbit = np.full(orbits, -np.inf)
+        np.maximum.at(d_orbit, orbit, d)
+        joining = np.flatnonzero(~inside & (d_orbit > trm * (1.0 + 1e-12)))
         if len(joining):
             inside[joining] = True
-            lam[joining] = tau / trm
-            lam /= lam.sum()
-            trm, d, e, Q = dual.evaluate(lam)
+            theta[joining] = tau / trm
+            theta /= float(theta @ count)
+            trm, d, e, Q = dual.evaluate(spread(theta))
         gap = record(trm, d, e, Q)
         report(progress, step_count, float("nan"), label)
         since_best = 0 if gap < best * (1.0 - 1e-3) else since_best + 1
@@ -291,12 +571,12 @@ def _barrier_newton(dual: _Dual, lam: np.ndarray, support: np.ndarray,
             break
         if centred:
             tau *= 0.1
-    return lam, step_count
+    return spread(theta), step_count
 
 
-def _kkt_step(M: np.ndarray, g: np.ndarray, ridge: float) -> np.ndarray | None:
-    """The step D maximising ``g.D - D.M.D / 2`` subject to ``sum(D) = 0``
-    (``D = M^-1 (g - nu 1)``), or None when ``M + ridge I`` is not positive definite."""
+def _kkt_step(M: np.ndarray, g: np.ndarray, a: np.ndarray, ridge: float) -> np.ndarray | None:
+    """The step D maximising ``g.D - D.M.D / 2`` subject to ``a.D = 0``
+    (``D = M^-1 (g - nu a)``), or None when ``M + ridge I`` is not positive definite."""
     M = M.copy()
     M[np.diag_indices_from(M)] += ridge
     try:
@@ -304,5 +584,5 @@ def _kkt_step(M: np.ndarray, g: np.ndarray, ridge: float) -> np.ndarray | None:
     except np.linalg.LinAlgError:
         return None
     Mg = sla.cho_solve(factor, g, check_finite=False)
-    M1 = sla.cho_solve(factor, np.ones_like(g), check_finite=False)
-    return Mg - (Mg.sum() / M1.sum()) * M1
+    Ma = sla.cho_solve(factor, a, check_finite=False)
+    return Mg - (float(a @ Mg) / float(a @ Ma)) * Ma

@@ -41,7 +41,7 @@ from engine.mechanisms.residual.decomposition import (
     ResidualWorkload,
     centre_gram,
 )
-from engine.mechanisms.residual.optimal import OptimalSolution, solve_optimal
+from engine.mechanisms.residual.optimal import ClassFactor, OptimalSolution, solve_optimal
 from engine.mechanisms.residual.submechanisms import (
     DenseSub,
     FactorSolution,
@@ -59,6 +59,9 @@ from engine.workloads.workload import Workload
 SUB_SOLVERS = ("optimal", "residual", "kron_basis", "fourier")
 #: Residual sub-problems with at least this many cells count as heavy (worth a process).
 HEAVY_CELLS = 256
+#: Residuals with at least this many cells are solved in class form when they have one
+#: (below it the c x r factor is as cheap).
+CLASS_MIN_CELLS = 1024
 
 
 class SubSolver:
@@ -251,28 +254,38 @@ class SolveReport:
     seconds: float
 
 
-def _optimal_task(args: tuple[np.ndarray, bool, float, int, str],
+def _optimal_task(args: tuple[np.ndarray | ClassFactor, str, tuple[int, ...], float, int, str],
                   progress: Progress | None = None) -> OptimalSolution:
-    matrix, is_factor, tol, max_iter, label = args
-    if is_factor:
-        return solve_optimal(None, tol, max_iter, progress, label, factor=matrix)
-    return solve_optimal(matrix, tol, max_iter, progress, label)
+    matrix, form, grid, tol, max_iter, label = args
+    if form == "classes":
+        assert isinstance(matrix, ClassFactor)
+        return solve_optimal(None, tol, max_iter, progress, label, classes=matrix)
+    if form == "factor":
+        return solve_optimal(None, tol, max_iter, progress, label, factor=matrix, grid=grid)
+    return solve_optimal(matrix, tol, max_iter, progress, label, grid=grid)
 
 
 def _optimal_input(res: ResidualWorkload, store: GramStore, limit: int, label: str
-                   ) -> tuple[np.ndarray, bool]:
-    """The residual's normalised Gram for the SDP: a c x k factor when its rank is below the
-    number of cells (never forming c x c), else the explicit Gram."""
+                   ) -> tuple[np.ndarray | ClassFactor, str]:
+    """The residual's normalised Gram for the SDP and its form: ``classes`` when its pieces
+    have few cell classes (affine, abs_diff: no c x r factor is formed while solving),
+    ``factor`` (c x k) when its rank is below the number of cells, else ``gram`` (c x c)."""
     rank = res.factor_rank(store)
     if rank < res.cells and rank <= limit:
-        return res.gram_factor(store) / math.sqrt(res.trace), True
+        classes = res.class_factor(store) if res.cells >= CLASS_MIN_CELLS else None
+        if classes is not None:
+            root = math.sqrt(res.trace)
+            return ClassFactor(classes.sizes, tuple((labels, rows / root)
+                                                    for labels, rows in classes.pieces)), \
+                "classes"
+        return res.gram_factor(store) / math.sqrt(res.trace), "factor"
     if res.cells > limit:
         raise NotApplicable(
             f"querysmasher (optimal): residual {label} has {res.cells:,} cells, no Kronecker "
             f"structure and rank {rank:,}; the dense SDP is limited to {limit:,} "
             "(dense_limit). Use sub_solver 'fourier', 'kron_basis' or 'residual', or raise "
             "dense_limit")
-    return res.dense_gram(store) / res.trace, False
+    return res.dense_gram(store) / res.trace, "gram"
 
 
 def _joint_fourier(res: ResidualWorkload, store: GramStore) -> FourierSub:
@@ -300,8 +313,8 @@ def _solve_joint_optimal(joint: dict[Hashable, list[ResidualWorkload]], store: G
     tasks = []
     for sig in signatures:
         first = joint[sig][0]
-        matrix, is_factor = _optimal_input(first, store, solver.dense_limit, label(first.attrs))
-        tasks.append((matrix, is_factor, solver.tol, solver.max_iter,
+        matrix, form = _optimal_input(first, store, solver.dense_limit, label(first.attrs))
+        tasks.append((matrix, form, first.sizes, solver.tol, solver.max_iter,
                       f"SDP {label(first.attrs)}"))
     heavy = sum(joint[sig][0].cells >= HEAVY_CELLS for sig in signatures)
     pool = executor if executor is not None else default_executor(heavy, workers)
@@ -310,11 +323,14 @@ def _solve_joint_optimal(joint: dict[Hashable, list[ResidualWorkload]], store: G
           if isinstance(pool, SerialExecutor) else _optimal_task)
 
     def on_result(index: int, sol: OptimalSolution) -> None:
-        report(progress, done + index + 1, sol.loss, f"solved {tasks[index][4]} "
+        report(progress, done + index + 1, sol.loss, f"solved {tasks[index][5]} "
                f"({sol.iterations + sol.newton_steps} iterations, gap {sol.gap:.1e})")
 
     try:
-        solutions = map_ordered(pool, fn, tasks, on_result=on_result, progress=progress)
+        # an SDP's cost grows about as cells**3: the largest start first, so that it does not
+        # start last and finish alone while the other workers idle
+        solutions = map_ordered(pool, fn, tasks, on_result=on_result, progress=progress,
+                                costs=[joint[sig][0].cells for sig in signatures])
     finally:
         if executor is None:
             pool.shutdown(wait=True, cancel_futures=True)

@@ -40,12 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
+from engine.linalg.twins import contrasts, twin_classes
 from engine.mechanisms.residual.decomposition import GramStore, ResidualWorkload
 from engine.mechanisms.residual.submechanisms import SubMechanism
 from engine.progress import Progress, report
 
-#: Relative tolerance of the twin test (entries of trace-1 Grams).
-TWIN_RTOL = 1e-12
 #: Largest attribute (values) whose twins are searched (the test costs m**3 per Gram).
 TWIN_MAX_VALUES = 512
 #: Largest number of class tuples (dual variables) the reduction solves.
@@ -58,48 +57,6 @@ RHO = 1.5
 NEWTON_GAP, NEWTON_AFTER = 1e-3, 50
 #: Caps on Newton steps and on fixed-point steps without a 0.1 % smaller gap.
 NEWTON_STEPS, STALL_STEPS = 200, 500
-
-
-def twin_classes(grams: Sequence[np.ndarray]) -> np.ndarray:
-    """Class label of every value: i, j share a class when swapping them fixes every Gram.
-
-    Args:
-        grams: symmetric m x m matrices over the same m values.
-
-    Returns:
-        Labels 0..q-1 (ints, length m), numbered in order of each class's first value.
-    """
-    m = grams[0].shape[0]
-    same = np.ones((m, m), dtype=bool)
-    for G in grams:
-        G = np.asarray(G, dtype=float)
-        tol = TWIN_RTOL * max(float(np.abs(G).max()), 1e-300)
-        diag = np.diag(G)
-        same &= np.abs(diag[:, None] - diag[None, :]) <= tol
-        for i in range(m):
-            # rows i and j agree outside columns i and j
-            diff = np.abs(G[i][None, :] - G) > tol
-            diff[:, i] = False
-            diff[np.arange(m), np.arange(m)] = False
-            same[i] &= ~diff.any(axis=1)
-    same &= same.T
-    labels = np.full(m, -1)
-    q = 0
-    for i in range(m):
-        if labels[i] < 0:
-            labels[same[i] & (labels < 0)] = q
-            q += 1
-    return labels
-
-
-def _difference_basis(k: int) -> np.ndarray:
-    """Orthonormal k x (k-1) basis of the zero-sum vectors (Helmert contrasts)."""
-    out = np.zeros((k, k - 1))
-    for j in range(1, k):
-        out[:j, j - 1] = 1.0
-        out[j, j - 1] = -float(j)
-        out[:, j - 1] /= math.sqrt(j * (j + 1))
-    return out
 
 
 @dataclass(frozen=True)
@@ -135,7 +92,7 @@ class AttributeSplit:
             members = np.flatnonzero(labels == o)
             T[members, o] = 1.0 / math.sqrt(len(members))
             if len(members) > 1:
-                T[members, col : col + len(members) - 1] = _difference_basis(len(members))
+                T[members, col : col + len(members) - 1] = contrasts(len(members))
                 parts.append(o)
                 ranges.append(slice(col, col + len(members) - 1))
                 col += len(members) - 1

@@ -1,0 +1,171 @@
+"""Page loads while another session plans: planner threads in the web process vs processes.
+
+Serves the explorer twice on 127.0.0.1 (``panel serve explorer/app.py``), once with
+``EXPLORER_PLANNING=threads`` (planning in threads of the web process) and once with
+``EXPLORER_PLANNING=processes`` (planning in worker processes, the default). In each:
+
+1. a browser session uploads all ranges on ``--size`` values (default 2,048) with ``hdmm-opt0``
+   only, opens Compare and presses "Plan anyway" (the cost model holds OPT_0 on 2,048 cells
+   back as over a minute);
+2. while that job plans, a second session loads the workload page ``--loads`` times (a fresh
+   browser context each time: the server builds the page for it) and, for reference, the
+   same number of times on the idle server first.
+
+Prints each load's time (navigation until Panel has rendered the page's workload summary), the
+median per mode, and the ratio busy / idle per mode, with the resident memory of the server and
+its worker processes while planning. Then the price of processes: the time to pickle an
+hdmm-opt0 plan on all ranges of ``--size // 2`` values there and back (cloudpickle), beside the
+time to plan it. Traffic stays on 127.0.0.1, bounded by ``--timeout`` seconds per step. Quick
+mode: ``--quick`` (512 values, 2 loads).
+
+Usage::
+
+    python benchmarks/planning_processes.py [--size 2048] [--loads 4]
+    python benchmarks/planning_processes.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import cloudpickle
+from playwright.sync_api import sync_playwright
+
+from explorer.served import REPO_ROOT, chromium_options, serving
+
+LOG_DIR = REPO_ROOT / "test-results"
+
+
+def spec(size: int) -> bytes:
+    """All ranges on ``size`` values, planned by OPT_0 alone."""
+    return (
+        f"domain: {{x: {{size: {size}, kind: numeric}}}}\n"
+        f"workload: [{{product: {{x: all_range}}}}]\n"
+        f"privacy: {{noise: laplace, epsilon: 1.0}}\n"
+        f"mechanisms: [hdmm-opt0]\n"
+    ).encode()
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """Resident memory (MB) of process ``pid`` and of its child processes together."""
+
+    def one(process: int) -> float:
+        for line in Path(f"/proc/{process}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return float(line.split()[1]) / 1024.0
+        return 0.0
+
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return one(pid), sum(one(int(child)) for child in children)
+
+
+def pickling(size: int) -> tuple[float, float, float]:
+    """Seconds to plan hdmm-opt0 on all ranges of ``size`` values in this process, seconds
+    to cloudpickle its row there and back, and the pickle's size in MB."""
+    from engine.compare import plan_row
+    from engine.scenario import Scenario
+
+    scenario = Scenario.loads(spec(size).decode())
+    start = time.perf_counter()
+    row = plan_row("hdmm-opt0", scenario.workload, scenario.privacy)
+    planned = time.perf_counter() - start
+    start = time.perf_counter()
+    blob = cloudpickle.dumps(row)
+    back = cloudpickle.loads(blob)
+    moved = time.perf_counter() - start
+    assert back.rmse == row.rmse
+    return planned, moved, len(blob) / 1e6
+
+
+def load_seconds(browser, url: str, timeout_ms: int) -> float:
+    """Open ``url`` in a fresh context; seconds until the workload summary is rendered."""
+    context = browser.new_context()
+    context.set_default_timeout(timeout_ms)
+    page = context.new_page()
+    start = time.perf_counter()
+    page.goto(url, wait_until="load")
+    page.locator(".workload-stats").first.wait_for(state="visible")
+    seconds = time.perf_counter() - start
+    context.close()
+    return seconds
+
+
+def start_heavy_job(browser, base: str, size: int, timeout_ms: int):
+    """Upload the heavy workload, press "Plan anyway" on Compare; returns the open page."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(timeout_ms)
+    page = context.new_page()
+    page.goto(base + "/app?page=builder", wait_until="load")
+    page.locator(".workload-stats").first.wait_for(state="visible")
+    page.locator(".spec-upload input[type=file]").first.set_input_files(
+        files=[{"name": "ranges.yaml", "mimeType": "text/yaml", "buffer": spec(size)}]
+    )
+    page.locator(".workload-stats", has_text=f"{size:,} cells").first.wait_for()
+    page.locator(".site-nav").get_by_role("link", name="Compare").click()
+    page.locator(".plan-anyway button").first.click()
+    page.locator(".planning-status", has_text="Planning hdmm-opt0").first.wait_for()
+    return page
+
+
+def measure(mode: str, size: int, loads: int, timeout_s: float) -> tuple[list[float], list[float]]:
+    """Idle and busy load times (seconds) with ``EXPLORER_PLANNING=mode``."""
+    os.environ["EXPLORER_PLANNING"] = mode
+    timeout_ms = int(timeout_s * 1000)
+    log = LOG_DIR / f"planning-{mode}.log"
+    with serving(log, unused_session_ms=5_000) as app, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(**chromium_options())
+        url = app.url + "/app?page=builder"
+        load_seconds(browser, url, timeout_ms)  # warm-up: imports, first build
+        idle = [load_seconds(browser, url, timeout_ms) for _ in range(loads)]
+        planner = start_heavy_job(browser, app.url, size, timeout_ms)
+        busy = [load_seconds(browser, url, timeout_ms) for _ in range(loads)]
+        web, workers = rss_mb(app.process.pid)
+        print(
+            f"  {mode}: RSS while planning: web process {web:.0f} MB, "
+            f"its worker processes {workers:.0f} MB"
+        )
+        still = planner.locator(".planning-status").first.inner_text()
+        planner.context.close()
+        browser.close()
+    if "Planning hdmm-opt0" not in still:
+        print(f"  ({mode}: the heavy job was no longer planning at the end: {still!r})")
+    return idle, busy
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=2048, help="values of the range workload")
+    parser.add_argument("--loads", type=int, default=4, help="page loads per measurement")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per step")
+    parser.add_argument("--quick", action="store_true", help="512 values, 2 loads")
+    args = parser.parse_args()
+    size, loads = (512, 2) if args.quick else (args.size, args.loads)
+    print(f"Workload page loads while hdmm-opt0 plans all ranges on {size:,} values")
+    medians = {}
+    for mode in ("threads", "processes"):
+        idle, busy = measure(mode, size, loads, args.timeout)
+        medians[mode] = statistics.median(busy)
+        print(
+            f"{mode:>9}: idle {', '.join(f'{s:.2f}' for s in idle)} s; "
+            f"while planning {', '.join(f'{s:.2f}' for s in busy)} s; median "
+            f"{statistics.median(idle):.2f} -> {medians[mode]:.2f} s "
+            f"(x{medians[mode] / statistics.median(idle):.2f})"
+        )
+    print(
+        f"median load while planning, threads / processes: "
+        f"{medians['threads'] / medians['processes']:.2f}"
+    )
+    planned, moved, megabytes = pickling(size // 2)
+    print(
+        f"hdmm-opt0 on all ranges of {size // 2:,} values: planned in {planned:.2f} s; its row "
+        f"pickled there and back in {moved:.3f} s ({megabytes:.1f} MB, "
+        f"{moved / planned:.1%} of the planning time)"
+    )
+
+
+if __name__ == "__main__":
+    main()
