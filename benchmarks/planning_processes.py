@@ -16,8 +16,11 @@ load that ended after the heavy job had stopped planning is marked ``*`` and lef
 median), the median per mode, and the ratio busy / idle per mode, with the resident memory of
 the server and its worker processes while planning. Then the price of processes: the time to
 pickle an hdmm-opt0 plan on all ranges of ``--size // 4`` values there and back (cloudpickle),
-beside the time to plan it. Traffic stays on 127.0.0.1, bounded by ``--timeout`` seconds per
-step. Quick mode: ``--quick`` (1,024 values, 2 loads).
+beside the time to plan it, and how late the web process answers an event (a 20 ms wait, then a
+callback's many short steps) while OPT_0 plans on that size nowhere, in a thread of the web
+process or in a worker process (the interpreter lock is what the processes take away;
+``--response-only`` runs just this, about 40 s). Traffic stays on 127.0.0.1, bounded by
+``--timeout`` seconds per step. Quick mode: ``--quick`` (1,024 values, 2 loads).
 
 Usage::
 
@@ -31,10 +34,12 @@ import argparse
 import math
 import os
 import statistics
+import threading
 import time
 from pathlib import Path
 
 import cloudpickle
+import numpy as np
 from playwright.sync_api import sync_playwright
 
 from explorer.served import REPO_ROOT, chromium_options, serving
@@ -81,6 +86,58 @@ def pickling(size: int) -> tuple[float, float, float]:
     moved = time.perf_counter() - start
     assert back.rmse == row.rmse
     return planned, moved, len(blob) / 1e6
+
+
+def handle_event() -> None:
+    """What a web callback does: many short Python steps with small numpy calls."""
+    values = np.arange(50.0)
+    for _ in range(300):
+        values = np.sqrt(values * 1.0001 + 1.0)
+        {str(i): i for i in range(20)}
+
+
+def response_ms(seconds: float) -> list[float]:
+    """For ``seconds``: wait 20 ms for an event, then handle it; the milliseconds beyond the
+    wait, sorted (how late the thread answers)."""
+    out, end = [], time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        start = time.perf_counter()
+        time.sleep(0.02)
+        handle_event()
+        out.append(1000.0 * (time.perf_counter() - start - 0.02))
+    return sorted(out)
+
+
+def responsiveness(size: int, rounds: int = 2, seconds: float = 6.0) -> None:
+    """Print how late this process answers events while hdmm-opt0 plans all ranges on
+    ``size`` values nowhere, in a thread of this process, or in a worker process."""
+    from engine.compare import plan_row
+    from engine.scenario import Scenario
+    from explorer.plan_workers import PlannerPool
+
+    scenario = Scenario.loads(spec(size).decode())
+    pool = PlannerPool(1)
+    pool.plan("identity", scenario.workload, scenario.privacy)  # start the worker first
+    planners = {
+        "a thread": lambda: plan_row("hdmm-opt0", scenario.workload, scenario.privacy),
+        "a process": lambda: pool.plan("hdmm-opt0", scenario.workload, scenario.privacy),
+    }
+    print(f"Event response in the web process while hdmm-opt0 plans {size:,} values (ms):")
+    for _ in range(rounds):
+        for where in ("nowhere", "a thread", "a process"):
+            planner = None
+            if where in planners:
+                planner = threading.Thread(target=planners[where])
+                planner.start()
+                time.sleep(0.5)
+            late = response_ms(seconds)
+            if planner is not None:
+                planner.join()
+            print(
+                f"  planning in {where:>9}: p50 {statistics.median(late):5.1f}, "
+                f"p95 {late[int(0.95 * len(late))]:6.1f} ({len(late)} events)"
+            )
+    pool.close()
 
 
 def load_seconds(browser, url: str, timeout_ms: int) -> float:
@@ -144,13 +201,20 @@ def measure(
 
 
 def main() -> None:
+    """Run both modes and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=4096, help="values of the range workload")
     parser.add_argument("--loads", type=int, default=4, help="page loads per measurement")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per step")
     parser.add_argument("--quick", action="store_true", help="1,024 values, 2 loads")
+    parser.add_argument(
+        "--response-only", action="store_true", help="only the event-response measurement"
+    )
     args = parser.parse_args()
     size, loads = (1024, 2) if args.quick else (args.size, args.loads)
+    if args.response_only:
+        responsiveness(size // 4)
+        return
     print(f"Workload page loads while hdmm-opt0 plans all ranges on {size:,} values")
     medians = {}
     for mode in ("threads", "processes"):
@@ -168,6 +232,7 @@ def main() -> None:
         f"median load while planning, threads / processes: "
         f"{medians['threads'] / medians['processes']:.2f}"
     )
+    responsiveness(size // 4)
     planned, moved, megabytes = pickling(size // 4)
     print(
         f"hdmm-opt0 on all ranges of {size // 4:,} values: planned in {planned:.2f} s; its row "
