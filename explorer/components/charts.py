@@ -8,12 +8,15 @@ black dashed line. Every chart keeps Bokeh's toolbar, whose save tool exports a 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import holoviews as hv
 import numpy as np
 import pandas as pd
+from bokeh.events import LegendItemClick
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem, Span
 from bokeh.palettes import Category20, Category20b
+from bokeh.plotting import figure
 
 from engine.compare import Comparison
 from engine.mechanisms import registry_names
@@ -177,23 +180,61 @@ def tradeoff_markers(points: pd.DataFrame, x_now: float, noise: str) -> hv.Overl
     return dots * now
 
 
+#: The y-axis label of every RMSE chart.
+RMSE_LABEL = "RMSE (typical error per query)"
+#: Bokeh's tools on the live charts (hover is added per layer); save exports a PNG.
+LIVE_TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
+
+
 class LiveTradeoffChart:
     """The trade-off chart as a Bokeh figure whose current-point layer moves in place.
 
-    Built with HoloViews once (curves, bound, markers); afterwards :meth:`move` rewrites only
-    the markers' data source and the vertical line, which is what keeps a slider release
-    fast: no HoloViews re-render, no new figure.
+    Drawn with Bokeh directly (curves, bound, markers; a HoloViews render cost several times
+    as much on every page load); afterwards :meth:`move` rewrites only the markers' data
+    source and the vertical line, which is what keeps a slider release fast: no new figure.
     """
 
     def __init__(self, curves: pd.DataFrame, points: pd.DataFrame, x_now: float,
-                 noise: str) -> None:
-        from bokeh.models import ColumnDataSource, Span
-
-        overlay = tradeoff_curves(curves, noise) * tradeoff_markers(points, x_now, noise)
-        self.figure = hv.render(style_tradeoff(overlay, noise), backend="bokeh")
-        self.source = next(src for src in self.figure.select({"type": ColumnDataSource})
-                           if MARKER_X in src.data)
-        self.span = next(iter(self.figure.select({"type": Span})))
+                 noise: str, height: int = 420) -> None:
+        _, xlabel = privacy_knob(noise)
+        self.figure = figure(
+            x_axis_type="log", y_axis_type="log", height=height, sizing_mode="stretch_width",
+            title=f"Error as {xlabel} changes", x_axis_label=xlabel, y_axis_label=RMSE_LABEL,
+            tools=LIVE_TOOLS)
+        colors = mechanism_colors(m for m in curves["mechanism"].unique() if m != BOUND_LABEL)
+        copies = same_curves(curves)
+        lines, items = [], []
+        for name, part in curves.groupby("mechanism", sort=False):
+            name = str(name)
+            is_bound = name == BOUND_LABEL
+            first, earlier = copies.get(name, (None, 0))
+            source = ColumnDataSource({"x": part["x"].astype(float).tolist(),
+                                       "rmse": part["rmse"].astype(float).tolist(),
+                                       "mechanism": [name] * len(part)})
+            line = self.figure.line(
+                "x", "rmse", source=source,
+                line_color=BOUND_COLOR if is_bound else colors[name],
+                line_dash="dashed" if is_bound
+                else COPY_DASHES[min(earlier, len(COPY_DASHES) - 1)],
+                line_width=2 if is_bound else 2.5)
+            lines.append(line)
+            items.append(LegendItem(label=f"{name} (same as {first})" if first else name,
+                                    renderers=[line]))
+        self.source = ColumnDataSource(marker_columns(points))
+        dots = self.figure.scatter(MARKER_X, MARKER_Y, source=self.source, size=11,
+                                   fill_color={"field": "color"}, line_color="white")
+        self.span = Span(location=float(x_now), dimension="height", line_color="#888888",
+                         line_width=1.5)
+        self.figure.add_layout(self.span)
+        self.figure.add_tools(
+            HoverTool(renderers=lines, tooltips=[("mechanism", "@mechanism"), (xlabel, "@x"),
+                                                 ("RMSE", "@rmse")]),
+            HoverTool(renderers=[dots], tooltips=[("mechanism", "@mechanism"),
+                                                  (xlabel, f"@{MARKER_X}"),
+                                                  ("RMSE", f"@{MARKER_Y}")]))
+        if items:
+            self.figure.add_layout(Legend(items=items, location="top_left"), "right")
+        self._lines = lines
 
     def move(self, points: pd.DataFrame, x_now: float) -> None:
         """Show a new current privacy level."""
@@ -202,17 +243,114 @@ class LiveTradeoffChart:
 
     def highlight(self, mechanism: str | None) -> None:
         """Draw one mechanism's curve bold and fade the others (None: all as drawn)."""
-        from bokeh.models import GlyphRenderer
+        for line in self._lines:
+            name = line.data_source.data["mechanism"][0]
+            chosen = mechanism is None or name == mechanism
+            line.glyph.line_alpha = 1.0 if chosen else FADED_ALPHA
+            if name != BOUND_LABEL:
+                line.glyph.line_width = 5.0 if mechanism is not None and chosen else 2.5
 
-        for renderer in self.figure.select({"type": GlyphRenderer}):
-            names = renderer.data_source.data.get("mechanism")
-            if names is None or not len(names) or MARKER_X in renderer.data_source.data:
-                continue
-            chosen = mechanism is None or names[0] == mechanism
-            if hasattr(renderer.glyph, "line_alpha"):
-                renderer.glyph.line_alpha = 1.0 if chosen else FADED_ALPHA
-            if hasattr(renderer.glyph, "line_width") and names[0] != BOUND_LABEL:
-                renderer.glyph.line_width = 5.0 if mechanism is not None and chosen else 2.5
+
+class LiveBarsChart:
+    """RMSE per applicable mechanism as bars, best first, with the SVD bound as a dashed line,
+    drawn with Bokeh directly and re-scaled in place.
+
+    Each mechanism is its own bar renderer with a legend entry (right of the plot); the bound's
+    entry carries its value, so no label is drawn over the bars. Clicking a legend entry
+    highlights that mechanism (:meth:`pick`: its bar outlined, the others faded; clicking it
+    again shows all alike), then calls ``on_pick(mechanism or None)``. A new privacy level
+    only rewrites the bars' heights (:meth:`rescale`), so a slider release builds no figure.
+    """
+
+    def __init__(self, comparison: Comparison | None, height: int = 340,
+                 on_pick: Callable[[str | None], None] | None = None) -> None:
+        rows = [r for r in comparison.rows if r.rmse is not None] if comparison else []
+        self.mechanisms = tuple(r.mechanism for r in rows)
+        bound = comparison.bound_rmse if comparison is not None else None
+        values = [float(r.rmse) for r in rows] + ([bound] if bound else [])
+        self.logy = _needs_log(values)
+        self.highlighted: str | None = None
+        self._on_pick = on_pick
+        self.figure = figure(
+            x_range=FactorRange(*self.mechanisms), height=height, sizing_mode="stretch_width",
+            y_axis_type="log" if self.logy else "linear", y_axis_label=RMSE_LABEL,
+            title=("Expected error per mechanism" + (" (log scale)" if self.logy else "")
+                   if rows else "No results yet"),
+            tools=LIVE_TOOLS)
+        self.figure.xaxis.major_label_orientation = 0.5 if len(rows) > 6 else 0.0
+        colors = mechanism_colors(self.mechanisms)
+        self.bars, items = [], []
+        for name in self.mechanisms:
+            source = ColumnDataSource({"mechanism": [name], "rmse": [0.0], "ratio": [0.0],
+                                       "bottom": [0.0]})
+            bar = self.figure.vbar(x="mechanism", top="rmse", bottom="bottom", width=0.8,
+                                   source=source, fill_color=colors[name], line_color=None)
+            self.bars.append(bar)
+            items.append(LegendItem(label=name, renderers=[bar]))
+        self._item_names = {item.id: name for item, name in zip(items, self.mechanisms,
+                                                                strict=True)}
+        self.span = Span(location=bound or 0.0, dimension="width", line_color=BOUND_COLOR,
+                         line_dash="dashed", line_width=2, visible=bound is not None)
+        self.figure.add_layout(self.span)
+        # An empty line stands for the bound in the legend (a span has no legend entry).
+        self.bound_entry = self.figure.line([], [], line_color=BOUND_COLOR, line_dash="dashed",
+                                            line_width=2)
+        self.bound_item = LegendItem(label="", renderers=[self.bound_entry],
+                                     visible=bound is not None)
+        self.figure.add_tools(HoverTool(renderers=list(self.bars), tooltips=[
+            ("mechanism", "@mechanism"), ("RMSE", "@rmse{0,0.0000}"),
+            ("times the lower bound", "@ratio{0.000}")]))
+        if rows:
+            legend = Legend(items=[*items, self.bound_item], location="top_left",
+                            title="Click to highlight")
+            legend.on_event(LegendItemClick, self._legend_clicked)
+            self.figure.add_layout(legend, "right")
+        self.rescale(comparison)
+
+    def fits(self, comparison: Comparison | None) -> bool:
+        """True when ``comparison`` has the same mechanisms (in the same order) and scale,
+        so :meth:`rescale` can show it."""
+        rows = [r for r in comparison.rows if r.rmse is not None] if comparison else []
+        bound = comparison.bound_rmse if comparison is not None else None
+        values = [float(r.rmse) for r in rows] + ([bound] if bound else [])
+        return tuple(r.mechanism for r in rows) == self.mechanisms and (
+            _needs_log(values) == self.logy) and ((bound is not None) == self.span.visible)
+
+    def rescale(self, comparison: Comparison | None) -> None:
+        """Show the bars and the bound of ``comparison`` (same mechanisms, see :meth:`fits`)."""
+        rmse = {r.mechanism: float(r.rmse) for r in comparison.rows if r.rmse is not None
+                } if comparison is not None else {}
+        bound = comparison.bound_rmse if comparison is not None else None
+        low = min([*rmse.values(), *([bound] if bound else [])], default=1.0)
+        bottom = low / 3 if self.logy else 0.0
+        for bar, name in zip(self.bars, self.mechanisms, strict=True):
+            bar.data_source.data = {"mechanism": [name], "rmse": [rmse[name]],
+                                    "ratio": [rmse[name] / bound if bound else math.nan],
+                                    "bottom": [bottom]}
+        if bound is not None:
+            self.span.location = float(bound)
+            self.bound_item.label = {"value": f"{BOUND_LABEL}: {bound:.4g}"}
+
+    def highlight(self, mechanism: str | None) -> None:
+        """Draw one mechanism's bar outlined and fade the others (None: all alike)."""
+        self.highlighted = mechanism if mechanism in self.mechanisms else None
+        for bar, name in zip(self.bars, self.mechanisms, strict=True):
+            chosen = self.highlighted is None or name == self.highlighted
+            outlined = self.highlighted is not None and chosen
+            bar.glyph.fill_alpha = 1.0 if chosen else FADED_ALPHA
+            bar.glyph.line_color = BOUND_COLOR if outlined else None
+            bar.glyph.line_width = 2.0 if outlined else 1.0
+
+    def pick(self, mechanism: str | None) -> None:
+        """What a click on a legend entry does: highlight ``mechanism``, or show all alike
+        when it is highlighted already (or is the bound); then ``on_pick`` hears of it."""
+        chosen = None if mechanism == self.highlighted else mechanism
+        self.highlight(chosen)
+        if self._on_pick is not None:
+            self._on_pick(self.highlighted)
+
+    def _legend_clicked(self, event: LegendItemClick) -> None:
+        self.pick(self._item_names.get(event.item.id))
 
 
 def error_histogram(errors: np.ndarray, color: str, title: str, height: int = 300

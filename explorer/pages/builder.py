@@ -38,6 +38,8 @@ GROUP_HELP = {kind: group.kinds[kind] for kind, group in GROUPS.items()
               if issubclass(group, Product | Marginals | PairQueries)}
 #: Largest workload (queries x cells) whose matrix is drawn.
 HEATMAP_LIMIT = 1_000_000
+#: Rows of the attribute and group tables shown at once; longer tables turn pages.
+TABLE_PAGE_ROWS = 15
 
 NOTE = """
 **A workload** is the list of counting queries you want answered about a table of records,
@@ -461,10 +463,7 @@ class BuilderPage(Page):
             rows = model.attribute_rows()
             if not rows:
                 return pn.pane.Markdown("*No attributes yet.*", css_classes=["attribute-table"])
-            return pn.widgets.Tabulator(
-                _frame(rows), show_index=False, disabled=True, layout="fit_data_stretch",
-                css_classes=["attribute-table"], sizing_mode="stretch_width", height=min(
-                    260, 40 + 34 * len(rows)))
+            return listing_table(rows, "attribute-table")
 
         return pn.Card(
             pn.bind(table, self.session.param.draft),
@@ -516,10 +515,7 @@ class BuilderPage(Page):
             rows = model.group_rows()
             if not rows:
                 return pn.pane.Markdown("*No query groups yet.*", css_classes=["group-table"])
-            return pn.widgets.Tabulator(
-                _frame(rows), show_index=False, disabled=True, layout="fit_data_stretch",
-                css_classes=["group-table"], sizing_mode="stretch_width",
-                height=min(300, 40 + 34 * len(rows)))
+            return listing_table(rows, "group-table")
 
         return pn.Card(
             pn.bind(table, self.session.param.draft, self.session.param.draft_error),
@@ -598,5 +594,12 @@ class BuilderPage(Page):
             sizing_mode="stretch_width")
 
 
-def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    return pd.DataFrame(rows)
+def listing_table(rows: list[dict[str, Any]], css_class: str) -> pn.widgets.Tabulator:
+    """A read-only table of the draft's attributes or groups that hides no row and cuts no
+    text: its height follows its rows and its columns their longest entry; over
+    :data:`TABLE_PAGE_ROWS` rows it turns pages (with the page buttons under it)."""
+    long = len(rows) > TABLE_PAGE_ROWS
+    return pn.widgets.Tabulator(
+        pd.DataFrame(rows), show_index=False, disabled=True, layout="fit_data_stretch",
+        css_classes=[css_class], sizing_mode="stretch_width",
+        pagination="local" if long else None, page_size=TABLE_PAGE_ROWS if long else None)

@@ -11,17 +11,19 @@ level only re-scales them.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import panel as pn
+import param
 from bokeh.models.widgets.tables import NumberFormatter
 
 from engine.compare import Comparison
 from engine.query_error import METHODS, error_half_widths, query_error
 from engine.workloads.labels import readable_labels
-from explorer.components.charts import color_of, error_histogram, rmse_bars
+from explorer.components.charts import LiveBarsChart, color_of, error_histogram
 from explorer.components.exports import csv_download, scenario_columns, text_download
 from explorer.components.notes import caption
 from explorer.components.privacy import PrivacyControls
@@ -89,14 +91,14 @@ def comparison_description(session: Session) -> dict[str, Any]:
 
 
 def comparison_table(comparison: Comparison | None) -> pn.widgets.Tabulator:
-    """The comparison table, built with its rows.
+    """The comparison table, built with its rows (one row per mechanism, a row selectable).
 
     A new table per comparison rather than a new value for one table: rows sent while the
     browser is still building a Tabulator can be dropped, leaving only the header (seen in a
     browser test under load); a table built with its data always shows it.
     """
     return pn.widgets.Tabulator(
-        comparison_frame(comparison), show_index=False, disabled=True,
+        comparison_frame(comparison), show_index=False, disabled=True, selectable=1,
         layout="fit_data_stretch", sizing_mode="stretch_width", css_classes=["comparison-table"],
         formatters={"rmse": NumberFormatter(format="0,0.0000"),
                     "ratio_to_bound": NumberFormatter(format="0.000"),
@@ -229,7 +231,12 @@ class ComparePage(Page):
             self.watch(session.privacy, lambda *events: self.run(), "noise")
         elif not session.complete:
             session.compare_now()
-        table = pn.bind(comparison_table, session.param.comparison)
+        table = pn.bind(self._table, session.param.comparison)
+        self._doc = pn.state.curdoc
+        self._bars = LiveBarsChart(session.comparison, on_pick=self._picked)
+        self._bars_pane = pn.pane.Bokeh(self._bars.figure, sizing_mode="stretch_width",
+                                        css_classes=["rmse-chart"])
+        self.watch(session, self._comparison_changed, "comparison")
         intro = pn.bind(self._intro, session.param.scenario)
         return pn.Column(
             self.header(),
@@ -245,12 +252,12 @@ class ComparePage(Page):
                                      session.param.plans),
                              css_classes=["compare-headline"], sizing_mode="stretch_width",
                              styles={"font-size": "1.1em"}),
-            pn.pane.HoloViews(pn.bind(rmse_bars, session.param.comparison),
-                              sizing_mode="stretch_width", css_classes=["rmse-chart"]),
+            self._bars_pane,
             caption("Bars: the typical error per count of each mechanism (smaller is better), "
                     "best first. Dashed line: the SVD lower bound, the smallest error any "
-                    "mechanism of this kind could reach on these queries. Use the toolbar's "
-                    "save button for a PNG."),
+                    "mechanism of this kind could reach on these queries. Click a legend entry "
+                    "or a table row to highlight one mechanism (again to show all alike). Use "
+                    "the toolbar's save button for a PNG."),
             table,
             pn.Row(csv_download(lambda: comparison_frame(session.comparison), "comparison.csv",
                                 "Download table (CSV)", css_class="comparison-csv"),
@@ -277,6 +284,60 @@ class ComparePage(Page):
         except Exception as exc:  # nothing a user does may take the server down
             if pn.state.notifications is not None:
                 pn.state.notifications.error(f"Planning could not start: {one_line(exc)}")
+
+    # ----- the chart and its highlight ------------------------------------------------------
+    @property
+    def highlighted(self) -> str | None:
+        """The mechanism highlighted on the chart (None: all alike)."""
+        return self._bars.highlighted
+
+    def highlight(self, mechanism: str | None) -> None:
+        """Outline ``mechanism``'s bar and fade the others (None: all alike)."""
+        bars = self._bars
+        self._on_page_tick(lambda: bars.highlight(mechanism))
+
+    def _picked(self, mechanism: str | None) -> None:
+        if self._doc is None:  # notebook: push the changed models
+            self._bars_pane.param.trigger("object")
+
+    def _table(self, comparison: Comparison | None) -> pn.widgets.Tabulator:
+        table = comparison_table(comparison)
+        names = list(table.value["mechanism"])
+        if self.highlighted in names:
+            table.selection = [names.index(self.highlighted)]
+
+        def chosen(event: param.parameterized.Event) -> None:
+            rows = event.new
+            self.highlight(names[rows[0]] if rows and rows[0] < len(names) else None)
+
+        table.param.watch(chosen, "selection")
+        return table
+
+    def _comparison_changed(self, event: param.parameterized.Event) -> None:
+        comparison = event.new
+
+        def show() -> None:
+            if self._bars.fits(comparison):
+                self._bars.rescale(comparison)  # a new privacy level: heights only
+                return
+            picked = self._bars.highlighted
+            self._bars = LiveBarsChart(comparison, on_pick=self._picked)
+            self._bars.highlight(picked)
+            self._bars_pane.object = self._bars.figure
+
+        self._on_page_tick(show)
+
+    def _on_page_tick(self, change: Callable[[], None]) -> None:
+        """Run ``change`` (which touches the chart's models) on this page's next tick when
+        served (table events and the session's other pages arrive without this page's
+        document lock, and Bokeh requires it); at once, then pushed, in a notebook."""
+        doc = self._doc
+        if doc is not None and doc.session_context is not None:
+            doc.add_next_tick_callback(change)
+            return
+        change()
+        if doc is None:
+            self._bars_pane.param.trigger("object")
 
     def _intro(self, scenario: Any) -> pn.pane.Markdown:
         w = scenario.workload

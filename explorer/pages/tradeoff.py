@@ -232,6 +232,7 @@ class TradeoffPage(Page):
         if best is not None:
             self.model.target = _round_sig(best.rmse / 2)
         self._live: LiveTradeoffChart | None = None
+        self._drawn: Comparison | None = None  # the comparison the chart was drawn from
 
     def __panel__(self) -> pn.viewable.Viewable:
         session, p = self.session, self.session.privacy
@@ -335,26 +336,29 @@ class TradeoffPage(Page):
         self._live = LiveTradeoffChart(curve_frame(comparison, session.privacy),
                                        marker_frame(comparison), knob_value(privacy),
                                        privacy.noise)
+        self._drawn = comparison
         if self.model.highlighted is not None:
             self._live.highlight(self.model.highlighted)
         return self._live.figure
 
     def _move_markers(self, comparison: Comparison | None) -> None:
-        live = getattr(self, "_live", None)
-        if live is None or comparison is None:
-            return
-        if comparison.privacy.noise != self.session.privacy.noise:
-            return  # the chart is being redrawn for the new noise family
+        if comparison is None or comparison.privacy.noise != self.session.privacy.noise:
+            return  # nothing to show, or the chart is being redrawn for the new noise family
 
         def move() -> None:
+            live = self._live
+            if live is None or comparison is self._drawn:
+                return  # a chart drawn from this comparison shows its markers already
             live.move(marker_frame(comparison), knob_value(comparison.privacy))
             if self._doc is None:  # notebook: push the changed models explicitly
                 self._chart_pane.param.trigger("object")
 
         doc = self._doc
-        if doc is not None and doc.session_context is not None and pn.state.curdoc is not doc:
-            # The change came from another page of this session: touch this page's models
-            # on this page's own event loop.
+        if doc is not None and doc.session_context is not None:
+            # On the page's next tick, always: the change may come from another page of this
+            # session, and a figure drawn in this same callback may not have reached the
+            # browser yet (moving its markers now would reach it first: "reference ... isn't
+            # known").
             doc.add_next_tick_callback(move)
         else:
             move()

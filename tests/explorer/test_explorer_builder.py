@@ -9,6 +9,7 @@ from engine.workloads import BLOCKS, GROUPS
 from explorer.pages.builder import (
     GROUP_HELP,
     MENU_BLOCKS,
+    TABLE_PAGE_ROWS,
     YAML_ONLY_BLOCKS,
     BlockChoice,
     BuilderPage,
@@ -16,6 +17,7 @@ from explorer.pages.builder import (
     WorkloadBuilder,
     attribute_spec,
     group_summary,
+    listing_table,
 )
 from explorer.planning import PlanStore
 from explorer.state import Session
@@ -186,3 +188,13 @@ def test_all_k_way_marginals_from_the_form(builder):
     assert session.draft["workload"][1] == {"marginals": {"sets": [["a", "c"]]}}
     builder.group.param.update(kind="product", k=2, attributes=["a"])
     assert builder.group.spec() == {"product": {"a": "identity"}}  # k is for marginals only
+
+
+def test_attribute_and_group_tables_hide_no_row():
+    few = [{"name": f"a{i}", "size": i} for i in range(3)]
+    many = [{"name": f"a{i}", "size": i} for i in range(TABLE_PAGE_ROWS + 5)]
+    short = listing_table(few, "attribute-table")
+    assert short.height is None and short.pagination is None  # as tall as its rows
+    paged = listing_table(many, "group-table")
+    assert paged.height is None and paged.pagination == "local"
+    assert paged.page_size == TABLE_PAGE_ROWS and len(paged.value) == TABLE_PAGE_ROWS + 5

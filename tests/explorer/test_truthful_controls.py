@@ -10,8 +10,9 @@ import pytest
 from bokeh.models import GlyphRenderer
 
 from engine.privacy import Privacy, cdp_rho
-from explorer.components.charts import BOUND_LABEL, FADED_ALPHA, same_curves
+from explorer.components.charts import BOUND_LABEL, FADED_ALPHA, LiveBarsChart, same_curves
 from explorer.components.privacy import PrivacyControls, budget_problem
+from explorer.pages.compare import ComparePage
 from explorer.pages.tradeoff import TradeoffModel, TradeoffPage, curve_frame, readout_frame
 from explorer.planning import PlanStore
 from explorer.state import Session
@@ -130,3 +131,46 @@ def test_a_chosen_row_highlights_one_mechanism(session):
     assert alphas()["h2"] == 1.0 and alphas()["identity"] == FADED_ALPHA
     page.highlight(None)
     assert set(alphas().values()) == {1.0}
+
+
+def bar_alphas(chart: LiveBarsChart) -> dict[str, float]:
+    return {bar.data_source.data["mechanism"][0]: bar.glyph.fill_alpha for bar in chart.bars}
+
+
+def test_a_legend_click_highlights_one_bar_and_a_second_click_shows_all(session):
+    picked: list[str | None] = []
+    chart = LiveBarsChart(session.comparison, on_pick=picked.append)
+    assert chart.mechanisms == ("identity", "hb", "h2")  # best first; hb ties identity at 3
+    labels = [item.label.value for item in chart.figure.legend[0].items]
+    bound = session.comparison.bound_rmse
+    assert labels == ["identity", "hb", "h2", f"{BOUND_LABEL}: {bound:.4g}"]
+    chart.pick("h2")
+    assert bar_alphas(chart) == {"identity": FADED_ALPHA, "hb": FADED_ALPHA, "h2": 1.0}
+    assert chart.bars[2].glyph.line_color == "#111111" and chart.bars[0].glyph.line_color is None
+    chart.pick("h2")
+    assert set(bar_alphas(chart).values()) == {1.0} and picked == ["h2", None]
+
+
+def test_a_new_privacy_level_rescales_the_bars_in_place(session):
+    chart = LiveBarsChart(session.comparison)
+    figure = chart.figure
+    session.privacy.epsilon = 2.0
+    assert chart.fits(session.comparison)
+    chart.rescale(session.comparison)
+    heights = {b.data_source.data["mechanism"][0]: b.data_source.data["rmse"][0]
+               for b in chart.bars}
+    assert heights["identity"] == pytest.approx(1.5, rel=1e-12)  # 3 at eps 1, halved at eps 2
+    assert chart.span.location == pytest.approx(session.comparison.bound_rmse, rel=1e-12)
+    assert chart.figure is figure
+
+
+def test_compare_page_highlights_from_the_table_and_keeps_it_across_levels(session):
+    page = ComparePage(session=session)
+    page.__panel__()
+    page.highlight("hb")
+    assert page.highlighted == "hb"
+    session.privacy.epsilon = 0.5
+    assert page.highlighted == "hb" and bar_alphas(page._bars)["identity"] == FADED_ALPHA
+    table = page._table(session.comparison)
+    assert table.selection == [list(table.value["mechanism"]).index("hb")]
+    assert len(table.value) == 3  # every mechanism has its row

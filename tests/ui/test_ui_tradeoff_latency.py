@@ -2,8 +2,9 @@
 
 The latency is measured in the browser, from the moment the slider is released (pointerup) to
 the moment both the chart's current-point data and the table's privacy line show the new
-level. It is printed and written to ``test-results/slider-latency.txt`` (target: 200 ms); as
-wall-clock time depends on the machine, the test does not fail on it.
+level. Its median and 95th percentile over :data:`MOVES` moves are printed and written to
+``test-results/slider-latency.txt`` (target: p95 < 200 ms); as wall-clock time depends on the
+machine, the test does not fail on it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from playwright.sync_api import expect
 
 pytestmark = pytest.mark.ui
 
-MOVES = 5
+#: Slider moves measured (20 give a 95th percentile between the two slowest).
+MOVES = 20
 
 # The chart's marker layer has a column named current_x; the readout's first line names the
 # privacy level. Both are read from the Bokeh document, so shadow DOM does not matter.
@@ -78,13 +80,14 @@ def test_eps_slider_moves_chart_and_numbers(open_app, console_errors, screenshot
     numbers_before = readout.inner_text()
     x_before, _ = page.evaluate(STATE_JS)
 
-    # The eps slider is logarithmic (0.01-10 over its width): a first step down, then
-    # small steps up keep every move inside its range.
+    # The eps slider is logarithmic (0.01-10 over its width): a first step down, then steps
+    # up and down (up a little further each time) keep every move inside its range.
     warmup = move_and_measure(page, -20)[0]  # the first update also warms caches
     page.wait_for_timeout(800)
     latencies = []
     for i in range(MOVES):
-        latency, x, level = move_and_measure(page, 6 + 2 * i)
+        step = 6 + 2 * (i % 4)
+        latency, x, level = move_and_measure(page, step + 4 if i % 2 == 0 else -step)
         latencies.append(latency)
         page.wait_for_timeout(800)  # let the delayed (eps, delta) -> rho conversion finish
 
@@ -93,9 +96,11 @@ def test_eps_slider_moves_chart_and_numbers(open_app, console_errors, screenshot
     assert x_after > x_before
     expect(page.locator(".tradeoff-level").first).to_contain_text(f"eps={x_after:g}")
     median = statistics.median(latencies)
-    report = (f"eps slider release -> chart and numbers updated: median {median:.0f} ms over "
-              f"{MOVES} moves (each: {', '.join(f'{v:.0f}' for v in latencies)} ms; first "
-              f"move {warmup:.0f} ms); target 200 ms")
+    p95 = statistics.quantiles(latencies, n=20, method="inclusive")[18]
+    report = (f"eps slider release -> chart and numbers updated: median {median:.0f} ms, p95 "
+              f"{p95:.0f} ms over {MOVES} moves (each: "
+              f"{', '.join(f'{v:.0f}' for v in latencies)} ms; first move {warmup:.0f} ms); "
+              "target p95 < 200 ms")
     print("\n" + report)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / "slider-latency.txt").write_text(report + "\n")

@@ -407,10 +407,10 @@ def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 
     256 cells: 7.33-7.47 RMSE) and the best of several is needed to reach the printed
     optima. Below ``FREE_WORK`` (up to about 128 cells) every admitted start runs: there two
     starts can agree on a worse optimum (all ranges of 32 cells, p = 2: two agree on 5391.4,
-    the fifth reaches 5343.4). At 256 cells agreement stops all ranges after 2-4 starts
-    instead of 8 (same optimum within 0.1 %), while prefixes, whose starts scatter, keep the
-    budget. From 512 cells on one start costs more than the budget, exactly one runs and the
-    polish continues it.
+    the fifth reaches 5343.4). At 256 cells agreement stops all ranges after 2-6 starts
+    instead of 8 (seeds 0-2: 2, 6, 4; the optima within 0.1 % of the eight-start ones),
+    while prefixes, whose starts scatter more, mostly run the budget. From 512 cells on one
+    start costs more than the budget, exactly one runs and the polish continues it.
 
     On an ``executor`` the same rule gives the same starts: the warm start and the first
     random start run here, then as many further starts as fit if each is as long as the

@@ -67,6 +67,9 @@ SUPPORT_CUTOFF = 1e-6
 #: The Newton phase starts on the cells whose d is within this fraction of the current slack
 #: ``max d / trm - 1`` below the largest.
 SUPPORT_SLACK = 0.1
+#: A Newton-phase orbit leaves the face when its d is this fraction below ``sum sqrt e`` and
+#: its weight below ``LEAVE_WEIGHT / c`` (it rejoins once active again).
+LEAVE_SLACK, LEAVE_WEIGHT = 1e-3, 1e-3
 #: Grid symmetries tried per solve (axis swaps times reflections).
 SYMMETRY_CANDIDATES = 48
 #: Entries of one chunk of eigenvector-pair products in the Hessian.
@@ -558,9 +561,13 @@ def _barrier_newton(dual: _Dual, lam: np.ndarray, support: np.ndarray, orbit: np
         d_orbit = np.full(orbits, -np.inf)
         np.maximum.at(d_orbit, orbit, d)
         joining = np.flatnonzero(~inside & (d_orbit > trm * (1.0 + 1e-12)))
-        if len(joining):
+        leaving = np.flatnonzero(inside & (d_orbit < trm * (1.0 - LEAVE_SLACK))
+                                 & (theta * c < LEAVE_WEIGHT))
+        if len(joining) or len(leaving):
             inside[joining] = True
             theta[joining] = tau / trm
+            inside[leaving] = False
+            theta[leaving] = 0.0
             theta /= float(theta @ count)
             trm, d, e, Q = dual.evaluate(spread(theta))
         gap = record(trm, d, e, Q)
