@@ -8,14 +8,21 @@ spacing ``2**-k``::
 
 What is exact, and what is not:
 
-* **Samplers.** :func:`discrete_laplace` and :func:`discrete_gaussian` implement Algorithms 1-3
-  of Canonne, Kamath & Steinke, "The Discrete Gaussian for Differential Privacy" (2020) in
-  exact integer arithmetic: every Bernoulli(p) with rational p = a / b is decided by
-  ``rng.integers(0, b) < a`` on int64 arrays (numpy's bounded integers are exactly uniform),
-  and Bernoulli(exp(-a / b)) uses CKS Algorithm 1 (a run of Bernoulli(gamma / K) draws, each
-  the AND of Bernoulli(a / b) and Bernoulli(1 / K)). No float enters an acceptance decision.
-  The loops run over *rounds* of these algorithms; each round handles the whole batch with
-  masks, so the cost per sample is a few vectorised integer draws.
+* **Samplers.** :func:`discrete_laplace` inverts one uniform U per draw: with
+  ``q = exp(-1 / b)``, ``|Z| >= k`` exactly when ``U < 2 q**k / (1 + q)``; a float64 guess of
+  k from ``log U`` is *checked* against float64 brackets of both thresholds, tabulated per
+  scale and certified by Python's correctly rounded :mod:`decimal` exp. U is read as a 53-bit
+  prefix u (``U in [u, u + 1) 2**-53``); when the prefix cannot decide (about one draw in
+  1e7) more bits of the same U are read against tighter decimal bounds
+  (:func:`_level_refine`), so each draw has exactly the discrete Laplace law. Scales of
+  2**11 grid units and more invert a block index instead and draw the offset in the block by
+  exact rejection. :func:`discrete_gaussian` is CKS 2020's Algorithm 3 (Canonne, Kamath &
+  Steinke, "The Discrete Gaussian for Differential Privacy") on those Laplace proposals; each
+  acceptance ``U < exp(-gamma)`` (gamma an exact rational) is decided the same way: tabulated
+  brackets, then products of digit tables (:func:`_exp_neg_fast`), then decimal refinement
+  (:func:`bernoulli_exp_fast`). A float only ever *guesses*; no float rounding decides a
+  draw. :func:`bernoulli_exp` (CKS Algorithm 1 in int64 arithmetic) serves the exponential
+  mechanism. Everything runs over vectorised batches of :data:`BATCH` draws.
 * **Parameters.** A float scale is an exact dyadic rational, but its denominator (up to
   2**1074) would overflow int64, so the samplers first round the parameter *up* to a nearby
   rational with a small power-of-two denominator: the Laplace scale to a multiple of
@@ -430,14 +437,15 @@ def _bernoulli_exp_refine(prefix: int, num: int, den: int, rng: np.random.Genera
             return False
 
 
-#: first-stage brackets: exp(-j / 2**10) for j = 0 .. 42 * 2**10 (the last lower bound is 0)
-_COARSE_BITS = 10
+#: first-stage brackets: exp(-j / 2**8) for j = 0 .. 42 * 2**8 (the last lower bound is 0;
+#: 170 KB for both tables, so their lookups stay in cache)
+_COARSE_BITS = 8
 _COARSE_MAX = 42 << _COARSE_BITS
 
 
 @functools.cache
 def _coarse_table() -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) bounds of exp(-j / 1024), j = 0 .. 42 * 1024; lo[-1] is set to 0."""
+    """(lo, hi) bounds of exp(-j / 256), j = 0 .. 42 * 256; lo[-1] is set to 0."""
     lo, hi = _exp_chain(1, 1 << _COARSE_BITS, _COARSE_MAX + 1)
     lo[-1] = 0.0
     return lo, hi
@@ -447,9 +455,9 @@ def bernoulli_exp_fast(num: np.ndarray, den: int, rng: np.random.Generator) -> n
     """Exact Bernoulli(exp(-num / den)) for int64 ``num >= 0``, one 64-bit draw each.
 
     ``U < exp(-gamma)`` is decided from U's first 53 bits whenever they lie on one side of a
-    certified bracket: first the exponent's 2**-10 grid cell (``gamma 2**10`` in float64 is
+    certified bracket: first the exponent's 2**-8 grid cell (``gamma 2**8`` in float64 is
     within 0.01 of its true value below 42, so it lies in ``[j - 1, j + 2)``; one table
-    lookup per side; all but about 0.3 % of the draws), then :func:`_exp_neg_fast` for the
+    lookup per side; all but about 1 % of the draws), then :func:`_exp_neg_fast` for the
     rest (all but about 2**-22 of those); the few left read more bits of the same U against
     decimal bounds (:func:`_bernoulli_exp_refine`). The result is exactly
     Bernoulli(exp(-gamma)).
@@ -495,10 +503,12 @@ def _laplace_inversion(t: int, s: int) -> _LaplaceInversion:
     """The inversion tables of Lap_Z(t / s), certified by :func:`_decimal_exp_neg` (C) and
     :func:`_exp_neg_bounds` (the powers of q); at most about 90,000 levels.
 
-    Scales above 2**11 use blocks M = 2**(floor(log2(t / s)) - 10): the block index is
-    inverted (scale t / (s M) in [2**10, 2**11)) and the offset in the block drawn by
-    rejection with acceptance at least exp(-2**-10)."""
-    block_bits = max(0, (t // s).bit_length() - 11)
+    Scales of 2**11 and above use blocks M = 2**(floor(log2(t / s)) - 7): the block index is
+    inverted (scale t / (s M) in [2**7, 2**8), about 6,000 levels, a table that stays in
+    cache) and the offset in the block drawn by rejection with acceptance at least
+    exp(-2**-7)."""
+    bits_of_scale = (t // s).bit_length()
+    block_bits = 0 if bits_of_scale <= 11 else bits_of_scale - 8
     bits = 80
     one = 1 << bits
     q_lo, q_hi = _decimal_exp_neg(s, t, bits)
@@ -729,11 +739,13 @@ def _gaussian_block_proposals(p: GaussianParameter, laplace: _LaplaceInversion, 
     x = magnitude * p.q - p.m
     small = np.abs(x) < math.isqrt(_SAFE_SQUARE)  # x**2 + 2 m q R < 2**62 + 2**56: int64
     extra = 2 * p.m * p.q
-    accept = np.zeros(n, dtype=bool)
-    idx = np.flatnonzero(small)
-    accept[idx] = bernoulli_exp_fast(x[idx] * x[idx] + offset[idx] * extra, p.den, rng)
     big = np.flatnonzero(~small)
-    if big.size:
+    if not big.size:  # the usual case: every exponent fits int64
+        accept = bernoulli_exp_fast(x * x + offset * extra, p.den, rng)
+    else:
+        accept = np.zeros(n, dtype=bool)
+        idx = np.flatnonzero(small)
+        accept[idx] = bernoulli_exp_fast(x[idx] * x[idx] + offset[idx] * extra, p.den, rng)
         # here the exponent's numerator is >= 2**62 >= lower = floor(2**62 / den) den, with
         # floor(2**62 / den) >= 64: that many Bernoulli(exp(-1)) rounds first, then exact
         # Python-integer arithmetic for the survivors (probability below e**-64 each)
