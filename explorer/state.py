@@ -180,6 +180,7 @@ class Session(param.Parameterized):
         self._seen_done = -1
         self._picked: str | None = None  # the mechanism the user chose to look at, if any
         self._refreshing = False
+        self._own_text: str | None = None  # the last draft text the session wrote itself
         super().__init__(privacy=scenario.privacy.with_(), **params)
         # Separate lists: param may add None to a Selector's objects (allow_None).
         self.param.mechanisms.objects = list(registry_names())
@@ -206,26 +207,32 @@ class Session(param.Parameterized):
         wanted = [n for n in scenario.mechanisms if n in names] or names
         self.privacy.param.update(**{f: getattr(scenario.privacy, f) for f in PRIVACY_FIELDS})
         self._key = workload_key(scenario.workload)
+        self._own_text = text if text is not None else dump_yaml(draft)
         self.param.update(
             scenario=scenario,
             mechanisms=wanted,
             draft=draft,
-            draft_text=text if text is not None else dump_yaml(draft),
+            draft_text=self._own_text,
             draft_error="",
         )
 
     @param.depends("draft_text", watch=True)
     def _text_edited(self) -> None:
         # The spec editor writes draft_text, and so does the session: always the text of the
-        # draft it has just stored. Text that parses to the draft held already is therefore
-        # not an edit, which keeps the session's own writes from being applied a second time
-        # (text that does not parse is applied again, which only reports the same error).
+        # draft it has just stored. That text, or text that parses to the draft held already,
+        # is therefore not an edit, which keeps the session's own writes from being applied a
+        # second time. The text is compared first and parsed at most once: parsing a
+        # census-sized spec (SF1's 1 MB of indicator rows) takes seconds.
+        text = self.draft_text
+        if text == self._own_text:
+            return
         try:
-            if parse_yaml(self.draft_text) == self.draft:
-                return
-        except SpecError:
-            pass  # apply_text reports it
-        self.apply_text(self.draft_text)
+            draft = parse_yaml(text)
+        except SpecError as exc:
+            self.draft_error = one_line(exc)  # the text stays, as the user typed it
+            return
+        if draft != self.draft:
+            self.apply_draft(draft, text=text)
 
     def apply_draft(self, draft: Any, text: str | None = None) -> str:
         """Validate a draft spec; make it current when valid.
@@ -272,8 +279,8 @@ class Session(param.Parameterized):
         """
         fmt = "json" if filename.lower().endswith(".json") else "yaml"
         try:
-            scenario = Scenario.loads(text, fmt)
-            draft = read_spec(text, fmt)
+            draft = read_spec(text, fmt)  # parsed once: a census-sized file takes seconds
+            scenario = Scenario.from_spec(copy.deepcopy(draft))
         except Exception as exc:  # SpecError normally; anything else is reported the same way
             return f"{filename}: {one_line(exc)}"
         self.set_scenario(scenario, draft=draft, text=text)

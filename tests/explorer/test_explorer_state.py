@@ -143,6 +143,34 @@ def test_uploaded_file_errors_change_nothing(store):
     assert session.scenario.domain.names == ("z",)
 
 
+def test_an_upload_or_a_preset_parses_the_text_at_most_once(store, monkeypatch):
+    # A census-sized spec (SF1: 1 MB of indicator rows) takes seconds to parse, so the
+    # session parses an upload once and never re-parses the text it wrote itself; an edit
+    # in the editor is parsed (once) and applied.
+    from explorer import state
+
+    parsed: list[str] = []
+    real = state.read_spec
+    monkeypatch.setattr(state, "read_spec", lambda text, *a, **k: parsed.append(text)
+                        or real(text, *a, **k))
+    session = Session(PREFIX_SPEC, store=store)
+    assert parsed == []
+
+    text = "domain: {z: 3}\nworkload: {marginals: {k: 1}}\n"
+    assert session.load_text(text, "ok.yaml") == ""
+    assert parsed == [text] and session.draft_text == text
+    assert session.scenario.domain.names == ("z",)
+
+    parsed.clear()
+    draft = {"domain": {"y": 5}, "workload": [{"product": {"y": "prefix"}}]}
+    assert session.apply_draft(draft) == ""
+    assert parsed == [] and session.scenario.workload.num_queries == 5
+
+    edited = session.draft_text.replace("5", "6")
+    session.draft_text = edited
+    assert parsed == [edited] and session.scenario.workload.num_queries == 6
+
+
 def test_export_keeps_the_users_spec_with_the_live_privacy(store):
     session = Session(PREFIX_SPEC, store=store)
     session.privacy.epsilon = 2.0
