@@ -19,8 +19,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
 import os
+import signal
 import socket
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
@@ -99,9 +102,30 @@ def _limit_blas_threads(threads: int) -> None:
     threadpool_limits(threads)
 
 
+#: Linux prctl option: the signal a process gets when its parent dies.
+PR_SET_PDEATHSIG = 1
+
+
+def _end_with_parent() -> None:
+    """Have the kernel kill this worker when the process that started it dies (Linux;
+    elsewhere the worker ends with its pool). A parent stopped by a signal (a killed CLI run,
+    a stopped ``panel serve``) runs no exit handlers, and a pool worker holds both ends of its
+    task queue, so it would otherwise compute and wait for ever.
+
+    The kernel watches the thread that started the worker: pools are started and shut down
+    within one call, or (the explorer's planners) from threads that live as long as the
+    process."""
+    with contextlib.suppress(OSError, AttributeError):  # no libc prctl: not Linux
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == 1:  # the parent died before the request took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _start_worker(
     threads: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]
 ) -> None:
+    _end_with_parent()
     _limit_blas_threads(threads)
     if initializer is not None:
         initializer(*initargs)
@@ -118,7 +142,8 @@ def local_pool(
     Spawn, because forking a process whose BLAS or GUI threads are running can deadlock, and
     it behaves the same on every platform. Each worker limits its BLAS to ``blas_threads``
     threads: several processes that each start one BLAS thread per core oversubscribe the
-    machine. Shut it down with ``shutdown()`` or a ``with`` block.
+    machine. Workers die with the process that started them (Linux). Shut it down with
+    ``shutdown()`` or a ``with`` block.
 
     Args:
         max_workers: number of processes (default: the number of CPUs).

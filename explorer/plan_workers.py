@@ -19,10 +19,8 @@ Nothing here imports Panel (the workers import this module).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 import os
-import signal
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -44,8 +42,6 @@ from engine.workloads.workload import Workload
 WORKER_NICENESS = 10
 #: Seconds between two looks at a running plan (progress shown, stop flag set).
 POLL_SECONDS = 0.1
-#: Linux prctl option: the signal a process gets when its parent dies.
-PR_SET_PDEATHSIG = 1
 #: Bytes of a slot's stage message (longer ones are cut).
 MESSAGE_BYTES = 96
 
@@ -61,27 +57,12 @@ ProgressCallback = Callable[[int, float, str], None]
 
 
 def _start_planner(numbers: Any, messages: Any, niceness: int) -> None:
-    """Worker initializer: keep the shared tables, lower the process's CPU priority and end
-    the process when the web process is gone."""
+    """Worker initializer: keep the shared tables and lower the process's CPU priority (the
+    pool's workers already end when the web process is gone, see engine.executor)."""
     global _worker_numbers, _worker_messages
     _worker_numbers, _worker_messages = numbers, messages
     with contextlib.suppress(AttributeError, OSError):  # no nice() on this platform
         os.nice(niceness)
-    _end_with_parent()
-
-
-def _end_with_parent() -> None:
-    """Have the kernel kill this worker when the web process dies (Linux; elsewhere the
-    worker ends with its pool). A web process stopped by a signal runs no exit handlers, and
-    a pool worker holds both ends of its task queue, so it would otherwise wait for ever.
-
-    The kernel watches the thread that started the worker: the explorer starts them from
-    its web and planner threads, which live as long as the process."""
-    with contextlib.suppress(OSError, AttributeError):  # no libc prctl: not Linux
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() == 1:  # the parent died before the request took effect
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _slot_progress(slot: int) -> Progress:

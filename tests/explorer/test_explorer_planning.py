@@ -8,12 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-import signal
-import subprocess
-import sys
 import threading
-import time
-from pathlib import Path
 
 import pytest
 from threadpoolctl import threadpool_limits
@@ -504,7 +499,7 @@ def test_a_skip_stops_the_mechanism_in_its_worker_process_and_the_job_goes_on():
     assert store.missing(session.key, "laplace", spec["mechanisms"]) == ["hdmm-opt0"]
 
 
-def test_worker_processes_end_when_the_web_process_is_killed():
+def test_worker_processes_end_when_the_web_process_is_killed(children_outlive_a_killed_parent):
     script = (
         "import time\n"
         "from explorer.plan_workers import PlannerPool\n"
@@ -514,22 +509,4 @@ def test_worker_processes_end_when_the_web_process_is_killed():
         "print(*pool._pool()._processes, flush=True)\n"
         "time.sleep(600)\n"
     )
-    web = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                           env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2])))
-    with web:
-        workers = [int(pid) for pid in web.stdout.readline().split()]
-        assert len(workers) == 2 and all(_alive(pid) for pid in workers)
-        web.send_signal(signal.SIGKILL)  # no exit handler runs
-    deadline = time.monotonic() + 60
-    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not any(_alive(pid) for pid in workers)
-
-
-def _alive(pid: int) -> bool:
-    """True while process ``pid`` runs (a zombie counts as ended)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
+    assert children_outlive_a_killed_parent(script) == []
