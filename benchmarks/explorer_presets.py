@@ -21,6 +21,7 @@ Usage::
 
     python benchmarks/explorer_presets.py            # SF1, SF1+, CPS, Adult, Loans
     python benchmarks/explorer_presets.py --quick    # CPS only
+    python benchmarks/explorer_presets.py --preset adult_marginals --preset loans_marginals
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ def measure(browser, base: str, key: str, moves: int, timeout_s: float) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="the CPS preset only")
+    parser.add_argument("--preset", action="append", choices=tuple(PRESETS),
+                        help="measure only this preset (repeatable; default: all)")
     parser.add_argument("--moves", type=int, default=3, help="eps slider moves per preset")
     parser.add_argument("--timeout", type=float, default=180.0,
                         help="seconds to wait for each step (default 180)")
@@ -145,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--moves must be >= 0 and --timeout > 0")
     from playwright.sync_api import sync_playwright
 
-    keys = QUICK if args.quick else tuple(PRESETS)
+    keys = tuple(args.preset) if args.preset else QUICK if args.quick else tuple(PRESETS)
     log_path = REPO_ROOT / "test-results" / "explorer-presets.log"
     try:
         options = chromium_options()

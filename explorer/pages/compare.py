@@ -48,6 +48,11 @@ BOUND_WAIT = 1.0
 WORST = 20
 #: Largest number of per-query errors listed for one mechanism.
 QUERY_LIST_LIMIT = 1_000_000
+#: Workloads with more queries than this show per-query errors only once planning has finished:
+#: every query's variance under one plan takes seconds there (OPT_+ on Adult's 21 million
+#: queries: 6.5 s), the best mechanism changes as each plan arrives, and that work in the web
+#: process took the CPU from the planners (Adult's comparison: 24.5 s instead of ~12 s).
+LIVE_PER_QUERY_LIMIT = 100_000
 
 NOTE = """
 Every **mechanism** here answers your queries by measuring some set of counts with random
@@ -373,12 +378,27 @@ class ComparePage(Page):
             sizing_mode="stretch_width", css_classes=["per-query"],
         )
 
+    def _planning_large(self) -> bool:
+        """True while mechanisms are still being planned for a workload of more than
+        :data:`LIVE_PER_QUERY_LIMIT` queries (per-query views then wait for the last plan)."""
+        session = self.session
+        return (session.workload.num_queries > LIVE_PER_QUERY_LIMIT
+                and not session.complete)
+
+    def _after_planning(self, what: str) -> str:
+        return (f"{what} will show once every mechanism is planned: this workload has "
+                f"{self.session.workload.num_queries:,} queries, and computing each arriving "
+                "plan's per-query errors would slow planning down.")
+
     def _in_people(self, name: str | None, comparison: Comparison | None, text: str
                    ) -> pn.viewable.Viewable:
         """One query's error in people at 95 % under the selected mechanism."""
         plan = self.session.plan(name)
         if plan is None:
             return pn.pane.Markdown("")
+        if not text.strip() and self._planning_large():
+            return pn.pane.Markdown(self._after_planning("The worst query"),
+                                    css_classes=["query-in-people"])
         try:
             if text.strip():
                 error = query_error(plan, text)
@@ -400,6 +420,8 @@ class ComparePage(Page):
         # Bound through off_loop: the first call computes every query's variance.
         if name is None or comparison is None:
             return pn.pane.Markdown("Pick a planned mechanism to see its per-query errors.")
+        if self._planning_large():
+            return pn.pane.Markdown(self._after_planning("Per-query errors"))
         try:
             frame = query_error_frame(self.session, name)
         except Exception as exc:  # too many queries, no explicit strategy, ...

@@ -181,6 +181,9 @@ def union_plan(name: str, workload: Workload, privacy: Privacy, union: ProductUn
     mats = {g: [f.matrix for f in result.blocks[g].factors] for g in live}
     pinvs = {g: [f.pinv_matrix() for f in result.blocks[g].factors] for g in live}
     weights = {g: float(result.weights[g]) for g in live}
+    # The closures below keep only the groups, not ``result``: its blocks' factors hold every
+    # optimiser's matrices (337 MB on Adult), which a plan pickled between processes carries.
+    groups = result.groups
     strategy = VStack([Kron(mats[g]) for g in live], [weights[g] for g in live])
     exact = workload.domain.size <= EXACT_SENSITIVITY_CELLS
     sens = {p: strategy.sensitivity(p) if exact else strategy.sensitivity_bound(p)
@@ -201,7 +204,7 @@ def union_plan(name: str, workload: Workload, privacy: Privacy, union: ProductUn
         pieces = strategy.split(np.asarray(y, dtype=float))
         out: list[np.ndarray | None] = [None] * len(workload.terms)
         for piece, g in zip(pieces, live, strict=True):
-            members = result.groups[g]
+            members = groups[g]
             ans = kron_answers(pinvs[g], mats[g], piece, workload, members, weights[g])
             pos = 0
             for j in members:
@@ -215,7 +218,7 @@ def union_plan(name: str, workload: Workload, privacy: Privacy, union: ProductUn
     def variances(plan: Plan) -> np.ndarray:
         out = [np.zeros(t.num_queries) for t in workload.terms]
         for g in live:
-            members = result.groups[g]
+            members = groups[g]
             v = per_query_variances(_sub_workload(workload, members), Kron(mats[g]))
             v = v / weights[g] ** 2
             pos = 0
