@@ -282,6 +282,32 @@ def test_per_query_errors_in_people_with_readable_labels(session):
     assert "no query labelled 'x <= 99'" in bad.object
 
 
+def test_per_query_views_of_a_large_workload_wait_for_the_last_plan(session, monkeypatch):
+    import explorer.pages.compare as compare_page
+
+    page = ComparePage(session=session)
+    session.mechanisms = [*session.mechanisms, "hb"]  # not planned: planning is not complete
+    assert not session.complete
+    # 16 queries: below the limit, shown while planning
+    assert page._in_people("identity", session.comparison, "").object.startswith(
+        "The worst query, **total**")
+    monkeypatch.setattr(compare_page, "LIVE_PER_QUERY_LIMIT", 15)
+    waiting = page._in_people("identity", session.comparison, "").object
+    assert waiting.startswith("The worst query will show once every mechanism is planned")
+    assert "16 queries" in waiting
+    # a query the user asked for is one variance: shown at once
+    assert "standard deviation 2.83" in page._in_people("identity", session.comparison,
+                                                        "x <= 3").object
+    view = page._per_query_view("identity", session.comparison)
+    assert view.object.startswith("Per-query errors will show once every mechanism is planned")
+    session.compare_now()
+    assert session.complete
+    assert page._in_people("identity", session.comparison, "").object.startswith(
+        "The worst query, **total**")
+    view = page._per_query_view("identity", session.comparison)
+    assert "over 16 queries" in view[0].object
+
+
 def test_exports_describe_themselves(session):
     import io
 
