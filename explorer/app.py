@@ -41,7 +41,7 @@ from explorer.pages.learn import LearnPage
 from explorer.pages.overview import OverviewPage
 from explorer.pages.strategy import StrategyPage
 from explorer.pages.tradeoff import TradeoffPage
-from explorer.planning import STORE, one_line
+from explorer.planning import one_line
 from explorer.sessions import REGISTRY
 from explorer.state import Session
 
@@ -171,14 +171,6 @@ def freeze_startup_heap() -> None:
         gc.freeze()
 
 
-def warm_planners() -> None:
-    """Start the planner processes with the first page rather than with the first comparison
-    (their spawn and imports took 2-3 s of the first Compare click's wait); a no-op once they
-    run, or when planning does not use worker processes."""
-    if STORE.pool is not None:
-        STORE.pool.warm()
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m explorer",
@@ -223,5 +215,4 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 if __name__.startswith("bokeh"):  # `panel serve explorer/app.py`
     serverlog.configure()
     freeze_startup_heap()
-    warm_planners()
     page_app().servable(title=TITLE)
