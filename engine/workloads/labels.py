@@ -17,6 +17,8 @@ would repeat within a workload get the term's label appended, so every label nam
 
 from __future__ import annotations
 
+import collections
+import itertools
 import threading
 import weakref
 
@@ -81,16 +83,26 @@ def readable_labels(workload: Workload, limit: int = 1_000_000) -> list[str]:
                          f"up to {limit:,}")
     with _LOCK:
         known = _LABELS.get(workload)
-    if known is None:
-        known = _labels(workload)
-        with _LOCK:
-            _LABELS[workload] = known
+        building = _BUILDING.setdefault(workload, threading.Lock()) if known is None else None
+    if building is not None:
+        # One build per workload: a page asks from several threads at once when a plan
+        # arrives, and a second build of 600,000 labels would only hold the interpreter lock
+        # (and the web thread) twice as long.
+        with building:
+            with _LOCK:
+                known = _LABELS.get(workload)
+            if known is None:
+                known = _labels(workload)
+                with _LOCK:
+                    _LABELS[workload] = known
     return list(known)
 
 
 _LOCK = threading.Lock()
 #: labels already built, per workload object (a page asks for them on every redraw)
 _LABELS: weakref.WeakKeyDictionary[Workload, tuple[str, ...]] = weakref.WeakKeyDictionary()
+#: per workload object, held while its labels are built
+_BUILDING: weakref.WeakKeyDictionary[Workload, threading.Lock] = weakref.WeakKeyDictionary()
 
 
 def _labels(workload: Workload) -> tuple[str, ...]:
@@ -107,21 +119,23 @@ def _labels(workload: Workload) -> tuple[str, ...]:
         blocks = [getattr(f, "name", "block") for f in term.factors]
         described = [[describe_row(attr, rows[i], i, str(name)) for i in range(rows.shape[0])]
                      for attr, rows, name in zip(attrs, dense, blocks, strict=True)]
-        shape = tuple(len(d) for d in described)
-        for q in range(term.num_queries):
-            parts = [described[k][i] for k, i in enumerate(np.unravel_index(q, shape))
-                     if described[k][i]]
-            labels.append(", ".join(parts) or "total")
-            owners.append(term.label)
+        # Row-major like the term's queries (the last attribute's row varies fastest);
+        # empty descriptions (summed-over attributes) leave no separator behind.
+        combined = [""]
+        for rows in described:
+            combined = [f"{head}, {row}" if head and row else head or row
+                        for head, row in itertools.product(combined, rows)]
+        labels += [label or "total" for label in combined]
+        owners += [term.label] * term.num_queries
     return tuple(_distinct(labels, owners))
 
 
 def _distinct(labels: list[str], owners: list[str]) -> list[str]:
-    counts: dict[str, int] = {}
-    for label in labels:
-        counts[label] = counts.get(label, 0) + 1
+    counts = collections.Counter(labels)
     out = [f"{label} ({owner})" if counts[label] > 1 else label
            for label, owner in zip(labels, owners, strict=True)]
+    if len(set(out)) == len(out):
+        return out
     seen: dict[str, int] = {}
     for i, label in enumerate(out):
         seen[label] = seen.get(label, 0) + 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from engine.query_error import (
     query_error,
 )
 from engine.scenario import Scenario
+from engine.workloads import labels as labels_module
 from engine.workloads.labels import find_query, readable_labels
 
 SPEC = {
@@ -42,6 +45,31 @@ def test_labels_read_in_the_domains_values() -> None:
     assert find_query(w, "Age 24,  sex FEMALE") == 149
     with pytest.raises(SpecError, match="no query labelled 'sex femal, race multi'.*did you"):
         find_query(w, "sex femal, race multi")
+
+
+def test_labels_are_built_once_when_asked_from_several_threads(monkeypatch) -> None:
+    # A served page asks for them from two worker threads as a plan arrives: the second
+    # waits for the first build instead of building 600,000 labels again.
+    w = Scenario.from_spec(SPEC).workload
+    builds = []
+    started = threading.Event()
+
+    def slow_build(workload):
+        builds.append(workload)
+        started.set()
+        time.sleep(0.2)
+        return build(workload)
+
+    build = labels_module._labels
+    monkeypatch.setattr(labels_module, "_labels", slow_build)
+    results: list[list[str]] = []
+    first = threading.Thread(target=lambda: results.append(readable_labels(w)))
+    first.start()
+    started.wait(5)
+    second = readable_labels(w)
+    first.join()
+    assert len(builds) == 1 and results[0] == second and len(second) == 1014
+    assert second[100 + 49] == "age 24, sex female"
 
 
 def test_labels_of_ranges_bins_and_repeated_totals() -> None:
