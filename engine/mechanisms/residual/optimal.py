@@ -45,6 +45,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
@@ -305,6 +306,35 @@ def _subsets(k: int) -> list[tuple[int, ...]]:
     return [tuple(a for a in range(k) if mask >> a & 1) for mask in range(2**k)]
 
 
+class BestSeen:
+    """The best feasible primal point and the best dual bound seen while solving Eq. 4.
+
+    Every dual evaluation at weights ``lam`` gives ``trm = sum sqrt(e)`` (its square is a
+    lower bound on the loss) and the per-cell slack ``d``; the primal point built from it is
+    feasible after scaling by ``max d``, with loss ``trm * max d`` (an upper bound). Both the
+    fixed point and the Newton phases (here and in :mod:`.symmetry`) report each evaluation
+    to :meth:`record`.
+    """
+
+    def __init__(self) -> None:
+        self.upper = math.inf  #: the best (lowest) primal loss, in units of the scaled Gram
+        self.lower = 0.0  #: the best (highest) dual bound
+        self.best: tuple[Any, Any, float] | None = None  #: ``(e, Q, max d)`` of the best point
+
+    @property
+    def width(self) -> float:
+        """``upper - lower``: how far apart the two bounds still are."""
+        return self.upper - self.lower
+
+    def record(self, trm: float, d: np.ndarray, e: Any, Q: Any) -> float:
+        """Take one evaluation into account; returns the relative gap ``width / upper``."""
+        self.lower = max(self.lower, trm**2)
+        upper = trm * float(d.max())
+        if upper < self.upper:
+            self.upper, self.best = upper, (e, Q, float(d.max()))
+        return self.width / self.upper
+
+
 def solve_optimal(G: np.ndarray | None, tol: float = 1e-10, max_iter: int = 20_000,
                   progress: Progress | None = None, label: str = "",
                   factor: np.ndarray | None = None, grid: Sequence[int] | None = None,
@@ -361,17 +391,9 @@ def solve_optimal(G: np.ndarray | None, tol: float = 1e-10, max_iter: int = 20_0
     c, r = dual.shape
     orbit = _orbits(dual, tuple(grid)) if grid is not None else np.arange(c)
     lam = np.full(c, 1.0 / c)
-    best_ub, best_lb = math.inf, 0.0
-    best: tuple[np.ndarray, np.ndarray, float] | None = None
+    seen = BestSeen()
+    record = seen.record
     iterations = newton_steps = 0
-
-    def record(trm: float, d: np.ndarray, e: np.ndarray, Q: np.ndarray) -> float:
-        nonlocal best_ub, best_lb, best
-        best_lb = max(best_lb, trm**2)
-        ub = trm * float(d.max())
-        if ub < best_ub:
-            best_ub, best = ub, (e, Q, float(d.max()))
-        return (best_ub - best_lb) / best_ub
 
     trm, d, e, Q = dual.evaluate(lam)
     gap = record(trm, d, e, Q)
@@ -390,25 +412,25 @@ def solve_optimal(G: np.ndarray | None, tol: float = 1e-10, max_iter: int = 20_0
                 trm, d, e, Q = dual.evaluate(lam)
                 gap = record(trm, d, e, Q)
                 continue
-        previous = best_ub - best_lb
+        previous = seen.width
         lam = lam * (d / trm) ** RHO
         lam /= lam.sum()
         iterations += 1
         trm, d, e, Q = dual.evaluate(lam)
         gap = record(trm, d, e, Q)
-        stalled = stalled + 1 if best_ub - best_lb >= previous * (1.0 - 1e-3) else 0
+        stalled = stalled + 1 if seen.width >= previous * (1.0 - 1e-3) else 0
         if iterations % 10 == 0:
-            report(progress, iterations + newton_steps, best_ub * scale, label)
-    assert best is not None
-    e, Q, dmax = best
+            report(progress, iterations + newton_steps, seen.upper * scale, label)
+    assert seen.best is not None
+    e, Q, dmax = seen.best
     # B = e^{-1/4} Q^T A^T / sqrt(dmax) and its pseudo-inverse A w^{-1} Q e^{1/4} sqrt(dmax)
     A = dual.matrix()
     basis = ((A @ (Q * e**-0.25)) / math.sqrt(dmax)).T
     pinv_half = (A / dual.w) @ (Q * e**0.25)
     # V does not depend on the scale of G; only the loss does.
     return OptimalSolution(basis=basis, basis_pinv=pinv_half * math.sqrt(dmax),
-                           loss=best_ub * scale,
-                           lower=best_lb * scale, iterations=iterations,
+                           loss=seen.upper * scale,
+                           lower=seen.lower * scale, iterations=iterations,
                            newton_steps=newton_steps)
 
 

@@ -42,6 +42,7 @@ import scipy.linalg as sla
 
 from engine.linalg.twins import contrasts, twin_classes
 from engine.mechanisms.residual.decomposition import GramStore, ResidualWorkload
+from engine.mechanisms.residual.optimal import BestSeen
 from engine.mechanisms.residual.submechanisms import SubMechanism
 from engine.progress import Progress, report
 
@@ -334,17 +335,9 @@ def solve_symmetric(
     start = time.perf_counter()
     dual = _BlockDual(problem)
     mu = np.full(problem.constraints, 1.0 / problem.constraints)
-    best_ub, best_lb = math.inf, 0.0
-    best: tuple[list, list, float] | None = None
+    seen = BestSeen()
+    record = seen.record
     iterations = newton_steps = 0
-
-    def record(trm: float, d: np.ndarray, e: list, Q: list) -> float:
-        nonlocal best_ub, best_lb, best
-        best_lb = max(best_lb, trm**2)
-        ub = trm * float(d.max())
-        if ub < best_ub:
-            best_ub, best = ub, (e, Q, float(d.max()))
-        return (best_ub - best_lb) / best_ub
 
     trm, d, e, Q = dual.evaluate(mu)
     gap = record(trm, d, e, Q)
@@ -355,17 +348,17 @@ def solve_symmetric(
                 dual, mu, record, tol, min(NEWTON_STEPS, max_iter - iterations), progress, label
             )
             break
-        previous = best_ub - best_lb
+        previous = seen.width
         mu = mu * (d / trm) ** RHO
         mu /= mu.sum()
         iterations += 1
         trm, d, e, Q = dual.evaluate(mu)
         gap = record(trm, d, e, Q)
-        stalled = stalled + 1 if best_ub - best_lb >= previous * (1.0 - 1e-3) else 0
+        stalled = stalled + 1 if seen.width >= previous * (1.0 - 1e-3) else 0
         if iterations % 10 == 0:
-            report(progress, iterations, best_ub, label)
-    assert best is not None
-    es, Qs, dmax = best
+            report(progress, iterations, seen.upper, label)
+    assert seen.best is not None
+    es, Qs, dmax = seen.best
     strategies = []
     for U, w, A, e, Qb in zip(dual.U, dual.w, dual.A, es, Qs, strict=True):
         if A.shape[1] == 0:
@@ -380,7 +373,7 @@ def solve_symmetric(
         [(b, s) for b, s in zip(problem.blocks, strategies, strict=True) if s is not None],
     )
     return SymmetricSolution(
-        sub, best_ub, best_lb, iterations, newton_steps, time.perf_counter() - start
+        sub, seen.upper, seen.lower, iterations, newton_steps, time.perf_counter() - start
     )
 
 
