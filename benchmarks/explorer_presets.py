@@ -34,7 +34,7 @@ import time
 
 import yaml
 
-from explorer.served import REPO_ROOT, chromium_options, serving
+from explorer.served import REPO_ROOT, chromium_options, drag_eps_slider, serving
 
 #: preset key -> (label, goal in seconds for every result)
 PRESETS = {
@@ -85,16 +85,6 @@ def plain(text: str | None) -> str:
     return re.sub(r"<[^>]*>", "", html.unescape(html.unescape(text or ""))).strip()
 
 
-def drag(page, pixels: float) -> None:
-    handle = page.locator(".eps-slider .noUi-handle").first
-    box = handle.bounding_box()
-    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-    page.mouse.move(x, y)
-    page.mouse.down()
-    page.mouse.move(x + pixels, y, steps=4)
-    page.mouse.up()
-
-
 def measure(browser, base: str, key: str, moves: int, timeout_s: float) -> dict:
     """Load preset ``key``, open Compare: seconds to bound and to all results, slider ms."""
     from explorer.presets import build_preset
@@ -126,7 +116,7 @@ def measure(browser, base: str, key: str, moves: int, timeout_s: float) -> dict:
         if done is not None:
             for i in range(moves):
                 page.evaluate(ARM_JS, page.evaluate(TEXT_JS, "compare-headline"))
-                drag(page, 12 + 3 * i)
+                drag_eps_slider(page, 12 + 3 * i)
                 sliders.append(page.evaluate("() => window.__updated"))
                 page.wait_for_timeout(500)
         return {"page": built, "bound": bound, "done": done, "bound_text": bound_text,

@@ -191,3 +191,15 @@ def chromium_options() -> dict[str, Any]:
             f"no Chromium at {CHROMIUM}: run `make chromium` (or set CHROMIUM=path)"
         )
     return {"executable_path": CHROMIUM, "headless": True, "args": list(CHROMIUM_ARGS)}
+
+
+def drag_eps_slider(page: Any, pixels: float) -> None:
+    """Drag the eps slider's handle ``pixels`` to the right (left when negative) and release
+    it, as a person would (a Playwright sync page; the browser tests and the benchmarks)."""
+    handle = page.locator(".eps-slider .noUi-handle").first
+    box = handle.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + pixels, y, steps=4)
+    page.mouse.up()

@@ -15,6 +15,8 @@ import pytest
 from conftest import RESULTS_DIR, app_path
 from playwright.sync_api import expect
 
+from explorer.served import drag_eps_slider
+
 pytestmark = pytest.mark.ui
 
 #: Slider moves measured (20 give a 95th percentile between the two slowest).
@@ -52,20 +54,10 @@ ARM_JS = """([x0, level0]) => {
 }"""
 
 
-def drag_slider(page, pixels: float) -> None:
-    handle = page.locator(".eps-slider .noUi-handle").first
-    box = handle.bounding_box()
-    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-    page.mouse.move(x, y)
-    page.mouse.down()
-    page.mouse.move(x + pixels, y, steps=4)
-    page.mouse.up()
-
-
 def move_and_measure(page, pixels: float) -> tuple[float, float, str]:
     before = page.evaluate(STATE_JS)
     page.evaluate(ARM_JS, before)
-    drag_slider(page, pixels)
+    drag_eps_slider(page, pixels)
     latency, x, level = page.evaluate("() => window.__updated")
     assert x != before[0] and level != before[1]
     return latency, x, level
