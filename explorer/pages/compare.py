@@ -239,8 +239,7 @@ class ComparePage(Page):
         table = pn.bind(self._table, session.param.comparison)
         self._doc = pn.state.curdoc
         self._bars = LiveBarsChart(session.comparison, on_pick=self._picked)
-        self._bars_pane = pn.pane.Bokeh(self._bars.figure, sizing_mode="stretch_width",
-                                        css_classes=["rmse-chart"])
+        self._bars_pane = pn.pane.Bokeh(self._bars.figure, sizing_mode="stretch_width")
         self.watch(session, self._comparison_changed, "comparison")
         intro = pn.bind(self._intro, session.param.scenario)
         return pn.Column(
@@ -257,7 +256,8 @@ class ComparePage(Page):
                                      session.param.plans),
                              css_classes=["compare-headline"], sizing_mode="stretch_width",
                              styles={"font-size": "1.1em"}),
-            self._bars_pane,
+            # On a wrapper: a Bokeh pane gives its figure the class only when it is replaced.
+            pn.Column(self._bars_pane, sizing_mode="stretch_width", css_classes=["rmse-chart"]),
             caption("Bars: the typical error per count of each mechanism (smaller is better), "
                     "best first. Dashed line: the SVD lower bound, the smallest error any "
                     "mechanism of this kind could reach on these queries. Click a legend entry "

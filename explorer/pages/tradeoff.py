@@ -246,8 +246,11 @@ class TradeoffPage(Page):
         self._chart_pane = pn.pane.Bokeh(
             pn.bind(self._chart, session.param.plans, p.param.noise, p.param.delta,
                     p.param.calibration),
-            sizing_mode="stretch_width", css_classes=["tradeoff-chart"])
-        chart = self._chart_pane
+            sizing_mode="stretch_width")
+        # The class goes on a wrapper: a Bokeh pane puts its css_classes on a figure only when
+        # the figure is replaced, so a page opened on stored plans would have no class at all.
+        chart = pn.Column(self._chart_pane, sizing_mode="stretch_width",
+                          css_classes=["tradeoff-chart"])
         target = pn.widgets.FloatInput(label="Target RMSE", value=self.model.target, step=0.1,
                                        start=None, css_classes=["target-rmse"], width=200)
         target.param.watch(lambda event: self.model.type_target(event.new), "value")

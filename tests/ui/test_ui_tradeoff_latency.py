@@ -63,16 +63,6 @@ def move_and_measure(page, pixels: float) -> tuple[float, float, str]:
     return latency, x, level
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "open bug (issue 17, since b039fac): when the plans of the default workload are "
-        "already in the plan store (another session planned them, e.g. after "
-        "test_ui_pages.py), a new session's trade-off page renders without its chart and "
-        "readout (no .tradeoff-chart element within 60 s, no server error logged); alone, "
-        "with a cold store, the page and this measurement work"
-    ),
-)
 def test_eps_slider_moves_chart_and_numbers(open_app, console_errors, screenshot):
     page = open_app(app_path("/tradeoff"), wait_for=".tradeoff-chart")
     readout = page.locator(".tradeoff-readout").first
