@@ -335,6 +335,41 @@ class BestSeen:
         return self.width / self.upper
 
 
+class FixedPoint:
+    """The multiplicative fixed point on Eq. 4's dual weights, ``w <- w (d / trm)**RHO``
+    renormalised to the simplex, with the bounds it has seen (:class:`BestSeen`).
+
+    ``evaluate(weights)`` returns ``(trm, d, e, Q)`` (see :meth:`BestSeen.record`). Both Eq. 4
+    solvers (here and in :mod:`.symmetry`) run these steps before their Newton phases.
+    """
+
+    def __init__(self, evaluate: Callable[[np.ndarray], tuple[float, np.ndarray, Any, Any]],
+                 weights: np.ndarray) -> None:
+        self.evaluate = evaluate
+        self.seen = BestSeen()
+        self.iterations = 0  #: fixed-point steps taken
+        self.stalled = 0  #: consecutive steps without a 0.1 % narrower gap
+        self.at(weights)
+
+    def at(self, weights: np.ndarray) -> None:
+        """Evaluate the dual at ``weights`` (the start, or where a Newton phase ended)."""
+        self.weights = weights
+        self.trm, self.d, e, Q = self.evaluate(weights)
+        self.gap = self.seen.record(self.trm, self.d, e, Q)  #: relative gap, best so far
+
+    def step(self) -> None:
+        """One multiplicative update and its evaluation."""
+        previous = self.seen.width
+        weights = self.weights * (self.d / self.trm) ** RHO
+        self.at(weights / weights.sum())
+        self.iterations += 1
+        self.stalled = self.stalled + 1 if self.seen.width >= previous * (1.0 - 1e-3) else 0
+
+    def running(self, tol: float, steps_left: int) -> bool:
+        """Whether to go on: gap above ``tol``, steps left, and not stalled."""
+        return self.gap > tol and steps_left > 0 and self.stalled < STALL_STEPS
+
+
 def solve_optimal(G: np.ndarray | None, tol: float = 1e-10, max_iter: int = 20_000,
                   progress: Progress | None = None, label: str = "",
                   factor: np.ndarray | None = None, grid: Sequence[int] | None = None,
@@ -390,37 +425,25 @@ def solve_optimal(G: np.ndarray | None, tol: float = 1e-10, max_iter: int = 20_0
         dual = _Dual(U[:, keep] * np.sqrt(w[keep]), w[keep])
     c, r = dual.shape
     orbit = _orbits(dual, tuple(grid)) if grid is not None else np.arange(c)
-    lam = np.full(c, 1.0 / c)
-    seen = BestSeen()
-    record = seen.record
-    iterations = newton_steps = 0
-
-    trm, d, e, Q = dual.evaluate(lam)
-    gap = record(trm, d, e, Q)
-    stalled = 0
+    solve = FixedPoint(dual.evaluate, np.full(c, 1.0 / c))
+    seen = solve.seen
+    newton_steps = 0
     newton_tried = False
-    while gap > tol and iterations + newton_steps < max_iter and stalled < STALL_STEPS:
-        if not newton_tried and (gap < NEWTON_GAP or iterations >= NEWTON_AFTER):
-            support = _support(dual, d, trm)
+    while solve.running(tol, max_iter - solve.iterations - newton_steps):
+        if not newton_tried and (solve.gap < NEWTON_GAP or solve.iterations >= NEWTON_AFTER):
+            support = _support(dual, solve.d, solve.trm)
             orbits = len(np.unique(orbit[support]))
             pairs = r * (r + 1) / 2
             if (orbits * orbits + len(support)) * pairs <= NEWTON_FLOPS:
                 newton_tried = True
-                lam, steps = _barrier_newton(dual, lam, support, orbit, record, tol,
-                                             min(NEWTON_STEPS, max_iter), progress, label)
+                lam, steps = _barrier_newton(dual, solve.weights, support, orbit, seen.record,
+                                             tol, min(NEWTON_STEPS, max_iter), progress, label)
                 newton_steps += steps
-                trm, d, e, Q = dual.evaluate(lam)
-                gap = record(trm, d, e, Q)
+                solve.at(lam)
                 continue
-        previous = seen.width
-        lam = lam * (d / trm) ** RHO
-        lam /= lam.sum()
-        iterations += 1
-        trm, d, e, Q = dual.evaluate(lam)
-        gap = record(trm, d, e, Q)
-        stalled = stalled + 1 if seen.width >= previous * (1.0 - 1e-3) else 0
-        if iterations % 10 == 0:
-            report(progress, iterations + newton_steps, seen.upper * scale, label)
+        solve.step()
+        if solve.iterations % 10 == 0:
+            report(progress, solve.iterations + newton_steps, seen.upper * scale, label)
     assert seen.best is not None
     e, Q, dmax = seen.best
     # B = e^{-1/4} Q^T A^T / sqrt(dmax) and its pseudo-inverse A w^{-1} Q e^{1/4} sqrt(dmax)
@@ -430,7 +453,7 @@ def solve_optimal(G: np.ndarray | None, tol: float = 1e-10, max_iter: int = 20_0
     # V does not depend on the scale of G; only the loss does.
     return OptimalSolution(basis=basis, basis_pinv=pinv_half * math.sqrt(dmax),
                            loss=seen.upper * scale,
-                           lower=seen.lower * scale, iterations=iterations,
+                           lower=seen.lower * scale, iterations=solve.iterations,
                            newton_steps=newton_steps)
 
 

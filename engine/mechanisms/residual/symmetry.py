@@ -42,7 +42,7 @@ import scipy.linalg as sla
 
 from engine.linalg.twins import contrasts, twin_classes
 from engine.mechanisms.residual.decomposition import GramStore, ResidualWorkload
-from engine.mechanisms.residual.optimal import BestSeen
+from engine.mechanisms.residual.optimal import FixedPoint
 from engine.mechanisms.residual.submechanisms import SubMechanism
 from engine.progress import Progress, report
 
@@ -52,12 +52,10 @@ TWIN_MAX_VALUES = 512
 BLOCK_LIMIT = 2048
 #: Relative eigenvalue below which a direction of a block's Gram is outside its range.
 RANGE_RCOND = 1e-12
-#: Exponent of the multiplicative update (as in ``optimal.py``).
-RHO = 1.5
 #: Newton takes over once the fixed point's gap is below this, or after this many steps.
 NEWTON_GAP, NEWTON_AFTER = 1e-3, 50
-#: Caps on Newton steps and on fixed-point steps without a 0.1 % smaller gap.
-NEWTON_STEPS, STALL_STEPS = 200, 500
+#: Cap on Newton steps.
+NEWTON_STEPS = 200
 
 
 @dataclass(frozen=True)
@@ -334,29 +332,19 @@ def solve_symmetric(
     """
     start = time.perf_counter()
     dual = _BlockDual(problem)
-    mu = np.full(problem.constraints, 1.0 / problem.constraints)
-    seen = BestSeen()
-    record = seen.record
-    iterations = newton_steps = 0
-
-    trm, d, e, Q = dual.evaluate(mu)
-    gap = record(trm, d, e, Q)
-    stalled = 0
-    while gap > tol and iterations + newton_steps < max_iter and stalled < STALL_STEPS:
-        if gap < NEWTON_GAP or iterations >= NEWTON_AFTER:
-            mu, newton_steps = _barrier_newton(
-                dual, mu, record, tol, min(NEWTON_STEPS, max_iter - iterations), progress, label
+    solve = FixedPoint(dual.evaluate, np.full(problem.constraints, 1.0 / problem.constraints))
+    seen = solve.seen
+    newton_steps = 0
+    while solve.running(tol, max_iter - solve.iterations):
+        if solve.gap < NEWTON_GAP or solve.iterations >= NEWTON_AFTER:
+            _, newton_steps = _barrier_newton(
+                dual, solve.weights, seen.record, tol,
+                min(NEWTON_STEPS, max_iter - solve.iterations), progress, label
             )
             break
-        previous = seen.width
-        mu = mu * (d / trm) ** RHO
-        mu /= mu.sum()
-        iterations += 1
-        trm, d, e, Q = dual.evaluate(mu)
-        gap = record(trm, d, e, Q)
-        stalled = stalled + 1 if seen.width >= previous * (1.0 - 1e-3) else 0
-        if iterations % 10 == 0:
-            report(progress, iterations, seen.upper, label)
+        solve.step()
+        if solve.iterations % 10 == 0:
+            report(progress, solve.iterations, seen.upper, label)
     assert seen.best is not None
     es, Qs, dmax = seen.best
     strategies = []
@@ -373,7 +361,7 @@ def solve_symmetric(
         [(b, s) for b, s in zip(problem.blocks, strategies, strict=True) if s is not None],
     )
     return SymmetricSolution(
-        sub, seen.upper, seen.lower, iterations, newton_steps, time.perf_counter() - start
+        sub, seen.upper, seen.lower, solve.iterations, newton_steps, time.perf_counter() - start
     )
 
 
