@@ -19,7 +19,6 @@ from engine.mechanisms import get
 from engine.mechanisms.residual import QuerySmasher
 from engine.mechanisms.residual.decomposition import decompose, residual_projector
 from engine.mechanisms.residual.optimal import solve_optimal
-from engine.noise import ExactNoise
 from engine.privacy import Privacy, analytic_gaussian_sigma
 from engine.progress import Progress
 from engine.workloads import Workload
@@ -33,23 +32,6 @@ from engine.workloads.groups import (
 )
 
 BETA1 = Privacy(noise="zcdp", rho=0.5)
-
-
-class ZeroNoise:
-    """Runs a plan without noise (checks that measuring and reconstructing are exact): the
-    exact sampler's integers are zeroed and answers go on the grid 2**-40, far below the
-    tolerances."""
-
-    def __init__(self, plan) -> None:  # noqa: ANN001
-        self.plan = plan
-
-    def measure(self, data):  # noqa: ANN001, ANN201
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(ExactNoise, "integers", lambda self, size, rng: np.zeros(size, int))
-            return self.plan.measure(data, np.random.default_rng(0), grid_exponent=40)
-
-    def run(self, data):  # noqa: ANN001, ANN201
-        return self.plan.reconstruct(self.measure(data))
 
 
 def mixed_workload() -> Workload:
@@ -115,15 +97,16 @@ def test_laplace_is_not_applicable() -> None:
 
 
 @pytest.mark.parametrize("sub_solver", ["optimal", "residual", "kron_basis", "fourier"])
-def test_zero_noise_reproduces_every_answer(mixed_plans: dict, sub_solver: str) -> None:
+def test_zero_noise_reproduces_every_answer(mixed_plans: dict, sub_solver: str,
+                                            noiseless) -> None:
     W = mixed_workload()
     p = mixed_plans[sub_solver]
     x = np.random.default_rng(2).integers(0, 30, W.domain.size).astype(float)
-    m = ZeroNoise(p).measure(x)
+    m = noiseless(p, x)
     np.testing.assert_allclose(p.reconstruct(m), W.answer(x), atol=1e-9)
     np.testing.assert_allclose(m.y, p.strategy.matvec(x), atol=1e-9)
     data = Dataset.synthetic(W.domain, 300, rng=4)
-    np.testing.assert_allclose(ZeroNoise(p).run(data), W.answer(data.datavector()),
+    np.testing.assert_allclose(p.reconstruct(noiseless(p, data)), W.answer(data.datavector()),
                                atol=1e-9)
 
 
@@ -174,7 +157,7 @@ def test_weighted_queries_appendix_e() -> None:
         assert row["loss"] == pytest.approx(solve_optimal(Q.T @ Gw @ Q).loss, rel=1e-8)
 
 
-def test_huge_domain_never_materialised() -> None:
+def test_huge_domain_never_materialised(noiseless) -> None:
     """[40]^40 (1.2e64 cells): plan, measure by counting, reconstruct, zero-noise exact."""
     n, d = 40, 40
     dom = Domain.from_sizes([n] * d, kinds=["numeric"] * d)
@@ -183,7 +166,7 @@ def test_huge_domain_never_materialised() -> None:
     assert p.strategy.shape[1] == n**d
     assert p.fact("distinct_subproblems") <= 3
     data = Dataset.synthetic(dom, 50, rng=7)
-    got = ZeroNoise(p).run(data)
+    got = p.reconstruct(noiseless(p, data))
     expected = W.answer_from_marginals(lambda ax: data.marginal([dom.names[i] for i in ax]))
     np.testing.assert_allclose(got, expected, atol=1e-6)
     noisy = p.run(data, np.random.default_rng(0))

@@ -12,7 +12,6 @@ from engine.data.dataset import Dataset
 from engine.domain import Domain
 from engine.linalg.residuals import privacy_factor, variance_factor
 from engine.mechanisms import get
-from engine.noise import ExactNoise
 from engine.privacy import Privacy
 from engine.workloads import Workload
 from engine.workloads.groups import Marginals, PrefixMarginals
@@ -20,23 +19,6 @@ from engine.workloads.groups import Marginals, PrefixMarginals
 BETA1 = Privacy(noise="zcdp", rho=0.5)
 R4_CELL_VAR = {("A",): 4.521332943, ("B",): 3.548222846, ("C",): 3.045542655,
                ("A", "B"): 2.437130446, ("A", "C"): 2.152482304, ("B", "C"): 1.844182055}
-
-
-class ZeroNoise:
-    """Runs a plan without noise (checks that measuring and reconstructing are exact): the
-    exact sampler's integers are zeroed and answers go on the grid 2**-40, far below the
-    tolerances."""
-
-    def __init__(self, plan) -> None:  # noqa: ANN001
-        self.plan = plan
-
-    def measure(self, data):  # noqa: ANN001, ANN201
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(ExactNoise, "integers", lambda self, size, rng: np.zeros(size, int))
-            return self.plan.measure(data, np.random.default_rng(0), grid_exponent=40)
-
-    def run(self, data):  # noqa: ANN001, ANN201
-        return self.plan.reconstruct(self.measure(data))
 
 
 def abc_marginals() -> Workload:
@@ -83,12 +65,12 @@ def test_equals_querysmasher_residual_sub_solver_on_any_workload() -> None:
     np.testing.assert_allclose(rp.variances(), qs.variances(), rtol=1e-10)
 
 
-def test_native_measurement_zero_noise_and_monte_carlo() -> None:
+def test_native_measurement_zero_noise_and_monte_carlo(noiseless) -> None:
     W = abc_marginals()
     plan = get("residual-planner").plan(W, BETA1)
     data = Dataset.synthetic(W.domain, 200, rng=1)
     x = data.datavector().astype(float)
-    m = ZeroNoise(plan).measure(data)
+    m = noiseless(plan, data)
     assert m.y.size == sum(math.prod(d - 1 for d in a) if a else 1
                            for a in [(), (2,), (3,), (4,), (2, 3), (2, 4), (3, 4)])
     np.testing.assert_allclose(plan.reconstruct(m), W.answer(x), atol=1e-10)
