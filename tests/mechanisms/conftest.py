@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
+from engine.mechanisms.hdmm.blas import blas_threads
 from engine.noise import ExactNoise
 
 
@@ -24,3 +25,11 @@ def measure_noiseless(plan: Any, data: Any) -> Any:
 def noiseless() -> Callable[[Any, Any], Any]:
     """:func:`measure_noiseless`, as a fixture."""
     return measure_noiseless
+
+
+@pytest.fixture
+def one_blas_thread() -> Iterator[None]:
+    """One BLAS thread for the test: HDMM's optimisers make thousands of small BLAS calls,
+    which a thread pool only slows down (badly on a busy machine)."""
+    with blas_threads(1):
+        yield

@@ -22,10 +22,7 @@ GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 NAMES = ("hdmm", "hdmm-opt0", "hdmm-kron", "hdmm-union", "hdmm-marginals")
 
 
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    with blas_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 def small_product_union() -> Workload:

@@ -14,7 +14,6 @@ import pytest
 from engine.domain import Domain
 from engine.error import trace_term
 from engine.mechanisms import get
-from engine.mechanisms.hdmm.blas import blas_threads
 from engine.mechanisms.hdmm.kron import opt_kron
 from engine.mechanisms.hdmm.opt0 import opt0
 from engine.mechanisms.hdmm.structure import ProductUnion
@@ -25,10 +24,7 @@ LAPLACE = Privacy(noise="laplace", epsilon=1.0)
 GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 
 
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    with blas_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 def table3_workload() -> Workload:

@@ -19,7 +19,6 @@ from engine.bounds import svd_bound
 from engine.domain import Domain
 from engine.linalg.marginals import MarginalStrategy, key_of, pinv_weights, xmatrix
 from engine.mechanisms import get
-from engine.mechanisms.hdmm.blas import blas_threads
 from engine.mechanisms.hdmm.marginals import (
     MarginalObjective,
     laplace_starts,
@@ -37,10 +36,7 @@ GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 NS = (2, 3, 4)
 
 
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    with blas_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 def kron_all(mats) -> np.ndarray:

@@ -15,7 +15,6 @@ import pytest
 from engine.bounds import svd_bound_explicit
 from engine.domain import Domain
 from engine.mechanisms import get
-from engine.mechanisms.hdmm.blas import blas_threads
 from engine.mechanisms.hdmm.opt0 import (
     AGREE_RTOL,
     PIdentity,
@@ -42,11 +41,7 @@ LAPLACE = Privacy(noise="laplace", epsilon=1.0)
 GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 
 
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    # thousands of small BLAS calls: a thread pool only slows them (badly on a busy machine)
-    with blas_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 def rmse(unit: float, m: int, privacy: Privacy) -> float:

@@ -19,7 +19,6 @@ from engine.errors import NotApplicable
 from engine.linalg.matrix import Dense, Ones
 from engine.mechanisms import get
 from engine.mechanisms.base import Plan
-from engine.mechanisms.hdmm.blas import blas_threads
 from engine.mechanisms.hdmm.opt0 import PIdentity
 from engine.mechanisms.hdmm.reconstruct import data_marginal, kron_estimate, kron_measure
 from engine.noise import ExactNoise
@@ -30,10 +29,7 @@ from engine.workloads.workload import Workload
 GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 
 
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    with blas_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 class SilentPlan:

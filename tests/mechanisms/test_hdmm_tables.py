@@ -24,7 +24,6 @@ import pytest
 
 from engine.bounds import svd_bound, svd_bound_factor
 from engine.mechanisms import get
-from engine.mechanisms.hdmm.blas import blas_threads
 from engine.mechanisms.hdmm.experiments import WORKLOADS
 from engine.mechanisms.hdmm.plain import plain_rmse, summed_sensitivity
 from engine.privacy import Privacy
@@ -35,10 +34,7 @@ GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 NOISE = {"laplace": LAPLACE, "gaussian": GAUSSIAN}
 
 
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    with blas_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 @cache

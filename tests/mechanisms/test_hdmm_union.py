@@ -13,7 +13,6 @@ import pytest
 from engine.bounds import svd_bound_factor
 from engine.domain import Domain
 from engine.mechanisms import get
-from engine.mechanisms.hdmm.blas import blas_threads
 from engine.mechanisms.hdmm.experiments import WORKLOADS
 from engine.mechanisms.hdmm.opt0 import opt0
 from engine.mechanisms.hdmm.structure import ProductUnion
@@ -25,10 +24,7 @@ LAPLACE = Privacy(noise="laplace", epsilon=1.0)
 GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 
 
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    with blas_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 def test_r14_union_weights() -> None:
