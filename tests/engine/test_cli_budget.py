@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from engine.cli import main
@@ -14,25 +12,11 @@ from engine.ledger import Ledger
 from engine.mechanisms.hierarchical.io import write_hierarchy_csv
 from engine.mechanisms.hierarchical.synthetic import synthetic_census
 
-SPEC = """
-domain: {age: {size: 8, kind: numeric}, sex: 2}
-workload:
-  - product: {age: prefix, sex: identity}
-privacy: {noise: zcdp, rho: 0.5}
-"""
-
 
 @pytest.fixture
-def scenario(tmp_path: Path) -> tuple[Path, Path, str]:
-    spec = tmp_path / "scenario.yaml"
-    spec.write_text(SPEC)
-    data = tmp_path / "people.csv"
-    rng = np.random.default_rng(4)
-    with data.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["age", "sex"])
-        writer.writerows(zip(rng.integers(0, 8, 300), rng.integers(0, 2, 300), strict=True))
-    return spec, data, f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+def scenario(scenario: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path, str]:
+    """The shared ``(spec, data)`` scenario (tests/engine/conftest.py) and a ledger URL."""
+    return *scenario, f"sqlite:///{tmp_path / 'ledger.sqlite'}"
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:

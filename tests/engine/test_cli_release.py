@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,26 +16,6 @@ from engine.mechanisms.hierarchical.synthetic import synthetic_census
 from engine.noise import SEEDED_LABEL
 from engine.privacy import Privacy
 from engine.scenario import Scenario
-
-SPEC = """
-domain: {age: {size: 8, kind: numeric}, sex: 2}
-workload:
-  - product: {age: prefix, sex: identity}
-privacy: {noise: zcdp, rho: 0.5}
-"""
-
-
-@pytest.fixture
-def scenario(tmp_path: Path) -> tuple[Path, Path]:
-    spec = tmp_path / "scenario.yaml"
-    spec.write_text(SPEC)
-    data = tmp_path / "people.csv"
-    rng = np.random.default_rng(4)
-    with data.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["age", "sex"])
-        writer.writerows(zip(rng.integers(0, 8, 300), rng.integers(0, 2, 300), strict=True))
-    return spec, data
 
 
 def run_json(capsys, *argv: str) -> dict:
