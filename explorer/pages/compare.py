@@ -210,8 +210,10 @@ def query_error_frame(session: Session, name: str | None = None,
     starts = np.cumsum([0, *sizes[:-1]])
     terms = np.searchsorted(starts, rows, side="right") - 1
     std = errors.std(privacy)[rows]
+    labels = [workload.terms[t].label for t in terms]
     return pd.DataFrame({
-        "query": [f"{workload.terms[t].label} [{r - starts[t]}]" for t, r in zip(terms, rows, strict=True)],
+        "query": [f"{label} [{r - starts[t]}]"
+                  for label, t, r in zip(labels, terms, rows, strict=True)],
         "description": errors.labels(rows),
         "group": np.array([workload.terms[t].group + 1 for t in range(len(sizes))])[terms],
         "expected_error": std,
