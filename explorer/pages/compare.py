@@ -443,7 +443,7 @@ class ComparePage(Page):
                                     css_classes=["query-in-people"])
         try:
             errors = plan_errors(self.session, name)
-            query = text if text.strip() else int(errors.worst_first()[0])
+            query = text if text.strip() else errors.worst()
             error = errors.query(query, self.session.privacy.with_())
         except Exception as exc:  # an unknown label, too many queries
             return pn.pane.Alert(one_line(exc), alert_type="warning",
