@@ -37,6 +37,8 @@ FACT_WORDS: dict[str, tuple[str, str]] = {
     "group_size": ("eigen-separation group size", "eigen-queries"),
     "fraction": ("fraction of principal vectors asked for", ""),
     "principal": ("principal vectors kept", "eigen-queries"),
+    "eigenqueries_computed": ("eigen-queries computed by the partial eigensolver",
+                              "eigen-queries"),
     "subspace_seconds": ("time for the dominant subspace", "s"),
     "basis": ("basis", ""),
     "exact_eigenbasis": ("the basis is the exact eigenbasis", ""),
