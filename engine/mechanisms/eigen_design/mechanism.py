@@ -1,12 +1,15 @@
 """The registered ``eigen-design`` mechanism (Li & Miklau, PVLDB 2012).
 
-Routes a workload to one of three computations (``plan.fact("structure")`` says which):
+Routes a workload to one of four computations (``plan.fact("structure")`` says which):
 
 * ``dense`` (n <= ``max_dense_cells``): eigendecomposition of the dense Gram, Program 1 on the
   eigen-queries (or a reduction of it, or a Wavelet/Fourier design set), diagonal completion,
   exact error;
 * ``partial`` (principal vectors or eigen-separation above ``max_dense_cells``, L2 only):
   randomized dominant subspace of the implicit Gram, no full eigendecomposition;
+* ``closed-form`` (separation on one all-range block above ``max_dense_cells``, L2): the
+  all-range Gram's eigen-queries are the sine basis (``sines``), so neither a full nor an
+  iterative eigensolver is needed;
 * ``kronecker`` (product-union workloads on several attributes above ``max_dense_cells``, or
   when asked for): per-attribute eigenbases, Program 1 through Kronecker mat-vecs, no
   completion (see ``structured`` for where it stops).
@@ -57,6 +60,7 @@ from engine.mechanisms.eigen_design.reductions import (
     principal_vectors_partial,
     separation_partial,
 )
+from engine.mechanisms.eigen_design.sines import all_range_separation
 from engine.mechanisms.eigen_design.structured import (
     MAX_CELLS,
     kron_design,
@@ -64,6 +68,7 @@ from engine.mechanisms.eigen_design.structured import (
 )
 from engine.privacy import Privacy
 from engine.progress import Progress, report
+from engine.workloads.blocks import AllRangeBlock
 from engine.workloads.workload import Workload
 
 #: Per-query variances are computed for at most this many (query x cell) products.
@@ -169,6 +174,9 @@ class EigenDesignMechanism(Mechanism):
             return "partial"
         if n <= self.max_dense_cells:
             return "dense"
+        if (self.reduction == "separation" and eigen_only and norm == 2
+                and self.eigensolver == "auto" and _all_range_weight(workload) is not None):
+            return "closed-form"
         if self.structure == "dense" or self.eigensolver == "full":
             raise NotApplicable(f"eigen-design: {n:,} cells exceed max_dense_cells = "
                                 f"{self.max_dense_cells:,} for a dense eigendecomposition")
@@ -222,6 +230,13 @@ class EigenDesignMechanism(Mechanism):
                 for name in self._design_sets(norm)], norm)
             timings["program1"] = time.perf_counter() - start
             bound = design.info.get("svd_bound")
+        elif route == "closed-form":
+            start = time.perf_counter()
+            design = all_range_separation(workload.domain.size, self.group_size or None,
+                                          weight=_all_range_weight(workload),
+                                          complete=self.completion, progress=progress)
+            timings["design"] = time.perf_counter() - start
+            bound = design.info["svd_bound"]
         elif route == "partial":
             # fast products with the Gram; the dense one only for non-product terms
             G = (GramOperator(workload) if workload.is_product_union
@@ -292,6 +307,16 @@ class EigenDesignMechanism(Mechanism):
 
         return _best([(name, lambda name=name: build(name))
                       for name in self._design_sets(norm)], norm)
+
+
+def _all_range_weight(workload: Workload) -> float | None:
+    """The weight of a workload made of one all-range block, else None."""
+    if len(workload.domain) != 1 or len(workload.terms) != 1:
+        return None
+    term = workload.terms[0]
+    if not term.is_product or not isinstance(term.full_factors()[0], AllRangeBlock):
+        return None
+    return float(term.weight)
 
 
 def _best(builders, norm: int) -> tuple[WeightedDesign, dict[str, float]]:
