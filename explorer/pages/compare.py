@@ -11,6 +11,8 @@ level only re-scales them.
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -21,8 +23,8 @@ import param
 from bokeh.models.widgets.tables import NumberFormatter
 
 from engine.compare import Comparison
-from engine.query_error import METHODS, error_half_widths, query_error
-from engine.workloads.labels import readable_labels
+from engine.mechanisms import Plan
+from engine.query_error import METHODS, PerQueryErrors
 from explorer.components.charts import LiveBarsChart, color_of, error_histogram
 from explorer.components.exports import csv_download, scenario_columns, text_download
 from explorer.components.notes import caption
@@ -155,35 +157,69 @@ def headline(comparison: Comparison | None, privacy_text: str, complete: bool) -
     return text
 
 
-def query_error_frame(session: Session, name: str | None = None) -> pd.DataFrame:
-    """Expected error of every query under a mechanism's plan, worst first.
+def plan_errors(session: Session, name: str | None = None) -> PerQueryErrors:
+    """The per-query errors of ``name``'s stored plan (default: the selected mechanism),
+    shared by every page and session showing that plan: computed once, re-scaled per level.
+
+    Raises:
+        ValueError: when the mechanism has no plan.
+    """
+    name = name or session.selected
+    rows = {} if session.plans is None else {r.mechanism: r for r in session.plans.rows}
+    row = rows.get(name)
+    if row is None or row.plan is None:
+        raise ValueError(f"{name or 'no mechanism'}: no plan (not applicable or not planned)")
+    with _ERRORS_LOCK:
+        errors = _ERRORS.get(row.plan)
+        if errors is None:
+            # the session's workload: equal to the plan's, and its labels are already built
+            errors = _ERRORS[row.plan] = PerQueryErrors(row.plan, session.workload)
+    return errors
+
+
+#: Per-query errors of each stored plan (dropped with the plan).
+_ERRORS: weakref.WeakKeyDictionary[Plan, PerQueryErrors] = weakref.WeakKeyDictionary()
+_ERRORS_LOCK = threading.Lock()
+
+
+def query_error_frame(session: Session, name: str | None = None,
+                      limit: int | None = None) -> pd.DataFrame:
+    """Expected error of every query (or of the ``limit`` worst) under a mechanism's plan at
+    the live privacy level, worst first.
 
     Columns: ``query`` (term and row), ``description`` (the query in the domain's value
     labels, e.g. "age 30-34, sex female"), ``group`` (workload item, 1-based),
     ``expected_error`` (standard deviation of the query's error, counts), ``error_95``
     (the error is within +/- this many counts with 95 % probability: exact for Gaussian
-    noise, a bound for Laplace, see ``error_95_method``) and ``variance``.
+    noise, a bound for Laplace, see ``error_95_method``) and ``variance`` (squared counts).
+    Re-scaled from :func:`plan_errors`, so a privacy level costs a few multiplications.
 
     Raises:
         ValueError: when the mechanism has no plan or the workload has too many queries.
     """
-    if session.plan(name) is None:
-        raise ValueError(f"{name or 'no mechanism'}: no plan (not applicable or not planned)")
+    errors = plan_errors(session, name)
     workload = session.workload
     if workload.num_queries > QUERY_LIST_LIMIT:
         raise ValueError(f"{workload.num_queries:,} queries: per-query errors are listed up to "
                          f"{QUERY_LIST_LIMIT:,}")
-    variances = np.asarray(session.variances(name), dtype=float)
-    groups = np.concatenate([np.full(t.num_queries, t.group + 1) for t in workload.terms])
-    half_widths, method = error_half_widths(session.plan(name))
-    frame = pd.DataFrame({"query": workload.query_labels(QUERY_LIST_LIMIT),
-                          "description": readable_labels(workload, QUERY_LIST_LIMIT),
-                          "group": groups,
-                          "expected_error": np.sqrt(np.maximum(variances, 0.0)),
-                          "error_95": half_widths, "error_95_method": METHODS[method],
-                          "variance": variances})
-    return frame.sort_values("expected_error", ascending=False, kind="stable").reset_index(
-        drop=True)
+    privacy = session.privacy.with_()
+    rows = errors.worst_first()
+    if limit is not None:
+        rows = rows[:limit]
+    sizes = [t.num_queries for t in workload.terms]
+    starts = np.cumsum([0, *sizes[:-1]])
+    terms = np.searchsorted(starts, rows, side="right") - 1
+    std = errors.std(privacy)[rows]
+    labels = [workload.terms[t].label for t in terms]
+    return pd.DataFrame({
+        "query": [f"{label} [{r - starts[t]}]"
+                  for label, t, r in zip(labels, terms, rows, strict=True)],
+        "description": errors.labels(rows),
+        "group": np.array([workload.terms[t].group + 1 for t in range(len(sizes))])[terms],
+        "expected_error": std,
+        "error_95": errors.half_widths(privacy)[rows],
+        "error_95_method": METHODS[errors.method(privacy)],
+        "variance": std * std})
 
 
 def comparison_report(session: Session) -> str:
@@ -194,8 +230,8 @@ def comparison_report(session: Session) -> str:
     worst = None
     if best is not None:
         try:
-            frame = query_error_frame(session, best.mechanism)
-            worst = frame[["description", "query", "expected_error", "error_95"]].head(WORST)
+            frame = query_error_frame(session, best.mechanism, WORST)
+            worst = frame[["description", "query", "expected_error", "error_95"]]
         except ValueError:  # too many queries to list
             worst = None
     return html_report(
@@ -400,11 +436,9 @@ class ComparePage(Page):
             return pn.pane.Markdown(self._after_planning("The worst query"),
                                     css_classes=["query-in-people"])
         try:
-            if text.strip():
-                error = query_error(plan, text)
-            else:
-                worst = int(np.argmax(np.asarray(self.session.variances(name))))
-                error = query_error(plan, worst)
+            errors = plan_errors(self.session, name)
+            query = text if text.strip() else int(errors.worst_first()[0])
+            error = errors.query(query, self.session.privacy.with_())
         except Exception as exc:  # an unknown label, too many queries
             return pn.pane.Alert(one_line(exc), alert_type="warning",
                                  css_classes=["query-error-message"])
@@ -423,13 +457,16 @@ class ComparePage(Page):
         if self._planning_large():
             return pn.pane.Markdown(self._after_planning("Per-query errors"))
         try:
-            frame = query_error_frame(self.session, name)
+            frame = query_error_frame(self.session, name, WORST)
+            privacy = self.session.privacy.with_()
+            per_query = plan_errors(self.session, name)
+            errors = per_query.std(privacy)
+            median = per_query.median_std(privacy)
         except Exception as exc:  # too many queries, no explicit strategy, ...
             return pn.pane.Alert(f"Per-query errors of {name} are not available: "
                                  f"{one_line(exc)}", alert_type="secondary")
-        errors = frame["expected_error"].to_numpy()
         spread = (f"Errors range from **{errors.min():.4g}** to **{errors.max():.4g}** "
-                  f"(median {np.median(errors):.4g}) over {len(errors):,} queries."
+                  f"(median {median:.4g}) over {len(errors):,} queries."
                   if len(errors) else "")
         return pn.Column(
             pn.pane.Markdown(spread, margin=(0, 10)),
@@ -439,7 +476,7 @@ class ComparePage(Page):
             caption("How many queries have each level of expected error. A wide spread means "
                     "some of your counts are much less reliable than others."),
             pn.widgets.Tabulator(
-                frame.head(WORST), show_index=False, disabled=True,
+                frame, show_index=False, disabled=True,
                 layout="fit_data_stretch", sizing_mode="stretch_width",
                 css_classes=["worst-queries"],
                 formatters={"expected_error": NumberFormatter(format="0,0.0000"),

@@ -86,6 +86,27 @@ def test_per_query_errors_are_the_plans_variances_worst_first(session):
         query_error_frame(session, "hb")
 
 
+def test_per_query_errors_follow_the_slider_by_rescaling(session):
+    # computed once per stored plan, then re-scaled: at eps 0.25 every row equals the plan's
+    # fresh variances there (Laplace: 16 times those at eps 1), in the same worst-first order
+    from explorer.pages.compare import plan_errors
+
+    before = query_error_frame(session, "identity")
+    errors = plan_errors(session, "identity")
+    session.privacy.epsilon = 0.25
+    after = query_error_frame(session, "identity")
+    assert plan_errors(session, "identity") is errors
+    fresh = session.plan("identity").variances()
+    assert after["query"].tolist() == before["query"].tolist()
+    rows = [session.workload.query_labels().index(q) for q in after["query"]]
+    np.testing.assert_allclose(after["variance"], fresh[rows], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(after["variance"], 16.0 * before["variance"], rtol=1e-12)
+    np.testing.assert_allclose(after["error_95"], 4.0 * before["error_95"], rtol=1e-12)
+    worst = query_error_frame(session, "identity", limit=3)
+    assert worst["description"].tolist() == ["total", "x <= 14", "x <= 13"]
+    assert worst["expected_error"][0] == pytest.approx(4.0 * math.sqrt(32.0), rel=1e-12)
+
+
 def test_compare_page_renders_and_plans_without_a_server():
     s = Session(PREFIX, store=PlanStore())
     view = ComparePage(session=s).__panel__()
