@@ -11,20 +11,28 @@ the same on every executor, and the script checks that they are).
 
 Executors: ``serial`` (in-process), ``pool`` (:func:`engine.executor.local_pool`, 2 spawn
 processes), ``dask-2`` (:func:`engine.executor.dask_client`: LocalCluster, 2 single-threaded
-worker processes). Start-up is timed apart from the work. Every piece of work runs ``--rounds``
-times, the three executors taking turns, and the fastest round of each is reported: the
-machine is shared, and turns plus the minimum keep a burst of someone else's load from
-landing on one executor only. Per-task overhead is the wall time per no-op task when 200 are
-mapped at once. Goal: dask-2 within 10 % of the pool.
+worker processes). Start-up is timed apart from the work, and every executor first runs a
+small plan, a few trials and no-op tasks untimed, twice, so that imports and first calls in
+this process and in every worker (pool and Dask alike) are not counted. Every piece of work
+then runs ``--repeats`` times (cheap pieces three times as often), the three executors taking
+turns within each repeat: a burst of someone else's load then hits neighbouring runs of every
+executor. Printed: the median wall (and CPU) seconds of each executor with their spread
+(min..max), and each ratio as the median over repeats of the ratio within one repeat, with
+its spread. CPU seconds are this process's (Dask's scheduler and client run here) plus the
+executor's own worker processes (the pool's; the Dask workers and their nannies). Per-task
+overhead is the wall time per no-op task when 200 are mapped at once. Goal: dask-2 within
+10 % of the pool.
 
 The machine has 2 cores, so a 4-worker cluster cannot run 4 things at once: ``dask-4``
 (LocalCluster, 4 single-threaded workers) reports how evenly the work is spread instead, from
-Dask's task stream: busiest worker's busy seconds, and total work / busiest worker (the
-speed-up 4 real cores would give; 4.0 is linear). Wall times of dask-4 on 2 cores are printed
-but mean little.
+Dask's task stream: total work / busiest worker's busy seconds (the speed-up 4 real cores
+would give; 4.00 is linear), beside the bound no schedule can beat, min(4, total work /
+longest single task): a row whose work is one indivisible SDP has a bound near 1.
 
-Usage: ``python benchmarks/scale_out.py [--quick] [--rounds R]`` (quick: n=10, d=10 and d=20,
-pairs on 12..20, 40 trials; 2 rounds by default).
+Usage: ``python benchmarks/scale_out.py [--quick] [--repeats R] [--work census ...]``
+(quick: n=10, d=10 and d=20, pairs on 12..20, 40 trials; 3 repeats by default; ``--work``
+picks pieces among ``qs``, ``pairs``, ``census``, e.g. ``--work census --repeats 5`` re-measures
+the 200-trial census alone in about a minute).
 """
 
 from __future__ import annotations
@@ -39,8 +47,8 @@ import functools  # noqa: E402
 import resource  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from concurrent.futures import Executor  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from concurrent.futures import Executor, ProcessPoolExecutor  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -67,6 +75,8 @@ from engine.workloads.groups import PrefixMarginals  # noqa: E402
 BETA1 = Privacy(noise="zcdp", rho=0.5)
 CENSUS = "levels=1,6,30;groups=20000;max_size=50;seed=0"
 NOOP_TASKS = 200
+#: The pieces of work ``--work`` picks from.
+PIECES = ("qs", "pairs", "census")
 
 
 def _noop(x: int) -> int:
@@ -85,19 +95,34 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
-def cpu_seconds() -> float:
-    """CPU seconds so far of this process (every thread: Dask's scheduler runs here) and of
-    its live child processes (pool and cluster workers)."""
+def cpu_seconds(processes: Sequence[Any]) -> float:
+    """CPU seconds so far of this process (every thread: Dask's scheduler and client run here)
+    and of ``processes`` (``psutil.Process``: an executor's workers)."""
     import psutil  # a dependency of distributed
 
     total = time.process_time()
-    for child in psutil.Process().children(recursive=True):
+    for process in processes:
         try:
-            times = child.cpu_times()
+            times = process.cpu_times()
         except psutil.NoSuchProcess:
             continue
         total += times.user + times.system
     return total
+
+
+def pool_processes(pool: ProcessPoolExecutor) -> list[Any]:
+    """The pool's worker processes (``psutil.Process``)."""
+    import psutil
+
+    return [psutil.Process(pid) for pid in pool._processes]  # no public accessor
+
+
+def dask_processes(client: Any) -> list[Any]:
+    """The local cluster's worker processes and their nannies (``psutil.Process``)."""
+    import psutil
+
+    workers = [psutil.Process(pid) for pid in client.run(os.getpid).values()]
+    return workers + [worker.parent() for worker in workers]
 
 
 def qs_work(executor: Executor, n: int, d: int) -> float:
@@ -147,73 +172,103 @@ def same_as_serial(key: str, value: Any, expected: Any) -> bool:
     return abs(value - expected) <= 1e-12 * abs(expected)
 
 
-def run_suites(
-    executors: dict[str, Executor], work: dict[str, Callable[[Executor], Any]], rounds: int
-) -> dict[str, dict[str, float]]:
-    """Fastest wall seconds of every piece of work on every executor (``key``), and the CPU
-    seconds of that round (``key cpu``), the executors taking turns round after round; every
-    result is checked against the serial one.
+def spread(values: Sequence[float], fmt: str) -> str:
+    """``median (min..max)`` of ``values``."""
+    return f"{np.median(values):{fmt}} ({min(values):{fmt}}..{max(values):{fmt}})"
 
-    A small plan and a few trials run first on each executor, untimed, so that imports and
-    first-call set-up in this process and in every worker are not counted as work.
+
+def run_suites(
+    executors: dict[str, Executor],
+    processes: dict[str, Callable[[], list[Any]]],
+    work: dict[str, Callable[[Executor], Any]],
+    repeats: dict[str, int],
+) -> dict[str, dict[str, list[float]]]:
+    """Wall seconds (``key``) and CPU seconds (``key cpu``) of every piece of work on every
+    executor, ``repeats[key]`` times, the executors taking turns within each repeat; every
+    result is checked against the serial one (the first executor's). ``processes[name]()``
+    lists the worker processes whose CPU counts for executor ``name``.
+
+    A small plan, a few trials and no-op tasks run first on each executor, untimed, twice, so
+    that imports and first-call set-up in this process and in every worker are not counted.
     """
     for executor in executors.values():
         for _ in range(2):
             qs_work(executor, 6, 4)
             census_work(executor, 16)
             map_ordered(executor, _noop, range(4))
-    best: dict[str, dict[str, float]] = {name: {} for name in executors}
-    serial: dict[str, Any] = {}
-    for _ in range(rounds):
-        for key, fn in work.items():
+    found = {name: processes[name]() for name in executors}  # a pool starts them on demand
+    times: dict[str, dict[str, list[float]]] = {name: {} for name in executors}
+    reference: dict[str, Any] = {}
+    for key, fn in work.items():
+        for _ in range(repeats[key]):
             for name, executor in executors.items():
-                cpu = cpu_seconds()
+                cpu = cpu_seconds(found[name])
                 wall, value = timed(lambda fn=fn, executor=executor: fn(executor))
-                cpu = cpu_seconds() - cpu
-                if wall < best[name].get(key, np.inf):
-                    best[name][key] = wall
-                    best[name][f"{key} cpu"] = cpu
-                if name == "serial":
-                    serial[key] = value
-                elif key != "noop" and not same_as_serial(key, value, serial[key]):
+                cpu = cpu_seconds(found[name]) - cpu
+                times[name].setdefault(key, []).append(wall)
+                times[name].setdefault(f"{key} cpu", []).append(cpu)
+                if key not in reference:
+                    reference[key] = value
+                elif key != "noop" and not same_as_serial(key, value, reference[key]):
                     raise SystemExit(f"{name}: {key} differs from the serial result")
-    return best
+    return times
+
+
+def ratios(times: dict[str, dict[str, list[float]]], top: str, bottom: str, key: str) -> str:
+    """``median (min..max)`` over repeats of ``top``'s time over ``bottom``'s in one repeat."""
+    return spread([t / b for t, b in zip(times[top][key], times[bottom][key], strict=True)], ".2f")
 
 
 def balance(client: Any, work: Callable[[], Any]) -> tuple[float, float, float]:
-    """Wall seconds, busiest worker's busy seconds and total work / busiest worker."""
+    """Wall seconds, total work / busiest worker's busy seconds, and the bound of that ratio:
+    min(workers, total work / longest task)."""
     from distributed import get_task_stream
 
     with get_task_stream(client) as stream:
         wall, _ = timed(work)
     busy: dict[str, float] = {}
+    longest = 0.0
     for task in stream.data:
         for span in task["startstops"]:
             if span["action"] == "compute":
-                busy[task["worker"]] = busy.get(task["worker"], 0.0) + span["stop"] - span["start"]
-    busiest = max(busy.values())
-    return wall, busiest, sum(busy.values()) / busiest
+                seconds = span["stop"] - span["start"]
+                busy[task["worker"]] = busy.get(task["worker"], 0.0) + seconds
+                longest = max(longest, seconds)
+    total = sum(busy.values())
+    workers = len(client.scheduler_info()["workers"])
+    return wall, total / max(busy.values()), min(workers, total / longest)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small rows, 40 trials")
-    parser.add_argument("--rounds", type=int, default=None, help="turns of every executor")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of every piece of work")
+    parser.add_argument(
+        "--work", nargs="+", choices=PIECES, default=list(PIECES), help="pieces of work to run"
+    )
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats: must be at least 1")
     rows = [(10, 10), (10, 20)] if args.quick else [(10, 50), (30, 30)]
     sizes = (12, 14, 16, 18, 20) if args.quick else (14, 16, 18, 20, 22, 24)
     trials = 40 if args.quick else 200
-    rounds = args.rounds or 2
-    print(
-        f"cores: {os.cpu_count()}; rows (n, d): {rows}; pairs on {sizes}; "
-        f"census trials: {trials}; fastest of {rounds} rounds"
-    )
-    work: dict[str, Callable[[Executor], Any]] = {
-        f"qs {n},{d}": functools.partial(qs_work, n=n, d=d) for n, d in rows
+    work: dict[str, Callable[[Executor], Any]] = {}
+    if "qs" in args.work:
+        work.update({f"qs {n},{d}": functools.partial(qs_work, n=n, d=d) for n, d in rows})
+    if "pairs" in args.work:
+        pairs = "qs pairs " + "-".join(str(size) for size in (sizes[0], sizes[-1]))
+        work[pairs] = functools.partial(pairs_work, sizes=sizes)
+    if "census" in args.work:
+        work["census"] = functools.partial(census_work, trials=trials)
+    repeats = {
+        key: args.repeats * (1 if key.startswith("qs ") and "pairs" not in key else 3)
+        for key in [*work, "noop"]
     }
-    pairs = "qs pairs " + "-".join(str(size) for size in (sizes[0], sizes[-1]))
-    work[pairs] = functools.partial(pairs_work, sizes=sizes)
-    work["census"] = functools.partial(census_work, trials=trials)
+    print(
+        f"cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}; rows (n, d): "
+        f"{rows if 'qs' in args.work else '-'}; pairs on {sizes}; census trials: {trials}; "
+        f"repeats: {', '.join(f'{key} {count}' for key, count in repeats.items())}"
+    )
     noop = functools.partial(map_ordered, fn=_noop, items=range(NOOP_TASKS))
 
     startup: dict[str, float] = {}
@@ -227,11 +282,17 @@ def main() -> None:
     startup["dask-2"] = time.perf_counter() - start
     try:
         executors = {"serial": SerialExecutor(), "pool": pool, "dask-2": dask_executor(client)}
-        best = run_suites(executors, work, rounds)
+        processes = {
+            "serial": list,
+            "pool": functools.partial(pool_processes, pool),
+            "dask-2": functools.partial(dask_processes, client),
+        }
+        times = run_suites(executors, processes, work, repeats)
         overhead = run_suites(
-            {"pool": pool, "dask-2": executors["dask-2"]},
+            {name: executors[name] for name in ("pool", "dask-2")},
+            processes,
             {"noop": lambda executor: noop(executor)},
-            rounds,
+            repeats,
         )
         peaks["pool"] = pool_peak_mb(pool, 2)
         peaks["dask-2"] = dask_peak_mb(client)
@@ -239,48 +300,58 @@ def main() -> None:
         pool.shutdown()
         client.close()
         client.cluster.close()
+    load_after = os.getloadavg()[0]
 
-    print(
-        f"\n{'work':<16}"
-        + "".join(f"{name:>10}" for name in best)
-        + f"{'pool x':>9}{'dask-2 x':>9}{'dask/pool':>10}"
-    )
+    print("\nwall seconds, median (min..max) of the repeats")
+    print(f"{'work':<16}" + "".join(f"{name:>22}" for name in times))
     for key in work:
-        walls = [best[name][key] for name in best]
-        print(
-            f"{key:<16}"
-            + "".join(f"{w:>9.2f}s" for w in walls)
-            + f"{walls[0] / walls[1]:>9.2f}{walls[0] / walls[2]:>9.2f}"
-            + f"{walls[2] / walls[1]:>10.2f}"
+        print(f"{key:<16}" + "".join(f"{spread(times[name][key], '.2f'):>22}" for name in times))
+    print("\nCPU seconds, median (min..max)")
+    for key in work:
+        cpus = [times[name][f"{key} cpu"] for name in times]
+        print(f"{key:<16}" + "".join(f"{spread(c, '.2f'):>22}" for c in cpus))
+    print("\nratios within a repeat, median (min..max) over the repeats")
+    header = ("pool x", "dask-2 x", "dask/pool wall", "dask/pool CPU")
+    print(f"{'work':<16}" + "".join(f"{name:>22}" for name in header))
+    for key in work:
+        cells = (
+            ratios(times, "serial", "pool", key),
+            ratios(times, "serial", "dask-2", key),
+            ratios(times, "dask-2", "pool", key),
+            ratios(times, "dask-2", "pool", f"{key} cpu"),
         )
-    print(f"\n{'CPU seconds':<16}" + "".join(f"{name:>10}" for name in best) + f"{'dask/pool':>10}")
-    for key in work:
-        cpus = [best[name][f"{key} cpu"] for name in best]
-        print(f"{key:<16}" + "".join(f"{c:>9.2f}s" for c in cpus) + f"{cpus[2] / cpus[1]:>10.2f}")
+        print(f"{key:<16}" + "".join(f"{cell:>22}" for cell in cells))
     for name in ("pool", "dask-2"):
-        per_task = overhead[name]["noop"] / NOOP_TASKS * 1e3
+        per_task = [wall / NOOP_TASKS * 1e3 for wall in overhead[name]["noop"]]
         print(
-            f"{name}: start-up {startup[name]:.2f} s, per-task overhead {per_task:.2f} ms "
-            f"({NOOP_TASKS} no-op tasks), peak memory per worker {peaks[name]:.0f} MB"
+            f"{name}: start-up {startup[name]:.2f} s, per-task overhead "
+            f"{spread(per_task, '.2f')} ms ({NOOP_TASKS} no-op tasks), peak memory per worker "
+            f"{peaks[name]:.0f} MB"
         )
+    print(f"dask/pool per-task overhead: {ratios(overhead, 'dask-2', 'pool', 'noop')}")
     print(
-        "(x: speed-up over serial; dask/pool: Dask's wall time over the pool's, goal <= 1.10;"
-        " results identical to serial: checked; CPU: this process and its workers, in the"
-        " fastest round)"
+        "(x: speed-up over serial; dask/pool: Dask's time over the pool's, goal <= 1.10;"
+        f" results identical to serial: checked; load average after: {load_after:.2f})"
     )
 
     client = dask_client(workers=4)
     try:
         executor = dask_executor(client)
         qs_work(executor, 6, 4)  # imports in every worker, not counted
+        census_work(executor, 16)
         print("\ndask-4 (4 single-threaded workers on 2 cores): work balance from the task stream")
-        print(f"{'work':<16}{'wall':>9}{'busiest':>10}{'work/busiest':>14}")
+        print(f"{'work':<16}{'wall':>22}{'work/busiest':>22}{'bound':>8}")
         for key, fn in work.items():
-            wall, busiest, ratio = balance(client, lambda fn=fn: fn(executor))
-            print(f"{key:<16}{wall:>8.2f}s{busiest:>9.2f}s{ratio:>14.2f}")
+            runs = [balance(client, lambda fn=fn: fn(executor)) for _ in range(repeats[key])]
+            walls, spreads, bounds = zip(*runs, strict=True)
+            note = "  one indivisible SDP bounds it" if np.median(bounds) < 2 else ""
+            print(
+                f"{key:<16}{spread(walls, '.2f'):>22}{spread(spreads, '.2f'):>22}"
+                f"{np.median(bounds):>8.2f}{note}"
+            )
         print(
-            "(work/busiest: the speed-up 4 real cores would give, 4.00 is linear; the Table 7"
-            " rows have one heavy SDP each, which bounds them: no finer split exists)"
+            "(work/busiest: the speed-up 4 real cores would give, 4.00 is linear; bound:"
+            " min(4, total work / longest task), which no schedule beats)"
         )
     finally:
         client.close()

@@ -172,6 +172,22 @@ def worker_count(executor: Executor) -> int:
     return 1
 
 
+def shared(executor: Executor, value: T) -> T:
+    """``value`` as an argument that many items of one map carry, sent to the workers once.
+
+    On a Dask executor the value is scattered to every worker and the returned future stands
+    for it: an item that holds it (at the top level or inside a tuple, list or dict) gets the
+    value back on the worker, without the value travelling with every task (a 17 KB census
+    hierarchy cost Dask 1.5 ms of scheduler CPU per task). Anywhere else it is ``value``
+    itself (a process pool pickles items anyway). Keep the result referenced until the map
+    is over.
+    """
+    client = getattr(executor, "_client", None)  # distributed's ClientExecutor
+    if client is None:
+        return value
+    return client.scatter(value, broadcast=True, hash=False)
+
+
 def in_worker_process() -> bool:
     """True inside a pool or cluster worker process (nested pools would oversubscribe)."""
     return multiprocessing.parent_process() is not None

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import NotApplicable, SpecError, suggest
-from engine.executor import SerialExecutor, map_ordered, worker_count
+from engine.executor import SerialExecutor, map_ordered, shared
 from engine.mechanisms.aim_grem import (
     POST_PROCESSING,
     AdaptiveResult,
@@ -63,9 +63,9 @@ from engine.mechanisms.hierarchical.evaluate import (
     Evaluation,
     TrialBatch,
     evaluate,
+    executor_batches,
     run_trials_task,
     summarise,
-    trial_batches,
 )
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv
 from engine.privacy import Privacy
@@ -321,9 +321,9 @@ def census_trials(hierarchy: Hierarchy, variants: Sequence[str], epsilon: float,
     total = len(chosen) * trials
     evaluations: dict[str, Evaluation] = {}
     if executor is not None and not isinstance(executor, SerialExecutor):
-        ranges = trial_batches(trials, 4 * worker_count(executor))
-        tasks = [(hierarchy, mechanisms[v], epsilon, a, b, seed) for v in chosen
-                 for a, b in ranges]
+        ranges = executor_batches(trials, executor, len(chosen))
+        data = shared(executor, hierarchy)
+        tasks = [(data, mechanisms[v], epsilon, a, b, seed) for v in chosen for a, b in ranges]
         batches: dict[str, list[TrialBatch]] = {v: [] for v in chosen}
         done = dict.fromkeys(chosen, 0)
 

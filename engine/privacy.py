@@ -102,10 +102,13 @@ def cdp_delta(rho: float, eps: float) -> float:
     for _ in range(1000):
         alpha = (amin + amax) / 2.0
         derivative = (2.0 * alpha - 1.0) * rho - eps + math.log1p(-1.0 / alpha)
+        bounds = (amin, amax)
         if derivative < 0:
             amin = alpha
         else:
             amax = alpha
+        if (amin, amax) == bounds:
+            break  # bisected to adjacent floats: every further step repeats this one
     delta = math.exp((alpha - 1.0) * (alpha * rho - eps) + alpha * math.log1p(-1.0 / alpha))
     return min(delta / (alpha - 1.0), 1.0)
 
@@ -121,10 +124,13 @@ def cdp_eps(rho: float, delta: float) -> float:
     epsmin, epsmax = 0.0, rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
     for _ in range(1000):
         eps = (epsmin + epsmax) / 2.0
+        bounds = (epsmin, epsmax)
         if cdp_delta(rho, eps) <= delta:
             epsmax = eps
         else:
             epsmin = eps
+        if (epsmin, epsmax) == bounds:
+            break  # adjacent floats: every further step repeats this one
     return epsmax
 
 
@@ -134,10 +140,13 @@ def cdp_rho(eps: float, delta: float) -> float:
     rhomin, rhomax = 0.0, eps + 1.0
     for _ in range(1000):
         rho = (rhomin + rhomax) / 2.0
+        bounds = (rhomin, rhomax)
         if cdp_delta(rho, eps) <= delta:
             rhomin = rho
         else:
             rhomax = rho
+        if (rhomin, rhomax) == bounds:
+            break  # adjacent floats: every further step repeats this one
     return rhomin
 
 

@@ -20,18 +20,28 @@ the strategy answers (``c = (A^+)^T w_q`` for least squares). What is computed:
   one Laplace term needs 2.12 sqrt(v) and a Gaussian 1.96 sqrt(v)).
 
 Half-widths are in the data's units: counts of records (people).
+
+Moving the privacy level changes none of this but one factor: every query's error is ``c^T z``
+with noise of standard deviation ``sigma(privacy) ||A||`` (Gaussian ``sigma**2 ~ 1/rho``,
+Laplace ``~ 1/eps**2``), so standard deviations, half-widths and single-query quantiles are
+proportional to it and the order of the queries by error never changes.
+:class:`PerQueryErrors` computes them once per plan and re-scales them.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import integrate, optimize, stats
 
 from engine.mechanisms.base import Plan
+from engine.privacy import Privacy
 from engine.workloads.labels import find_query, readable_labels
+from engine.workloads.workload import Workload
 
 #: How each half-width was obtained (the ``method`` of a :class:`QueryError`).
 METHODS = {
@@ -80,6 +90,7 @@ def laplace_half_width(scale: float, level: float = 0.95) -> float:
     return scale * math.log(1.0 / (1.0 - level))
 
 
+@functools.lru_cache(maxsize=8)
 def _chernoff_factor(level: float) -> float:
     """tau with ``2 min_u exp(-u tau) / (1 - u**2) = 1 - level`` (half-width = tau b)."""
 
@@ -145,11 +156,18 @@ def query_error(plan: Plan, query: int | str, level: float = 0.95) -> QueryError
         SpecError: for a label no query has.
         IndexError: for a row outside the workload.
     """
-    workload = plan.workload
+    index = _row(plan.workload, query)
+    return _query_error(plan, index, readable_labels(plan.workload)[index], level)
+
+
+def _row(workload: Workload, query: int | str) -> int:
     index = find_query(workload, query) if isinstance(query, str) else int(query)
     if not 0 <= index < workload.num_queries:
         raise IndexError(f"query: row {index} outside 0..{workload.num_queries - 1}")
-    label = readable_labels(workload)[index]
+    return index
+
+
+def _query_error(plan: Plan, index: int, label: str, level: float) -> QueryError:
     variance = float(plan.variances()[index])
     std = math.sqrt(variance)
     if plan.privacy.noise != "laplace":
@@ -162,6 +180,127 @@ def query_error(plan: Plan, query: int | str, level: float = 0.95) -> QueryError
     method = "laplace" if np.count_nonzero(scales > 1e-12 * scales.max()) == 1 else \
         "laplace-sum"
     return QueryError(index, label, std, laplace_sum_half_width(scales, level), level, method)
+
+
+class PerQueryErrors:
+    """Every query's error under one plan, at any privacy level of the plan's noise family,
+    from what is computed once per plan (see the module note).
+
+    The unit standard deviations (``||A|| sqrt(w^T (A^T A)^+ w)``, the error at noise of
+    standard deviation ``||A||`` per strategy answer), the worst-first order and each asked
+    query's quantile are computed on first use and kept; a privacy level then costs one
+    multiplication by :meth:`scale`. Safe to share between threads.
+
+    Args:
+        plan: the plan (at any privacy level of its noise family).
+        workload: the workload whose readable labels name the queries (default: the plan's;
+            pass an equal workload whose labels are already built to reuse them).
+        level: the confidence level of the half-widths, in (0, 1).
+    """
+
+    def __init__(self, plan: Plan, workload: Workload | None = None, level: float = 0.95
+                 ) -> None:
+        self.plan = plan
+        self.workload = plan.workload if workload is None else workload
+        self.level = level
+        self._lock = threading.Lock()
+        self._unit_std: np.ndarray | None = None
+        self._order: np.ndarray | None = None
+        self._median: float | None = None
+        self._worst: int | None = None
+        self._labels: list[str] | None = None
+        self._queries: dict[int, tuple[float, QueryError]] = {}
+
+    def scale(self, privacy: Privacy) -> float:
+        """``sigma(privacy) ||A||``: the factor from unit to ``privacy`` (counts per unit).
+
+        Raises:
+            ValueError: when ``privacy`` calibrates another noise family than the plan's
+                (another sensitivity norm, another error distribution).
+        """
+        own = self.plan.privacy
+        if privacy.norm != own.norm or (privacy.noise == "laplace") != (own.noise == "laplace"):
+            raise ValueError(f"privacy: {privacy.noise} noise, but the plan is for {own.noise}")
+        return privacy.sigma() * self.plan.sensitivity[privacy.norm]
+
+    def unit_std(self) -> np.ndarray:
+        """Every query's error standard deviation at unit scale (read-only)."""
+        with self._lock:
+            if self._unit_std is None:
+                unit = np.sqrt(np.maximum(np.asarray(self.plan.unit_variances(), dtype=float),
+                                          0.0))
+                unit.flags.writeable = False
+                self._unit_std = unit
+            return self._unit_std
+
+    def std(self, privacy: Privacy) -> np.ndarray:
+        """Every query's error standard deviation at ``privacy`` (counts)."""
+        return self.scale(privacy) * self.unit_std()
+
+    def method(self, privacy: Privacy) -> str:
+        """How :meth:`half_widths` are obtained at ``privacy`` (a key of :data:`METHODS`)."""
+        return "chernoff" if privacy.noise == "laplace" else "gaussian"
+
+    def half_widths(self, privacy: Privacy) -> np.ndarray:
+        """Every query's half-width at :attr:`level` (counts), as :func:`error_half_widths`."""
+        if self.method(privacy) == "chernoff":
+            factor = _chernoff_factor(self.level) / math.sqrt(2.0)
+        else:
+            factor = float(stats.norm.ppf(0.5 + self.level / 2))
+        return (factor * self.scale(privacy)) * self.unit_std()
+
+    def worst_first(self) -> np.ndarray:
+        """Query rows by decreasing error (ties in row order), the same at every level."""
+        unit = self.unit_std()
+        with self._lock:
+            if self._order is None:
+                order = np.argsort(-unit, kind="stable")
+                order.flags.writeable = False
+                self._order = order
+            return self._order
+
+    def worst(self) -> int:
+        """The row of the query with the largest error (the first of equals), at every level."""
+        with self._lock:
+            if self._worst is None:
+                self._worst = int(np.argmax(self.plan.unit_variances()))
+            return self._worst
+
+    def median_std(self, privacy: Privacy) -> float:
+        """The median of the queries' error standard deviations at ``privacy`` (counts)."""
+        unit = self.unit_std()
+        with self._lock:
+            if self._median is None:
+                self._median = float(np.median(unit))
+            return self.scale(privacy) * self._median
+
+    def labels(self, rows: np.ndarray | list[int]) -> list[str]:
+        """The readable labels of these query rows."""
+        if self._labels is None:
+            self._labels = readable_labels(self.workload)  # a copy, kept
+        return [self._labels[int(i)] for i in rows]
+
+    def query(self, query: int | str, privacy: Privacy) -> QueryError:
+        """One query's error at ``privacy``, as :func:`query_error` (whose quantile is computed
+        once per query and re-scaled).
+
+        Raises:
+            SpecError: for a label no query has.
+            IndexError: for a row outside the workload.
+        """
+        index = _row(self.workload, query)
+        factor = self.scale(privacy)
+        with self._lock:
+            known = self._queries.get(index)
+        if known is None:
+            label = readable_labels(self.workload)[index]
+            known = (factor, _query_error(self.plan.with_privacy(privacy), index, label,
+                                          self.level))
+            with self._lock:
+                self._queries[index] = known
+        base, error = known
+        ratio = factor / base
+        return replace(error, std=error.std * ratio, half_width=error.half_width * ratio)
 
 
 def _laplace_scales(plan: Plan, index: int, variance: float) -> np.ndarray | None:

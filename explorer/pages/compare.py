@@ -11,6 +11,8 @@ level only re-scales them.
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -21,10 +23,11 @@ import param
 from bokeh.models.widgets.tables import NumberFormatter
 
 from engine.compare import Comparison
-from engine.query_error import METHODS, error_half_widths, query_error
-from engine.workloads.labels import readable_labels
-from explorer.components.charts import LiveBarsChart, color_of, error_histogram
+from engine.mechanisms import Plan
+from engine.query_error import METHODS, PerQueryErrors
+from explorer.components.charts import LiveBarsChart, color_of
 from explorer.components.exports import csv_download, scenario_columns, text_download
+from explorer.components.histogram import ScaledHistogram
 from explorer.components.notes import caption
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, off_loop, served
@@ -155,35 +158,69 @@ def headline(comparison: Comparison | None, privacy_text: str, complete: bool) -
     return text
 
 
-def query_error_frame(session: Session, name: str | None = None) -> pd.DataFrame:
-    """Expected error of every query under a mechanism's plan, worst first.
+def plan_errors(session: Session, name: str | None = None) -> PerQueryErrors:
+    """The per-query errors of ``name``'s stored plan (default: the selected mechanism),
+    shared by every page and session showing that plan: computed once, re-scaled per level.
+
+    Raises:
+        ValueError: when the mechanism has no plan.
+    """
+    name = name or session.selected
+    rows = {} if session.plans is None else {r.mechanism: r for r in session.plans.rows}
+    row = rows.get(name)
+    if row is None or row.plan is None:
+        raise ValueError(f"{name or 'no mechanism'}: no plan (not applicable or not planned)")
+    with _ERRORS_LOCK:
+        errors = _ERRORS.get(row.plan)
+        if errors is None:
+            # the session's workload: equal to the plan's, and its labels are already built
+            errors = _ERRORS[row.plan] = PerQueryErrors(row.plan, session.workload)
+    return errors
+
+
+#: Per-query errors of each stored plan (dropped with the plan).
+_ERRORS: weakref.WeakKeyDictionary[Plan, PerQueryErrors] = weakref.WeakKeyDictionary()
+_ERRORS_LOCK = threading.Lock()
+
+
+def query_error_frame(session: Session, name: str | None = None,
+                      limit: int | None = None) -> pd.DataFrame:
+    """Expected error of every query (or of the ``limit`` worst) under a mechanism's plan at
+    the live privacy level, worst first.
 
     Columns: ``query`` (term and row), ``description`` (the query in the domain's value
     labels, e.g. "age 30-34, sex female"), ``group`` (workload item, 1-based),
     ``expected_error`` (standard deviation of the query's error, counts), ``error_95``
     (the error is within +/- this many counts with 95 % probability: exact for Gaussian
-    noise, a bound for Laplace, see ``error_95_method``) and ``variance``.
+    noise, a bound for Laplace, see ``error_95_method``) and ``variance`` (squared counts).
+    Re-scaled from :func:`plan_errors`, so a privacy level costs a few multiplications.
 
     Raises:
         ValueError: when the mechanism has no plan or the workload has too many queries.
     """
-    if session.plan(name) is None:
-        raise ValueError(f"{name or 'no mechanism'}: no plan (not applicable or not planned)")
+    errors = plan_errors(session, name)
     workload = session.workload
     if workload.num_queries > QUERY_LIST_LIMIT:
         raise ValueError(f"{workload.num_queries:,} queries: per-query errors are listed up to "
                          f"{QUERY_LIST_LIMIT:,}")
-    variances = np.asarray(session.variances(name), dtype=float)
-    groups = np.concatenate([np.full(t.num_queries, t.group + 1) for t in workload.terms])
-    half_widths, method = error_half_widths(session.plan(name))
-    frame = pd.DataFrame({"query": workload.query_labels(QUERY_LIST_LIMIT),
-                          "description": readable_labels(workload, QUERY_LIST_LIMIT),
-                          "group": groups,
-                          "expected_error": np.sqrt(np.maximum(variances, 0.0)),
-                          "error_95": half_widths, "error_95_method": METHODS[method],
-                          "variance": variances})
-    return frame.sort_values("expected_error", ascending=False, kind="stable").reset_index(
-        drop=True)
+    privacy = session.privacy.with_()
+    rows = errors.worst_first()
+    if limit is not None:
+        rows = rows[:limit]
+    sizes = [t.num_queries for t in workload.terms]
+    starts = np.cumsum([0, *sizes[:-1]])
+    terms = np.searchsorted(starts, rows, side="right") - 1
+    std = errors.std(privacy)[rows]
+    labels = [workload.terms[t].label for t in terms]
+    return pd.DataFrame({
+        "query": [f"{label} [{r - starts[t]}]"
+                  for label, t, r in zip(labels, terms, rows, strict=True)],
+        "description": errors.labels(rows),
+        "group": np.array([workload.terms[t].group + 1 for t in range(len(sizes))])[terms],
+        "expected_error": std,
+        "error_95": errors.half_widths(privacy)[rows],
+        "error_95_method": METHODS[errors.method(privacy)],
+        "variance": std * std})
 
 
 def comparison_report(session: Session) -> str:
@@ -194,8 +231,8 @@ def comparison_report(session: Session) -> str:
     worst = None
     if best is not None:
         try:
-            frame = query_error_frame(session, best.mechanism)
-            worst = frame[["description", "query", "expected_error", "error_95"]].head(WORST)
+            frame = query_error_frame(session, best.mechanism, WORST)
+            worst = frame[["description", "query", "expected_error", "error_95"]]
         except ValueError:  # too many queries to list
             worst = None
     return html_report(
@@ -211,6 +248,8 @@ class ComparePage(Page):
 
     title = "Compare mechanisms"
     note = NOTE
+    #: the per-query view shown: (mechanism, plans, spread, worst table, histogram, its pane)
+    _per_query: tuple[Any, ...] | None = None
 
     def __panel__(self) -> pn.viewable.Viewable:
         session = self.session
@@ -320,6 +359,7 @@ class ComparePage(Page):
 
     def _comparison_changed(self, event: param.parameterized.Event) -> None:
         comparison = event.new
+        self._follow_privacy()
 
         def show() -> None:
             if self._bars.fits(comparison):
@@ -332,17 +372,19 @@ class ComparePage(Page):
 
         self._on_page_tick(show)
 
-    def _on_page_tick(self, change: Callable[[], None]) -> None:
-        """Run ``change`` (which touches the chart's models) on this page's next tick when
-        served (table events and the session's other pages arrive without this page's
-        document lock, and Bokeh requires it); at once, then pushed, in a notebook."""
+    def _on_page_tick(self, change: Callable[[], None], pane: pn.pane.Bokeh | None = None
+                      ) -> None:
+        """Run ``change`` (which touches the models of a chart: the bars' unless ``pane`` is
+        given) on this page's next tick when served (table events and the session's other
+        pages arrive without this page's document lock, and Bokeh requires it); at once, then
+        pushed, in a notebook."""
         doc = self._doc
         if doc is not None and doc.session_context is not None:
             doc.add_next_tick_callback(change)
             return
         change()
         if doc is None:
-            self._bars_pane.param.trigger("object")
+            (pane or self._bars_pane).param.trigger("object")
 
     def _intro(self, scenario: Any) -> pn.pane.Markdown:
         w = scenario.workload
@@ -374,7 +416,7 @@ class ComparePage(Page):
             pn.bind(off_loop(self._in_people), session.param.selected, session.param.comparison,
                     query.param.value),
             pn.bind(off_loop(self._per_query_view), session.param.selected,
-                    session.param.comparison),
+                    session.param.plans),
             sizing_mode="stretch_width", css_classes=["per-query"],
         )
 
@@ -400,11 +442,9 @@ class ComparePage(Page):
             return pn.pane.Markdown(self._after_planning("The worst query"),
                                     css_classes=["query-in-people"])
         try:
-            if text.strip():
-                error = query_error(plan, text)
-            else:
-                worst = int(np.argmax(np.asarray(self.session.variances(name))))
-                error = query_error(plan, worst)
+            errors = plan_errors(self.session, name)
+            query = text if text.strip() else errors.worst()
+            error = errors.query(query, self.session.privacy.with_())
         except Exception as exc:  # an unknown label, too many queries
             return pn.pane.Alert(one_line(exc), alert_type="warning",
                                  css_classes=["query-error-message"])
@@ -415,42 +455,75 @@ class ComparePage(Page):
             f"(standard deviation {error.std:,.2f}; {METHODS[error.method]}).",
             css_classes=["query-in-people"], sizing_mode="stretch_width")
 
-    def _per_query_view(self, name: str | None, comparison: Comparison | None
+    def _per_query_numbers(self, name: str) -> tuple[pd.DataFrame, str, float]:
+        """The worst queries, the spread in words and the scale from unit noise, at the live
+        privacy level (re-scaled from :func:`plan_errors`)."""
+        privacy = self.session.privacy.with_()
+        per_query = plan_errors(self.session, name)
+        frame = query_error_frame(self.session, name, WORST)
+        scale = per_query.scale(privacy)
+        order = per_query.worst_first()
+        unit = per_query.unit_std()
+        spread = (f"Errors range from **{scale * unit[order[-1]]:.4g}** to "
+                  f"**{scale * unit[order[0]]:.4g}** (median {per_query.median_std(privacy):.4g})"
+                  f" over {unit.size:,} queries.")
+        return frame, spread, scale
+
+    def _per_query_view(self, name: str | None, plans: Comparison | None
                         ) -> pn.viewable.Viewable:
-        # Bound through off_loop: the first call computes every query's variance.
-        if name is None or comparison is None:
+        """The selected mechanism's per-query errors: built when plans or the selection change
+        (bound through off_loop: the first call computes every query's variance), re-scaled in
+        place by :meth:`_follow_privacy` when the privacy level moves."""
+        self._per_query = None
+        if name is None or plans is None:
             return pn.pane.Markdown("Pick a planned mechanism to see its per-query errors.")
         if self._planning_large():
             return pn.pane.Markdown(self._after_planning("Per-query errors"))
         try:
-            frame = query_error_frame(self.session, name)
+            frame, spread, scale = self._per_query_numbers(name)
+            unit = plan_errors(self.session, name).unit_std()
         except Exception as exc:  # too many queries, no explicit strategy, ...
             return pn.pane.Alert(f"Per-query errors of {name} are not available: "
                                  f"{one_line(exc)}", alert_type="secondary")
-        errors = frame["expected_error"].to_numpy()
-        spread = (f"Errors range from **{errors.min():.4g}** to **{errors.max():.4g}** "
-                  f"(median {np.median(errors):.4g}) over {len(errors):,} queries."
-                  if len(errors) else "")
+        histogram = ScaledHistogram(unit, scale, color_of(name), f"Per-query error of {name}")
+        text = pn.pane.Markdown(spread, margin=(0, 10), css_classes=["per-query-spread"])
+        pane = pn.pane.Bokeh(histogram.figure, sizing_mode="stretch_width")
+        table = pn.widgets.Tabulator(
+            frame, show_index=False, disabled=True, layout="fit_data_stretch",
+            sizing_mode="stretch_width", css_classes=["worst-queries"],
+            formatters={"expected_error": NumberFormatter(format="0,0.0000"),
+                        "error_95": NumberFormatter(format="0,0.0"),
+                        "variance": NumberFormatter(format="0,0.0000")})
+        self._per_query = (name, self.session.plans, text, table, histogram, pane)
         return pn.Column(
-            pn.pane.Markdown(spread, margin=(0, 10)),
-            pn.pane.HoloViews(error_histogram(errors, color_of(name),
-                                              f"Per-query error of {name}"),
-                              sizing_mode="stretch_width"),
+            text,
+            pn.Column(pane, sizing_mode="stretch_width", css_classes=["per-query-histogram"]),
             caption("How many queries have each level of expected error. A wide spread means "
                     "some of your counts are much less reliable than others."),
-            pn.widgets.Tabulator(
-                frame.head(WORST), show_index=False, disabled=True,
-                layout="fit_data_stretch", sizing_mode="stretch_width",
-                css_classes=["worst-queries"],
-                formatters={"expected_error": NumberFormatter(format="0,0.0000"),
-                            "error_95": NumberFormatter(format="0,0.0"),
-                            "variance": NumberFormatter(format="0,0.0000")}),
+            table,
             csv_download(lambda: scenario_columns(
                              query_error_frame(self.session, name).assign(mechanism=name),
                              self.session.privacy, self.session.workload),
                          f"per-query-{name}.csv", "Download all queries (CSV)",
                          css_class="per-query-csv"),
             sizing_mode="stretch_width")
+
+    def _follow_privacy(self) -> None:
+        """Re-scale the shown per-query view to the live privacy level: new numbers in the
+        spread line and the worst-queries table, new bin edges on the histogram (the order
+        of the queries and the bin counts do not change)."""
+        shown = self._per_query
+        session = self.session
+        if shown is None or shown[0] != session.selected or shown[1] is not session.plans:
+            return  # a new view is being built for the new plans or selection
+        name, _, text, table, histogram, pane = shown
+        try:
+            frame, spread, scale = self._per_query_numbers(name)
+        except ValueError:  # the plan went away meanwhile
+            return
+        text.object = spread
+        table.value = frame
+        self._on_page_tick(lambda: histogram.rescale(scale), pane)
 
     # ----- exports --------------------------------------------------------------------------
     def _exports_section(self) -> pn.viewable.Viewable:

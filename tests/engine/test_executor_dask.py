@@ -30,6 +30,7 @@ from engine.executor import (  # noqa: E402
     dask_client,
     dask_executor,
     map_ordered,
+    shared,
     worker_count,
 )
 from engine.experiments import census_trials, synthetic_hierarchy  # noqa: E402
@@ -107,6 +108,22 @@ def test_the_cluster_runs_items_in_order(client: Any) -> None:
     out = map_ordered(executor, abs, [-3, 1, -2], on_result=lambda i, r: seen.append(i))
     assert out == [3, 1, 2]
     assert sorted(seen) == [0, 1, 2]
+
+
+def _weighted_total(args: tuple[np.ndarray, int]) -> float:
+    values, weight = args
+    return float(values.sum() * weight)
+
+
+def test_a_shared_value_goes_to_every_worker_once(client: Any) -> None:
+    # scattered once to both workers: the items carry a future, the workers get the array
+    values = np.arange(1000.0)
+    executor = dask_executor(client)
+    data = shared(executor, values)
+    assert isinstance(data, distributed.Future)
+    assert len(client.who_has([data])[data.key]) == 2
+    out = map_ordered(executor, _weighted_total, [(data, w) for w in range(6)])
+    assert out == [499500.0 * w for w in range(6)]
 
 
 def test_querysmasher_plan_is_the_serial_one(client: Any) -> None:

@@ -12,6 +12,7 @@ from engine.census_cli import census_command
 from engine.data import Dataset
 from engine.domain import Domain
 from engine.errors import Cancelled, NotApplicable, SpecError
+from engine.executor import SerialExecutor, local_pool
 from engine.experiments import (
     AIM_GREM,
     CENSUS_VARIANTS,
@@ -27,6 +28,7 @@ from engine.experiments import (
 from engine.mechanisms import get
 from engine.mechanisms.aim_grem import run_residual_planner
 from engine.mechanisms.hierarchical import HierarchicalPGSR
+from engine.mechanisms.hierarchical.evaluate import executor_batches
 from engine.mechanisms.hierarchical.io import write_hierarchy_csv
 from engine.privacy import Privacy, cdp_rho
 from engine.progress import Progress
@@ -181,6 +183,17 @@ def test_census_trials_are_the_direct_releases():
     assert rows[0]["rmse"] == pytest.approx(run.evaluations["dp"].rmse, rel=1e-15)
     assert {"rmse_level_1", "rmse_level_2", "rmse_level_3"} <= set(rows[0])
     assert rows[0]["violations"] == 0  # M_DP releases are consistent
+
+
+def test_census_batches_are_two_per_worker_over_all_variants():
+    # one variant on two workers: four contiguous batches covering every trial once; two
+    # or three variants share the four (rounded up per variant); never an empty batch
+    with local_pool(2) as pool:
+        assert executor_batches(200, pool) == [(0, 50), (50, 100), (100, 150), (150, 200)]
+        assert executor_batches(9, pool, variants=2) == [(0, 4), (4, 9)]
+        assert executor_batches(9, pool, variants=3) == [(0, 4), (4, 9)]
+        assert executor_batches(1, pool) == [(0, 1)]
+    assert executor_batches(7, SerialExecutor()) == [(0, 4), (4, 7)]
 
 
 def test_census_trials_match_the_cli():

@@ -246,3 +246,34 @@ def test_analytic_sigma_follows_large_eps_below_its_first_bracket() -> None:
     assert analytic_gaussian_sigma(1e12, 1e-6) == pytest.approx(7.071091579023427e-07, rel=1e-9)
     assert analytic_gaussian_sigma(1e300, 1e-6) == pytest.approx(7.0710678118654e-151, rel=1e-9)
     assert analytic_gaussian_sigma(1.0, 1e-6) == pytest.approx(4.224679, abs=5e-7)
+
+
+
+def _bisect_1000(low_side, lo: float, hi: float) -> tuple[float, float, float]:
+    """The bracket and the last midpoint after 1000 bisection steps without early stop (the
+    reference for the conversions); ``low_side(mid)`` says the answer is above ``mid``."""
+    for _ in range(1000):
+        mid = (lo + hi) / 2.0
+        if low_side(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi, mid
+
+
+@pytest.mark.parametrize("eps, delta", [(0.7, 1e-6), (5.99, 1e-6), (0.01, 1e-9), (10.0, 0.5)])
+def test_zcdp_conversions_stop_bisecting_at_adjacent_floats_with_the_same_answer(eps, delta):
+    # The searches stop once the bracket stops moving (a slider's conversion line took 0.4 s
+    # for 1000 x 1000 steps); the answers are bit for bit those of all 1000 steps.
+    rho, _, _ = _bisect_1000(lambda r: cdp_delta(r, eps) <= delta, 0.0, eps + 1.0)
+    assert cdp_rho(eps, delta) == rho
+    _, back, _ = _bisect_1000(lambda e: cdp_delta(rho, e) > delta, 0.0,
+                           rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta)))
+    assert cdp_eps(rho, delta) == back
+    assert back == pytest.approx(eps, rel=1e-6)
+    # the order alpha of the Renyi bound, bisected on the sign of its derivative
+    *_, alpha = _bisect_1000(
+        lambda a: (2.0 * a - 1.0) * rho - eps + math.log1p(-1.0 / a) < 0, 1.01,
+        (eps + 1.0) / (2.0 * rho) + 2.0)
+    bound = math.exp((alpha - 1.0) * (alpha * rho - eps) + alpha * math.log1p(-1.0 / alpha))
+    assert cdp_delta(rho, eps) == min(bound / (alpha - 1.0), 1.0)

@@ -13,6 +13,7 @@ from engine.errors import SpecError
 from engine.mechanisms import get
 from engine.privacy import Privacy
 from engine.query_error import (
+    PerQueryErrors,
     chernoff_half_width,
     error_half_widths,
     laplace_sum_half_width,
@@ -116,3 +117,45 @@ def test_laplace_sum_quantile_matches_simulation() -> None:
     # the Chernoff bound holds for it and is larger than one Laplace term's quantile
     bound = float(chernoff_half_width(2.0))  # std of the sum of two Laplace(1): 2
     assert bound > exact and bound == pytest.approx(8.2689, abs=2e-3)
+
+
+@pytest.mark.parametrize("mechanism", ["hb", "hdmm-marginals"])
+@pytest.mark.parametrize("privacy, moved, ratio", [
+    (LAPLACE, Privacy(noise="laplace", epsilon=0.37), 1.0 / 0.37),  # std ~ 1 / eps
+    (Privacy(noise="zcdp", rho=0.5), Privacy(noise="zcdp", rho=0.02), 5.0),  # ~ 1 / sqrt(rho)
+    (GAUSS, Privacy(noise="gaussian", epsilon=3.0, delta=1e-9), None),
+])
+def test_per_query_errors_rescale_to_a_fresh_computation(mechanism, privacy, moved,
+                                                         ratio) -> None:
+    # A slider move re-scales what was computed once per plan: every value equals the one
+    # computed afresh at the new level, to rounding.
+    w = Scenario.from_spec(SPEC).workload
+    plan = get(mechanism).plan(w, privacy)
+    errors = PerQueryErrors(plan)
+    first = errors.std(privacy)
+    fresh = plan.with_privacy(moved)
+    fresh_half_widths, method = error_half_widths(fresh)
+    np.testing.assert_allclose(errors.std(moved), np.sqrt(fresh.variances()), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(errors.half_widths(moved), fresh_half_widths, rtol=1e-12, atol=0)
+    assert errors.method(moved) == method
+    if ratio is not None:
+        np.testing.assert_allclose(errors.std(moved) / first, ratio, rtol=1e-12)
+    # worst first at any level: the fresh errors read in the cached order never increase
+    order = errors.worst_first()
+    assert np.all(np.diff(np.sqrt(fresh.variances())[order]) <= 1e-12 * first.max())
+    assert np.sort(order).tolist() == list(range(w.num_queries))
+    assert errors.worst() == int(np.argmax(fresh.variances())) == order[0]
+    assert errors.median_std(moved) == pytest.approx(np.median(np.sqrt(fresh.variances())),
+                                                     rel=1e-12)
+    # one query by its label: the cached quantile re-scaled; Gaussian quantiles are exact
+    # to rounding, Laplace sums come from quadrature (solved to 1e-9 of the std)
+    errors.query("age 24, sex female", privacy)
+    again = errors.query("age 24, sex female", moved)
+    direct = query_error(fresh, "age 24, sex female")
+    tolerance = 1e-12 if method == "gaussian" else 1e-8
+    assert (again.index, again.label, again.method) == (direct.index, direct.label,
+                                                         direct.method)
+    assert again.std == pytest.approx(direct.std, rel=1e-12)
+    assert again.half_width == pytest.approx(direct.half_width, rel=tolerance)
+    with pytest.raises(ValueError, match="privacy: .* noise, but the plan is for"):
+        errors.std(GAUSS if privacy.noise == "laplace" else LAPLACE)

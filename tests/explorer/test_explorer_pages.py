@@ -86,6 +86,50 @@ def test_per_query_errors_are_the_plans_variances_worst_first(session):
         query_error_frame(session, "hb")
 
 
+def test_per_query_errors_follow_the_slider_by_rescaling(session):
+    # computed once per stored plan, then re-scaled: at eps 0.25 every row equals the plan's
+    # fresh variances there (Laplace: 16 times those at eps 1), in the same worst-first order
+    from explorer.pages.compare import plan_errors
+
+    before = query_error_frame(session, "identity")
+    errors = plan_errors(session, "identity")
+    session.privacy.epsilon = 0.25
+    after = query_error_frame(session, "identity")
+    assert plan_errors(session, "identity") is errors
+    fresh = session.plan("identity").variances()
+    assert after["query"].tolist() == before["query"].tolist()
+    rows = [session.workload.query_labels().index(q) for q in after["query"]]
+    np.testing.assert_allclose(after["variance"], fresh[rows], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(after["variance"], 16.0 * before["variance"], rtol=1e-12)
+    np.testing.assert_allclose(after["error_95"], 4.0 * before["error_95"], rtol=1e-12)
+    worst = query_error_frame(session, "identity", limit=3)
+    assert worst["description"].tolist() == ["total", "x <= 14", "x <= 13"]
+    assert worst["expected_error"][0] == pytest.approx(4.0 * math.sqrt(32.0), rel=1e-12)
+
+
+def test_per_query_view_rescales_in_place_when_eps_moves(session):
+    # built once per plan and selection; a slider move changes numbers and bin edges only
+    page = ComparePage(session=session)
+    page.__panel__()  # watches the session
+    session.selected = "identity"
+    view = page._per_query_view("identity", session.plans)
+    _, _, spread, table, histogram, _ = page._per_query
+    edges, counts = histogram.edges.copy(), histogram.counts.copy()
+    assert counts.sum() == 16 and spread.object.startswith("Errors range from **1.414** to "
+                                                           "**5.657** (median 4.121)")
+    session.privacy.epsilon = 0.5  # Laplace: every error doubles
+    assert page._per_query[3] is table and view[3] is table
+    np.testing.assert_allclose(histogram.edges, 2.0 * edges, rtol=1e-12)
+    assert histogram.counts.tolist() == counts.tolist()
+    fresh = np.sqrt(session.plan("identity").variances())
+    np.testing.assert_allclose(table.value["expected_error"], np.sort(fresh)[::-1][:16],
+                               rtol=1e-12)
+    assert spread.object.startswith("Errors range from **2.828** to **11.31** (median 8.243)")
+    session.selected = "hb"  # a new view is built for another mechanism: the old one stays
+    session.privacy.epsilon = 0.25
+    assert table.value["expected_error"][0] == pytest.approx(2.0 * math.sqrt(32.0), rel=1e-12)
+
+
 def test_compare_page_renders_and_plans_without_a_server():
     s = Session(PREFIX, store=PlanStore())
     view = ComparePage(session=s).__panel__()
