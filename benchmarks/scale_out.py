@@ -19,7 +19,7 @@ turns within each repeat: a burst of someone else's load then hits neighbouring 
 executor. Printed: the median wall (and CPU) seconds of each executor with their spread
 (min..max), and each ratio as the median over repeats of the ratio within one repeat, with
 its spread. CPU seconds are this process's (Dask's scheduler and client run here) plus the
-executor's own worker processes (the pool's; the Dask workers and their nannies). Per-task
+executor's own worker processes (the pool's; the Dask workers: their nannies run here). Per-task
 overhead is the wall time per no-op task when 200 are mapped at once. Goal: dask-2 within
 10 % of the pool.
 
@@ -118,11 +118,11 @@ def pool_processes(pool: ProcessPoolExecutor) -> list[Any]:
 
 
 def dask_processes(client: Any) -> list[Any]:
-    """The local cluster's worker processes and their nannies (``psutil.Process``)."""
+    """The local cluster's worker processes (``psutil.Process``; their nannies run in this
+    process, as does the scheduler)."""
     import psutil
 
-    workers = [psutil.Process(pid) for pid in client.run(os.getpid).values()]
-    return workers + [worker.parent() for worker in workers]
+    return [psutil.Process(pid) for pid in client.run(os.getpid).values()]
 
 
 def qs_work(executor: Executor, n: int, d: int) -> float:
@@ -262,8 +262,9 @@ def main() -> None:
         work["census"] = functools.partial(census_work, trials=trials)
     repeats = {
         key: args.repeats * (1 if key.startswith("qs ") and "pairs" not in key else 3)
-        for key in [*work, "noop"]
+        for key in work
     }
+    repeats["noop"] = args.repeats
     print(
         f"cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}; rows (n, d): "
         f"{rows if 'qs' in args.work else '-'}; pairs on {sizes}; census trials: {trials}; "
