@@ -32,7 +32,7 @@ longest single task): a row whose work is one indivisible SDP has a bound near 1
 Usage: ``python benchmarks/scale_out.py [--quick] [--repeats R] [--work census ...]``
 (quick: n=10, d=10 and d=20, pairs on 12..20, 40 trials; 3 repeats by default; ``--work``
 picks pieces among ``qs``, ``pairs``, ``census``, e.g. ``--work census --repeats 5`` re-measures
-the 200-trial census alone in about a minute).
+the 200-trial census alone: about a minute on a quiet machine, 4-5 at load average 10).
 """
 
 from __future__ import annotations
