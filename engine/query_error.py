@@ -207,6 +207,7 @@ class PerQueryErrors:
         self._unit_std: np.ndarray | None = None
         self._order: np.ndarray | None = None
         self._median: float | None = None
+        self._worst: int | None = None
         self._labels: list[str] | None = None
         self._queries: dict[int, tuple[float, QueryError]] = {}
 
@@ -257,6 +258,13 @@ class PerQueryErrors:
                 order.flags.writeable = False
                 self._order = order
             return self._order
+
+    def worst(self) -> int:
+        """The row of the query with the largest error (the first of equals), at every level."""
+        with self._lock:
+            if self._worst is None:
+                self._worst = int(np.argmax(self.plan.unit_variances()))
+            return self._worst
 
     def median_std(self, privacy: Privacy) -> float:
         """The median of the queries' error standard deviations at ``privacy`` (counts)."""

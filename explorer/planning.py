@@ -864,7 +864,10 @@ def lower_thread_priority() -> None:
     """
     # AttributeError / OSError: no per-thread priorities on this platform.
     with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PLANNER_NICENESS)
+        thread = threading.get_native_id()
+        # Relative to the thread's own niceness: a server started under `nice` keeps the gap.
+        niceness = min(os.getpriority(os.PRIO_PROCESS, thread) + PLANNER_NICENESS, 19)
+        os.setpriority(os.PRIO_PROCESS, thread, niceness)
 
 
 def planners_from_environment() -> int:

@@ -25,8 +25,9 @@ from bokeh.models.widgets.tables import NumberFormatter
 from engine.compare import Comparison
 from engine.mechanisms import Plan
 from engine.query_error import METHODS, PerQueryErrors
-from explorer.components.charts import LiveBarsChart, color_of, error_histogram
+from explorer.components.charts import LiveBarsChart, color_of
 from explorer.components.exports import csv_download, scenario_columns, text_download
+from explorer.components.histogram import ScaledHistogram
 from explorer.components.notes import caption
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, off_loop, served
@@ -247,6 +248,10 @@ class ComparePage(Page):
 
     title = "Compare mechanisms"
     note = NOTE
+    #: the per-query view shown: (mechanism, plans, spread, worst table, histogram, its pane)
+    _per_query: tuple[Any, ...] | None = None
+    #: the comparison table shown and the plans it was built for
+    _shown_table: tuple[Comparison | None, pn.widgets.Tabulator] | None = None
 
     def __panel__(self) -> pn.viewable.Viewable:
         session = self.session
@@ -272,7 +277,7 @@ class ComparePage(Page):
             self.watch(session.privacy, lambda *events: self.run(), "noise")
         elif not session.complete:
             session.compare_now()
-        table = pn.bind(self._table, session.param.comparison)
+        table = pn.bind(self._table, session.param.plans)
         self._doc = pn.state.curdoc
         self._bars = LiveBarsChart(session.comparison, on_pick=self._picked)
         self._bars_pane = pn.pane.Bokeh(self._bars.figure, sizing_mode="stretch_width")
@@ -341,8 +346,11 @@ class ComparePage(Page):
         if self._doc is None:  # notebook: push the changed models
             self._bars_pane.param.trigger("object")
 
-    def _table(self, comparison: Comparison | None) -> pn.widgets.Tabulator:
-        table = comparison_table(comparison)
+    def _table(self, plans: Comparison | None) -> pn.widgets.Tabulator:
+        """The comparison table of these plans at the live level (re-scaled in place by
+        :meth:`_follow_privacy` when the level moves: the rows keep their order)."""
+        table = comparison_table(self.session.comparison)
+        self._shown_table = (plans, table)
         names = list(table.value["mechanism"])
         if self.highlighted in names:
             table.selection = [names.index(self.highlighted)]
@@ -356,6 +364,7 @@ class ComparePage(Page):
 
     def _comparison_changed(self, event: param.parameterized.Event) -> None:
         comparison = event.new
+        self._follow_privacy()
 
         def show() -> None:
             if self._bars.fits(comparison):
@@ -368,17 +377,19 @@ class ComparePage(Page):
 
         self._on_page_tick(show)
 
-    def _on_page_tick(self, change: Callable[[], None]) -> None:
-        """Run ``change`` (which touches the chart's models) on this page's next tick when
-        served (table events and the session's other pages arrive without this page's
-        document lock, and Bokeh requires it); at once, then pushed, in a notebook."""
+    def _on_page_tick(self, change: Callable[[], None], pane: pn.pane.Bokeh | None = None
+                      ) -> None:
+        """Run ``change`` (which touches the models of a chart: the bars' unless ``pane`` is
+        given) on this page's next tick when served (table events and the session's other
+        pages arrive without this page's document lock, and Bokeh requires it); at once, then
+        pushed, in a notebook."""
         doc = self._doc
         if doc is not None and doc.session_context is not None:
             doc.add_next_tick_callback(change)
             return
         change()
         if doc is None:
-            self._bars_pane.param.trigger("object")
+            (pane or self._bars_pane).param.trigger("object")
 
     def _intro(self, scenario: Any) -> pn.pane.Markdown:
         w = scenario.workload
@@ -410,7 +421,7 @@ class ComparePage(Page):
             pn.bind(off_loop(self._in_people), session.param.selected, session.param.comparison,
                     query.param.value),
             pn.bind(off_loop(self._per_query_view), session.param.selected,
-                    session.param.comparison),
+                    session.param.plans),
             sizing_mode="stretch_width", css_classes=["per-query"],
         )
 
@@ -437,7 +448,7 @@ class ComparePage(Page):
                                     css_classes=["query-in-people"])
         try:
             errors = plan_errors(self.session, name)
-            query = text if text.strip() else int(errors.worst_first()[0])
+            query = text if text.strip() else errors.worst()
             error = errors.query(query, self.session.privacy.with_())
         except Exception as exc:  # an unknown label, too many queries
             return pn.pane.Alert(one_line(exc), alert_type="warning",
@@ -449,45 +460,78 @@ class ComparePage(Page):
             f"(standard deviation {error.std:,.2f}; {METHODS[error.method]}).",
             css_classes=["query-in-people"], sizing_mode="stretch_width")
 
-    def _per_query_view(self, name: str | None, comparison: Comparison | None
+    def _per_query_numbers(self, name: str) -> tuple[pd.DataFrame, str, float]:
+        """The worst queries, the spread in words and the scale from unit noise, at the live
+        privacy level (re-scaled from :func:`plan_errors`)."""
+        privacy = self.session.privacy.with_()
+        per_query = plan_errors(self.session, name)
+        frame = query_error_frame(self.session, name, WORST)
+        scale = per_query.scale(privacy)
+        order = per_query.worst_first()
+        unit = per_query.unit_std()
+        spread = (f"Errors range from **{scale * unit[order[-1]]:.4g}** to "
+                  f"**{scale * unit[order[0]]:.4g}** (median {per_query.median_std(privacy):.4g})"
+                  f" over {unit.size:,} queries.")
+        return frame, spread, scale
+
+    def _per_query_view(self, name: str | None, plans: Comparison | None
                         ) -> pn.viewable.Viewable:
-        # Bound through off_loop: the first call computes every query's variance.
-        if name is None or comparison is None:
+        """The selected mechanism's per-query errors: built when plans or the selection change
+        (bound through off_loop: the first call computes every query's variance), re-scaled in
+        place by :meth:`_follow_privacy` when the privacy level moves."""
+        self._per_query = None
+        if name is None or plans is None:
             return pn.pane.Markdown("Pick a planned mechanism to see its per-query errors.")
         if self._planning_large():
             return pn.pane.Markdown(self._after_planning("Per-query errors"))
         try:
-            frame = query_error_frame(self.session, name, WORST)
-            privacy = self.session.privacy.with_()
-            per_query = plan_errors(self.session, name)
-            errors = per_query.std(privacy)
-            median = per_query.median_std(privacy)
+            frame, spread, scale = self._per_query_numbers(name)
+            unit = plan_errors(self.session, name).unit_std()
         except Exception as exc:  # too many queries, no explicit strategy, ...
             return pn.pane.Alert(f"Per-query errors of {name} are not available: "
                                  f"{one_line(exc)}", alert_type="secondary")
-        spread = (f"Errors range from **{errors.min():.4g}** to **{errors.max():.4g}** "
-                  f"(median {median:.4g}) over {len(errors):,} queries."
-                  if len(errors) else "")
+        histogram = ScaledHistogram(unit, scale, color_of(name), f"Per-query error of {name}")
+        text = pn.pane.Markdown(spread, margin=(0, 10), css_classes=["per-query-spread"])
+        pane = pn.pane.Bokeh(histogram.figure, sizing_mode="stretch_width")
+        table = pn.widgets.Tabulator(
+            frame, show_index=False, disabled=True, layout="fit_data_stretch",
+            sizing_mode="stretch_width", css_classes=["worst-queries"],
+            formatters={"expected_error": NumberFormatter(format="0,0.0000"),
+                        "error_95": NumberFormatter(format="0,0.0"),
+                        "variance": NumberFormatter(format="0,0.0000")})
+        self._per_query = (name, self.session.plans, text, table, histogram, pane)
         return pn.Column(
-            pn.pane.Markdown(spread, margin=(0, 10)),
-            pn.pane.HoloViews(error_histogram(errors, color_of(name),
-                                              f"Per-query error of {name}"),
-                              sizing_mode="stretch_width"),
+            text,
+            pn.Column(pane, sizing_mode="stretch_width", css_classes=["per-query-histogram"]),
             caption("How many queries have each level of expected error. A wide spread means "
                     "some of your counts are much less reliable than others."),
-            pn.widgets.Tabulator(
-                frame, show_index=False, disabled=True,
-                layout="fit_data_stretch", sizing_mode="stretch_width",
-                css_classes=["worst-queries"],
-                formatters={"expected_error": NumberFormatter(format="0,0.0000"),
-                            "error_95": NumberFormatter(format="0,0.0"),
-                            "variance": NumberFormatter(format="0,0.0000")}),
+            table,
             csv_download(lambda: scenario_columns(
                              query_error_frame(self.session, name).assign(mechanism=name),
                              self.session.privacy, self.session.workload),
                          f"per-query-{name}.csv", "Download all queries (CSV)",
                          css_class="per-query-csv"),
             sizing_mode="stretch_width")
+
+    def _follow_privacy(self) -> None:
+        """Re-scale the comparison table and the shown per-query view to the live privacy
+        level: new numbers in the table, the spread line and the worst-queries table, new bin
+        edges on the histogram (the order of the rows and queries and the bin counts do not
+        change with the level)."""
+        session = self.session
+        if self._shown_table is not None and self._shown_table[0] is session.plans:
+            self._shown_table[1].value = comparison_frame(session.comparison)
+        shown = self._per_query
+        if shown is None or shown[0] != session.selected or shown[1] is not session.plans:
+            return  # a new view is being built for the new plans or selection
+        name, _, text, table, histogram, pane = shown
+        try:
+            frame, spread, scale = self._per_query_numbers(name)
+        except ValueError:  # the plan went away meanwhile
+            return
+        text.object = spread
+        table.value = frame
+        self._on_page_tick(lambda: histogram.rescale(scale), pane)
 
     # ----- exports --------------------------------------------------------------------------
     def _exports_section(self) -> pn.viewable.Viewable:

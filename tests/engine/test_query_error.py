@@ -144,6 +144,7 @@ def test_per_query_errors_rescale_to_a_fresh_computation(mechanism, privacy, mov
     order = errors.worst_first()
     assert np.all(np.diff(np.sqrt(fresh.variances())[order]) <= 1e-12 * first.max())
     assert np.sort(order).tolist() == list(range(w.num_queries))
+    assert errors.worst() == int(np.argmax(fresh.variances())) == order[0]
     assert errors.median_std(moved) == pytest.approx(np.median(np.sqrt(fresh.variances())),
                                                      rel=1e-12)
     # one query by its label: the cached quantile re-scaled; Gaussian quantiles are exact

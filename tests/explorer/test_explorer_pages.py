@@ -107,6 +107,35 @@ def test_per_query_errors_follow_the_slider_by_rescaling(session):
     assert worst["expected_error"][0] == pytest.approx(4.0 * math.sqrt(32.0), rel=1e-12)
 
 
+def test_per_query_view_rescales_in_place_when_eps_moves(session):
+    # built once per plan and selection; a slider move changes numbers and bin edges only
+    page = ComparePage(session=session)
+    page.__panel__()  # watches the session
+    session.selected = "identity"
+    view = page._per_query_view("identity", session.plans)
+    _, _, spread, table, histogram, _ = page._per_query
+    edges, counts = histogram.edges.copy(), histogram.counts.copy()
+    _, comparison = page._shown_table
+    rmse = comparison.value["rmse"].to_numpy()
+    assert counts.sum() == 16 and spread.object.startswith("Errors range from **1.414** to "
+                                                           "**5.657** (median 4.121)")
+    session.privacy.epsilon = 0.5  # Laplace: every error doubles
+    assert page._per_query[3] is table and view[3] is table
+    assert page._shown_table[1] is comparison  # the comparison table too, in place
+    np.testing.assert_allclose(comparison.value["rmse"], 2.0 * rmse, rtol=1e-12)
+    assert comparison.value["mechanism"].tolist() == [r.mechanism for r in
+                                                      session.comparison.rows]
+    np.testing.assert_allclose(histogram.edges, 2.0 * edges, rtol=1e-12)
+    assert histogram.counts.tolist() == counts.tolist()
+    fresh = np.sqrt(session.plan("identity").variances())
+    np.testing.assert_allclose(table.value["expected_error"], np.sort(fresh)[::-1][:16],
+                               rtol=1e-12)
+    assert spread.object.startswith("Errors range from **2.828** to **11.31** (median 8.243)")
+    session.selected = "hb"  # a new view is built for another mechanism: the old one stays
+    session.privacy.epsilon = 0.25
+    assert table.value["expected_error"][0] == pytest.approx(2.0 * math.sqrt(32.0), rel=1e-12)
+
+
 def test_compare_page_renders_and_plans_without_a_server():
     s = Session(PREFIX, store=PlanStore())
     view = ComparePage(session=s).__panel__()

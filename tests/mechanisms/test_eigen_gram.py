@@ -73,3 +73,16 @@ def test_mechanism_partial_route_on_a_large_one_dimensional_domain() -> None:
     bound = svd_bound(W).value
     root_ratio = (plan.sensitivity[2] ** 2 * plan.trace / bound) ** 0.5
     assert 1.0 < root_ratio < 1.35  # 1.316 with only 2 % of the eigenvectors
+
+
+@pytest.mark.parametrize("n", [1, 2, 257, 1024])
+def test_all_range_operator_is_the_closed_form_gram_exactly(n) -> None:
+    """``G_ij = (min(i,j) + 1)(n - max(i,j))`` (0-based) for every entry, bit for bit: the
+    running sums add integers below 2**53, so the O(n) products are exact."""
+    op = GramOperator(Workload.one_dim(AllRangeBlock(n)))
+    i = np.arange(n)
+    closed = (np.minimum.outer(i, i) + 1.0) * (n - np.maximum.outer(i, i))
+    np.testing.assert_array_equal(op.matvec(np.eye(n)), closed)
+    # the diagonal goes through column norms (a square root, squared): one rounding
+    np.testing.assert_allclose(op.diagonal(), np.diag(closed), rtol=4e-16, atol=0)
+    np.testing.assert_array_equal(dense_gram(Workload.one_dim(AllRangeBlock(n))), closed)

@@ -7,6 +7,7 @@ printed value plus half a unit of the last digit (lower error is fine).
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -42,6 +43,8 @@ GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
+#: the module (the package exports its function ``opt0`` under the same name)
+OPT0 = importlib.import_module("engine.mechanisms.hdmm.opt0")
 
 
 def rmse(unit: float, m: int, privacy: Privacy) -> float:
@@ -178,21 +181,30 @@ def test_product_union_grams_multiply_one_attribute_at_a_time() -> None:
     np.testing.assert_allclose(gram.right_multiply(X), X @ V, rtol=1e-12)
 
 
-def test_starts_stop_once_the_best_two_agree() -> None:
-    """All ranges on 256 cells (p = 16, seed 0): the first two screened starts agree within
-    AGREE_RTOL, so two run instead of the eight the work budget admits, and the polished best
-    is at Table 4's printed 8.07 or below. Prefixes, whose starts scatter by up to 1.6 %, run
-    the whole budget (7 starts) and reach the printed 7.35."""
+def test_starts_stop_once_the_best_two_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """All ranges on 256 cells (p = 16, seed 0): the first three screened starts disagree (the
+    best two 0.3 % of the loss apart), the fourth agrees with the best within AGREE_RTOL and
+    no fifth runs, also with the earlier budget of about eight starts: agreement stops it.
+    The polished best is at Table 4's printed 8.07 or below. Prefixes (seed 0) run the two
+    starts the work budget admits (the first takes 150 evaluations, half the budget) and reach
+    the printed 7.35."""
     b = block("all-range", 256)
     V, m = b.gram_array(), b.shape[0]
     _, f, losses = optimize_pidentity(V, 16, seed=0)
-    assert len(losses) == 2
-    assert abs(losses[0] - losses[1]) <= AGREE_RTOL * max(losses)
+    assert len(losses) == 4
+    first, second = sorted(losses[:3])[:2]
+    assert second - first > AGREE_RTOL * second
+    first, second = sorted(losses)[:2]
+    assert second - first <= AGREE_RTOL * second and losses[3] in (first, second)
     assert 8.07 * 0.995 <= rmse(f, m, LAPLACE) <= 8.075
+    monkeypatch.setattr(OPT0, "SCREEN_WORK", 800 * 16 * 256**2)
+    _, f_wide, losses_wide = optimize_pidentity(V, 16, seed=0)
+    assert losses_wide == losses and f_wide == f
+    monkeypatch.undo()
     b = block("prefix", 256)
     V, m = b.gram_array(), b.shape[0]
     _, f, losses = optimize_pidentity(V, 16, seed=0)
-    assert len(losses) == 7
+    assert len(losses) == 2
     assert 7.35 * 0.995 <= rmse(f, m, LAPLACE) <= 7.355
 
 

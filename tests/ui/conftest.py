@@ -159,14 +159,21 @@ def app_path(path: str = "/", sid: str = "") -> str:
     return "/app" + ("?" + urllib.parse.urlencode(query) if query else "")
 
 
-def session_id(page, timeout_s: float = 30.0) -> str:
-    """The session id the server put into ``page``'s address bar (after the page loaded)."""
+def session_id(page, timeout_s: float = 30.0, requested: str | None = None) -> str:
+    """The session id the server put into ``page``'s address bar (after the page loaded).
+
+    ``requested``: the id the page was opened with; the answer is the first other id seen
+    (the server replaces a refused id once the page has loaded, which takes a moment), or
+    ``requested`` itself when it is still there after ``timeout_s``.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         query = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
-        if query.get("s"):
+        if query.get("s") and query["s"][0] != requested:
             return query["s"][0]
         page.wait_for_timeout(100)
+    if requested is not None:
+        return requested
     raise AssertionError(f"no session id in the address bar: {page.url}")
 
 

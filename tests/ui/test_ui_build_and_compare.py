@@ -81,7 +81,8 @@ def test_build_two_attributes_then_compare_and_download(open_app, console_errors
 
     table = page.locator(".comparison-table").first
     for name in registry_names():
-        expect(table).to_contain_text(name)
+        # the table is redrawn when the last row arrives, just after the headline changes
+        expect(table).to_contain_text(name, timeout=30_000)
     rmse = {name: as_number(text) for name, text in comparison_rows(page).items()}
     identity = rmse["identity"]
     assert identity is not None and identity > 0

@@ -97,7 +97,7 @@ def test_a_made_up_session_id_gets_a_fresh_empty_session(served, browser):
 
     for made_up in ("madeup0001", owner_sid[:-1] + ("A" if owner_sid[-1] != "A" else "B")):
         guest = open_page(browser, served + app_path("/builder", made_up), ".workload-stats")
-        guest_sid = session_id(guest)
+        guest_sid = session_id(guest, requested=made_up)
         assert guest_sid not in (made_up, owner_sid) and len(guest_sid) == 22
         # The default scenario, not the owner's 48-value workload.
         expect(guest.locator(".workload-stats").first).to_contain_text("96 queries over 64 cells")

@@ -159,7 +159,8 @@ def weighted_design(queries: np.ndarray | Matrix, costs: np.ndarray, weights: np
                     norm: int, *, complete: bool = True, rest: tuple[float, float] | None = None,
                     G: np.ndarray | Matrix | None = None, F: np.ndarray | None = None,
                     eigenbasis: bool = False, program1: tuple[dict[str, Any], ...] = (),
-                    info: dict[str, Any] | None = None) -> WeightedDesign:
+                    info: dict[str, Any] | None = None,
+                    completion_cells: int | None = None) -> WeightedDesign:
     """Build the strategy for Program 1 weights and evaluate its error exactly.
 
     Args:
@@ -177,6 +178,10 @@ def weighted_design(queries: np.ndarray | Matrix, costs: np.ndarray, weights: np
             ``G = Q^T diag(costs) Q`` and neither G nor F is needed).
         program1: solver summaries to keep with the design.
         info: extra views.
+        completion_cells: complete at most this many cells, those with the largest
+            deficits (None: every under-used cell). A partial completion keeps the
+            sensitivity and only adds to ``A^T A``, so the error lies between the uncompleted
+            and the fully completed design's; it bounds the Woodbury system at m x m.
     """
     p = 1.0 if norm == 2 else 2.0
     x = np.asarray(weights, float)
@@ -192,6 +197,8 @@ def weighted_design(queries: np.ndarray | Matrix, costs: np.ndarray, weights: np
     if complete:
         norms = base.column_norms(norm)
         d = completion(norms) if norm == 2 else completion_l1(norms)
+        if completion_cells is not None and np.count_nonzero(d) > completion_cells:
+            d[np.argsort(-d)[completion_cells:]] = 0.0
         if not d.any():
             d = None
     strategy = EigenStrategy(queries, lam, rest_w, d)

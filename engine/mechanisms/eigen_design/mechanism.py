@@ -1,12 +1,15 @@
 """The registered ``eigen-design`` mechanism (Li & Miklau, PVLDB 2012).
 
-Routes a workload to one of three computations (``plan.fact("structure")`` says which):
+Routes a workload to one of four computations (``plan.fact("structure")`` says which):
 
 * ``dense`` (n <= ``max_dense_cells``): eigendecomposition of the dense Gram, Program 1 on the
   eigen-queries (or a reduction of it, or a Wavelet/Fourier design set), diagonal completion,
   exact error;
-* ``partial`` (principal vectors above ``max_dense_cells``, L2 only): randomized dominant
-  subspace, no full eigendecomposition;
+* ``partial`` (principal vectors or eigen-separation above ``max_dense_cells``, L2 only):
+  randomized dominant subspace of the implicit Gram, no full eigendecomposition;
+* ``closed-form`` (separation on one all-range block above ``max_dense_cells``, L2): the
+  all-range Gram's eigen-queries are the sine basis (``sines``), so neither a full nor an
+  iterative eigensolver is needed;
 * ``kronecker`` (product-union workloads on several attributes above ``max_dense_cells``, or
   when asked for): per-attribute eigenbases, Program 1 through Kronecker mat-vecs, no
   completion (see ``structured`` for where it stops).
@@ -21,12 +24,13 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import param
 
-from engine.cost import Cost, estimate_model
+from engine.cost import FLOAT, OVERHEAD, Cost, estimate_model
 from engine.error import per_query_variances
 from engine.errors import NotApplicable
 from engine.linalg.matrix import DENSE_GUARD, Kron
@@ -55,7 +59,9 @@ from engine.mechanisms.eigen_design.reductions import (
     eigen_separation,
     principal_vectors,
     principal_vectors_partial,
+    separation_partial,
 )
+from engine.mechanisms.eigen_design.sines import all_range_separation
 from engine.mechanisms.eigen_design.structured import (
     MAX_CELLS,
     kron_design,
@@ -63,6 +69,7 @@ from engine.mechanisms.eigen_design.structured import (
 )
 from engine.privacy import Privacy
 from engine.progress import Progress, report
+from engine.workloads.blocks import AllRangeBlock
 from engine.workloads.workload import Workload
 
 #: Per-query variances are computed for at most this many (query x cell) products.
@@ -91,6 +98,12 @@ class EigenDesignMechanism(Mechanism):
     group_size = param.Integer(default=0, bounds=(0, None),
                                doc="separation: eigen-queries per group; 0 = the power of two "
                                    "nearest n**(1/3) (the paper's choice).")
+    separation_fraction = param.Number(default=0.25, bounds=(0.0, 1.0),
+                                       inclusive_bounds=(False, True),
+                                       doc="separation with the partial eigensolver: fraction "
+                                           "of the n eigen-queries computed; the rest share "
+                                           "one weight (all ranges: 20 % costs ~1.7 %, 25 % "
+                                           "~1 % over the full algorithm).")
     noise_handling = param.Selector(default="auto", objects=["auto", "l2", "l1"],
                                     doc="Which sensitivity the weights are optimised for: "
                                         "auto (L1 for Laplace, L2 otherwise), l2 (the "
@@ -108,9 +121,9 @@ class EigenDesignMechanism(Mechanism):
                                doc="auto: dense up to max_dense_cells, then the Kronecker "
                                    "structure of product workloads; or force one.")
     eigensolver = param.Selector(default="auto", objects=["auto", "full", "partial"],
-                                 doc="principal: full eigendecomposition, or a randomized "
-                                     "dominant subspace (partial; auto above "
-                                     "max_dense_cells).")
+                                 doc="principal and separation: full eigendecomposition, or "
+                                     "a randomized dominant subspace of the implicit Gram "
+                                     "(partial; auto above max_dense_cells).")
     max_dense_cells = param.Integer(default=4096, bounds=(1, GRAM_LIMIT),
                                     doc="Largest domain for a dense n x n "
                                         "eigendecomposition (O(n**3) time, 8 n**2 bytes).")
@@ -143,8 +156,8 @@ class EigenDesignMechanism(Mechanism):
         norm = self._norm(privacy)
         eigen_only = self.design_set == "eigen" or (self.design_set == "auto" and (
             norm == 2 or self.reduction != "none"))
-        partial_ok = (self.reduction == "principal" and eigen_only and norm == 2
-                      and n <= GRAM_LIMIT)
+        partial_ok = (self.reduction in ("principal", "separation") and eigen_only
+                      and norm == 2 and n <= GRAM_LIMIT)
         if self.reduction != "none" and not eigen_only:
             raise NotApplicable("eigen-design: reductions apply to the eigen-query design "
                                 "set only")
@@ -157,11 +170,14 @@ class EigenDesignMechanism(Mechanism):
         if self.eigensolver == "partial":
             if not partial_ok:
                 raise NotApplicable("eigen-design: eigensolver=partial needs reduction="
-                                    "principal, the eigen design set, L2 noise and n <= "
-                                    f"{GRAM_LIMIT:,}")
+                                    "principal or separation, the eigen design set, L2 noise "
+                                    f"and n <= {GRAM_LIMIT:,}")
             return "partial"
         if n <= self.max_dense_cells:
             return "dense"
+        if (self.reduction == "separation" and eigen_only and norm == 2
+                and self.eigensolver == "auto" and _all_range_weight(workload) is not None):
+            return "closed-form"
         if self.structure == "dense" or self.eigensolver == "full":
             raise NotApplicable(f"eigen-design: {n:,} cells exceed max_dense_cells = "
                                 f"{self.max_dense_cells:,} for a dense eigendecomposition")
@@ -171,7 +187,7 @@ class EigenDesignMechanism(Mechanism):
             return "kronecker"
         raise NotApplicable(
             f"eigen-design: {n:,} cells exceed max_dense_cells = {self.max_dense_cells:,}; "
-            "beyond it use reduction=principal (L2 noise, up to "
+            "beyond it use reduction=principal or separation (L2 noise, up to "
             f"{GRAM_LIMIT:,} cells) or a product workload on several attributes (Kronecker "
             "path)")
 
@@ -188,9 +204,31 @@ class EigenDesignMechanism(Mechanism):
                                     f"max_cells = {self.max_cells:,}")
 
     def estimate(self, workload: Workload, privacy: Privacy) -> Cost:
-        """Per-attribute designs on the Kronecker route, the dense Gram on the others."""
+        """Per-attribute designs on the Kronecker route, the dense Gram on the dense route.
+
+        The closed-form and partial routes never form the Gram's eigendecomposition; their
+        planning cost was measured on all-range workloads at n = 4,096-8,192 (2026-11-25, one
+        BLAS thread): closed-form peaks at 1.03 n x n float arrays and takes time growing as
+        n**2 (4.8 s at 8,192); partial (separation, fraction 0.25) peaks at 1.63 of them and
+        grows as n**3 (21 s at 8,192). The constants below keep a margin over those.
+        """
         route = self._route(workload, privacy)
-        return estimate_model("factors" if route == "kronecker" else "dense", workload)
+        if route == "kronecker":
+            return estimate_model("factors", workload)
+        cost = estimate_model("dense", workload)
+        n = float(workload.domain.size)
+        square = FLOAT * n * n
+        if route == "closed-form":
+            return replace(cost, plan_bytes=1.25 * square + OVERHEAD,
+                           plan_operations=800.0 * n * n,
+                           plan_what=f"one {n:,.0f} x {n:,.0f} array (closed-form eigen-queries)")
+        if route == "partial":
+            fraction = (self.separation_fraction if self.reduction == "separation"
+                        else self.fraction)
+            return replace(cost, plan_bytes=2.0 * square + OVERHEAD,
+                           plan_operations=2.0 * max(fraction, 0.05) * n**3,
+                           plan_what=f"{n:,.0f} x {n:,.0f} arrays (partial eigensolver)")
+        return cost
 
     # ----- planning -----------------------------------------------------------------------
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
@@ -215,13 +253,27 @@ class EigenDesignMechanism(Mechanism):
                 for name in self._design_sets(norm)], norm)
             timings["program1"] = time.perf_counter() - start
             bound = design.info.get("svd_bound")
+        elif route == "closed-form":
+            start = time.perf_counter()
+            design = all_range_separation(workload.domain.size, self.group_size or None,
+                                          weight=_all_range_weight(workload),
+                                          complete=self.completion, progress=progress)
+            timings["design"] = time.perf_counter() - start
+            bound = design.info["svd_bound"]
         elif route == "partial":
             # fast products with the Gram; the dense one only for non-product terms
             G = (GramOperator(workload) if workload.is_product_union
                  else dense_gram(workload))
             start = time.perf_counter()
-            design = principal_vectors_partial(G, self.fraction, complete=self.completion,
-                                               seed=self.seed, progress=progress)
+            if self.reduction == "separation":
+                design = separation_partial(G, self.separation_fraction,
+                                            self.group_size or None,
+                                            complete=self.completion, seed=self.seed,
+                                            progress=progress)
+            else:
+                design = principal_vectors_partial(G, self.fraction,
+                                                   complete=self.completion,
+                                                   seed=self.seed, progress=progress)
             timings["design"] = time.perf_counter() - start
         else:
             start = time.perf_counter()
@@ -278,6 +330,16 @@ class EigenDesignMechanism(Mechanism):
 
         return _best([(name, lambda name=name: build(name))
                       for name in self._design_sets(norm)], norm)
+
+
+def _all_range_weight(workload: Workload) -> float | None:
+    """The weight of a workload made of one all-range block, else None."""
+    if len(workload.domain) != 1 or len(workload.terms) != 1:
+        return None
+    term = workload.terms[0]
+    if not term.is_product or not isinstance(term.full_factors()[0], AllRangeBlock):
+        return None
+    return float(term.weight)
 
 
 def _best(builders, norm: int) -> tuple[WeightedDesign, dict[str, float]]:

@@ -28,7 +28,7 @@ UNIT_ERROR = "squared counts at unit noise"
 #: Words and units of every scalar a design reports (key -> (label, units)).
 FACT_WORDS: dict[str, tuple[str, str]] = {
     "kind": ("strategy kind", ""),
-    "structure": ("computation route (dense, partial or kronecker)", ""),
+    "structure": ("computation route (dense, partial, closed-form or kronecker)", ""),
     "norm": ("sensitivity norm the weights are optimised for", "L-norm"),
     "noise_handling": ("noise handling", ""),
     "design_set": ("design set", ""),
@@ -37,7 +37,10 @@ FACT_WORDS: dict[str, tuple[str, str]] = {
     "group_size": ("eigen-separation group size", "eigen-queries"),
     "fraction": ("fraction of principal vectors asked for", ""),
     "principal": ("principal vectors kept", "eigen-queries"),
+    "eigenqueries_computed": ("eigen-queries computed by the partial eigensolver",
+                              "eigen-queries"),
     "subspace_seconds": ("time for the dominant subspace", "s"),
+    "basis_seconds": ("time for the closed-form basis and its squares", "s"),
     "basis": ("basis", ""),
     "exact_eigenbasis": ("the basis is the exact eigenbasis", ""),
     "completed_cells": ("cells added by the completion", "cells"),

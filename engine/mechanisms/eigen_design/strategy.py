@@ -147,6 +147,8 @@ class EigenStrategy(Matrix):
         if isinstance(Q, Kron):
             K = Kron([Dense(np.abs(f.dense()) ** power) for f in Q.factors])
             return K.rmatvec
+        if power == 2 and hasattr(Q, "squares_rmatvec"):
+            return Q.squares_rmatvec  # a closed form (the sine basis: one FFT)
         P = np.abs(Q.dense()) ** power
         return lambda v: P.T @ v
 
@@ -240,7 +242,8 @@ class NormalSolver:
     """Applies ``(A^T A)^+`` and evaluates ``tr[G (A^T A)^+]`` for an EigenStrategy.
 
     * square orthonormal queries without completion: ``Q^T diag(1/lambda**2) Q``;
-    * square orthonormal queries, all weighted, with a completion on m cells: in the
+    * square orthonormal queries (explicit, or implicit with fast products), all weighted,
+      with a completion on m cells: in the
       queries' basis ``A^T A`` is ``diag(lambda**2)`` plus a rank-m term, inverted by the
       Woodbury identity with an m x m Cholesky factor (O(n m**2), no n x n product); if the
       correction cancels most of the leading term it falls back to the dense route;
@@ -258,12 +261,17 @@ class NormalSolver:
         s = strategy
         self.kind: str
         Q = s.queries
-        if (isinstance(Q, np.ndarray) and Q.shape[0] == s.n and s.cells.size and not s.rest
-                and np.all(s.weights > 0)):
+        if (Q.shape[0] == s.n and s.cells.size and not s.rest and np.all(s.weights > 0)):
             self.kind = "completion"
             self.lam2 = s.weights**2
-            self.Wc = Q[:, s.cells] / self.lam2[:, None]  # Lambda^-2 Q_c (n x m)
-            S = Q[:, s.cells].T @ self.Wc
+            if isinstance(Q, np.ndarray):
+                Qc = Q[:, s.cells]
+            else:  # an implicit square basis: its completed columns by m products
+                picks = np.zeros((s.n, s.cells.size))
+                picks[s.cells, np.arange(s.cells.size)] = 1.0
+                Qc = Q.matvec(picks)
+            self.Wc = Qc / self.lam2[:, None]  # Lambda^-2 Q_c (n x m)
+            S = Qc.T @ self.Wc
             S[np.diag_indices_from(S)] += 1.0 / s.completion[s.cells] ** 2
             self.S_chol = sla.cho_factor(S, lower=True, check_finite=False)
         elif not s.cells.size and not s.rest:

@@ -8,6 +8,10 @@ process (OpenBLAS, MKL, BLIS: those vendored by numpy and scipy included) for th
 ``with`` block and restores it afterwards; the HDMM mechanisms use it when their
 ``blas_threads`` knob is set.
 
+The libraries are looked up once per process (threadpoolctl scans every loaded shared object,
+1-4 ms, more than a small plan's optimisation takes at n = 64): numpy and scipy, which load
+them, are imported before any plan runs.
+
 The setting is process-wide: other threads calling BLAS during the block see it too.
 """
 
@@ -15,13 +19,20 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from functools import cache
 
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import ThreadpoolController
+
+
+@cache
+def _controller() -> ThreadpoolController:
+    """The thread pools loaded in this process (found once)."""
+    return ThreadpoolController()
 
 
 def blas_available() -> bool:
     """True when at least one loaded BLAS thread pool can be controlled."""
-    return any(pool["user_api"] == "blas" for pool in threadpool_info())
+    return any(pool["user_api"] == "blas" for pool in _controller().info())
 
 
 @contextlib.contextmanager
@@ -30,5 +41,5 @@ def blas_threads(threads: int | None) -> Iterator[None]:
     if threads is None:
         yield
         return
-    with threadpool_limits(limits=int(threads), user_api="blas"):
+    with _controller().limit(limits=int(threads), user_api="blas"):
         yield

@@ -24,10 +24,10 @@ class HdmmBase(Mechanism):
         "or, past the nearly free problems, once the best two agree within 0.2 %."))
     seed = param.Integer(default=0, doc="Seed of the random starts (plans are reproducible).")
     maxiter = param.Integer(default=300, bounds=(1, None), doc=(
-        "L-BFGS-B iterations per start."))
+        "Optimiser iterations per start."))
     polish_iterations = param.Integer(default=200, bounds=(0, None), doc=(
         "Most extra iterations refining the best p-Identity start at a tight tolerance (no "
-        "more than that start's screening took)."))
+        "more than half of what that start's screening took)."))
     max_cells = param.Integer(default=MAX_CELLS, bounds=(1, None), doc=(
         "Largest data tensor (cells) measured or reconstructed in memory; larger marginals "
         "cannot be stored and only marginal paths run."))

@@ -110,7 +110,10 @@ def opt_kron(union: ProductUnion, norm: int, *, restarts: int = 4, seed: int = 0
             scale = float(np.trace(V)) / V.shape[0]
             if not scale > 0.0:
                 continue
-            # the surrogate weights are products of errors and can be huge: normalise
+            # the surrogate weights are products of errors and can be huge: normalise (one
+            # attribute has no other errors: its surrogate is the workload's own Gram, kept
+            # as it is so that OPT_kron solves exactly hdmm-opt0's problem)
+            scale = scale if d > 1 else 1.0
             rep = reporter(progress, f"OPT_kron sweep {sweep + 1}, attribute {i + 1}/{d}")
             candidate = opt0(V / scale, norm, restarts=restarts if sweep == 0 else 1,
                              seed=seed + 7919 * sweep + 104729 * i, maxiter=maxiter,

@@ -7,10 +7,10 @@ The objective is the unit-noise expected error ``C_K(A) = ||A||_K**2 tr[(A^T A)^
   scaling every column to L1 norm 1. The objective and its exact gradient cost O(p n**2):
   the only product with an n x n matrix is ``(Theta S) V`` (spec section 3.3, with the
   Woodbury algebra rearranged so that ``K C K`` is never formed), and that product is
-  O(p n) when V is semiseparable (prefixes, all ranges: :class:`WorkloadGram`). L-BFGS-B
-  with the bounds from seeded starts smoothed through the workload
-  (:func:`pidentity_start`), screened at a loose tolerance while they fit a work budget and
-  until the best two agree, then the best one polished.
+  O(p n) when V is semiseparable (prefixes, all ranges: :class:`WorkloadGram`). A
+  bound-constrained L-BFGS (:mod:`~engine.mechanisms.hdmm.nonneg_lbfgs`) from seeded starts
+  smoothed through the workload (:func:`pidentity_start`), screened at a moderate tolerance
+  while they fit a work budget and until the best two agree, then the best one polished.
 * **Gaussian, convex** ``min tr[X^-1 V]`` over ``diag X = 1`` (``X = A^T A``). It is solved
   through its Lagrange dual ``max_lambda 2 tr[(F^T Lambda F)^(1/2)] - sum lambda`` (``V =
   F F^T``), started from the multipliers that satisfy the optimality condition
@@ -56,6 +56,7 @@ from engine.linalg.matrix import (
 from engine.linalg.pinv import RCOND, supports
 from engine.mechanisms.base import Plan, register, registered_name
 from engine.mechanisms.hdmm.knobs import HdmmBase
+from engine.mechanisms.hdmm.nonneg_lbfgs import minimize_nonneg
 from engine.mechanisms.hdmm.plan_views import factor_views, operator_facts
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter, minimize_reported, reporter
@@ -72,7 +73,7 @@ START_SCALES = (1.0, 0.5, 0.25)
 #: Work (multiply-adds of the objective's ``Theta V`` product, ``p n**2`` per evaluation)
 #: that the p-Identity starts share: 800 evaluations on 256 cells (p = 16), about eight
 #: starts there. Where one start costs more than the rest of it, no further start runs.
-SCREEN_WORK = 800 * 16 * 256**2
+SCREEN_WORK = 300 * 16 * 256**2
 #: Work under which every start the budget admits runs (100 evaluations on 256 cells): small
 #: problems are rugged and their starts nearly free. Beyond it starts stop once the best two
 #: agree to ``AGREE_RTOL``.
@@ -84,6 +85,13 @@ AGREE_RTOL = 2e-3
 #: 4,096 cells (p = 256, 0.21 s each on one core), so that OPT_0 plans there within a
 #: minute; below 2,048 cells it never binds.
 MAX_WORK = 200 * 256 * 4096**2
+#: Relative reduction of the loss per iteration under which a screened start stops. At
+#: 1e-4 screened starts on 256 cells stopped 0.2-0.4 % of RMSE above where they converge,
+#: more than ``AGREE_RTOL`` itself, so whether two agreed was decided by where they happened
+#: to stop; at 3e-5 all ranges agree after 2-3 starts (seeds 0-2) instead of 3-8.
+SCREEN_FTOL = 3e-5
+#: The polish runs at most this share of the iterations its start's screening took.
+POLISH_SHARE = 0.5
 
 
 # --------------------------------------------------------------------------------------
@@ -333,23 +341,25 @@ def pidentity_loss_grad(theta: np.ndarray, V: np.ndarray | WorkloadGram, p: int,
     s = 1.0 + Th.sum(axis=0)
     TS = Th * s
     B = (gram.right_multiply(TS) if gram is not None else TS @ V) * s  # Theta C
-    try:
-        L = np.linalg.cholesky(np.eye(p) + Th @ Th.T)
-    except np.linalg.LinAlgError:
+    M = Th @ Th.T
+    M.flat[::p + 1] += 1.0
+    # R = (I + Theta Theta^T)^-1 explicitly (p x p, p <= n/16) through LAPACK's Cholesky and
+    # triangular inverse: three products with it cost less than triangular solves through
+    # scipy's checking wrappers, which dominate at n <= 256
+    L, info = sla.lapack.dpotrf(M, lower=1)
+    if info != 0:
         return math.inf, np.zeros(p * n)
-    # R explicitly (p x p, p <= n/16): three products with it cost less than three
-    # triangular-solve calls through scipy's wrappers, which dominate at n <= 256
-    Linv = sla.solve_triangular(L, np.eye(p), lower=True, check_finite=False)
+    Linv, info = sla.lapack.dtrtri(L, lower=1)
     R = Linv.T @ Linv
     RT = R @ Th  # R Theta
-    E = B @ Th.T  # Theta C Theta^T
-    ERT = E @ RT
+    ERT = (B @ Th.T) @ RT  # Theta C Theta^T R Theta
     cross = (RT * B).sum(axis=0)  # diag(Theta^T R Theta C)
-    f = float((s * s * dv).sum() - cross.sum())
+    ssd = s * s * dv
+    f = float(ssd.sum() - cross.sum())
     if not f >= 0.0 or not math.isfinite(f):
         return math.inf, np.zeros(p * n)
-    Y = -2.0 * (R @ (B - ERT)) * s
-    diag_kck = s * s * dv - 2.0 * cross + (RT * ERT).sum(axis=0)
+    Y = (-2.0 * s) * (R @ (B - ERT))
+    diag_kck = ssd - 2.0 * cross + (RT * ERT).sum(axis=0)
     g = -2.0 * s * diag_kck + (Th * Y).sum(axis=0)  # 2 Z_jj / s_j + sum_i Theta_ij Y_ij
     grad = Y / s - g / (s * s)
     return f, grad.ravel()
@@ -390,7 +400,7 @@ def pidentity_start(V: np.ndarray | WorkloadGram, p: int, rng: np.random.Generat
 
 def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 8, seed: int = 0,
                        maxiter: int = 300, polish_iterations: int = 200,
-                       screen_ftol: float = 1e-4, max_work: int = MAX_WORK,
+                       screen_ftol: float = SCREEN_FTOL, max_work: int = MAX_WORK,
                        init: np.ndarray | None = None,
                        progress: Progress | Reporter | None = None,
                        executor: Executor | None = None
@@ -424,10 +434,11 @@ def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 
         p: number of extra queries.
         restarts: most starts (:func:`pidentity_start`, seeded by ``seed``).
         seed: seed of the starts.
-        maxiter: L-BFGS-B iterations of one start.
+        maxiter: iterations of one start.
         polish_iterations: most iterations refining the best start at a tight tolerance (no
-            more than that start's screening took).
-        screen_ftol: L-BFGS-B ``ftol`` of the screening runs.
+            more than ``POLISH_SHARE`` of that start's screening iterations).
+        screen_ftol: relative loss reduction per iteration under which a screened start
+            stops.
         max_work: multiply-adds the whole optimisation may spend (caps the iterations of the
             starts and the polish on very large domains).
         init: an extra warm start (p x n), tried before the random ones.
@@ -488,9 +499,9 @@ def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 
     losses = [f for f, _ in results]
     best = int(np.argmin(losses))
     f, x = results[best]
-    # the polish runs at most as long as the best start's screening did: short on small or
-    # easy problems, longer where the screening itself needed many iterations
-    polish = min(polish_iterations, lengths[best], cap - sum(lengths))
+    # the polish runs at most half as long as the best start's screening did: short on small
+    # or easy problems, longer where the screening itself needed many iterations
+    polish = min(polish_iterations, int(POLISH_SHARE * lengths[best]), cap - sum(lengths))
     if polish > 0 and math.isfinite(f):
         rep = reporter(progress, f"OPT_0 p-identity (p={p}) polish")
         f2, x2, _ = _screen(gram, p, x, rep, 1e-12, polish)
@@ -521,16 +532,15 @@ def _agree(losses: list[float]) -> bool:
 
 def _screen(gram: WorkloadGram, p: int, x0: np.ndarray, rep: Reporter,
             ftol: float, maxiter: int) -> tuple[float, np.ndarray, int]:
-    """L-BFGS-B on the p-Identity loss from ``x0``: ``(loss, Theta flat, evaluations)``."""
-    evaluations = [0]
+    """Bound-constrained L-BFGS (:func:`minimize_nonneg`) on the p-Identity loss from ``x0``,
+    reporting every evaluation: ``(loss, Theta flat, evaluations)``."""
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        evaluations[0] += 1
-        return pidentity_loss_grad(x, gram, p)
+        f, g = pidentity_loss_grad(x, gram, p)
+        rep.step(f)
+        return f, g
 
-    f, x = minimize_reported(fun, np.asarray(x0, float).ravel(), rep, ftol=ftol,
-                             maxiter=maxiter)
-    return f, x, evaluations[0]
+    return minimize_nonneg(fun, x0, ftol=ftol, maxiter=maxiter)
 
 
 def _screen_task(task: tuple[WorkloadGram, int, np.ndarray, float, int]
@@ -941,7 +951,7 @@ class Opt0Mechanism(HdmmBase):
         "problems, until the best two agree within 0.2 % of the loss."))
     polish_iterations = param.Integer(default=200, bounds=(0, None), doc=(
         "Most extra iterations refining the best p-Identity start at a tight tolerance (no "
-        "more than that start took)."))
+        "more than half of what that start took)."))
     p = param.Integer(default=None, bounds=(1, None), allow_None=True, doc=(
         "p-Identity rows (default n/16, or 1 when the workload only holds identity and total "
         "queries)."))
