@@ -90,7 +90,8 @@ MAX_WORK = 200 * 256 * 4096**2
 #: more than ``AGREE_RTOL`` itself, so whether two agreed was decided by where they happened
 #: to stop; at 3e-5 all ranges agree after 2-3 starts (seeds 0-2) instead of 3-8.
 SCREEN_FTOL = 3e-5
-#: The polish runs at most this share of the iterations its start's screening took.
+#: After several starts the polish runs at most this share of the iterations the best one's
+#: screening took.
 POLISH_SHARE = 0.5
 
 
@@ -436,7 +437,8 @@ def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 
         seed: seed of the starts.
         maxiter: iterations of one start.
         polish_iterations: most iterations refining the best start at a tight tolerance (no
-            more than ``POLISH_SHARE`` of that start's screening iterations).
+            more than ``POLISH_SHARE`` of that start's screening iterations when several
+            starts ran).
         screen_ftol: relative loss reduction per iteration under which a screened start
             stops.
         max_work: multiply-adds the whole optimisation may spend (caps the iterations of the
@@ -499,9 +501,13 @@ def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 
     losses = [f for f, _ in results]
     best = int(np.argmin(losses))
     f, x = results[best]
-    # the polish runs at most half as long as the best start's screening did: short on small
-    # or easy problems, longer where the screening itself needed many iterations
-    polish = min(polish_iterations, int(POLISH_SHARE * lengths[best]), cap - sum(lengths))
+    # after several starts the polish runs at most POLISH_SHARE of the best one's screening
+    # (short on small or easy problems, longer where the screening itself needed many
+    # iterations); a lone start, which had no others to be compared with, continues for up
+    # to polish_iterations
+    polish = min(polish_iterations, cap - sum(lengths))
+    if len(results) > 1:
+        polish = min(polish, int(POLISH_SHARE * lengths[best]))
     if polish > 0 and math.isfinite(f):
         rep = reporter(progress, f"OPT_0 p-identity (p={p}) polish")
         f2, x2, _ = _screen(gram, p, x, rep, 1e-12, polish)
