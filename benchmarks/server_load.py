@@ -40,6 +40,7 @@ from explorer.served import REPO_ROOT, chromium_options, serving
 MOVE_TIMEOUT_S = 30.0
 #: Bokeh discards a session this long after its last connection closed (milliseconds).
 UNUSED_SESSION_MS = 5_000
+#: Issue 16's goals: page load p95 (s), slider p95 (s), RSS change after the sessions (MB).
 GOALS = {"page load p95": 2.0, "slider p95": 0.2, "RSS back within": 50.0}
 
 # The trade-off chart's marker layer has a column named current_x; the readout's first line
@@ -87,6 +88,12 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` so far, in seconds (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -162,6 +169,36 @@ async def analyst(browser, base: str, moves: int, timeout_ms: float) -> tuple[fl
     return load, sliders
 
 
+def print_goals(loads: list[float], sliders: list[float], rss_change_mb: float) -> None:
+    """One line per goal of issue 16 with the measured value; a slider move that never showed
+    counts as a miss (the slider goal is not met with any miss)."""
+    missed = sum(1 for s in sliders if math.isinf(s))
+    slider_p95 = percentile([s for s in sliders if not math.isinf(s)] or [math.inf], 95)
+    lines = [
+        (
+            "page load p95",
+            f"{percentile(loads, 95):.2f} s",
+            "2 s",
+            percentile(loads, 95) < GOALS["page load p95"],
+        ),
+        (
+            "slider p95",
+            f"{slider_p95 * 1000:.0f} ms ({missed} missed)",
+            "200 ms",
+            slider_p95 < GOALS["slider p95"] and not missed,
+        ),
+        (
+            "RSS after the sessions closed",
+            f"{rss_change_mb:+.0f} MB",
+            "within 50 MB",
+            abs(rss_change_mb) < GOALS["RSS back within"],
+        ),
+    ]
+    print("  goals (issue 16):")
+    for name, value, goal, met in lines:
+        print(f"    {name}: {value} (goal {goal}): {'met' if met else 'NOT met'}")
+
+
 async def cycle(browser, base: str, timeout_ms: float) -> None:
     page = await open_page(browser, f"{base}/app", timeout_ms)
     await page.locator(".site-nav").first.wait_for()
@@ -175,7 +212,11 @@ async def sample_rss(pid: int, samples: list[float], stop: asyncio.Event) -> Non
 
 
 def report_sessions(
-    args: argparse.Namespace, loads: list[float], sliders: list[float], still_planning: bool
+    args: argparse.Namespace,
+    loads: list[float],
+    sliders: list[float],
+    still_planning: bool,
+    server_cpu: float,
 ) -> None:
     """Print the page-load and slider latencies as soon as the sessions have finished."""
     if args.idle:
@@ -198,6 +239,11 @@ def report_sessions(
         f" ms, p95 {percentile(shown, 95) * 1000:.0f} ms over {len(shown)} moves "
         f"({missed} more not shown within {MOVE_TIMEOUT_S:.0f} s) "
         f"(goal p95 < {GOALS['slider p95'] * 1000:.0f} ms)",
+    )
+    print(
+        f"  web process CPU while the sessions ran: {server_cpu:.1f} s, "
+        f"{server_cpu / args.sessions:.2f} s per session (page load and {args.moves} moves); "
+        f"load average {os.getloadavg()[0]:.1f}",
         flush=True,
     )
 
@@ -220,6 +266,7 @@ async def run(args: argparse.Namespace) -> None:
             before = rss_mb(server.pid)
             sampler = asyncio.create_task(sample_rss(server.pid, during, stop))
             planner = None if args.idle else await plan_sf1(browser, base, timeout_ms)
+            cpu_start = cpu_seconds(server.pid)
             results = await asyncio.gather(
                 *(analyst(browser, base, args.moves, timeout_ms) for _ in range(args.sessions))
             )
@@ -229,7 +276,8 @@ async def run(args: argparse.Namespace) -> None:
                 planner is not None
                 and await planner.locator(".planning-progress").first.is_visible()
             )
-            report_sessions(args, loads, sliders, still_planning)
+            server_cpu = cpu_seconds(server.pid) - cpu_start
+            report_sessions(args, loads, sliders, still_planning, server_cpu)
             for start in range(0, args.cycles, args.batch):
                 await asyncio.gather(
                     *(
@@ -247,6 +295,7 @@ async def run(args: argparse.Namespace) -> None:
         after = rss_mb(server.pid)
 
     log = log_path.read_text(errors="replace")
+    print_goals(loads, sliders, after - before)
     print(
         f"  server RSS: before {before:.0f} MB, during max {max(during):.0f} MB "
         f"(median {statistics.median(during):.0f}), after {after:.0f} MB: "

@@ -20,7 +20,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -30,7 +29,7 @@ from urllib.parse import urlencode
 
 import panel as pn
 
-from explorer import serverlog
+from explorer import serverprocess
 from explorer.pages.adaptive import AdaptivePage
 from explorer.pages.base import PAGES, page_url
 from explorer.pages.budget import BudgetPage
@@ -42,7 +41,7 @@ from explorer.pages.overview import OverviewPage
 from explorer.pages.strategy import StrategyPage
 from explorer.pages.tradeoff import TradeoffPage
 from explorer.planning import one_line
-from explorer.sessions import REGISTRY
+from explorer.sessions import REGISTRY, watchers_added
 from explorer.state import Session
 
 TITLE = "DP Workbench"
@@ -64,7 +63,10 @@ VIEWS: dict[str, Callable[[Session, str], pn.viewable.Viewable]] = {
     "/budget": lambda session, sid: BudgetPage(),
 }
 
-pn.extension("tabulator", "codeeditor", notifications=True)
+#: Panel extensions (browser code) each page needs beyond the default ones; a page loads only
+#: its own, so the others do not download the code editor (0.5 MB).
+EXTENSIONS: dict[str, tuple[str, ...]] = {"/builder": ("tabulator", "codeeditor")}
+PAGE_EXTENSIONS: tuple[str, ...] = ("tabulator",)
 
 
 def menu() -> list[tuple[str, str]]:
@@ -138,37 +140,26 @@ def page_app(path: str | None = None) -> pn.template.BaseTemplate:
     read-only link ``view`` when there is one) whose id goes into the address bar.
     """
     path = path if path is not None else "/" + query_arg("page").strip("/")
+    pn.extension(*EXTENSIONS.get(path, PAGE_EXTENSIONS), notifications=True)
     requested = query_arg("s")
     sid, session = REGISTRY.open(requested, pn.state.user, shared=query_arg("view"))
+    label = dict(menu()).get(path, "")
+    with watchers_added(session, session.privacy) as page_watchers:
+        template = pn.template.BootstrapTemplate(
+            title=f"{TITLE} · {label}" if path != "/" else TITLE,
+            sidebar=[navigation(path, sid), share_control(sid)],
+            main=[build_page(path, session, sid)],
+            sidebar_width=230,
+        )
     doc = pn.state.curdoc
     if doc is not None and doc.session_context is not None:
         REGISTRY.connect(sid)
-        pn.state.on_session_destroyed(REGISTRY.tab_closed(sid))
+        pn.state.on_session_destroyed(REGISTRY.tab_closed(sid, page_watchers))
         if sid != requested:
             # Put the session id into the address bar (once the browser has synced its URL),
             # so a reload or a bookmark comes back to the same session.
             pn.state.onload(lambda: setattr(pn.state.location, "search", page_url(path, sid)))
-    label = dict(menu()).get(path, "")
-    return pn.template.BootstrapTemplate(
-        title=f"{TITLE} · {label}" if path != "/" else TITLE,
-        sidebar=[navigation(path, sid), share_control(sid)],
-        main=[build_page(path, session, sid)],
-        sidebar_width=230,
-    )
-
-
-def freeze_startup_heap() -> None:
-    """Exempt what the first page found alive (modules, libraries, registries) from garbage
-    collection, once per server process.
-
-    Panel runs a full ``gc.collect()`` a few seconds after browser sessions close, on the
-    event loop; without this, each collection walks every object of every imported library
-    (about 260,000) and every page load waiting behind it pays for that walk. Objects created
-    later (sessions, plans, pages) are collected as before. A no-op once frozen.
-    """
-    if gc.get_freeze_count() == 0:
-        gc.collect()
-        gc.freeze()
+    return template
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -213,6 +204,5 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 
 if __name__.startswith("bokeh"):  # `panel serve explorer/app.py`
-    serverlog.configure()
-    freeze_startup_heap()
+    serverprocess.prepare()
     page_app().servable(title=TITLE)

@@ -10,18 +10,28 @@ as it was when the link was made.
 A session counts the browser tabs showing it. It is never dropped while a tab is connected;
 once its last tab closes it stops waiting for planning (a job nobody else waits for is
 cancelled) and it expires after ``idle_seconds`` without a tab.
+
+A session outlives the pages that show it, and a page binds its panes and widgets to the
+session's parameters (``pn.bind``, ``from_param``), which puts watchers on the session. Those
+watchers hold the page, its Bokeh models and data (about 3 MB for the trade-off page) and
+keep recomputing it on every slider move, long after its tab closed. :func:`watchers_added`
+records what a page put on the session while it was built, and :meth:`SessionRegistry.
+tab_closed` removes it when the tab closes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+import param
 
 from explorer.state import Session
 
@@ -34,6 +44,42 @@ MAX_SHARED = 1_000
 def new_id() -> str:
     """An unguessable id (22 URL-safe characters, 128 random bits)."""
     return secrets.token_urlsafe(16)
+
+
+#: A watcher and the object it watches.
+Watching = tuple[param.Parameterized, param.parameterized.Watcher]
+
+
+def _watchers(owner: param.Parameterized) -> list[param.parameterized.Watcher]:
+    return [
+        watcher
+        for by_kind in owner.param.watchers.values()
+        for watchers in by_kind.values()
+        for watcher in watchers
+    ]
+
+
+@contextlib.contextmanager
+def watchers_added(*owners: param.Parameterized) -> Iterator[list[Watching]]:
+    """The watchers put on ``owners`` while the block runs (the list is filled when it ends).
+
+    A page is built on the server's event loop, one at a time, so what appears on the
+    session during its build is the page's own.
+    """
+    before = {id(w) for owner in owners for w in _watchers(owner)}
+    added: list[Watching] = []
+    try:
+        yield added
+    finally:
+        added.extend(
+            (owner, w) for owner in owners for w in _watchers(owner) if id(w) not in before
+        )
+
+
+def unwatch(watching: Sequence[Watching]) -> None:
+    """Remove the watchers (removing one that is gone already does nothing)."""
+    for owner, watcher in watching:
+        owner.param.unwatch(watcher)
 
 
 @dataclasses.dataclass
@@ -110,13 +156,20 @@ class SessionRegistry:
         if last:
             held.session.release()
 
-    def tab_closed(self, sid: str) -> Callable[[Any], None]:
-        """A ``pn.state.on_session_destroyed`` callback that disconnects one tab of ``sid``.
+    def tab_closed(self, sid: str, page: Sequence[Watching] = ()) -> Callable[[Any], None]:
+        """A ``pn.state.on_session_destroyed`` callback that disconnects one tab of ``sid``
+        and removes the watchers its ``page`` put on the session (see
+        :func:`watchers_added`).
 
         Served scripts lose their module globals when their document is destroyed, so the
         callback must not look anything up in the script.
         """
-        return lambda session_context: self.disconnect(sid)
+
+        def closed(session_context: Any) -> None:
+            unwatch(page)
+            self.disconnect(sid)
+
+        return closed
 
     def tabs(self, sid: str) -> int:
         """How many browser tabs show ``sid`` right now (0 for unknown ids)."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import panel as pn
 import param
+from panel.io.callbacks import PeriodicCallback
 
 from explorer.planning import JobStatus
 from explorer.state import Session
@@ -78,8 +79,12 @@ class PlanningProgress(pn.viewable.Viewer):
 
     def _start_polling(self) -> None:
         # Registered once the page is loaded, so the callback belongs to this page's session.
+        # In the background: a poll does not toggle the page's busy indicator (two messages
+        # to the browser four times a second per open page) and is not logged.
         if self._callback is None:
-            self._callback = pn.state.add_periodic_callback(self.tick, period=POLL_MS)
+            self._callback = PeriodicCallback(callback=self.tick, period=POLL_MS,
+                                              background=True, log=False)
+            self._callback.start()
 
     def tick(self) -> None:
         """Look at the job once: pick up finished rows and update the indicator."""

@@ -9,7 +9,7 @@ import pytest
 
 from explorer import planning, serverlog
 from explorer.planning import PlanStore
-from explorer.sessions import SessionRegistry
+from explorer.sessions import SessionRegistry, watchers_added
 from explorer.state import Session
 
 PREFIX_SPEC = {
@@ -105,6 +105,40 @@ def test_closing_the_last_tab_cancels_a_job_nobody_else_waits_for(registry, monk
     registry.disconnect(sid)
     assert session.job is None
     assert job.wait(10) and job.status().state == "cancelled"
+
+
+def test_a_closed_tab_takes_its_pages_watchers_off_the_session(registry):
+    """A page's bindings on the session must not keep the page alive (and recomputing) once
+    its tab closed; the session's own watchers and another tab's stay."""
+
+    def count(session: Session) -> int:
+        return sum(
+            len(watchers)
+            for owner in (session, session.privacy)
+            for by_kind in owner.param.watchers.values()
+            for watchers in by_kind.values()
+        )
+
+    sid, session = registry.open(None)
+    own = count(session)
+    calls = []
+    with watchers_added(session, session.privacy) as first:
+        session.param.watch(lambda event: calls.append("first"), "comparison")
+        session.privacy.param.watch(lambda event: calls.append("first eps"), "epsilon")
+    with watchers_added(session, session.privacy) as second:
+        session.privacy.param.watch(lambda event: calls.append("second eps"), "epsilon")
+    assert [len(first), len(second), count(session)] == [2, 1, own + 3]
+    registry.connect(sid)
+    registry.connect(sid)
+
+    registry.tab_closed(sid, first)(None)
+    assert count(session) == own + 1 and registry.tabs(sid) == 1
+    session.privacy.epsilon = 0.5
+    assert calls == ["second eps"]
+    registry.tab_closed(sid, second)(None)
+    assert count(session) == own and registry.tabs(sid) == 0
+    registry.tab_closed(sid, first)(None)  # a second close of the same page changes nothing
+    assert count(session) == own
 
 
 def test_a_read_only_link_opens_a_copy_never_the_session(registry):

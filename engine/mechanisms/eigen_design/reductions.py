@@ -280,8 +280,8 @@ def separation_partial(G: np.ndarray | Matrix, fraction: float = 0.25,
     (``c_i = (Q G Q^T)_ii``), and the completion is evaluated exactly by Woodbury.
 
     Accuracy is set by ``fraction``: the shared weight is the only approximation of the tail
-    of the spectrum, and on all ranges (n = 2048) 10 / 15 / 20 / 25 % of the eigen-queries
-    give +5.6 / +2.6 / +1.7 / +1.0 % over the full algorithm (root scale).
+    of the spectrum, and on all ranges (n = 2048) 15 / 20 / 25 % of the eigen-queries give
+    +2.8 / +1.7 / +1.1 % over the full algorithm (root scale).
     """
     start = time.perf_counter()
     n = G.shape[0]
