@@ -24,6 +24,8 @@ Usage::
     python benchmarks/explorer_presets.py --preset adult_marginals --preset loans_marginals
     python benchmarks/explorer_presets.py --preset cps_marginals --moves 20 \
         --mechanisms identity,hb,hdmm-kron    # the slider alone, without the slow planners
+    python benchmarks/explorer_presets.py --server-cpu --moves 10 --preset cps_marginals \
+        --mechanisms identity,hdmm-kron       # no browser: web-process CPU per eps move
 """
 
 from __future__ import annotations
@@ -143,6 +145,30 @@ def measure(browser, base: str, key: str, moves: int, timeout_s: float,
         context.close()
 
 
+def server_cpu_per_move(key: str, moves: int, mechanisms: list[str] | None) -> list[float]:
+    """CPU milliseconds the web process spends on each eps move of a compare page (no
+    browser: the page's Bokeh models are built in this process, which load disturbs far less
+    than wall time). Plans in this process first."""
+    from bokeh.document import Document
+
+    from explorer.pages.compare import ComparePage
+    from explorer.presets import build_preset
+    from explorer.state import Session
+
+    session = Session()
+    session.apply_draft(build_preset(key))
+    if mechanisms:
+        session.mechanisms = mechanisms
+    session.compare_now()
+    ComparePage(session=session).__panel__().get_root(Document())
+    cpu = []
+    for i in range(moves):
+        start = time.process_time()
+        session.privacy.epsilon = round(0.5 + 0.05 * i, 3)
+        cpu.append(1e3 * (time.process_time() - start))
+    return cpu
+
+
 def p95(values: list[float]) -> float:
     """The 95th percentile (linear interpolation between order statistics)."""
     return float(np.percentile(values, 95))
@@ -159,12 +185,22 @@ def main(argv: list[str] | None = None) -> None:
                              "for a quick slider measurement; default: the preset's")
     parser.add_argument("--timeout", type=float, default=180.0,
                         help="seconds to wait for each step (default 180)")
+    parser.add_argument("--server-cpu", action="store_true",
+                        help="no browser: CPU ms per eps move of a compare page built in this "
+                             "process (plans there first)")
     args = parser.parse_args(argv)
     if args.moves < 0 or args.timeout <= 0:
         parser.error("--moves must be >= 0 and --timeout > 0")
+    keys = tuple(args.preset) if args.preset else QUICK if args.quick else tuple(PRESETS)
+    if args.server_cpu:
+        print(f"{'preset':8s} {'CPU ms per eps move: median / p95 / max':>40s}")
+        for key in keys:
+            cpu = server_cpu_per_move(key, max(args.moves, 1), args.mechanisms)
+            print(f"{PRESETS[key][0]:8s} {statistics.median(cpu):12.0f} / {p95(cpu):.0f} / "
+                  f"{max(cpu):.0f}", flush=True)
+        return
     from playwright.sync_api import sync_playwright
 
-    keys = tuple(args.preset) if args.preset else QUICK if args.quick else tuple(PRESETS)
     log_path = REPO_ROOT / "test-results" / "explorer-presets.log"
     try:
         options = chromium_options()

@@ -19,7 +19,7 @@ turns within each repeat: a burst of someone else's load then hits neighbouring 
 executor. Printed: the median wall (and CPU) seconds of each executor with their spread
 (min..max), and each ratio as the median over repeats of the ratio within one repeat, with
 its spread. CPU seconds are this process's (Dask's scheduler and client run here) plus the
-executor's own worker processes (the pool's; the Dask workers and their nannies). Per-task
+executor's own worker processes (the pool's; the Dask workers: their nannies run here). Per-task
 overhead is the wall time per no-op task when 200 are mapped at once. Goal: dask-2 within
 10 % of the pool.
 
@@ -32,7 +32,7 @@ longest single task): a row whose work is one indivisible SDP has a bound near 1
 Usage: ``python benchmarks/scale_out.py [--quick] [--repeats R] [--work census ...]``
 (quick: n=10, d=10 and d=20, pairs on 12..20, 40 trials; 3 repeats by default; ``--work``
 picks pieces among ``qs``, ``pairs``, ``census``, e.g. ``--work census --repeats 5`` re-measures
-the 200-trial census alone in about a minute).
+the 200-trial census alone: about a minute on a quiet machine, 4-5 at load average 10).
 """
 
 from __future__ import annotations
@@ -118,11 +118,11 @@ def pool_processes(pool: ProcessPoolExecutor) -> list[Any]:
 
 
 def dask_processes(client: Any) -> list[Any]:
-    """The local cluster's worker processes and their nannies (``psutil.Process``)."""
+    """The local cluster's worker processes (``psutil.Process``; their nannies run in this
+    process, as does the scheduler)."""
     import psutil
 
-    workers = [psutil.Process(pid) for pid in client.run(os.getpid).values()]
-    return workers + [worker.parent() for worker in workers]
+    return [psutil.Process(pid) for pid in client.run(os.getpid).values()]
 
 
 def qs_work(executor: Executor, n: int, d: int) -> float:
@@ -262,8 +262,9 @@ def main() -> None:
         work["census"] = functools.partial(census_work, trials=trials)
     repeats = {
         key: args.repeats * (1 if key.startswith("qs ") and "pairs" not in key else 3)
-        for key in [*work, "noop"]
+        for key in work
     }
+    repeats["noop"] = args.repeats
     print(
         f"cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}; rows (n, d): "
         f"{rows if 'qs' in args.work else '-'}; pairs on {sizes}; census trials: {trials}; "

@@ -22,6 +22,7 @@ from engine.workloads.spec import parse_group
 from explorer.components.exports import text_download
 from explorer.components.heatmap import matrix_heatmap, too_big
 from explorer.components.notes import caption
+from explorer.components.progress import served
 from explorer.components.spec_editor import SpecEditor, error_alert
 from explorer.pages.base import Page
 from explorer.presets import PRESETS, build_preset
@@ -412,6 +413,12 @@ class BuilderPage(Page):
     def __panel__(self) -> pn.viewable.Viewable:
         model, session = self.model, self.session
         session.sync_draft_privacy()
+        if served():
+            # Bound first: the SVD bound of each workload built here starts at once, on its
+            # own thread, so Compare opens with it (Adult's takes 1-1.5 s) instead of
+            # waiting for it while the page is built.
+            self._start_bound()
+            self.watch(session, lambda *events: self._start_bound(), "scenario")
         intro = ("Describe your data's attributes and the counts you need. Then "
                  f"{self.link('/compare', 'compare mechanisms')} on it.")
         left = pn.Column(self._attributes_card(), self._groups_card(), self._presets_card(),
@@ -431,6 +438,11 @@ class BuilderPage(Page):
                                  if m else None, model.param.message),
                          pn.Row(left, right, sizing_mode="stretch_width"),
                          sizing_mode="stretch_width", css_classes=["builder-page"])
+
+    def _start_bound(self) -> None:
+        """Compute the current workload's SVD bound in the background unless stored."""
+        session = self.session
+        session.store.ensure_bound(session.key, session.workload)
 
     # ----- cards ------------------------------------------------------------------------------
     def _attributes_card(self) -> pn.viewable.Viewable:

@@ -250,6 +250,8 @@ class ComparePage(Page):
     note = NOTE
     #: the per-query view shown: (mechanism, plans, spread, worst table, histogram, its pane)
     _per_query: tuple[Any, ...] | None = None
+    #: the comparison table shown and the plans it was built for
+    _shown_table: tuple[Comparison | None, pn.widgets.Tabulator] | None = None
 
     def __panel__(self) -> pn.viewable.Viewable:
         session = self.session
@@ -275,7 +277,7 @@ class ComparePage(Page):
             self.watch(session.privacy, lambda *events: self.run(), "noise")
         elif not session.complete:
             session.compare_now()
-        table = pn.bind(self._table, session.param.comparison)
+        table = pn.bind(self._table, session.param.plans)
         self._doc = pn.state.curdoc
         self._bars = LiveBarsChart(session.comparison, on_pick=self._picked)
         self._bars_pane = pn.pane.Bokeh(self._bars.figure, sizing_mode="stretch_width")
@@ -344,8 +346,11 @@ class ComparePage(Page):
         if self._doc is None:  # notebook: push the changed models
             self._bars_pane.param.trigger("object")
 
-    def _table(self, comparison: Comparison | None) -> pn.widgets.Tabulator:
-        table = comparison_table(comparison)
+    def _table(self, plans: Comparison | None) -> pn.widgets.Tabulator:
+        """The comparison table of these plans at the live level (re-scaled in place by
+        :meth:`_follow_privacy` when the level moves: the rows keep their order)."""
+        table = comparison_table(self.session.comparison)
+        self._shown_table = (plans, table)
         names = list(table.value["mechanism"])
         if self.highlighted in names:
             table.selection = [names.index(self.highlighted)]
@@ -509,11 +514,14 @@ class ComparePage(Page):
             sizing_mode="stretch_width")
 
     def _follow_privacy(self) -> None:
-        """Re-scale the shown per-query view to the live privacy level: new numbers in the
-        spread line and the worst-queries table, new bin edges on the histogram (the order
-        of the queries and the bin counts do not change)."""
-        shown = self._per_query
+        """Re-scale the comparison table and the shown per-query view to the live privacy
+        level: new numbers in the table, the spread line and the worst-queries table, new bin
+        edges on the histogram (the order of the rows and queries and the bin counts do not
+        change with the level)."""
         session = self.session
+        if self._shown_table is not None and self._shown_table[0] is session.plans:
+            self._shown_table[1].value = comparison_frame(session.comparison)
+        shown = self._per_query
         if shown is None or shown[0] != session.selected or shown[1] is not session.plans:
             return  # a new view is being built for the new plans or selection
         name, _, text, table, histogram, pane = shown

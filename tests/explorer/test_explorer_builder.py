@@ -198,3 +198,27 @@ def test_attribute_and_group_tables_hide_no_row():
     paged = listing_table(many, "group-table")
     assert paged.height is None and paged.pagination == "local"
     assert paged.page_size == TABLE_PAGE_ROWS and len(paged.value) == TABLE_PAGE_ROWS + 5
+
+
+def test_served_builder_starts_each_workloads_svd_bound(monkeypatch):
+    # Bound first: the workload page starts the bound of the workload it shows and of each
+    # one loaded there, so Compare opens with it.
+    import time
+
+    import explorer.pages.builder as builder_module
+
+    monkeypatch.setattr(builder_module, "served", lambda: True)
+    store = PlanStore()
+    session = Session(store=store)
+    BuilderPage(session=session).__panel__()
+    first = session.key
+    session.apply_draft({"domain": {"x": {"size": 8, "kind": "numeric"}},
+                         "workload": [{"product": {"x": "prefix"}}]})
+    assert session.key != first
+    deadline = time.monotonic() + 30
+    while (store.bound(first) is None or store.bound(session.key) is None) and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    # 8 prefix queries: a closed-form bound with a value; the default workload's too
+    assert store.bound(session.key).rmse(session.workload, session.privacy) > 0
+    assert store.bound(first) is not None

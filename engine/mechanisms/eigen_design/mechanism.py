@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import param
 
-from engine.cost import Cost, estimate_model
+from engine.cost import FLOAT, OVERHEAD, Cost, estimate_model
 from engine.error import per_query_variances
 from engine.errors import NotApplicable
 from engine.linalg.matrix import DENSE_GUARD, Kron
@@ -203,9 +204,31 @@ class EigenDesignMechanism(Mechanism):
                                     f"max_cells = {self.max_cells:,}")
 
     def estimate(self, workload: Workload, privacy: Privacy) -> Cost:
-        """Per-attribute designs on the Kronecker route, the dense Gram on the others."""
+        """Per-attribute designs on the Kronecker route, the dense Gram on the dense route.
+
+        The closed-form and partial routes never form the Gram's eigendecomposition; their
+        planning cost was measured on all-range workloads at n = 4,096-8,192 (2026-11-25, one
+        BLAS thread): closed-form peaks at 1.03 n x n float arrays and takes time growing as
+        n**2 (4.8 s at 8,192); partial (separation, fraction 0.25) peaks at 1.63 of them and
+        grows as n**3 (21 s at 8,192). The constants below keep a margin over those.
+        """
         route = self._route(workload, privacy)
-        return estimate_model("factors" if route == "kronecker" else "dense", workload)
+        if route == "kronecker":
+            return estimate_model("factors", workload)
+        cost = estimate_model("dense", workload)
+        n = float(workload.domain.size)
+        square = FLOAT * n * n
+        if route == "closed-form":
+            return replace(cost, plan_bytes=1.25 * square + OVERHEAD,
+                           plan_operations=800.0 * n * n,
+                           plan_what=f"one {n:,.0f} x {n:,.0f} array (closed-form eigen-queries)")
+        if route == "partial":
+            fraction = (self.separation_fraction if self.reduction == "separation"
+                        else self.fraction)
+            return replace(cost, plan_bytes=2.0 * square + OVERHEAD,
+                           plan_operations=2.0 * max(fraction, 0.05) * n**3,
+                           plan_what=f"{n:,.0f} x {n:,.0f} arrays (partial eigensolver)")
+        return cost
 
     # ----- planning -----------------------------------------------------------------------
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
