@@ -45,6 +45,11 @@ COLUMN_MEANINGS = {
     "rmse": "root mean squared error per query at the privacy level (counts)",
     "ratio_to_bound": "rmse / the SVD lower bound (1.0 is the best possible)",
     "plan_seconds": "seconds spent planning", "note": "why a mechanism does not apply"}
+#: Share of the comparison table's width per column (titles and notes wrap).
+COLUMN_WIDTHS = {"mechanism": "17%", "title": "17%", "rmse": "10%", "ratio_to_bound": "19%",
+                 "plan_seconds": "12%", "note": "25%"}
+#: Shorter headers shown for CSV columns (the CSV keeps the names).
+COLUMN_TITLES = {"plan_seconds": "plan (s)"}
 #: Seconds a served compare page waits for the SVD bound before it is built without it.
 BOUND_WAIT = 1.0
 #: How many of the worst queries are listed.
@@ -107,10 +112,16 @@ def comparison_table(comparison: Comparison | None) -> pn.widgets.Tabulator:
     """
     return pn.widgets.Tabulator(
         comparison_frame(comparison), show_index=False, disabled=True, selectable=1,
-        layout="fit_data_stretch", sizing_mode="stretch_width", css_classes=["comparison-table"],
+        # columns share the page's width and long titles and notes wrap: sized to their data,
+        # the note ("not applicable: data-dependent ...") pushed the table past the page's
+        # right edge, cut at "not applicabl"
+        layout="fit_columns", widths=COLUMN_WIDTHS, titles=COLUMN_TITLES,
+        sizing_mode="stretch_width",
+        css_classes=["comparison-table"],
         formatters={"rmse": NumberFormatter(format="0,0.0000"),
                     "ratio_to_bound": NumberFormatter(format="0.000"),
-                    "plan_seconds": NumberFormatter(format="0.000")})
+                    "plan_seconds": NumberFormatter(format="0.000"),
+                    "title": {"type": "textarea"}, "note": {"type": "textarea"}})
 
 
 def bound_line(comparison: Comparison | None) -> str:
