@@ -7,7 +7,7 @@ Prints, for n = 64, 256, 1024 (and 4096 with ``--full``):
   Gaussian noise; the certified optimum shows where that holds);
 * OPT_0 time for n = 256, 1024 (4096) in units of one ``numpy.linalg.eigh`` of an n x n matrix
   measured in the same run: Gaussian full solve (goal at n = 1024: <= 30 units), Laplace 100
-  L-BFGS-B iterations of one start (goal: <= 10 units), and the default Laplace plan (up to
+  iterations of one start (goal: <= 10 units), and the default Laplace plan (up to
   n = 1024). At n = 4096 the Laplace column uses one start of 1,000 iterations, beyond the
   default work cap (about 15 minutes for the four rows).
 
