@@ -33,7 +33,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,17 +148,21 @@ def serving(
     prefix: str = "",
     unused_session_ms: int | None = None,
     timeout_s: float = START_TIMEOUT_S,
+    environment: Mapping[str, str] | None = None,
 ) -> Iterator[ServedApp]:
     """Serve the explorer (with extra ``panel serve`` ``options``) until the block ends.
 
     Yields once ``/app`` answers. ``prefix`` is served through ``--prefix`` and is part of the
     yielded URL; the server's output goes to ``log_path``; ``unused_session_ms`` as in
-    :func:`serve_command`. Raises :class:`ServerStartError` when it does not come up.
+    :func:`serve_command`; ``environment`` adds variables to the server's environment (e.g.
+    ``EXPLORER_SESSION_IDLE_SECONDS``). Raises :class:`ServerStartError` when it does not
+    come up.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     port = free_port()
     data_dir = tempfile.mkdtemp(prefix="dpwb-served-")
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO_ROOT), DPWB_DATA_DIR=data_dir)
+    env.update(environment or {})
     env.pop("DPWB_LEDGER_URL", None)
     command = serve_command(
         port,

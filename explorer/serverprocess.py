@@ -7,7 +7,9 @@ anything in the script runs per page load; :func:`prepare` is the part that must
 * :func:`freeze_startup_heap`: what is alive after the imports (modules, libraries,
   registries) is exempted from garbage collection, so a collection does not walk it;
 * the planner worker processes (:class:`explorer.plan_workers.PlannerPool`) start in the
-  background, so the first comparison of the first user does not wait 2-3 s for them.
+  background, so the first comparison of the first user does not wait 2-3 s for them;
+* :func:`expire_sessions`: sessions without a tab are dropped once idle for
+  ``EXPLORER_SESSION_IDLE_SECONDS``, whether or not anybody opens a page later.
 
 The once-only guard lives here, in an imported module, because the script's own globals are
 new in every session (a check on them would redo the work on every page).
@@ -17,10 +19,16 @@ from __future__ import annotations
 
 import functools
 import gc
+import logging
 import threading
 
 from explorer import serverlog
 from explorer.planning import STORE
+from explorer.sessions import REGISTRY, SessionRegistry
+
+LOG = logging.getLogger(__name__)
+#: Longest pause between two sweeps for idle sessions (seconds).
+SWEEP_SECONDS = 60.0
 
 
 def freeze_startup_heap() -> None:
@@ -44,10 +52,32 @@ def start_planners() -> None:
         ).start()
 
 
+def expire_sessions(
+    registry: SessionRegistry = REGISTRY, stop: threading.Event | None = None
+) -> threading.Thread:
+    """Sweep ``registry`` for idle sessions on a background thread, every quarter of its idle
+    time (between 1 s and :data:`SWEEP_SECONDS`), so their memory is freed even when no page is
+    opened; setting ``stop`` ends the sweeping. Returns the (started, daemon) thread."""
+    interval = min(SWEEP_SECONDS, max(registry.idle_seconds / 4, 1.0))
+    stop = stop or threading.Event()
+
+    def sweep() -> None:
+        while not stop.wait(interval):
+            try:
+                registry.expire()
+            except Exception:  # a failed sweep must not end the sweeping
+                LOG.exception("expiring idle sessions failed")
+
+    thread = threading.Thread(target=sweep, name="explorer-session-expiry", daemon=True)
+    thread.start()
+    return thread
+
+
 @functools.cache
 def prepare() -> None:
-    """Configure the log, freeze the startup heap and start the planners, once per process
-    (later calls return at once)."""
+    """Configure the log, freeze the startup heap, start the planners and the sweep for idle
+    sessions, once per process (later calls return at once)."""
     serverlog.configure()
     freeze_startup_heap()
     start_planners()
+    expire_sessions()

@@ -24,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import math
+import os
 import secrets
 import threading
 import time
@@ -210,5 +212,23 @@ class SessionRegistry:
         return token
 
 
+def idle_seconds_from_environment() -> float:
+    """``EXPLORER_SESSION_IDLE_SECONDS``: how long a session without a tab is kept (seconds,
+    default :data:`IDLE_SECONDS`)."""
+    text = os.environ.get("EXPLORER_SESSION_IDLE_SECONDS", "").strip()
+    if not text:
+        return IDLE_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise SystemExit(
+            f"EXPLORER_SESSION_IDLE_SECONDS: {text!r} is not a number of seconds (allowed: "
+            "more than 0)"
+        )
+    return value
+
+
 #: The sessions of this server process.
-REGISTRY = SessionRegistry()
+REGISTRY = SessionRegistry(idle_seconds=idle_seconds_from_environment())

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 
-from explorer import planning, serverlog
+from explorer import planning, serverlog, serverprocess, sessions
 from explorer.planning import PlanStore
 from explorer.sessions import SessionRegistry, watchers_added
 from explorer.state import Session
@@ -73,6 +74,39 @@ def test_sessions_expire_only_when_no_tab_is_connected(registry, clock):
     assert registry.expire() == [sid]
     new_sid, fresh = registry.open(sid)
     assert fresh is not session and new_sid != sid
+
+
+def test_idle_sessions_are_swept_without_any_page_being_opened():
+    store = PlanStore()
+    registry = SessionRegistry(idle_seconds=0.5, factory=lambda spec: Session(spec, store=store))
+    idle, _ = registry.open(None)
+    registry.connect(idle)
+    registry.disconnect(idle)
+    connected, _ = registry.open(None)
+    registry.connect(connected)
+    stop = threading.Event()
+    thread = serverprocess.expire_sessions(registry, stop)
+    try:
+        deadline = time.monotonic() + 10.0
+        while len(registry) > 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(registry) == 1 and registry.tabs(connected) == 1
+        assert registry.open(idle)[0] != idle  # gone: its id now gets a fresh session
+    finally:
+        stop.set()
+        thread.join(5.0)
+    assert not thread.is_alive()
+
+
+def test_the_idle_time_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv("EXPLORER_SESSION_IDLE_SECONDS", raising=False)
+    assert sessions.idle_seconds_from_environment() == sessions.IDLE_SECONDS == 1800
+    monkeypatch.setenv("EXPLORER_SESSION_IDLE_SECONDS", "90")
+    assert sessions.idle_seconds_from_environment() == 90.0
+    for bad in ("soon", "0", "-5", "nan", "inf"):
+        monkeypatch.setenv("EXPLORER_SESSION_IDLE_SECONDS", bad)
+        with pytest.raises(SystemExit, match=f"EXPLORER_SESSION_IDLE_SECONDS: '{bad}' is not"):
+            sessions.idle_seconds_from_environment()
 
 
 def test_many_page_loads_never_evict_a_connected_session(registry):
