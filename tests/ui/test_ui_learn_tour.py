@@ -25,7 +25,8 @@ def test_tour_runs_the_classic_example(open_app, console_errors, screenshot):
     table = page.locator(".comparison-table").first
     for name in TOUR_MECHANISMS:
         if name in registry_names():
-            expect(table).to_contain_text(name)
+            # the table is redrawn when the last row arrives, just after the headline changes
+            expect(table).to_contain_text(name, timeout=30_000)
     expect(table).not_to_contain_text("workload")  # only the tour's mechanisms are compared
     screenshot("flow-tour-compare")
     page.locator(".site-nav").get_by_role("link", name="Learn").click()
