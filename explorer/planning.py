@@ -689,7 +689,7 @@ class PlanStore:
             if thread is None:
                 thread = threading.Thread(
                     target=self._compute_bound,
-                    args=(key, workload),
+                    args=(key, workload, background),
                     name="explorer-bound",
                     daemon=True,
                 )
@@ -704,7 +704,9 @@ class PlanStore:
         elif wait > 0 and thread.is_alive():
             thread.join(wait)
 
-    def _compute_bound(self, key: str, workload: Workload) -> None:
+    def _compute_bound(self, key: str, workload: Workload, labels: bool) -> None:
+        """Compute and store the bound; then, when ``labels`` (a served page's background
+        thread), the workload's readable labels."""
         try:
             bound = svd_bound(workload)
         except Exception as exc:  # no bound is better than a crashed page
@@ -712,9 +714,11 @@ class PlanStore:
         with self._lock:
             self.put_bound(key, workload, bound)
             self._bound_threads.pop(key, None)
-        # Then the readable labels, on this same thread: the per-query views need them once the
-        # first plan arrives (0.4 s for CPS's 618,120 queries) and would otherwise build them
-        # during the analyst's first slider move. Workloads over the label limit have none.
+        if not labels:
+            return  # a caller waiting for the bound (notebook, test) may never show a label
+        # The per-query views need the labels once the first plan arrives (0.4 s for CPS's
+        # 618,120 queries) and would otherwise build them during the analyst's first slider
+        # move. Workloads over the label limit have none.
         with contextlib.suppress(ValueError):
             readable_labels(workload)
 
