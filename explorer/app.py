@@ -144,6 +144,12 @@ def page_app(path: str | None = None) -> pn.template.BaseTemplate:
     requested = query_arg("s")
     sid, session = REGISTRY.open(requested, pn.state.user, shared=query_arg("view"))
     label = dict(menu()).get(path, "")
+    doc = pn.state.curdoc
+    served = doc is not None and doc.session_context is not None
+    if served:
+        # Registered before the page's own onload callbacks, so they find it loaded.
+        session.page_loading(doc)
+        pn.state.onload(lambda: session.page_loaded(doc))
     with watchers_added(session, session.privacy) as page_watchers:
         template = pn.template.BootstrapTemplate(
             title=f"{TITLE} · {label}" if path != "/" else TITLE,
@@ -151,10 +157,10 @@ def page_app(path: str | None = None) -> pn.template.BaseTemplate:
             main=[build_page(path, session, sid)],
             sidebar_width=230,
         )
-    doc = pn.state.curdoc
-    if doc is not None and doc.session_context is not None:
+    if served:
         REGISTRY.connect(sid)
         pn.state.on_session_destroyed(REGISTRY.tab_closed(sid, page_watchers))
+        pn.state.on_session_destroyed(lambda context: session.page_loaded(doc))
         if sid != requested:
             # Put the session id into the address bar (once the browser has synced its URL),
             # so a reload or a bookmark comes back to the same session.

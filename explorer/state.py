@@ -24,6 +24,8 @@ Example:
 from __future__ import annotations
 
 import copy
+import time
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -62,6 +64,9 @@ DEFAULT_SPEC: dict[str, Any] = {
 }
 
 PRIVACY_FIELDS = ("noise", "epsilon", "delta", "rho", "calibration")
+#: Seconds a page counts as loading at most (a browser that never reports it loaded must not
+#: hold back its session's other pages for longer).
+LOAD_PATIENCE = 30.0
 
 
 class _PlainDumper(yaml.SafeDumper):
@@ -180,6 +185,7 @@ class Session(param.Parameterized):
         self._seen_done = -1
         self._picked: str | None = None  # the mechanism the user chose to look at, if any
         self._refreshing = False
+        self._loading: dict[Hashable, float] = {}  # pages loading in a browser -> since when
         self._own_text: str | None = None  # the last draft text the session wrote itself
         super().__init__(privacy=scenario.privacy.with_(), **params)
         # Separate lists: param may add None to a Selector's objects (allow_None).
@@ -458,9 +464,31 @@ class Session(param.Parameterized):
         """Plan what is missing on the calling thread (notebooks, tests)."""
         self.request_comparison(background=False)
 
+    def page_loading(self, page: Hashable) -> None:
+        """A browser is loading ``page`` (a served document) of this session: until
+        :meth:`page_loaded`, polls leave the session as it is (see :meth:`poll`)."""
+        self._loading[page] = time.monotonic()
+
+    def page_loaded(self, page: Hashable) -> None:
+        """``page`` has loaded in its browser, or closed (a page not loading: nothing)."""
+        self._loading.pop(page, None)
+
+    def _page_loading(self) -> bool:
+        since = time.monotonic() - LOAD_PATIENCE
+        return any(started > since for started in list(self._loading.values()))
+
     def poll(self) -> JobStatus | None:
         """Pick up rows (and the bound) finished since the last poll; clear the job once it
-        is over."""
+        is over.
+
+        Nothing is picked up while a page of this session loads in a browser (for at most
+        :data:`LOAD_PATIENCE` seconds): Panel sends a served page's document whole when the
+        browser connects and drops changes to it until the browser reports it loaded, so a
+        row picked up then (by the poll of the user's other page) never reached the new page:
+        the tour's Compare page kept 3 of its 4 rows. The next poll after it loaded does it.
+        """
+        if self._page_loading():
+            return self.job.status() if self.job is not None else None
         if self.store.bound(self._key) is not self._bound_seen:
             self.refresh()
         job = self.job

@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_limits
 from engine.compare import Comparison, ComparisonRow
 from engine.errors import Cancelled, NotApplicable
 from engine.scenario import Scenario
-from explorer import planning
+from explorer import planning, state
 from explorer.planning import PlanStore, workload_key
 from explorer.state import DEFAULT_SPEC, Session
 
@@ -77,6 +77,45 @@ def test_cancel_stops_a_running_job_and_keeps_finished_rows(store, monkeypatch):
     assert session.job is None
     assert [r.mechanism for r in session.comparison.rows] == ["identity"]
     assert session.missing() == ["h2"]
+
+
+def test_rows_wait_while_a_page_of_the_session_loads_in_a_browser(store, monkeypatch):
+    release = threading.Event()
+
+    def behaviour(name, progress):  # each row waits for the test's go
+        release.wait(10)
+        return None
+
+    monkeypatch.setattr(planning, "compare", _fake_compare(behaviour))
+
+    def shown(session):
+        comparison = session.comparison
+        return [] if comparison is None else sorted(r.mechanism for r in comparison.rows)
+
+    session = Session(PREFIX_SPEC, store=store)
+    job = session.request_comparison(background=True)
+    session.page_loading("compare page")  # its browser has not reported it loaded yet
+    release.set()
+    assert job.wait(10) and shown(session) == []
+    session.poll()  # e.g. the poll of the page the user is leaving
+    assert shown(session) == [] and session.job is job
+    session.page_loaded("compare page")
+    session.poll()
+    assert shown(session) == ["h2", "identity"] and session.job is None
+    session.page_loaded("compare page")  # a second report (the tab closing) changes nothing
+
+    # a browser that never reports its page loaded holds the session back for a while only
+    release.clear()
+    other = Session(dict(PREFIX_SPEC, mechanisms=["wavelet"]), store=store)
+    job = other.request_comparison(background=True)
+    other.page_loading("never loads")
+    release.set()
+    assert job.wait(10)
+    other.poll()
+    assert shown(other) == []
+    monkeypatch.setattr(state, "LOAD_PATIENCE", 0.0)
+    other.poll()
+    assert shown(other) == ["wavelet"]
 
 
 def test_skip_stops_one_mechanism_and_plans_the_rest(store, monkeypatch):
