@@ -106,9 +106,10 @@ def comparison_description(session: Session) -> dict[str, Any]:
 def comparison_table(comparison: Comparison | None) -> pn.widgets.Tabulator:
     """The comparison table, built with its rows (one row per mechanism, a row selectable).
 
-    A new table per comparison rather than a new value for one table: rows sent while the
-    browser is still building a Tabulator can be dropped, leaving only the header (seen in a
-    browser test under load); a table built with its data always shows it.
+    A page makes one and puts each new comparison into it (``value``): a new table per
+    arriving plan sometimes never showed under load, the page keeping a table rows short
+    while the headline (updated in place) was current; the browser had received the new
+    table's model as a bare reference ("DataTabulator(p5885).css_classes is unset").
     """
     return pn.widgets.Tabulator(
         comparison_frame(comparison), show_index=False, disabled=True, selectable=1,
@@ -261,8 +262,8 @@ class ComparePage(Page):
     note = NOTE
     #: the per-query view shown: (mechanism, plans, spread, worst table, histogram, its pane)
     _per_query: tuple[Any, ...] | None = None
-    #: the comparison table shown and the plans it was built for
-    _shown_table: tuple[Comparison | None, pn.widgets.Tabulator] | None = None
+    #: the comparison table (its rows follow the live comparison)
+    _table: pn.widgets.Tabulator
 
     def __panel__(self) -> pn.viewable.Viewable:
         session = self.session
@@ -288,10 +289,12 @@ class ComparePage(Page):
             self.watch(session.privacy, lambda *events: self.run(), "noise")
         elif not session.complete:
             session.compare_now()
-        table = pn.bind(self._table, session.param.plans)
         self._doc = pn.state.curdoc
         self._bars = LiveBarsChart(session.comparison, on_pick=self._picked)
         self._bars_pane = pn.pane.Bokeh(self._bars.figure, sizing_mode="stretch_width")
+        self._table = comparison_table(session.comparison)
+        self._select_highlighted()
+        self._table.param.watch(self._row_chosen, "selection")
         self.watch(session, self._comparison_changed, "comparison")
         intro = pn.bind(self._intro, session.param.scenario)
         return pn.Column(
@@ -315,7 +318,7 @@ class ComparePage(Page):
                     "mechanism of this kind could reach on these queries. Click a legend entry "
                     "or a table row to highlight one mechanism (again to show all alike). Use "
                     "the toolbar's save button for a PNG."),
-            table,
+            self._table,
             pn.Row(csv_download(lambda: comparison_frame(session.comparison), "comparison.csv",
                                 "Download table (CSV)", css_class="comparison-csv"),
                    text_download(lambda: json.dumps(comparison_description(session), indent=1),
@@ -357,24 +360,22 @@ class ComparePage(Page):
         if self._doc is None:  # notebook: push the changed models
             self._bars_pane.param.trigger("object")
 
-    def _table(self, plans: Comparison | None) -> pn.widgets.Tabulator:
-        """The comparison table of these plans at the live level (re-scaled in place by
-        :meth:`_follow_privacy` when the level moves: the rows keep their order)."""
-        table = comparison_table(self.session.comparison)
-        self._shown_table = (plans, table)
-        names = list(table.value["mechanism"])
-        if self.highlighted in names:
-            table.selection = [names.index(self.highlighted)]
+    def _select_highlighted(self) -> None:
+        """Select the highlighted mechanism's row (none when no mechanism is highlighted)."""
+        names = list(self._table.value["mechanism"])
+        rows = [names.index(self.highlighted)] if self.highlighted in names else []
+        if self._table.selection != rows:
+            self._table.selection = rows
 
-        def chosen(event: param.parameterized.Event) -> None:
-            rows = event.new
-            self.highlight(names[rows[0]] if rows and rows[0] < len(names) else None)
-
-        table.param.watch(chosen, "selection")
-        return table
+    def _row_chosen(self, event: param.parameterized.Event) -> None:
+        names = list(self._table.value["mechanism"])
+        rows = event.new
+        self.highlight(names[rows[0]] if rows and rows[0] < len(names) else None)
 
     def _comparison_changed(self, event: param.parameterized.Event) -> None:
         comparison = event.new
+        self._table.value = comparison_frame(comparison)
+        self._select_highlighted()
         self._follow_privacy()
 
         def show() -> None:
@@ -525,13 +526,10 @@ class ComparePage(Page):
             sizing_mode="stretch_width")
 
     def _follow_privacy(self) -> None:
-        """Re-scale the comparison table and the shown per-query view to the live privacy
-        level: new numbers in the table, the spread line and the worst-queries table, new bin
-        edges on the histogram (the order of the rows and queries and the bin counts do not
-        change with the level)."""
+        """Re-scale the shown per-query view to the live privacy level: new numbers in the
+        spread line and the worst-queries table, new bin edges on the histogram (the order of
+        the queries and the bin counts do not change with the level)."""
         session = self.session
-        if self._shown_table is not None and self._shown_table[0] is session.plans:
-            self._shown_table[1].value = comparison_frame(session.comparison)
         shown = self._per_query
         if shown is None or shown[0] != session.selected or shown[1] is not session.plans:
             return  # a new view is being built for the new plans or selection

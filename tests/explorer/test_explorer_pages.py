@@ -115,13 +115,13 @@ def test_per_query_view_rescales_in_place_when_eps_moves(session):
     view = page._per_query_view("identity", session.plans)
     _, _, spread, table, histogram, _ = page._per_query
     edges, counts = histogram.edges.copy(), histogram.counts.copy()
-    _, comparison = page._shown_table
+    comparison = page._table
     rmse = comparison.value["rmse"].to_numpy()
     assert counts.sum() == 16 and spread.object.startswith("Errors range from **1.414** to "
                                                            "**5.657** (median 4.121)")
     session.privacy.epsilon = 0.5  # Laplace: every error doubles
     assert page._per_query[3] is table and view[3] is table
-    assert page._shown_table[1] is comparison  # the comparison table too, in place
+    assert page._table is comparison  # the comparison table too, in place
     np.testing.assert_allclose(comparison.value["rmse"], 2.0 * rmse, rtol=1e-12)
     assert comparison.value["mechanism"].tolist() == [r.mechanism for r in
                                                       session.comparison.rows]

@@ -171,6 +171,6 @@ def test_compare_page_highlights_from_the_table_and_keeps_it_across_levels(sessi
     assert page.highlighted == "hb"
     session.privacy.epsilon = 0.5
     assert page.highlighted == "hb" and bar_alphas(page._bars)["identity"] == FADED_ALPHA
-    table = page._table(session.comparison)
+    table = page._table
     assert table.selection == [list(table.value["mechanism"]).index("hb")]
     assert len(table.value) == 3  # every mechanism has its row
