@@ -473,7 +473,7 @@ class Session(param.Parameterized):
         """``page`` has loaded in its browser, or closed (a page not loading: nothing)."""
         self._loading.pop(page, None)
 
-    def _page_loading(self) -> bool:
+    def _a_page_is_loading(self) -> bool:
         since = time.monotonic() - LOAD_PATIENCE
         return any(started > since for started in list(self._loading.values()))
 
@@ -487,7 +487,7 @@ class Session(param.Parameterized):
         row picked up then (by the poll of the user's other page) never reached the new page:
         the tour's Compare page kept 3 of its 4 rows. The next poll after it loaded does it.
         """
-        if self._page_loading():
+        if self._a_page_is_loading():
             return self.job.status() if self.job is not None else None
         if self.store.bound(self._key) is not self._bound_seen:
             self.refresh()
