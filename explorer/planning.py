@@ -227,13 +227,16 @@ def queue_rows(
     """``(mechanism, state, estimate)`` for every mechanism without a row yet, in plan order.
 
     ``pending`` are the job's mechanisms still to plan (the running one first); ``held`` the
-    ones waiting for the user's "plan anyway".
+    ones waiting for the user's "plan anyway". Without a ``status`` no job has started yet
+    (a page shows the plan while it loads): ``pending`` is then the order they will start in.
     """
     rows = []
     for place, name in enumerate(pending):
-        if status is not None and status.state == "queued":
+        if status is None:
+            state = "starts first" if place == 0 else f"starts number {place + 1}"
+        elif status.state == "queued":
             state = f"waiting for a free planner (job number {status.position} in line)"
-        elif place == 0 and status is not None and status.current == name:
+        elif place == 0 and status.current == name:
             state = "planning now"
         else:
             state = f"queued: number {place} after the running one"

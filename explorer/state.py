@@ -424,13 +424,9 @@ class Session(param.Parameterized):
         where = (self._key, self.privacy.noise)
         if include_skipped:
             self._skipped.pop(where, None)
-        missing = self.missing()
         if include_slow:
-            self._allowed.setdefault(where, set()).update(missing)
-        start, held = schedule(
-            missing, self.scenario.workload, self.privacy, self._allowed.get(where, ())
-        )
-        self._estimates = {e.mechanism: e for e in start + held}
+            self._allowed.setdefault(where, set()).update(self.missing())
+        start, held = self._schedule()
         job = self.store.start(
             self,
             self.scenario.workload,
@@ -447,6 +443,27 @@ class Session(param.Parameterized):
         self._update_queue(self.job.status() if self.job is not None else None)
         self.refresh()
         return job
+
+    def preview_queue(self) -> None:
+        """Show the plan before it starts: the missing mechanisms in the order they will start,
+        with the cost model's estimates (a served page shows this while it loads, since
+        planning starts once it has). Nothing changes while a job runs."""
+        if self.job is not None:
+            return
+        start, self.held = self._schedule()
+        rows = queue_rows(None, [e.mechanism for e in start], self.held, self._estimates)
+        if rows != self.queue:
+            self.queue = rows
+
+    def _schedule(self) -> tuple[list[Estimate], list[Estimate]]:
+        """The missing mechanisms to start now, cheapest first, and those held back (see
+        :func:`explorer.planning.schedule`); remembers their estimates."""
+        where = (self._key, self.privacy.noise)
+        start, held = schedule(
+            self.missing(), self.scenario.workload, self.privacy, self._allowed.get(where, ())
+        )
+        self._estimates = {e.mechanism: e for e in start + held}
+        return start, held
 
     def _update_queue(self, status: JobStatus | None) -> None:
         pending = self.job.pending() if self.job is not None else ()

@@ -14,7 +14,15 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 from bokeh.events import LegendItemClick
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem, Span
+from bokeh.models import (
+    ColumnDataSource,
+    FactorRange,
+    GlyphRenderer,
+    HoverTool,
+    Legend,
+    LegendItem,
+    Span,
+)
 from bokeh.palettes import Category20, Category20b
 from bokeh.plotting import figure
 
@@ -203,9 +211,14 @@ class LiveTradeoffChart:
             tools=LIVE_TOOLS)
         colors = mechanism_colors(m for m in curves["mechanism"].unique() if m != BOUND_LABEL)
         copies = same_curves(curves)
-        lines, items = [], []
-        for name, part in curves.groupby("mechanism", sort=False):
-            name = str(name)
+        groups = [(str(name), part) for name, part in curves.groupby("mechanism", sort=False)]
+        # Drawn worst first, so the best mechanism's line (the frame lists the best first) lies
+        # on top of near-identical ones, and the bound above them all; the legend keeps the
+        # frame's order.
+        drawing = ([g for g in reversed(groups) if g[0] != BOUND_LABEL]
+                   + [g for g in groups if g[0] == BOUND_LABEL])
+        drawn: dict[str, tuple[GlyphRenderer, str | None]] = {}
+        for name, part in drawing:
             is_bound = name == BOUND_LABEL
             first, earlier = copies.get(name, (None, 0))
             source = ColumnDataSource({"x": part["x"].astype(float).tolist(),
@@ -217,6 +230,10 @@ class LiveTradeoffChart:
                 line_dash="dashed" if is_bound
                 else COPY_DASHES[min(earlier, len(COPY_DASHES) - 1)],
                 line_width=2 if is_bound else 2.5)
+            drawn[name] = (line, first)
+        lines, items = [], []
+        for name, _ in groups:
+            line, first = drawn[name]
             lines.append(line)
             items.append(LegendItem(label=f"{name} (same as {first})" if first else name,
                                     renderers=[line]))

@@ -15,7 +15,7 @@ import panel as pn
 import param
 
 from engine.privacy import Privacy, cdp_eps, cdp_rho
-from explorer.components.progress import off_loop
+from explorer.components.background import BackgroundView
 
 
 @lru_cache(maxsize=1024)
@@ -88,7 +88,7 @@ class PrivacyControls(pn.viewable.Viewer):
         for name, box in self._inputs.items():
             box.param.watch(lambda event, name=name: self.type_value(name, event.new), "value")
         self._from_privacy()
-        self.privacy.param.watch(lambda event: self._from_privacy(), ["delta", "epsilon", "rho"])
+        self.privacy.param.watch(lambda *events: self._from_privacy(), ["delta", "epsilon", "rho"])
 
     def _from_privacy(self) -> None:
         targets = {"delta_exponent": self.privacy.delta, "epsilon_exponent": self.privacy.epsilon,
@@ -106,7 +106,9 @@ class PrivacyControls(pn.viewable.Viewer):
 
     @param.depends("delta_exponent", watch=True)
     def _to_privacy(self) -> None:
-        delta = 10.0**self.delta_exponent
+        # 10 ** -4.0 is 1.0000000000000041e-04 in floating point: rounded, as eps and rho
+        # are, so exports and scenarios say delta = 0.0001
+        delta = rounded(10.0**self.delta_exponent)
         if not math.isclose(delta, self.privacy.delta, rel_tol=1e-9):
             self.privacy.delta = delta
 
@@ -162,28 +164,16 @@ class PrivacyControls(pn.viewable.Viewer):
                                 css_classes=["privacy-problem"], margin=(0, 10))
         # Off the event loop, and after the charts: the conversion search is pure Python, so
         # running it at once would compete with the slider's own update for the interpreter.
-        shown = pn.pane.Markdown(
-            pn.bind(off_loop(self._conversion, delay=CONVERSION_DELAY_S), p.param.noise,
-                    p.param.epsilon, p.param.delta, p.param.rho),
-            css_classes=["privacy-conversion"], margin=(0, 10))
+        shown = BackgroundView(self._conversion, p.param.noise, p.param.epsilon,
+                               p.param.delta, p.param.rho, delay=CONVERSION_DELAY_S,
+                               css_classes=["privacy-conversion"])
         layout = pn.Row if self.compact else pn.Column
         return pn.Column(layout(noise, knobs["epsilon"], delta, knobs["rho"]), refused, shown,
                          sizing_mode="stretch_width", css_classes=["privacy-controls"])
 
-    def _level(self) -> tuple[str, float, float, float]:
-        p = self.privacy
-        return p.noise, float(p.epsilon), float(p.delta), float(p.rho)
-
     def _conversion(self, noise: str, epsilon: float, delta: float, rho: float) -> str:
-        # Served, these run on worker threads and may finish out of order (a Gaussian root
-        # search outlasts the Laplace formula that follows it), so each answers for the level
-        # as it is when it finishes, never for the one it was called with.
-        level = (noise, float(epsilon), float(delta), float(rho))
-        while True:
-            noise, epsilon, delta, rho = level
-            text = conversion_text(noise, epsilon, delta, rho)
-            if self._level() == level:
-                break
-            level = self._level()
-        prefix = f"delta = {delta:.1e}. " if noise != "laplace" else ""
+        """The level in the other privacy units (built off the event loop when served; a
+        newer level replaces it, see :class:`BackgroundView`)."""
+        text = conversion_text(noise, float(epsilon), float(delta), float(rho))
+        prefix = f"delta = {float(delta):.1e}. " if noise != "laplace" else ""
         return prefix + text

@@ -7,11 +7,6 @@ finished mechanisms appear while the rest are still being planned.
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from collections.abc import Callable
-from typing import Any
-
 import panel as pn
 import param
 from panel.io.callbacks import PeriodicCallback
@@ -27,25 +22,6 @@ def served() -> bool:
     """True inside a served Bokeh session (False in notebooks and unit tests)."""
     doc = pn.state.curdoc
     return doc is not None and doc.session_context is not None
-
-
-def off_loop(fn: Callable[..., Any], delay: float = 0.0) -> Callable[..., Any]:
-    """``fn`` as a page should bind it: on a worker thread when served, directly elsewhere.
-
-    Served pages must not block their event loop on a slow view (per-query variances, dense
-    strategy pictures, root searches), so ``fn`` becomes a coroutine that runs it on a thread
-    after an optional ``delay`` (seconds). In notebooks and tests it is returned unchanged.
-    """
-    if not served():
-        return fn
-
-    @functools.wraps(fn)
-    async def run(*args: Any, **kwargs: Any) -> Any:
-        if delay:
-            await asyncio.sleep(delay)
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
-    return run
 
 
 class PlanningProgress(pn.viewable.Viewer):

@@ -13,6 +13,8 @@ from typing import Any
 
 import panel as pn
 
+from explorer.components.background import on_page_tick
+
 
 class BackgroundRun:
     """``run()`` in the caller's thread, ``start()`` in a worker, ``cancel()``, ``wait()``."""
@@ -57,8 +59,5 @@ class BackgroundRun:
 
     def _dispatch(self, fn: Callable[[], None]) -> None:
         """Apply a view-model change on the document's event loop when served."""
-        doc = self._doc
-        if doc is not None and doc.session_context is not None:
-            doc.add_next_tick_callback(fn)
-        else:
+        if not on_page_tick(self._doc, fn):
             fn()

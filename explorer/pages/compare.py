@@ -25,12 +25,14 @@ from bokeh.models.widgets.tables import NumberFormatter
 from engine.compare import Comparison
 from engine.mechanisms import Plan
 from engine.query_error import METHODS, PerQueryErrors
+from explorer.components.background import BackgroundView, on_page_tick
 from explorer.components.charts import LiveBarsChart, color_of
 from explorer.components.exports import csv_download, scenario_columns, text_download
 from explorer.components.histogram import ScaledHistogram
+from explorer.components.mechanism_choice import mechanism_choice
 from explorer.components.notes import caption
 from explorer.components.privacy import PrivacyControls
-from explorer.components.progress import PlanningProgress, off_loop, served
+from explorer.components.progress import PlanningProgress, served
 from explorer.components.report import html_report
 from explorer.pages.base import Page
 from explorer.planning import AUTO_START_SECONDS, OPERATIONS_PER_SECOND, is_data_dependent, one_line
@@ -160,8 +162,11 @@ def headline(comparison: Comparison | None, privacy_text: str, complete: bool) -
     best = comparison.best()
     bound = comparison.bound_rmse
     pending = "" if complete else " (still planning the rest)"
+    if best is None and not complete:
+        return (f"None of the mechanisms planned so far applies to this workload at "
+                f"{privacy_text}; the others are still being planned.")
     if best is None:
-        return f"No mechanism applies to this workload at {privacy_text}{pending}."
+        return f"No mechanism applies to this workload at {privacy_text}."
     text = (f"At **{privacy_text}**, the most accurate mechanism is **{best.mechanism}** "
             f"({best.title}): a typical error of **{best.rmse:.4g}** per count{pending}.")
     if bound:
@@ -283,6 +288,7 @@ class ComparePage(Page):
             # page usually opens with it (planning starts once the page has loaded).
             session.store.ensure_bound(session.key, session.workload, wait=BOUND_WAIT)
             session.refresh()
+            session.preview_queue()  # estimates while the page loads
             pn.state.onload(self.run)
             # A new workload, noise type or mechanism choice needs plans: start them at once.
             self.watch(session, lambda *events: self.run(), ["scenario", "mechanisms"])
@@ -395,12 +401,10 @@ class ComparePage(Page):
         given) on this page's next tick when served (table events and the session's other
         pages arrive without this page's document lock, and Bokeh requires it); at once, then
         pushed, in a notebook."""
-        doc = self._doc
-        if doc is not None and doc.session_context is not None:
-            doc.add_next_tick_callback(change)
+        if on_page_tick(self._doc, change):
             return
         change()
-        if doc is None:
+        if self._doc is None:
             (pane or self._bars_pane).param.trigger("object")
 
     def _intro(self, scenario: Any) -> pn.pane.Markdown:
@@ -422,18 +426,16 @@ class ComparePage(Page):
     # ----- per-query errors -----------------------------------------------------------------
     def _per_query_section(self) -> pn.viewable.Viewable:
         session = self.session
-        choice = pn.widgets.Select.from_param(session.param.selected, label="Mechanism",
-                                              css_classes=["selected-mechanism"], width=220)
+        choice = mechanism_choice(session, "selected-mechanism", 220)
         query = pn.widgets.TextInput(label="A query, in words (e.g. 'age 30, sex female')",
                                      placeholder="empty: the worst query",
                                      css_classes=["query-in-words"], width=360)
         return pn.Column(
             pn.pane.Markdown("## Which queries are worst?", margin=(0, 10)),
             pn.Row(choice, query),
-            pn.bind(off_loop(self._in_people), session.param.selected, session.param.comparison,
-                    query.param.value),
-            pn.bind(off_loop(self._per_query_view), session.param.selected,
-                    session.param.plans),
+            BackgroundView(self._in_people, session.param.selected, session.param.comparison,
+                           query.param.value),
+            BackgroundView(self._per_query_view, session.param.selected, session.param.plans),
             sizing_mode="stretch_width", css_classes=["per-query"],
         )
 
@@ -489,8 +491,8 @@ class ComparePage(Page):
     def _per_query_view(self, name: str | None, plans: Comparison | None
                         ) -> pn.viewable.Viewable:
         """The selected mechanism's per-query errors: built when plans or the selection change
-        (bound through off_loop: the first call computes every query's variance), re-scaled in
-        place by :meth:`_follow_privacy` when the privacy level moves."""
+        (a :class:`BackgroundView`: the first call computes every query's variance),
+        re-scaled in place by :meth:`_follow_privacy` when the privacy level moves."""
         self._per_query = None
         if name is None or plans is None:
             return pn.pane.Markdown("Pick a planned mechanism to see its per-query errors.")

@@ -27,11 +27,13 @@ from engine.mechanisms.views import (
     View,
     WeightsView,
 )
+from explorer.components.background import BackgroundView
 from explorer.components.charts import color_of, series_curve, weights_bars
 from explorer.components.exports import csv_download
 from explorer.components.heatmap import matrix_heatmap, too_big
+from explorer.components.mechanism_choice import mechanism_choice
 from explorer.components.notes import caption
-from explorer.components.progress import PlanningProgress, off_loop, served
+from explorer.components.progress import PlanningProgress, served
 from explorer.pages.base import Page
 from explorer.state import one_line
 
@@ -215,15 +217,6 @@ def _fmt(value: object, units: str = "") -> str:
     return f"{text} {units}" if units else text
 
 
-def planned_mechanisms(plans: Comparison | None) -> list[str]:
-    """The mechanisms with a plan to show, best first (the strategy page's menu: nothing
-    unplanned, not applicable or None)."""
-    if plans is None:
-        return []
-    rows = [r for r in plans.rows if r.plan is not None and r.rmse is not None]
-    return [r.mechanism for r in sorted(rows, key=lambda r: r.rmse)]
-
-
 class StrategyPage(Page):
     """The strategy page."""
 
@@ -237,31 +230,16 @@ class StrategyPage(Page):
             pn.state.onload(lambda: session.request_comparison(background=True))
         elif not session.complete:
             session.compare_now()
-        choice = pn.widgets.Select(label="Mechanism", options=planned_mechanisms(session.plans),
-                                   css_classes=["strategy-mechanism"], width=240)
-        self._choice = choice
-
-        def offer(*events: object) -> None:
-            names = planned_mechanisms(session.plans)
-            choice.options = names
-            if session.selected in names:
-                choice.value = session.selected
-            elif names:
-                choice.value = names[0]
-
-        choice.param.watch(lambda event: event.new is not None
-                           and setattr(session, "selected", event.new), "value")
-        session.param.watch(offer, ["plans", "selected"])
-        offer()
+        choice = self._choice = mechanism_choice(session, "strategy-mechanism", 240)
         intro = ("The measurements the chosen mechanism makes for your workload "
                  f"({self.link('/compare', 'compare')} ranks the mechanisms).")
         return pn.Column(self.header(intro), choice, PlanningProgress(session=session),
-                         pn.bind(off_loop(self._views), session.param.selected,
-                                 session.param.plans),
+                         BackgroundView(self._views, session.param.selected,
+                                        session.param.plans),
                          sizing_mode="stretch_width", css_classes=["strategy-page"])
 
     def _views(self, name: str | None, plans: Comparison | None) -> pn.viewable.Viewable:
-        # Bound through off_loop: dense matrices and a pseudo-inverse for small domains.
+        # A BackgroundView: dense matrices and a pseudo-inverse for small domains.
         plan = self.session.plan(name)
         if plan is None:
             return pn.pane.Alert(

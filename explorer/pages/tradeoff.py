@@ -21,11 +21,12 @@ from bokeh.models.widgets.tables import NumberFormatter
 from engine.compare import Comparison
 from engine.errors import SpecError
 from engine.privacy import Privacy
+from explorer.components.background import BackgroundView, on_page_tick
 from explorer.components.charts import BOUND_LABEL, LiveTradeoffChart, privacy_knob
 from explorer.components.exports import csv_download, scenario_columns
 from explorer.components.notes import caption
 from explorer.components.privacy import PrivacyControls
-from explorer.components.progress import PlanningProgress, off_loop, served
+from explorer.components.progress import PlanningProgress, served
 from explorer.pages.base import Page
 from explorer.state import one_line
 
@@ -292,8 +293,8 @@ class TradeoffPage(Page):
                          "Download table (CSV)", css_class="tradeoff-csv"),
             pn.pane.Markdown("### What budget do I need?", margin=(0, 10)),
             pn.Row(target, refused),
-            pn.bind(off_loop(self._required), self.model.param.target, session.param.plans,
-                    p.param.noise, p.param.delta, p.param.calibration),
+            BackgroundView(self._required, self.model.param.target, session.param.plans,
+                           p.param.noise, p.param.delta, p.param.calibration),
             sizing_mode="stretch_width", css_classes=["tradeoff-page"],
         )
 
@@ -309,10 +310,9 @@ class TradeoffPage(Page):
         if live is None:
             return
         doc = getattr(self, "_doc", None)
-        if doc is not None and doc.session_context is not None:
-            # A table event arrives without the document lock: change the figure's models
-            # on the page's next tick, as Bokeh requires.
-            doc.add_next_tick_callback(lambda: live.highlight(mechanism))
+        # A table event arrives without the document lock: the figure's models change on the
+        # page's next tick.
+        if on_page_tick(doc, lambda: live.highlight(mechanism)):
             return
         live.highlight(mechanism)
         if doc is None:  # notebook: push the changed models
@@ -356,14 +356,10 @@ class TradeoffPage(Page):
             if self._doc is None:  # notebook: push the changed models explicitly
                 self._chart_pane.param.trigger("object")
 
-        doc = self._doc
-        if doc is not None and doc.session_context is not None:
-            # On the page's next tick, always: the change may come from another page of this
-            # session, and a figure drawn in this same callback may not have reached the
-            # browser yet (moving its markers now would reach it first: "reference ... isn't
-            # known").
-            doc.add_next_tick_callback(move)
-        else:
+        # On the page's next tick, always: the change may come from another page of this
+        # session, and a figure drawn in this same callback may not have reached the browser
+        # yet (moving its markers now would reach it first: "reference ... isn't known").
+        if not on_page_tick(self._doc, move):
             move()
 
     def _level(self, comparison: Comparison | None) -> str:
@@ -372,7 +368,7 @@ class TradeoffPage(Page):
 
     def _required(self, target: float | None, plans: Comparison | None, noise: str, delta: float,
                   calibration: str) -> pn.viewable.Viewable:
-        # Bound through off_loop: one root search per mechanism for the analytic Gaussian.
+        # A BackgroundView: one root search per mechanism for the analytic Gaussian.
         if not target:
             return pn.pane.Markdown("Type the typical error per count you can accept.")
         comparison = self.session.comparison

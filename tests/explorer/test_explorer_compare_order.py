@@ -114,6 +114,9 @@ def test_queue_rows_say_where_each_mechanism_stands():
         ("c", "not started: estimated over 60 s; press 'Plan anyway' to start it"),
     ]
     assert rows[0][2] == estimates["a"].describe() and rows[2][2] == slow.describe()
+    # before the job starts (a page loading): the order they will start in
+    assert [r[:2] for r in queue_rows(None, ["a", "b"], [], estimates)] == [
+        ("a", "starts first"), ("b", "starts number 2")]
     queued = JobStatus("queued", 2, 0, "a", 0, math.nan, "", 0.0, position=3)
     assert queue_rows(queued, ["a"], [], estimates)[0][1] == (
         "waiting for a free planner (job number 3 in line)"
@@ -179,6 +182,14 @@ def test_a_session_holds_slow_mechanisms_and_plans_them_on_request(monkeypatch):
     assert identity_ops / rate <= AUTO_START_SECONDS
     monkeypatch.setattr(planning, "OPERATIONS_PER_SECOND", rate)
     session = Session(_scenario(64, ["identity", "eigen-design"]), store=PlanStore())
+    # while a page loads, before anything starts: the plan and its estimates
+    session.preview_queue()
+    assert session.job is None and session.comparison is None
+    assert [row[:2] for row in session.queue] == [
+        ("identity", "starts first"),
+        ("eigen-design", "not started: estimated over 60 s; press 'Plan anyway' to start it")]
+    assert session.queue[1][2].endswith("about 2 min (estimate)")
+    assert [e.mechanism for e in session.held] == ["eigen-design"]
     session.request_comparison(background=False)
     assert [e.mechanism for e in session.held] == ["eigen-design"]
     assert [r.mechanism for r in session.comparison.rows] == ["identity"]

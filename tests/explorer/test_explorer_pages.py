@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -74,6 +75,15 @@ def test_headline_answers_the_analysts_questions(session):
     assert f"**{best.rmse / bound:.2f}x**" in text
     assert "still planning" in headline(session.comparison, "x", False)
     assert headline(None, "x", True).startswith("No results yet")
+    # rows so far are all "not applicable": the headline says so only once planning is over
+    refused = dataclasses.replace(session.comparison, rows=tuple(
+        dataclasses.replace(r, plan=None, error="not applicable: test")
+        for r in session.comparison.rows))
+    assert refused.best() is None
+    assert headline(refused, "eps=1", False) == (
+        "None of the mechanisms planned so far applies to this workload at eps=1; the others "
+        "are still being planned.")
+    assert headline(refused, "eps=1", True) == "No mechanism applies to this workload at eps=1."
 
 
 def test_per_query_errors_are_the_plans_variances_worst_first(session):
@@ -274,6 +284,10 @@ def test_privacy_controls_keep_delta_and_its_log_slider_equal():
     assert controls.delta_exponent == pytest.approx(-6.0)
     controls.delta_exponent = -9.0
     assert privacy.delta == pytest.approx(1e-9)
+    controls.delta_exponent = -4.0  # 10 ** -4.0 == 1.0000000000000041e-04 in floating point
+    assert privacy.delta == 1e-4 and str(privacy.delta) == "0.0001"
+    controls.delta_exponent = -5.25
+    assert privacy.delta == 5.62e-6  # three significant digits, as eps and rho
     privacy.delta = 1e-4
     assert controls.delta_exponent == pytest.approx(-4.0)
     assert isinstance(controls.__panel__(), pn.viewable.Viewable)
@@ -435,8 +449,8 @@ def test_tradeoff_csvs_carry_the_privacy_level_and_workload(session):
     assert set(table["workload"]) == {session.workload.describe()}
 
 
-def test_strategy_menu_lists_only_planned_mechanisms_best_first():
-    from explorer.pages.strategy import planned_mechanisms
+def test_mechanism_menus_list_only_planned_mechanisms_best_first():
+    from explorer.components.mechanism_choice import planned_mechanisms
 
     s = Session(dict(PREFIX, mechanisms=["identity", "h2", "wavelet", "workload", "aim-grem"]),
                 store=PlanStore())
@@ -451,6 +465,13 @@ def test_strategy_menu_lists_only_planned_mechanisms_best_first():
     page._choice.value = "h2"
     assert s.selected == "h2"
     assert planned_mechanisms(None) == []
+    # compare's per-query menu is the same: planned mechanisms, following the selection
+    compare = ComparePage(session=s).__panel__()
+    menu = next(w for w in compare.select(pn.widgets.Select)
+                if "selected-mechanism" in w.css_classes)
+    assert menu.options == names and menu.value == "h2"
+    menu.value = "wavelet"
+    assert s.selected == "wavelet" and page._choice.value == "wavelet"
 
 
 def test_strategy_facts_say_what_each_number_means(session):

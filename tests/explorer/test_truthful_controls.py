@@ -7,7 +7,7 @@ import math
 
 import panel as pn
 import pytest
-from bokeh.models import GlyphRenderer
+from bokeh.models import GlyphRenderer, Line
 
 from engine.privacy import Privacy, cdp_rho
 from explorer.components.charts import BOUND_LABEL, FADED_ALPHA, LiveBarsChart, same_curves
@@ -32,15 +32,24 @@ def session() -> Session:
     return s
 
 
-def test_conversion_answers_for_the_level_as_it_is_now_not_as_it_was_called():
+def test_the_conversion_line_follows_every_control():
+    # It once froze on "Pure eps = 0.741 (Laplace) ..." after an eps move and a noise switch
+    # within 0.3 s; served, the newest level now always wins (tests/explorer/
+    # test_background_view.py), here every change shows at once.
     privacy = Privacy(noise="gaussian", epsilon=5.99, delta=1e-6)
-    controls = PrivacyControls(privacy=privacy)
-    assert f"rho = {cdp_rho(5.99, 1e-6):.4g}" in controls._conversion("gaussian", 5.99, 1e-6,
-                                                                        0.5)
+    layout = PrivacyControls(privacy=privacy).__panel__()
+    line = next(c for c in layout.select(pn.Column) if "privacy-conversion" in c.css_classes)
+
+    def shown() -> str:
+        return line.objects[0].object
+
+    assert shown().startswith("delta = 1.0e-06. ")
+    assert f"rho = {cdp_rho(5.99, 1e-6):.4g}" in shown()
     privacy.param.update(noise="laplace", epsilon=1.0)
-    # A Gaussian search started before the switch finishes after it: it must say Laplace.
-    late = controls._conversion("gaussian", 5.99, 1e-6, 0.5)
-    assert late == "Pure eps = 1 (Laplace) implies rho = 0.5 zCDP."
+    assert shown() == "Pure eps = 1 (Laplace) implies rho = 0.5 zCDP."
+    privacy.param.update(noise="gaussian", epsilon=2.0, delta=1e-5)
+    assert shown().startswith("delta = 1.0e-05. ")
+    assert f"rho = {cdp_rho(2.0, 1e-5):.4g}" in shown()
 
 
 @pytest.mark.parametrize("typed", [0.0, -5.0, None, math.inf])
@@ -113,6 +122,15 @@ def test_identity_and_hb_share_a_line_and_are_told_apart(session):
     assert styles["identity"] == [] and styles["hb"] == [2, 4]  # solid, dotted
     labels = [item.label.value for item in page._live.figure.legend[0].items]
     assert "hb (same as identity)" in labels
+
+    # the best line lies on top of the ones it nearly equals, the bound above all; the legend
+    # lists them best first
+    best_first = [r.mechanism for r in session.comparison.rows if r.rmse is not None]
+    assert best_first[0] == "identity"
+    drawn = [r.data_source.data["mechanism"][0]
+             for r in page._live.figure.renderers if isinstance(r.glyph, Line)]
+    assert drawn == [*reversed(best_first), BOUND_LABEL]
+    assert [label.split(" (")[0] for label in labels] == [*best_first, BOUND_LABEL]
 
 
 def test_a_chosen_row_highlights_one_mechanism(session):
