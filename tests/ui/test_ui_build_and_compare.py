@@ -31,6 +31,9 @@ def add_attribute(page, name: str, size: int, kind: str) -> None:
     form.get_by_role("button", name=kind, exact=True).click()
     page.get_by_role("button", name="Add attribute").click()
     expect(page.locator(".attribute-table").first).to_contain_text(name)
+    # the form clears itself once the attribute is in; typing the next one before the cleared
+    # box reaches the browser would lose what was typed
+    expect(form.locator(".attr-name input")).to_have_value("")
 
 
 def comparison_rows(page) -> dict[str, str]:
