@@ -3,7 +3,9 @@
 The page is a view-model (parameters: data set, workload, privacy, rounds cap, comparisons) plus
 its view. The runs and their errors against the truth come from
 ``engine.experiments.compare_adaptive``; the page only builds its inputs, runs it off the event
-loop in a worker thread, and shows the per-round log, the comparison table and a CSV export.
+loop in a worker thread, and shows the per-round log (its columns explained beside it), the
+comparison table (counts as whole numbers with thousands separators) and a CSV export
+(``adaptive.csv``: plain CSV with the privacy level, noise and workload as columns).
 A user CSV is only accepted with a public domain file (JSON or YAML): the domain is never
 inferred from the private records.
 
@@ -26,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import io
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +39,7 @@ import panel as pn
 import param
 
 from engine.noise import SEEDED_LABEL, release_rng
+from explorer.components.exports import csv_download, scenario_columns
 from explorer.components.notes import learn_note
 from explorer.components.worker import BackgroundRun
 
@@ -64,10 +68,88 @@ public domain file.
   absolute errors, in records (mean and max over the marginals), and "/ N" divides it by the
   number of records.
   ResidualPlanner measures every marginal without looking at the data, as a yardstick.
+* The **round by round** table under the charts lists AIM+GReM's last rounds; each of its
+  columns is explained right above it.
 * The errors are an evaluation only: a real release never sees the true answers.
 """
 EMPTY_STATE = ("**No results yet.** Choose the data and the attributes on the left, then press "
                "**Run**: the comparison table, its CSV and the per-round charts appear here.")
+
+#: Columns of the per-round log: key in :attr:`AdaptivePage.rounds` -> (title on the page,
+#: what it means in plain words). A count is a number of records.
+ROUND_COLUMNS: dict[str, tuple[str, str]] = {
+    "round": ("Round", "the round number (round 1 comes after the start-up measurement of "
+                       "every one-way marginal)"),
+    "marginal": ("Marginal measured", "the table of counts picked this round, privately, as "
+                                      "the one that looked worst estimated"),
+    "rho_round": ("rho this round", "zCDP budget spent this round, on picking the marginal and "
+                                    "on measuring it"),
+    "rho_used": ("rho spent so far", "zCDP budget spent up to the end of this round, the "
+                                     "start-up measurements included"),
+    "sigma": ("Noise sigma (records)", "standard deviation of the Gaussian noise added to each "
+                                       "count of the marginal measured this round, in records"),
+    "expected_l1": ("Expected error of the marginal (records)",
+                    "the error AIM+GReM expects on that marginal after this round: the sum of "
+                    "its counts' expected absolute errors, in records, worked out from the "
+                    "noise alone (no true data)"),
+    "workload_error": ("Workload error (records)",
+                       "mean over the workload's marginals of the sum of their counts' absolute "
+                       "errors after this round, in records, against the true data (evaluation "
+                       "only)"),
+    "annealed": ("Less noise next round", "yes when this measurement moved the estimate no more "
+                                          "than its noise would: the next round then halves "
+                                          "sigma (at four times the budget)"),
+    "skipped": ("Pieces skipped", "how many of the marginal's pieces (residuals) were not "
+                                  "measured because earlier rounds already pin them down; the "
+                                  "round's budget is spent all the same"),
+}
+#: Rows of the per-round log shown on the page (the CSV has every round).
+ROUNDS_SHOWN = 50
+#: The explanation shown above the per-round log.
+ROUNDS_HELP = (f"### Round by round (last {ROUNDS_SHOWN} rounds)\n\n" + "\n".join(
+    f"* **{title}**: {meaning}." for title, meaning in ROUND_COLUMNS.values()))
+
+
+def count_text(value: float | None) -> str:
+    """A count of records as a person reads it: whole with thousands separators (``2,764``),
+    one decimal below 100 (``20.7``); empty when not a number."""
+    if value is None or math.isnan(value):
+        return ""
+    return f"{value:,.1f}" if abs(value) < 100 else f"{value:,.0f}"
+
+
+def _column_text(column: str) -> Callable[[Any], str]:
+    """How the on-page tables print one column's values, chosen from its name."""
+    if column in ("rounds", "round", "skipped"):
+        return lambda v: f"{int(v):,}"
+    if column.endswith("(counts)") or column in ("sigma", "expected_l1", "workload_error"):
+        return count_text
+    if column == "seconds":
+        return lambda v: f"{v:,.2f}"
+    if column == "annealed":
+        return lambda v: "yes" if v else "no"
+    return lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def _as_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every value of ``frame`` as the text the page shows."""
+    return frame.apply(lambda values: values.map(_column_text(str(values.name))))
+
+
+def comparison_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The comparison table as the page shows it: errors in records as whole numbers with
+    thousands separators (one decimal below 100), per-record errors and rho to 3 significant
+    digits, seconds to 2 decimals."""
+    return _as_text(pd.DataFrame(rows))
+
+
+def rounds_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The last :data:`ROUNDS_SHOWN` rounds as the page shows them: the titles of
+    :data:`ROUND_COLUMNS` and counts in records as :func:`count_text` prints them."""
+    frame = pd.DataFrame(rows).tail(ROUNDS_SHOWN)
+    shown = [column for column in ROUND_COLUMNS if column in frame]
+    return _as_text(frame[shown]).rename(
+        columns={key: title for key, (title, _) in ROUND_COLUMNS.items()})
 
 
 def adult_attributes() -> list[str]:
@@ -156,6 +238,10 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         self._last_push = 0.0
         self._lock = threading.Lock()
         self._view: pn.viewable.Viewable | None = None
+        # What the shown results were run with: the CSV describes them, not the widgets now.
+        self._run_privacy: Any = None
+        self._run_workload: Any = None
+        self._run_release = ""
 
     # ------------------------------------------------------------------ engine objects
     def load_data(self) -> Any:
@@ -214,6 +300,8 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
 
         self._progress = Progress()
         self._pending = []
+        self._run_privacy, self._run_workload = self.privacy(), None
+        self._run_release = SEEDED_LABEL if self.seed is not None else "OS entropy"
         self.param.update(running=True, error="", progress=0.0, rounds=[], results=[],
                           status="Loading data...")
 
@@ -277,26 +365,26 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         from engine.ledger import BudgetExceeded
 
         ledger = entry = None
+        privacy = self._run_privacy
         try:
             data = self.load_data()
-            workload = self.workload(data)
+            workload = self._run_workload = self.workload(data)
             if self.seed is None:
                 ledger, entry = self.registered()
             if ledger is None:
                 note = ("Seeded: not a release; the budget ledger is not charged."
                         if self.seed is not None else "Not budgeted: this data set is not "
                         "registered in the budget ledger (register it on the Budget page).")
-                self._run(data, workload, nullcontext(None), note)
+                self._run(data, workload, privacy, nullcontext(None), note)
             else:
                 from engine.ledger.charge import release_cost
 
                 knobs = {"attributes": list(data.domain.names), "way": int(self.way),
                          "max_rounds": self.max_rounds}
-                reservation = ledger.reserve(entry.name, release_cost(self.privacy()),
+                reservation = ledger.reserve(entry.name, release_cost(privacy),
                                              mechanism="aim-grem", knobs=knobs,
-                                             privacy=self.privacy().to_spec(),
-                                             user=pn.state.user)
-                self._run(data, workload, reservation, "", knobs)
+                                             privacy=privacy.to_spec(), user=pn.state.user)
+                self._run(data, workload, privacy, reservation, "", knobs)
         except Cancelled:
             self._dispatch(lambda: self._finish([], "Cancelled: nothing was released.", ""))
         except BudgetExceeded as exc:
@@ -325,12 +413,12 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
             share = 100.0 * min(status.spent.spent / status.dataset.budget.total, 1.0)
         self._dispatch(lambda: self.param.update(budget_line=line, budget_share=share))
 
-    def _run(self, data: Any, workload: Any, reservation: Any, note: str,
+    def _run(self, data: Any, workload: Any, privacy: Any, reservation: Any, note: str,
              knobs: dict[str, Any] | None = None) -> None:
-        """Run the comparison inside ``reservation`` (a ledger reservation, charged before any
-        noise is drawn, or a null context); a charged run writes the AIM+GReM release record and
-        keeps its path in the ledger. Raises what the run raises (the reservation then counts
-        as failed: nothing was published)."""
+        """Run the comparison at ``privacy`` inside ``reservation`` (a ledger reservation,
+        charged before any noise is drawn, or a null context); a charged run writes the
+        AIM+GReM release record and keeps its path in the ledger. Raises what the run raises
+        (the reservation then counts as failed: nothing was published)."""
         from engine.experiments import AIM_GREM, compare_adaptive
 
         names = workload.domain.names
@@ -345,19 +433,20 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
 
         with reservation as charged:
             comparison = compare_adaptive(
-                data, workload, self.privacy(), max_rounds=self.max_rounds,
+                data, workload, privacy, max_rounds=self.max_rounds,
                 residual_planner=self.compare_rp, pgm=self.compare_pgm,
                 post_processing=self.post_processing, rng=release_rng(self.seed),
                 progress=self._progress, on_round=lambda r, share: self._on_round(r, share, label),
                 on_method=running)
             ours = comparison.runs[0].result
             done = (f"Done: {len(ours.rounds)} rounds, rho = {ours.rho_spent:.6g} spent of "
-                    f"{comparison.rho:.6g} (eps = {self.epsilon:g}, delta = {self.delta:g}).")
+                    f"{comparison.rho:.6g} (eps = {privacy.epsilon:g}, "
+                    f"delta = {privacy.delta:g}).")
             if charged is not None:
                 from engine.ledger.records import release_directory, write_adaptive_release
 
                 out = release_directory(charged.dataset.name, charged.id)
-                write_adaptive_release(out, ours, workload, self.privacy(), knobs or {})
+                write_adaptive_release(out, ours, workload, privacy, knobs or {})
                 charged.record_path = str(out)
                 charged.rounds = [{"charge": what, "rho": cost} for what, cost in ours.ledger]
                 cost = charged.spent_after.spent - charged.spent_before.spent
@@ -380,21 +469,30 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         """The AIM+GReM per-round log."""
         return pd.DataFrame(self.rounds)
 
-    def csv_export(self) -> io.StringIO:
-        """The comparison table and the round log as one plain CSV table (no comment lines):
+    def export_frame(self) -> pd.DataFrame:
+        """The comparison table and the round log as one table, as ``adaptive.csv`` saves it:
         a ``table`` column says which part a row belongs to, ``release`` whether the run was
-        seeded, and the privacy level is on every row."""
-        results = self.results_frame().assign(
-            table="comparison (errors against the true data: evaluation only)")
-        rounds = self.rounds_frame().assign(table="AIM+GReM rounds")
-        frame = pd.concat([results, rounds], ignore_index=True)
+        seeded, and the run's privacy level, noise and workload are columns on every row
+        (:func:`explorer.components.exports.scenario_columns`). Integer columns (``rounds``,
+        ``round``, ``skipped``, ...) stay integers, empty on the rows of the other part.
+
+        Raises:
+            ValueError: no run has got as far as its workload yet.
+        """
+        if self._run_workload is None:
+            raise ValueError("adaptive.csv: nothing to export before a run")
+        parts = [frame for frame in (
+            self.results_frame().assign(
+                table="comparison (errors against the true data: evaluation only)"),
+            self.rounds_frame().assign(table="AIM+GReM rounds")) if len(frame)]
+        frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["table"])
+        for column in frame.columns:
+            if all(pd.api.types.is_integer_dtype(part[column]) for part in parts
+                   if column in part):
+                frame[column] = frame[column].astype("Int64")
         frame.insert(0, "table", frame.pop("table"))
-        frame["release"] = SEEDED_LABEL if self.seed is not None else "OS entropy"
-        frame["epsilon"], frame["delta"] = self.epsilon, self.delta
-        buffer = io.StringIO()
-        frame.to_csv(buffer, index=False)
-        buffer.seek(0)
-        return buffer
+        frame["release"] = self._run_release
+        return scenario_columns(frame, self._run_privacy, self._run_workload)
 
     def chart(self) -> Any:
         """Per-round HoloViews chart: selected marginal, budget spent and current error."""
@@ -480,13 +578,19 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         )
         bar = pn.indicators.Progress(value=self.param.progress.rx.pipe(lambda v: int(round(v))),
                                      max=100, sizing_mode="stretch_width")
-        download = pn.widgets.FileDownload(callback=self.csv_export, filename="aim_grem.csv",
-                                           label="Download CSV", color="success")
-        # HTML tables: bokeh's ColumnDataSource (Tabulator) trips pandas 3 deprecations.
-        table = pn.pane.DataFrame(self.param.results.rx.pipe(pd.DataFrame), index=False,
-                                  sizing_mode="stretch_width")
-        rounds = pn.pane.DataFrame(self.param.rounds.rx.pipe(lambda r: pd.DataFrame(r).tail(50)),
-                                   index=False, sizing_mode="stretch_width")
+        download = csv_download(self.export_frame, "adaptive.csv", css_class="adaptive-csv")
+        # HTML tables: bokeh's ColumnDataSource (Tabulator) trips pandas 3 deprecations. Wider
+        # than the page (11 columns), they scroll sideways instead of being cut off.
+        wide = {"overflow-x": "auto"}
+        table = pn.pane.DataFrame(self.param.results.rx.pipe(comparison_table), index=False,
+                                  sizing_mode="stretch_width", css_classes=["adaptive-results"],
+                                  styles=wide)
+        rounds = pn.Column(
+            pn.pane.Markdown(ROUNDS_HELP, css_classes=["adaptive-rounds-help"]),
+            pn.pane.DataFrame(self.param.rounds.rx.pipe(rounds_table), index=False,
+                              sizing_mode="stretch_width", css_classes=["adaptive-rounds"],
+                              styles=wide),
+            sizing_mode="stretch_width")
         chart = pn.pane.HoloViews(pn.bind(lambda _: self.chart(), self.param.rounds),
                                   sizing_mode="stretch_width")
         # Before a run there is nothing to chart: say what to do instead of empty axes.

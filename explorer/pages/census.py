@@ -5,6 +5,9 @@ split over the levels, choose PGSR variants and run Monte Carlo trials in a work
 The page shows per-level error bars, an error heat map over size x level, consistency
 violations and runtimes, and a map-free tree view of one region's released vs true counts.
 Every number comes from ``engine.experiments.census_trials``; this module only arranges it.
+The table downloads as ``census.csv``: plain CSV, counts as whole numbers, with the run's
+privacy level, noise and hierarchy as columns (those of
+:data:`explorer.components.exports.SCENARIO_COLUMNS`, as the other pages' exports).
 
 Privacy unit: one *individual* joining or leaving a group (household); the number of groups
 n is public. The page says so next to the controls.
@@ -27,7 +30,7 @@ import param
 
 from engine.experiments import CENSUS_VARIANT_TITLES, CENSUS_VARIANTS
 from engine.noise import SEEDED_LABEL
-from explorer.components.exports import csv_download
+from explorer.components.exports import SCENARIO_COLUMNS, csv_download
 from explorer.components.notes import learn_note
 from explorer.components.worker import BackgroundRun
 
@@ -76,8 +79,18 @@ def whole_numbers(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def count_text(value: float) -> str:
+    """A number of groups as a person reads it, with thousands separators: whole (``20,000``)
+    unless a variant released a fraction, then one decimal (GLS: ``4,225.7``)."""
+    return f"{value:,.1f}".removesuffix(".0")
+
+
+#: Columns of the tree view's table, all numbers of groups.
+CHILDREN_COUNTS = ("true groups", "released groups", "L1 distance")
 #: most size buckets drawn in the tree view (the rest are summarised in the table)
 TREE_SIZES = 40
+#: Columns ``census.csv`` adds after :data:`SCENARIO_COLUMNS`.
+RUN_COLUMNS = ("privacy_unit", "split", "trials")
 
 
 class CensusPage(BackgroundRun, pn.viewable.Viewer):
@@ -128,6 +141,9 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         self.hierarchy: Any = None
         self.evaluations: dict[str, Any] = {}
         self._view: pn.viewable.Viewable | None = None
+        # The privacy settings the shown results were run with: the CSV describes them, not
+        # the widgets now.
+        self._run_settings: dict[str, Any] | None = None
 
     # ----------------------------------------------------------------- engine objects
     def load_hierarchy(self) -> Any:
@@ -168,6 +184,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
 
         self._progress = Progress()
         self.evaluations = {}
+        self._run_settings = self.privacy_settings()
         self.param.update(running=True, error="", progress=0.0, results=[],
                           status="Loading the hierarchy...")
 
@@ -227,6 +244,35 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
     def results_frame(self) -> pd.DataFrame:
         """One row per finished variant."""
         return pd.DataFrame(self.results)
+
+    def privacy_settings(self) -> dict[str, Any]:
+        """The current privacy level and noise as ``census.csv`` columns: pure eps-DP, so
+        ``delta`` and ``rho`` are empty; the privacy unit, the budget split over the levels and
+        the Monte Carlo trials per variant."""
+        split = f"user {self.level_weights}" if self.split == "user" else self.split
+        return {"privacy": f"pure eps-DP eps={self.epsilon:g}", "noise": self.noise,
+                "epsilon": float(self.epsilon), "delta": None, "rho": None,
+                "privacy_unit": "individual", "split": split, "trials": int(self.trials)}
+
+    def export_frame(self) -> pd.DataFrame:
+        """The results table as ``census.csv`` saves it: counts as whole numbers, then the
+        run's :meth:`privacy_settings` and its hierarchy in the columns of
+        :data:`SCENARIO_COLUMNS` (``workload``: the hierarchy in one line; ``queries``: its
+        (size, region) counts; ``cells``: its (size, leaf region) cells), then
+        :data:`RUN_COLUMNS`.
+
+        Raises:
+            ValueError: no run has loaded a hierarchy yet.
+        """
+        if self._run_settings is None or self.hierarchy is None:
+            raise ValueError("census.csv: nothing to export before a run")
+        values = {**self._run_settings, "workload": self.hierarchy.describe(),
+                  "queries": self.hierarchy.num_queries,
+                  "cells": int(self.hierarchy.leaf_counts.size)}
+        out = whole_numbers(self.results_frame())
+        for column in (*SCENARIO_COLUMNS, *RUN_COLUMNS):
+            out[column] = values[column]
+        return out
 
     def level_frame(self) -> pd.DataFrame:
         """Long frame for the error bars: variant, level, rmse, sd, l1."""
@@ -390,8 +436,8 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             index=False, sizing_mode="stretch_width", float_format="{:.4g}".format,
             css_classes=["census-results"])
         has_results = self.param.results.rx.pipe(bool)
-        download = csv_download(lambda: whole_numbers(self.results_frame()), "census.csv",
-                                "Download table (CSV)", css_class="census-csv")
+        download = csv_download(self.export_frame, "census.csv", "Download table (CSV)",
+                                css_class="census-csv")
         download.visible = has_results
         empty = pn.pane.Markdown(EMPTY_STATE, css_classes=["census-empty"],
                                  visible=has_results.rx.not_())
@@ -409,7 +455,8 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             pn.bind(lambda _r, v, reg: whole_numbers(self._children_table(reg, v)),
                     self.param.results,
                     self.param.heat_variant, self.param.region),
-            index=False, sizing_mode="stretch_width")
+            index=False, sizing_mode="stretch_width", css_classes=["census-children"],
+            formatters=dict.fromkeys(CHILDREN_COUNTS, count_text))
         body = pn.Column(
             pn.pane.Markdown(
                 f"# {self.title}\n\nPrivate group-size histograms (how many households of "
@@ -440,14 +487,12 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         """Per child region: true and released totals and L1 distance (last trial)."""
         frame = self.tree_frame(region, variant)
         if frame.empty:
-            return pd.DataFrame(columns=["region", "role", "true groups", "released groups",
-                                         "L1 distance"])
+            return pd.DataFrame(columns=["region", "role", *CHILDREN_COUNTS])
         frame = frame.assign(diff=(frame["released"] - frame["true"]).abs())
         out = frame.groupby(["region", "role"], sort=False).agg(
             true=("true", "sum"), released=("released", "sum"), l1=("diff", "sum"))
-        return out.reset_index().rename(columns={"true": "true groups",
-                                                 "released": "released groups",
-                                                 "l1": "L1 distance"})
+        return out.reset_index().rename(columns=dict(zip(("true", "released", "l1"),
+                                                         CHILDREN_COUNTS, strict=True)))
 
 
 def census_page() -> CensusPage:

@@ -4,15 +4,42 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import re
 
 import pandas as pd
+import panel as pn
 import pytest
 
 from engine.data import load_adult
 from engine.privacy import cdp_rho
-from explorer.pages.adaptive import ADULT, UPLOAD, AdaptivePage, parse_domain
+from engine.workloads import Workload
+from explorer.components.exports import SCENARIO_COLUMNS
+from explorer.pages.adaptive import (
+    ADULT,
+    ROUND_COLUMNS,
+    UPLOAD,
+    AdaptivePage,
+    comparison_table,
+    count_text,
+    parse_domain,
+    rounds_table,
+)
 
 SMALL = ["age", "sex", "race", "workclass"]
+
+
+@pytest.fixture(scope="module")
+def seeded() -> AdaptivePage:
+    """One seeded run (seeded: never a release, so no budget ledger is touched), shared."""
+    page = AdaptivePage(attributes=SMALL, max_rounds=8, epsilon=1.0, delta=1e-9, seed=5)
+    page.run()
+    assert page.error == "" and page.results and page.rounds
+    return page
+
+
+def by_class(view: pn.viewable.Viewable, kind: type, css: str) -> list:
+    return [v for v in view.select(kind) if css in v.css_classes]
 
 
 def test_defaults_and_title():
@@ -38,7 +65,7 @@ def test_run_on_adult_compares_with_residual_planner():
     assert 1 <= len(rounds) <= 15 and page.progress == pytest.approx(100.0)
     assert rounds["rho_used"].iloc[-1] == pytest.approx(rho, rel=1e-12)
     assert {"round", "marginal", "workload_error"} <= set(rounds)
-    csv = page.csv_export().getvalue()
+    csv = page.export_frame().to_csv(index=False)
     # one plain CSV table (issue 17: no '#' comment lines), the two parts in a column
     assert "AIM+GReM" in csv and not any(line.startswith("#") for line in csv.splitlines())
     table = pd.read_csv(io.StringIO(csv))
@@ -123,5 +150,99 @@ def test_note_and_empty_state_before_a_run():
 
     holder = next(c for c in view.select(pn.Column) if charts[0] in c.objects)
     assert shown(empty[0]) and not shown(holder)
+    note = cards[0].objects[0].object
+    assert "the L1 error of a marginal is the sum of its counts'" in note
+    assert "The **round by round** table under the charts" in note
     page.run()
     assert page.results and not shown(empty[0]) and shown(holder)
+
+
+def test_counts_read_as_whole_numbers_with_thousands_separators():
+    assert count_text(2764.164180) == "2,764"
+    assert count_text(27562.27381) == "27,562"
+    assert count_text(20.746149) == "20.7"
+    assert count_text(math.nan) == ""
+
+
+def test_tables_on_the_page_print_counts_as_a_person_reads_them(seeded):
+    view = seeded.__panel__()
+    [results] = by_class(view, pn.pane.DataFrame, "adaptive-results")
+    shown = results.object
+    raw = seeded.results_frame()
+    assert list(shown["method"]) == ["AIM+GReM", "ResidualPlanner (batch)"]
+    for column in ("mean L1 (counts)", "max L1 (counts)"):
+        assert (raw[column] >= 100).all()
+        assert list(shown[column]) == [f"{v:,.0f}" for v in raw[column]]
+    assert list(shown["rounds"]) == [str(n) for n in raw["rounds"]]
+    # six-decimal counts (``2764.164180``) were the audit's complaint: none are left
+    counts = shown[[c for c in shown if c.endswith("(counts)")]].to_numpy().ravel().tolist()
+    assert len(counts) == 6 and all(re.fullmatch(r"\d{1,3}(,\d{3})*(\.\d)?", c) for c in counts)
+    assert list(shown["mean L1 / N"]) == [f"{v:.3g}" for v in raw["mean L1 / N"]]
+
+    [rounds] = by_class(view, pn.pane.DataFrame, "adaptive-rounds")
+    log = rounds.object
+    assert list(log.columns) == [title for title, _ in ROUND_COLUMNS.values()]
+    first = seeded.rounds[0]
+    row = log.iloc[0]
+    assert row["Round"] == "1" and row["Marginal measured"] == first["marginal"]
+    assert row["Noise sigma (records)"] == count_text(first["sigma"])
+    assert first["workload_error"] >= 1000
+    assert row["Workload error (records)"] == f"{first['workload_error']:,.0f}"
+    assert row["Less noise next round"] in ("yes", "no")
+    assert row["Pieces skipped"] == str(first["skipped"])
+
+
+def test_round_log_columns_are_explained_next_to_the_table(seeded):
+    view = seeded.__panel__()
+    [log] = by_class(view, pn.pane.DataFrame, "adaptive-rounds")
+    holder = next(c for c in view.select(pn.Column) if log in c.objects)
+    [help_text] = [o for o in holder.objects if isinstance(o, pn.pane.Markdown)]
+    text = help_text.object
+    assert text.startswith("### Round by round (last 50 rounds)")
+    assert ("* **Noise sigma (records)**: standard deviation of the Gaussian noise added to "
+            "each count of the marginal measured this round, in records.") in text
+    for title in log.object.columns:
+        assert f"* **{title}**: " in text
+    assert rounds_table([]).empty and comparison_table([]).empty
+
+
+def test_csv_is_adaptive_csv_plain_with_integer_columns_and_the_privacy_level(seeded):
+    view = seeded.__panel__()
+    [download] = by_class(view, pn.widgets.FileDownload, "adaptive-csv")
+    assert download.filename == "adaptive.csv"
+    text = download.callback().getvalue()
+    assert not any(line.startswith("#") for line in text.splitlines())
+    table = pd.read_csv(io.StringIO(text), dtype=str)
+    rounds = table[table["table"] == "AIM+GReM rounds"]
+    comparison = table[table["table"] != "AIM+GReM rounds"]
+    assert len(rounds) == len(seeded.rounds) and len(comparison) == 2
+    # integers stay integers ("7", not "7.0"), empty on the other part's rows
+    assert rounds["round"].tolist() == [str(r["round"]) for r in seeded.rounds]
+    assert rounds["skipped"].tolist() == [str(r["skipped"]) for r in seeded.rounds]
+    assert comparison["rounds"].tolist() == [str(r["rounds"]) for r in seeded.results]
+    assert comparison["round"].isna().all() and rounds["rounds"].isna().all()
+    typed = pd.read_csv(io.StringIO(text), dtype_backend="numpy_nullable")
+    assert {str(typed[c].dtype) for c in ("round", "rounds", "skipped")} == {"Int64"}
+    # the privacy level, noise and workload, as every export's columns
+    assert list(typed.columns[-len(SCENARIO_COLUMNS):]) == list(SCENARIO_COLUMNS)
+    workload = Workload.marginals(load_adult().project(SMALL).domain, k=2)
+    assert set(typed["privacy"]) == {"gaussian eps=1 delta=1e-09"}
+    assert set(typed["noise"]) == {"gaussian"}
+    assert set(typed["epsilon"]) == {1.0} and set(typed["delta"]) == {1e-9}
+    assert set(typed["workload"]) == {workload.describe()}
+    assert set(typed["queries"]) == {workload.num_queries}
+    assert set(typed["cells"]) == {workload.domain.size}
+    assert set(typed["release"]) == {"seeded: reproducible, not a private release"}
+
+
+def test_csv_describes_the_run_not_the_widgets_changed_since():
+    page = AdaptivePage(attributes=["sex", "race"], max_rounds=2, compare_rp=False, seed=1,
+                        epsilon=1.0)
+    with pytest.raises(ValueError, match="nothing to export before a run"):
+        page.export_frame()
+    page.run()
+    page.param.update(epsilon=3.0, seed=None)
+    table = page.export_frame()
+    assert set(table["epsilon"]) == {1.0} and set(table["privacy"]) == {
+        "gaussian eps=1 delta=1e-09"}
+    assert set(table["release"]) == {"seeded: reproducible, not a private release"}

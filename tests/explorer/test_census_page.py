@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import re
+
 import holoviews as hv
 import pandas as pd
 import panel as pn
@@ -9,7 +12,8 @@ import pytest
 
 from engine.mechanisms.hierarchical import synthetic_census
 from engine.mechanisms.hierarchical.io import write_hierarchy_csv
-from explorer.pages.census import EXAMPLE, UPLOAD, CensusPage
+from explorer.components.exports import SCENARIO_COLUMNS
+from explorer.pages.census import EXAMPLE, RUN_COLUMNS, UPLOAD, CensusPage, count_text
 
 SPEC = "levels=1,2,5;groups=300;max_size=6;seed=1"
 
@@ -122,11 +126,13 @@ def test_pages_draw_from_os_entropy_unless_seeded():
     from explorer.pages.adaptive import AdaptivePage
 
     assert CensusPage().seed is None and AdaptivePage().seed is None
-    row = [{"method": "AIM+GReM", "mean_l1": 1.5}]
-    seeded, unseeded = AdaptivePage(seed=3, results=row), AdaptivePage(results=row)
+    small = {"attributes": ["sex", "race"], "max_rounds": 2, "compare_rp": False}
+    seeded, unseeded = AdaptivePage(seed=3, **small), AdaptivePage(**small)
+    seeded.run()
+    unseeded.run()
     # The export is one plain table: the seeded label is a column on every row.
-    assert pd.read_csv(seeded.csv_export())["release"].tolist() == [SEEDED_LABEL]
-    assert pd.read_csv(unseeded.csv_export())["release"].tolist() == ["OS entropy"]
+    assert set(seeded.export_frame()["release"]) == {SEEDED_LABEL}
+    assert set(unseeded.export_frame()["release"]) == {"OS entropy"}
 
 
 def test_counts_print_as_whole_numbers_and_the_note_explains_variants(page):
@@ -156,3 +162,58 @@ def test_empty_state_before_a_run_and_csv_after():
     assert not empty[0].visible and downloads[0].visible
     csv = pd.read_csv(downloads[0].callback())
     assert list(csv["variant"]) == ["dp"] and csv["violations"].tolist() == [0]
+
+
+def census_csv(page: CensusPage) -> str:
+    """What the page's *Download table (CSV)* button saves."""
+    view = page.__panel__()
+    [download] = [d for d in view.select(pn.widgets.FileDownload)
+                  if "census-csv" in d.css_classes]
+    assert download.filename == "census.csv"
+    return download.callback().getvalue()
+
+
+def test_census_csv_has_the_privacy_level_noise_and_hierarchy_as_columns(page):
+    text = census_csv(page)
+    assert not any(line.startswith("#") for line in text.splitlines())
+    table = pd.read_csv(io.StringIO(text))
+    assert list(table.columns[-len(SCENARIO_COLUMNS) - len(RUN_COLUMNS):]) == [
+        *SCENARIO_COLUMNS, *RUN_COLUMNS]
+    assert list(table["variant"]) == ["dp", "relaxed", "gls"]
+    assert set(table["privacy"]) == {"pure eps-DP eps=1"}
+    assert set(table["noise"]) == {"geometric"} and set(table["epsilon"]) == {1.0}
+    assert table["delta"].isna().all() and table["rho"].isna().all()  # pure eps-DP
+    assert set(table["workload"]) == {f"{SPEC}: 3 levels: 1 nation, 2 state, 5 county; "
+                                      "7 size buckets; n = 300 groups"}
+    # one count per (size, region): 7 sizes x 8 regions; the data: 7 sizes x 5 counties
+    assert set(table["queries"]) == {56} and set(table["cells"]) == {35}
+    assert set(table["privacy_unit"]) == {"individual"} and set(table["split"]) == {"uniform"}
+    assert set(table["trials"]) == {3}
+
+
+def test_census_csv_prints_counts_whole_and_describes_the_run(page):
+    page.param.update(epsilon=0.25, noise="laplace", split="user", level_weights="1,1,2")
+    table = pd.read_csv(io.StringIO(census_csv(page)), dtype=str).set_index("variant")
+    # the run's settings, not the widgets changed since
+    assert set(table["epsilon"]) == {"1.0"} and set(table["noise"]) == {"geometric"}
+    assert set(table["split"]) == {"uniform"}
+    for column in ("queries", "cells", "trials", "violations"):
+        assert all(re.fullmatch(r"\d+", v) for v in table[column]), table[column]
+    assert table.loc["dp", "violations"] == "0" and table.loc["gls", "violations"] == "0"
+    fresh = CensusPage()
+    with pytest.raises(ValueError, match="nothing to export before a run"):
+        fresh.export_frame()
+
+
+def test_tree_view_table_prints_group_counts_as_a_person_reads_them(page):
+    assert count_text(20000.0) == "20,000" and count_text(20000.000000001) == "20,000"
+    assert count_text(4225.684783) == "4,225.7" and count_text(3.0) == "3"
+    page.heat_variant = "gls"  # GLS releases fractions: 169.764706... groups
+    view = page.__panel__()
+    [pane] = [d for d in view.select(pn.pane.DataFrame) if "census-children" in d.css_classes]
+    html = pane.object.to_html(index=False, formatters=pane.formatters)
+    cells = re.findall(r"<td>([^<]*)</td>", html)
+    assert cells[:3] == ["nation", "selected", "300"]
+    assert not [c for c in cells if re.fullmatch(r"[\d,]+\.\d{2,}", c)]
+    released = page._children_table("nation", "gls")["released groups"]
+    assert f"<td>{released.iloc[1]:,.1f}</td>" in html
