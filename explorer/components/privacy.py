@@ -127,6 +127,8 @@ class PrivacyControls(pn.viewable.Viewer):
         problem = budget_problem("eps" if name == "epsilon" else name, value)
         if problem:
             current = float(getattr(self.privacy, name))
+            if value is None:  # an emptied box shows "NaN": show the value in use instead
+                self._inputs[name].value = current
             self.problem = (f"{problem}; the charts still use "
                             f"{'eps' if name == 'epsilon' else name} = {current:g}.")
             return

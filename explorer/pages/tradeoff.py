@@ -254,7 +254,16 @@ class TradeoffPage(Page):
                           css_classes=["tradeoff-chart"])
         target = pn.widgets.FloatInput(label="Target RMSE", value=self.model.target, step=0.1,
                                        start=None, css_classes=["target-rmse"], width=200)
-        target.param.watch(lambda event: self.model.type_target(event.new), "value")
+
+        def typed(event: param.parameterized.Event) -> None:
+            self.model.type_target(event.new)
+            if event.new is None and self.model.target is not None:
+                # an emptied box shows "NaN": show the target in use, keep the message
+                refused = self.model.problem
+                target.value = self.model.target
+                self.model.problem = refused
+
+        target.param.watch(typed, "value")
         self.model.param.watch(lambda event: setattr(target, "value", event.new), "target")
         refused = pn.pane.Alert(self.model.param.problem, alert_type="warning",
                                 visible=pn.bind(bool, self.model.param.problem),

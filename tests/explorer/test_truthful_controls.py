@@ -59,6 +59,9 @@ def test_invalid_eps_is_refused_with_a_message_and_the_last_valid_level_kept(typ
     controls._inputs["epsilon"].value = typed
     assert privacy.epsilon == 0.5
     assert "eps must be" in controls.problem and "still use eps = 0.5" in controls.problem
+    # what was typed stays to be corrected; an emptied box (the browser shows "NaN") gets
+    # the value in use back
+    assert controls._inputs["epsilon"].value == (0.5 if typed is None else typed)
     controls._inputs["epsilon"].value = 2.0
     assert privacy.epsilon == 2.0 and controls.problem == ""
     assert controls.epsilon_exponent == pytest.approx(math.log10(2.0), abs=1e-12)
@@ -94,6 +97,19 @@ def test_invalid_target_error_is_refused_and_the_last_target_kept(typed):
     assert model.problem.endswith("the table still answers for 2.")
     model.type_target(0.5)
     assert model.target == 0.5 and model.problem == ""
+
+
+def test_an_emptied_target_box_shows_the_target_in_use_and_the_message(session):
+    page = TradeoffPage(session=session)
+    layout = page.__panel__()
+    box = next(w for w in layout.select(pn.widgets.FloatInput)
+               if "target-rmse" in w.css_classes)
+    in_use = page.model.target
+    assert in_use is not None and box.value == in_use
+    box.value = None
+    assert box.value == in_use and page.model.target == in_use
+    assert page.model.problem == (f"Target RMSE must be greater than 0 (got nothing); the "
+                                  f"table still answers for {in_use:g}.")
 
 
 def curve_glyphs(page: TradeoffPage) -> dict:
