@@ -405,11 +405,19 @@ class Session(param.Parameterized):
 
     @property
     def complete(self) -> bool:
-        """True when every chosen mechanism (but those held back) and the bound are finished."""
+        """True when the comparison on show has every chosen mechanism's row (but those held
+        back) and the bound.
+
+        It reads what the session shows, not the plan store: a row finished in the store
+        reaches the pages at the next poll, and until then the headline must not say that
+        planning is over while the table still lacks that row.
+        """
+        shown = self.plans
+        if shown is None or shown.bound.method == "pending":
+            return False
         held = {e.mechanism for e in self.held}
-        return (
-            all(n in held for n in self.missing()) and self.store.bound(self._key) is not None
-        )
+        have = {r.mechanism for r in shown.rows}
+        return all(n in have or n in held for n in self.mechanisms)
 
     def request_comparison(
         self, background: bool = True, include_skipped: bool = False, include_slow: bool = False

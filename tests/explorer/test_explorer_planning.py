@@ -99,9 +99,12 @@ def test_rows_wait_while_a_page_of_the_session_loads_in_a_browser(store, monkeyp
     assert job.wait(10) and shown(session) == []
     session.poll()  # e.g. the poll of the page the user is leaving
     assert shown(session) == [] and session.job is job
+    # every row is in the store, none on show: the headline must not say planning is over
+    assert session.missing() == [] and not session.complete
     session.page_loaded("compare page")
     session.poll()
     assert shown(session) == ["h2", "identity"] and session.job is None
+    assert session.complete
     session.page_loaded("compare page")  # a second report (the tab closing) changes nothing
 
     # a browser that never reports its page loaded holds the session back for a while only
