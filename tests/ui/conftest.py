@@ -19,7 +19,7 @@ Fixtures (use them by name in a test's arguments):
 - ``screenshot`` (function): ``screenshot(name)`` saves a full-page PNG of ``page`` as
   ``test-results/screenshots/<name>.png`` and returns the path.
 
-Plain helpers: :func:`save_screenshot`, :func:`wait_for_panel`,
+Plain helpers: :func:`save_screenshot`, :func:`wait_for_panel`, :func:`comparison_rows`,
 :func:`app_path` (the URL path of a page, optionally in a session the server issued),
 :func:`session_id` (the id the server put in a page's address bar), :func:`start_server`.
 
@@ -158,6 +158,19 @@ def open_app(page, app_url: str) -> Callable[..., object]:
         return page
 
     return open_path
+
+
+def comparison_rows(page) -> dict[str, str]:
+    """The comparison table's rows on ``page`` as ``{mechanism: rmse cell text}``, read from
+    the mechanism cells (a text search for "hdmm" would also match "hdmm-kron")."""
+    rows = page.locator(".comparison-table .tabulator-row")
+    out = {}
+    for i in range(rows.count()):
+        row = rows.nth(i)
+        name = row.locator('[tabulator-field="mechanism"]').inner_text().strip()
+        if name:
+            out[name] = row.locator('[tabulator-field="rmse"]').inner_text().strip()
+    return out
 
 
 def app_path(path: str = "/", sid: str = "") -> str:

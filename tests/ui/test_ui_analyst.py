@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import app_path
+from conftest import app_path, comparison_rows
 from playwright.sync_api import expect
 
 from engine.mechanisms import get
@@ -42,12 +42,9 @@ def rmse_of(page, name: str) -> float:
     # again until it is there, for up to a minute
     deadline = time.monotonic() + 60
     while True:
-        rows = page.locator(".comparison-table .tabulator-row")
-        for i in range(rows.count()):
-            row = rows.nth(i)
-            if row.locator('[tabulator-field="mechanism"]').inner_text().strip() == name:
-                return float(row.locator('[tabulator-field="rmse"]').inner_text()
-                             .replace(",", ""))
+        rows = comparison_rows(page)
+        if name in rows:
+            return float(rows[name].replace(",", ""))
         if time.monotonic() > deadline:
             raise AssertionError(f"{name} not in the comparison table: "
                                  f"{page.locator('.comparison-table').first.inner_text()!r}")

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import app_path
+from conftest import app_path, comparison_rows
 from playwright.sync_api import expect
 
 from engine.mechanisms import registry_names
@@ -34,17 +34,6 @@ def add_attribute(page, name: str, size: int, kind: str) -> None:
     # the form clears itself once the attribute is in; typing the next one before the cleared
     # box reaches the browser would lose what was typed
     expect(form.locator(".attr-name input")).to_have_value("")
-
-
-def comparison_rows(page) -> dict[str, str]:
-    rows = page.locator(".comparison-table .tabulator-row")
-    out = {}
-    for i in range(rows.count()):
-        row = rows.nth(i)
-        name = row.locator('[tabulator-field="mechanism"]').inner_text().strip()
-        if name:
-            out[name] = row.locator('[tabulator-field="rmse"]').inner_text().strip()
-    return out
 
 
 def as_number(text: str) -> float | None:
