@@ -32,12 +32,10 @@ pytest-playwright's plugin is disabled (``-p no:playwright`` in pyproject) becau
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -48,17 +46,11 @@ RESULTS_DIR = REPO_ROOT / "test-results"
 SCREENSHOT_DIR = RESULTS_DIR / "screenshots"
 PAGE_TIMEOUT_MS = 60_000
 
-# Console errors and uncaught page errors not counted against a page, as regexes; each entry
-# needs a reason. Nothing from outside this machine is loaded (BootstrapTemplate, not
-# FastListTemplate, whose design links web fonts from a CDN and fails offline).
-IGNORED_CONSOLE_ERRORS: list[re.Pattern[str]] = [
-    # Panel 1.9.4 sometimes sends the browser a patch naming a model the browser was never
-    # sent (seen while many panes are replaced at once and planners load both cores; the
-    # kind of race of holoviz/panel#6028), and that pane misses the update. A defect, open
-    # in issue 17; the tests check the values on the page instead (the comparison table,
-    # whose replacement it used to hit, is updated in place).
-    re.compile(r"^uncaught: reference p\d+ isn't known$"),
-]
+# Every console error and uncaught page error counts against a page. Nothing from outside this
+# machine is loaded (BootstrapTemplate, not FastListTemplate, whose design links web fonts from
+# a CDN and fails offline). "reference pNNNN isn't known" was once exempt: views built under
+# another page's document sent models this browser never received (fixed by
+# explorer.components.background; a regression must fail here).
 
 #: Sessions nobody is connected to are discarded after 10 s (Bokeh's default is 15-32 s), so a
 #: closed tab's session ends within a test's patience.
@@ -122,16 +114,11 @@ def page(browser, console_errors: list[str]) -> Iterator[object]:
             return
         location = message.location.get("url", "") if message.location else ""
         text = f"{message.text} [{location}]" if location else message.text
-        if not any(pattern.search(text) for pattern in IGNORED_CONSOLE_ERRORS):
-            console_errors.append(text)
+        console_errors.append(text)
 
     page.on("console", on_console)
-    def on_page_error(error: Any) -> None:
-        text = f"uncaught: {error}"
-        if not any(pattern.search(text) for pattern in IGNORED_CONSOLE_ERRORS):
-            console_errors.append(text)
+    page.on("pageerror", lambda error: console_errors.append(f"uncaught: {error}"))
 
-    page.on("pageerror", on_page_error)
     try:
         yield page
     finally:
