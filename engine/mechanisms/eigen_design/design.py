@@ -5,6 +5,14 @@ tolerance), weight the remaining eigen-queries with Program 1 (``c = eigenvalues
 complete the under-used cells with single-cell queries. The same :func:`weighted_design` turns
 the weights of any orthonormal design set (eigen-queries, reductions, Wavelet, Fourier) into a
 strategy with an exactly evaluated error.
+
+A repeated eigenvalue leaves its eigen-queries undetermined: any orthonormal basis of the
+eigenspace diagonalises G, but Program 1 weights single queries, so its optimum depends on the
+basis. LAPACK's choice depends on the BLAS thread count (the CLI's threaded BLAS and the
+explorer's one-thread planner processes gave RMSE 7.8970 and 7.9040 on age x sex x race
+prefix + 2-way marginals, whose Gram has eigenspaces of dimension 594 and 99), so
+:func:`eigen_queries` rotates every such eigenspace to a canonical basis
+(:func:`canonical_eigenbasis`).
 """
 
 from __future__ import annotations
@@ -34,6 +42,23 @@ from engine.workloads.workload import Workload
 ZERO_TOL = 1e-10
 #: Largest domain whose Gram :func:`dense_gram` builds (8 bytes x n**2: 2 GB at 16384).
 GRAM_LIMIT = 16384
+#: Computed eigenvalues within this fraction of each other (plus the round-off of
+#: :data:`EIGH_ROUNDOFF`) are one repeated eigenvalue, whose eigenspace's basis
+#: :func:`canonical_eigenbasis` chooses. Repeated eigenvalues come out of eigh equal to about
+#: 1e-11 of their value (6e-12 on age x sex x race prefix + 2-way marginals); distinct ones of
+#: the workloads tested differ by at least 1.8e-6 (all ranges and prefixes at n = 2048, whose
+#: small eigenvalues crowd within 1e-12 of the largest one: a tolerance relative to the
+#: largest eigenvalue would merge them).
+DEGENERATE_RTOL = 1e-8
+#: eigh's absolute eigenvalue error as a fraction of the largest eigenvalue (64 units of
+#: round-off): small repeated eigenvalues differ by this much more than their own scale says.
+EIGH_ROUNDOFF = 64 * float(np.finfo(float).eps)
+#: Entries within this fraction of a row's largest magnitude tie for fixing the row's sign
+#: (round-off moves entries by far less, so the same entry leads on every BLAS).
+SIGN_RTOL = 1e-6
+#: Rows of the eigen-queries handled at once when summing over them (bounds a temporary at
+#: 256 x n floats).
+ROW_CHUNK = 256
 
 
 def _gram_array(M: Matrix) -> np.ndarray:
@@ -111,14 +136,105 @@ class EigenQueries:
 
 
 def eigen_queries(G: np.ndarray, zero_tol: float = ZERO_TOL) -> EigenQueries:
-    """Eigen-queries of a PSD Gram: eigenvalues above ``zero_tol * max`` (descending)."""
+    """Eigen-queries of a PSD Gram: eigenvalues above ``zero_tol * max`` (descending), in the
+    canonical basis of :func:`canonical_eigenbasis` within repeated eigenvalues."""
     start = time.perf_counter()
     G = np.asarray(G, dtype=float)
     sig, V = np.linalg.eigh(G)
     keep = np.flatnonzero(sig > zero_tol * max(float(sig.max(initial=0.0)), 1e-300))[::-1]
-    vectors = np.ascontiguousarray(V[:, keep].T)
-    return EigenQueries(sig[keep].copy(), vectors, G.shape[0], float(np.trace(G)),
+    values = sig[keep].copy()
+    vectors = canonical_eigenbasis(values, np.ascontiguousarray(V[:, keep].T))
+    return EigenQueries(values, vectors, G.shape[0], float(np.trace(G)),
                         time.perf_counter() - start)
+
+
+def canonical_eigenbasis(values: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """The eigen-queries in a basis that does not depend on the eigensolver's choice.
+
+    Within each repeated eigenvalue (:data:`DEGENERATE_RTOL`), the rows are rotated to the
+    eigenvectors of the eigenspace's compression of ``diag(load)``, where
+    ``load = diag(G^(1/2))`` is each cell's squared column norm under the SVD-bound weights
+    (``u ~ sqrt(eigenvalue)``, basis-invariant); rows whose compressed loads tie again are
+    separated by the cell index. A basis that follows the cells' loads lets Program 1 give
+    lightly loaded cells more weight: on age x sex x race prefix + 2-way marginals it reaches
+    3393.18 at unit noise where LAPACK's bases reached 3543.0-3549.3 (SVD bound 3350.07).
+    The ties the load leaves there are symmetries of the workload (the contrasts of twin
+    values), on which Program 1's optimum, unique and symmetric, is the same in every basis;
+    the cell index fixes the rows all the same. Every row's sign is then chosen so that its
+    first entry of largest magnitude is positive. Eigenvalues are not changed; distinct ones
+    keep their eigenvectors. Cost: O(k**2 n) per eigenspace of dimension k (0.12 s CPU against
+    eigh's 0.37 s on that workload, one BLAS thread), O(r n) without repeated eigenvalues.
+
+    Args:
+        values: eigenvalues, descending, all positive (r,).
+        vectors: orthonormal eigen-queries as rows (r x n); not modified.
+
+    Returns:
+        The rotated eigen-queries (r x n), orthonormal, in the order of ``values``.
+    """
+    out = np.array(vectors, dtype=float, order="C")
+    roundoff = EIGH_ROUNDOFF * float(values[0]) if values.size else 0.0
+    runs = [(i, j) for i, j in _runs(values, DEGENERATE_RTOL, roundoff) if j - i > 1]
+    if runs:
+        load = np.zeros(out.shape[1])
+        roots = np.sqrt(values)
+        for lo in range(0, out.shape[0], ROW_CHUNK):
+            block = out[lo:lo + ROW_CHUNK]
+            load += roots[lo:lo + ROW_CHUNK] @ (block * block)
+        keys = (load, np.arange(out.shape[1], dtype=float))
+        for i, j in runs:
+            out[i:j] = _split(out[i:j], keys)
+    for lo in range(0, out.shape[0], ROW_CHUNK):
+        block = out[lo:lo + ROW_CHUNK]
+        size = np.abs(block)
+        lead = np.argmax(size >= (1.0 - SIGN_RTOL) * size.max(axis=1, keepdims=True),
+                         axis=1)
+        block *= np.where(block[np.arange(block.shape[0]), lead] < 0, -1.0, 1.0)[:, None]
+    return out
+
+
+def _runs(values: np.ndarray, rtol: float, atol: float) -> list[tuple[int, int]]:
+    """Index ranges ``[i, j)`` of sorted ``values``: each value within ``rtol |v_i| + atol``
+    of its range's first value ``v_i``."""
+    runs, i = [], 0
+    while i < values.size:
+        j = i + 1
+        tol = rtol * abs(float(values[i])) + atol
+        while j < values.size and abs(float(values[j] - values[i])) <= tol:
+            j += 1
+        runs.append((i, j))
+        i = j
+    return runs
+
+
+def _split(rows: np.ndarray, keys: tuple[np.ndarray, ...]) -> np.ndarray:
+    """An orthonormal basis of the span of ``rows`` (k x n) that diagonalises the compression
+    ``rows diag(key) rows^T`` of the first key, its ties (within :data:`DEGENERATE_RTOL` of
+    the key's largest magnitude) split by the next keys in turn; the rows come in ascending
+    order of the key. A span of k unit vectors (the projector's diagonal is 1 on k cells) is
+    returned as those unit vectors in cell order at O(k n) cost, not O(k**2 n) (the identity
+    workload: one eigenspace of all n cells)."""
+    k = rows.shape[0]
+    if k == 1:
+        return rows
+    weight = (rows * rows).sum(axis=0)
+    cells = np.flatnonzero(weight > 0.5)
+    if cells.size == k and np.all(np.abs(weight[cells] - 1.0) <= DEGENERATE_RTOL):
+        units = np.zeros_like(rows)
+        units[np.arange(k), cells] = 1.0
+        return units
+    if not keys:
+        return rows
+    key, rest = keys[0], keys[1:]
+    C = (rows * key) @ rows.T
+    C = (C + C.T) / 2.0
+    tol = DEGENERATE_RTOL * float(np.abs(key).max())
+    diagonal = np.diag(C)
+    if np.ptp(diagonal) <= tol and np.abs(C - np.diag(diagonal)).max() <= tol:
+        return _split(rows, rest)  # a multiple of the identity: this key tells nothing
+    w, U = np.linalg.eigh(C)
+    rotated = U.T @ rows
+    return np.vstack([_split(rotated[i:j], rest) for i, j in _runs(w, 0.0, tol)])
 
 
 @dataclass(frozen=True)
