@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -145,6 +146,21 @@ def test_max_cells_is_enforced() -> None:
         get("eigen-design", max_cells=100_000).plan(W, GAUSS)
 
 
+def same_certified_optimum(grouped: Any, full: Any) -> None:
+    """Both Program 1 solves are certified near one optimum, so each value is at least the
+    other's certified lower bound and the two errors differ by at most the sum of the gaps.
+
+    The gaps L-BFGS-B certifies before its line search stalls depend on the BLAS kernel (on
+    one machine 1e-11 - 5e-9, on another 2e-10 - 1.8e-8), so no gap below the solver's reach
+    (``~1e-8 or better``, program1.py) is asserted, only what the certificates prove.
+    """
+    a, b = grouped.program1[0], full.program1[0]
+    assert a["gap"] < 1e-7 and b["gap"] < 1e-7
+    assert a["value"] >= b["lower"] * (1 - 1e-12) and b["value"] >= a["lower"] * (1 - 1e-12)
+    assert grouped.unit_error() == pytest.approx(full.unit_error(),
+                                                 rel=a["gap"] + b["gap"] + 1e-12)
+
+
 def test_symmetric_attribute_shares_one_contrast_weight_at_the_same_optimum(monkeypatch) -> None:
     """SF1+'s state attribute in miniature: on an attribute whose Grams are all a I + b J,
     Program 1 gives its contrasts one weight (two design groups instead of m queries) and
@@ -171,8 +187,7 @@ def test_symmetric_attribute_shares_one_contrast_weight_at_the_same_optimum(monk
     monkeypatch.setattr(structured, "_permutation_invariant", lambda grams: False)
     full = kron_design(W, tol=1e-12, max_iter=20_000)
     assert full.weights.size == grouped.weights.size == 108
-    assert grouped.program1[0]["gap"] < 1e-10 and full.program1[0]["gap"] < 1e-10
-    assert grouped.unit_error() == pytest.approx(full.unit_error(), rel=1e-9)
+    same_certified_optimum(grouped, full)
 
 
 def test_twin_values_group_program1_at_the_same_optimum(monkeypatch) -> None:
@@ -214,7 +229,4 @@ def test_twin_values_group_program1_at_the_same_optimum(monkeypatch) -> None:
     monkeypatch.setattr(structured, "eigen_bases",
                         lambda grams, seed=0: structured.AttributeBases(bases, [True] * 3))
     full = kron_design(W, tol=1e-12, max_iter=20_000)
-    # the full instance's dual solver stops at a certified gap near 5e-9
-    assert grouped.program1[0]["gap"] < 3e-10 and full.program1[0]["gap"] < 1e-8
-    assert full.unit_error() * (1 - 1e-8) <= grouped.unit_error()
-    assert grouped.unit_error() <= full.unit_error() * (1 + 3e-10)
+    same_certified_optimum(grouped, full)
