@@ -507,8 +507,11 @@ class ComparePage(Page):
         histogram = ScaledHistogram(unit, scale, color_of(name), f"Per-query error of {name}")
         text = pn.pane.Markdown(spread, margin=(0, 10), css_classes=["per-query-spread"])
         pane = pn.pane.Bokeh(histogram.figure, sizing_mode="stretch_width")
+        # error_95_method is the same on every row (the plan's, named in the sentence above
+        # and kept in the CSV): on the page it only pushed the table past the right edge
         table = pn.widgets.Tabulator(
             frame, show_index=False, disabled=True, layout="fit_data_stretch",
+            hidden_columns=["error_95_method"],
             sizing_mode="stretch_width", css_classes=["worst-queries"],
             formatters={"expected_error": NumberFormatter(format="0,0.0000"),
                         "error_95": NumberFormatter(format="0,0.0"),
@@ -520,6 +523,8 @@ class ComparePage(Page):
             caption("How many queries have each level of expected error. A wide spread means "
                     "some of your counts are much less reliable than others."),
             table,
+            caption(f"error_95: the error is within +/- this many counts with 95 % probability "
+                    f"({frame['error_95_method'].iloc[0] if len(frame) else ''})."),
             csv_download(lambda: scenario_columns(
                              query_error_frame(self.session, name).assign(mechanism=name),
                              self.session.privacy, self.session.workload),

@@ -335,6 +335,12 @@ def test_per_query_errors_in_people_with_readable_labels(session):
     assert frame["error_95"][0] == pytest.approx(4.1344 * math.sqrt(32.0), rel=1e-4)
     assert frame["error_95_method"][0].startswith("bound: Chernoff")
     page = ComparePage(session=session)
+    # on the page the method (one per plan) is said once under the table, not in a column
+    # pushed past the page's edge
+    view = page._per_query_view("identity", session.plans)
+    table = next(t for t in view.select(pn.widgets.Tabulator) if "worst-queries" in t.css_classes)
+    assert table.hidden_columns == ["error_95_method"]
+    assert any(frame["error_95_method"][0] in m.object for m in view.select(pn.pane.Markdown))
     text = page._in_people("identity", session.comparison, "x <= 3").object
     # x <= 3: four Laplace(1) terms, std sqrt(8) = 2.83; exact 95 % quantile 5.69 (a
     # simulation of 2e6 draws gives 5.695), below the Chernoff bound 11.69
