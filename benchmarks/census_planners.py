@@ -36,14 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.compare import ComparisonRow, compare  # noqa: E402
 from engine.scenario import Scenario  # noqa: E402
+from engine.workloads import catalog  # noqa: E402
 from explorer.presets import build_preset  # noqa: E402
 
 #: The 1,400-cell workload of issue 17.
-W1400 = {
-    "domain": {"age": {"size": 100, "kind": "numeric"}, "sex": 2, "race": 7},
-    "workload": [{"product": {"age": "prefix"}}, {"marginals": {"k": 2}}],
-    "privacy": {"noise": "gaussian", "epsilon": 1.0, "delta": 1.0e-6},
-}
+W1400 = {**catalog.spec("age_sex_race"),
+         "privacy": {"noise": "gaussian", "epsilon": 1.0, "delta": 1.0e-6}}
 #: workload key -> (label, goal for every mechanism together, goal for each slow planner)
 WORKLOADS: dict[str, tuple[str, float, float | None]] = {
     "sf1": ("SF1 preset", 60.0, 20.0),

@@ -8,6 +8,8 @@ bundled Adult data's domain all read their definitions here.
 * 1-D families (HDMM Tables 4/5): all ranges, prefixes, width-32 ranges and permuted ranges
   on n values (:func:`one_dim`), and the tour's classic examples on 256 values.
 * Shapes over any domain: all k-way marginals, k-way prefix-marginals, range queries.
+* A small census-style set with value labels: age x sex x race, cumulative counts of age and
+  every 2-way table (:func:`age_sex_race`).
 * HDMM section 11.2 (restated in the paper notes, section 7.4, from the authors' experiment
   code; the definitions reproduce the paper's query counts and its Identity, plain-mechanism
   and SVD-bound columns): census SF1 / SF1+, CPS, Adult and Loans, each as all (or small)
@@ -97,6 +99,21 @@ def classic_all_range() -> Spec:
 
 
 # ----- shapes over any domain ------------------------------------------------------------------
+def age_sex_race() -> Spec:
+    """A small census-style table set with value labels: every cumulative count of age (100
+    values) and every 2-way table of age, sex and race (7 groups): 1,014 counts over 1,400
+    cells (the analyst's workload of issue 17)."""
+    return {
+        "domain": {
+            "age": _numeric(100),
+            "sex": {"size": 2, "labels": ["male", "female"]},
+            "race": {"size": 7, "labels": ["white", "black", "aian", "asian", "nhpi", "other",
+                                           "multi"]},
+        },
+        "workload": [{"product": {"age": "prefix"}}, {"marginals": {"k": 2}}],
+    }
+
+
 def kway_marginals(domain: Spec, k: int) -> Spec:
     """All k-way marginals of the domain's attributes (k clipped to 0..their number)."""
     return {"domain": dict(domain), "workload": [{"marginals": {"k": max(0, min(k, len(domain)))}}]}
@@ -424,6 +441,13 @@ CATALOG: dict[str, Entry] = {
             "Classic: all range queries on 256 values",
             "All 32,896 intervals of one ordered attribute (HDMM paper, Figure 1).",
             classic_all_range,
+        ),
+        Entry(
+            "age_sex_race",
+            "Census-style: age x sex x race",
+            "Cumulative counts of age and every 2-way table of age, sex and race (7 groups): "
+            "1,014 counts over 1,400 cells.",
+            age_sex_race,
         ),
         Entry(
             "sf1",

@@ -15,7 +15,7 @@ from engine.mechanisms import get, mechanism_class
 from engine.mechanisms.base import Mechanism, registered_name
 from engine.privacy import Privacy
 from engine.progress import Progress
-from engine.workloads import AllRangeBlock, PrefixBlock, Workload
+from engine.workloads import AllRangeBlock, PrefixBlock, Workload, catalog
 
 GAUSS = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 
@@ -124,14 +124,8 @@ def test_data_dependent_mechanisms_are_not_planned() -> None:
     assert get("identity").name == "identity"
 
 
-ANALYST_SPEC = {
-    "domain": {"age": {"size": 100, "kind": "numeric"},
-               "sex": {"size": 2, "labels": ["male", "female"]},
-               "race": {"size": 7, "labels": ["white", "black", "aian", "asian", "nhpi",
-                                              "other", "multi"]}},
-    "workload": [{"product": {"age": "prefix"}}, {"marginals": {"k": 2}}],
-    "privacy": {"noise": "gaussian", "epsilon": 1.0, "delta": 1e-6},
-}
+ANALYST_SPEC = {**catalog.spec("age_sex_race"),
+                "privacy": {"noise": "gaussian", "epsilon": 1.0, "delta": 1e-6}}
 
 
 def test_hdmm_is_the_best_of_its_operators_and_shares_their_plans() -> None:

@@ -20,16 +20,11 @@ from engine.query_error import (
     query_error,
 )
 from engine.scenario import Scenario
+from engine.workloads import catalog
 from engine.workloads import labels as labels_module
 from engine.workloads.labels import find_query, readable_labels
 
-SPEC = {
-    "domain": {"age": {"size": 100, "kind": "numeric"},
-               "sex": {"size": 2, "labels": ["male", "female"]},
-               "race": {"size": 7, "labels": ["white", "black", "aian", "asian", "nhpi",
-                                              "other", "multi"]}},
-    "workload": [{"product": {"age": "prefix"}}, {"marginals": {"k": 2}}],
-}
+SPEC = catalog.spec("age_sex_race")
 LAPLACE = Privacy(noise="laplace", epsilon=1.0)
 GAUSS = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 

@@ -48,6 +48,10 @@ BEFORE = {
     "ranges": (143_616, 1_024, 1, 9765888.0, 1369665792.0, 76549479726720.0),
     "classic_prefix": (256, 256, 1, 32896.0, 5625216.0, 56056330112.0),
     "classic_all_range": (32_896, 256, 1, 2829056.0, 363533696.0, 6402918987648.0),
+    # by hand: 100 + 200 + 700 + 14 counts; trace 14 * 5050 + 3 * 1400 (each marginal
+    # partitions the cells); ||W 1||^2 = 196 * 338350 + 200 * 49 + 700 * 4 + 14 * 100**2;
+    # ||W r||^2 = sum_k (84 k (k+1) / 2)**2 + the three marginals' sums of squared products
+    "age_sex_race": (1_014, 1_400, 4, 74900.0, 66469200.0, 3726962066520.0),
     "sf1": (4_151, 29_440, 33, 1117562.0, 16785267260.0, 3.465849189633318e17),
     # the preset wrote SF1+ as 66 products (per state, and national); HDMM as the paper's 33
     # with [I; T] on state. Same queries and Gram; the catalogue keeps the paper's form.

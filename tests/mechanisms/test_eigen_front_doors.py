@@ -25,18 +25,12 @@ from engine.mechanisms.eigen_design.design import (
 )
 from engine.mechanisms.hdmm.blas import blas_threads
 from engine.scenario import Scenario
-from engine.workloads import AllRangeBlock, PrefixBlock
+from engine.workloads import AllRangeBlock, PrefixBlock, catalog
 from explorer.plan_workers import PlannerPool
 
 #: The auditor's scenario, as both front doors loaded it.
-AUDITOR = {
-    "domain": {"age": {"size": 100, "kind": "numeric"},
-               "sex": {"size": 2, "labels": ["male", "female"]},
-               "race": {"size": 7, "labels": ["white", "black", "aian", "asian", "nhpi",
-                                               "other", "multi"]}},
-    "workload": [{"product": {"age": "prefix"}}, {"marginals": {"k": 2}}],
-    "privacy": {"noise": "gaussian", "epsilon": 1.0, "delta": 1.0e-6},
-}
+AUDITOR = {**catalog.spec("age_sex_race"),
+           "privacy": {"noise": "gaussian", "epsilon": 1.0, "delta": 1.0e-6}}
 #: Its Eigen-Design RMSE as the CLI prints it (4 decimals; 7.728196101 measured on both paths,
 #: 2026-11-25; the SVD bound's RMSE is 7.6789).
 AUDITOR_RMSE = 7.7282

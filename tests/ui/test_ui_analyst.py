@@ -15,21 +15,17 @@ from playwright.sync_api import expect
 from engine.mechanisms import get
 from engine.query_error import query_error
 from engine.scenario import Scenario
+from engine.workloads import catalog
 
 pytestmark = pytest.mark.ui
 
 PLAN_TIMEOUT_MS = 240_000
 
-HDMM_SCENARIO = """domain:
-  age: {size: 100, kind: numeric}
-  sex: {size: 2, labels: [male, female]}
-  race: {size: 7, labels: [white, black, aian, asian, nhpi, other, multi]}
-workload:
-  - product: {age: prefix}
-  - marginals: {k: 2}
-privacy: {noise: gaussian, epsilon: 1.0, delta: 1.0e-6}
-mechanisms: [hdmm-union, hdmm, hdmm-opt0, identity]
-"""
+HDMM_SCENARIO = yaml.safe_dump({
+    **catalog.spec("age_sex_race"),
+    "privacy": {"noise": "gaussian", "epsilon": 1.0, "delta": 1.0e-6},
+    "mechanisms": ["hdmm-union", "hdmm", "hdmm-opt0", "identity"],
+}, sort_keys=False)
 
 
 def load_scenario(page, text: str) -> None:
