@@ -164,7 +164,7 @@ def headline(comparison: Comparison | None, privacy_text: str, complete: bool) -
     pending = "" if complete else " (still planning the rest)"
     if best is None and not complete:
         return (f"None of the mechanisms planned so far applies to this workload at "
-                f"{privacy_text}; the others are still being planned.")
+                f"{privacy_text}{pending}.")
     if best is None:
         return f"No mechanism applies to this workload at {privacy_text}."
     text = (f"At **{privacy_text}**, the most accurate mechanism is **{best.mechanism}** "

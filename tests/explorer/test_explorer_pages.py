@@ -81,8 +81,8 @@ def test_headline_answers_the_analysts_questions(session):
         for r in session.comparison.rows))
     assert refused.best() is None
     assert headline(refused, "eps=1", False) == (
-        "None of the mechanisms planned so far applies to this workload at eps=1; the others "
-        "are still being planned.")
+        "None of the mechanisms planned so far applies to this workload at eps=1 (still "
+        "planning the rest).")
     assert headline(refused, "eps=1", True) == "No mechanism applies to this workload at eps=1."
 
 
