@@ -97,7 +97,11 @@ class BackgroundView(pn.viewable.Viewer):
             self._doc = pn.state.curdoc
             pn.state.on_session_destroyed(lambda context: self.close())
             self._show(placeholder)
-            self._request()
+            # The first build starts on the page's first tick, scheduled from this (the
+            # building) thread: Bokeh registers a document's callbacks when its server
+            # session is created, and a worker's next-tick callback added while the page is
+            # still being built can be lost (the conversion line stayed empty in a CI run).
+            self._doc.add_next_tick_callback(self._request)
         else:
             self._show(self._view())
 

@@ -95,6 +95,8 @@ def test_served_views_show_only_the_newest_build_on_their_own_document():
     with set_curdoc(doc):
         view = BackgroundView(build, inputs.param.level, placeholder="computing...")
         assert text_of(view) == "computing..."  # nothing is built on the event loop
+    assert seen_documents == [] and len(doc.ticks) == 1  # the first build waits for a tick
+    doc.run_ticks()
     view.wait(10)
     doc.run_ticks()
     assert text_of(view) == "level 1"
@@ -132,6 +134,7 @@ def test_a_delayed_view_builds_once_for_a_burst_of_changes():
 
     with set_curdoc(doc):
         view = BackgroundView(build, inputs.param.level, delay=0.2)
+    doc.run_ticks()  # the page's first tick requests the first build
     for level in (2.0, 3.0, 4.0):
         inputs.level = level
     view.wait(10)
