@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.stats import ortho_group
+from threadpoolctl import threadpool_limits
 
 from engine.compare import compare
 from engine.mechanisms.eigen_design.design import (
@@ -23,7 +24,6 @@ from engine.mechanisms.eigen_design.design import (
     eigen_design,
     eigen_queries,
 )
-from engine.mechanisms.hdmm.blas import blas_threads
 from engine.scenario import Scenario
 from engine.workloads import AllRangeBlock, PrefixBlock, catalog
 from explorer.plan_workers import PlannerPool
@@ -99,7 +99,7 @@ def test_cli_and_explorer_plan_the_auditor_scenario_alike() -> None:
     """The CLI's path (``compare`` in process, threaded BLAS) and the explorer's (a planner
     process with one BLAS thread) plan the same strategy and RMSE."""
     s = Scenario.from_spec(AUDITOR)
-    with blas_threads(2):
+    with threadpool_limits(limits=2, user_api="blas"):
         cli = compare(s.workload, s.privacy, ["eigen-design"]).rows[0]
     pool = PlannerPool(1)
     try:
