@@ -41,6 +41,8 @@ from explorer.state import Session
 
 #: Columns of the comparison table and of its CSV export.
 TABLE_COLUMNS = ("mechanism", "title", "rmse", "ratio_to_bound", "plan_seconds", "note")
+#: The comparison table's numeric columns and their type (missing numbers are NaN).
+NUMBER_COLUMNS = {"rmse": "float64", "ratio_to_bound": "float64", "plan_seconds": "float64"}
 #: What each column of comparison.csv means (written into its JSON sidecar).
 COLUMN_MEANINGS = {
     "mechanism": "registered mechanism name", "title": "its display name",
@@ -88,7 +90,10 @@ def comparison_frame(comparison: Comparison | None) -> pd.DataFrame:
     for record in records:
         if record["rmse"] is None and is_data_dependent(record["mechanism"]):
             record["note"] += " (this mechanism has its own page in the explorer)"
-    return pd.DataFrame(records, columns=list(TABLE_COLUMNS))
+    # Fixed dtypes: with every RMSE still missing the numbers would be an object column, and
+    # its type changing with the rows changes the table's column configuration, on which the
+    # browser's table rebuilds itself and drops rows that arrive while it does.
+    return pd.DataFrame(records, columns=list(TABLE_COLUMNS)).astype(NUMBER_COLUMNS)
 
 
 def comparison_description(session: Session) -> dict[str, Any]:

@@ -107,8 +107,11 @@ def readout_frame(comparison: Comparison | None) -> pd.DataFrame:
     """RMSE now, ratio to the bound, and the cost of halving the budget, per mechanism."""
     columns = ["mechanism", "rmse", "ratio_to_bound", "rmse_at_half_budget", "increase",
                "note"]
+    # Fixed dtypes, empty or not: a column type changing with the rows makes the browser's
+    # table rebuild itself, and it drops rows that arrive while it does.
+    numbers = {c: "float64" for c in columns[1:-1]}
     if comparison is None:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=columns).astype(numbers)
     half = at_knob(comparison.privacy, knob_value(comparison.privacy) / 2)
     bound = comparison.bound_rmse
     rows = []
@@ -123,7 +126,7 @@ def readout_frame(comparison: Comparison | None) -> pd.DataFrame:
                      "ratio_to_bound": r.rmse / bound if bound else None,
                      "rmse_at_half_budget": at_half, "increase": at_half / r.rmse,
                      "note": f"same error as {twin}" if twin else ""})
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows, columns=columns).astype(numbers)
 
 
 def required_knob(budget_for_rmse: Callable[[float, Privacy], float | None],

@@ -24,6 +24,7 @@ from explorer.pages.compare import (
     TABLE_COLUMNS,
     ComparePage,
     comparison_frame,
+    comparison_table,
     headline,
     query_error_frame,
 )
@@ -64,6 +65,30 @@ def test_comparison_table_and_csv_columns(session):
     assert frame["ratio_to_bound"].tolist() == pytest.approx(
         [r.rmse / bound for r in session.comparison.rows])
     assert tuple(comparison_frame(None).columns) == TABLE_COLUMNS
+
+
+def test_the_comparison_tables_keep_their_column_configuration_as_rows_arrive(session):
+    """A changed column configuration makes the browser's table rebuild itself, and it
+    drops data arriving meanwhile (Panel 1.9's Tabulator ignores data set while it builds):
+    an empty table, one whose rows are all pending and a full one must look alike to it."""
+    full = session.comparison
+    pending = dataclasses.replace(full, rows=tuple(
+        dataclasses.replace(r, plan=None, error="planning") for r in full.rows))
+    stages = [None, pending, dataclasses.replace(full, rows=full.rows[:1]), full]
+    table = comparison_table(None)
+    model = table.get_root()
+    configuration = model.configuration
+    for stage in stages[1:]:
+        table.value = comparison_frame(stage)
+        assert model.configuration == configuration
+    assert len(model.source.data["mechanism"]) == len(full.rows)
+    readout = pn.widgets.Tabulator(readout_frame(None), show_index=False)
+    model = readout.get_root()
+    configuration = model.configuration
+    for stage in stages[1:]:
+        readout.value = readout_frame(stage)
+        assert model.configuration == configuration
+    assert len(model.source.data["mechanism"]) == len(full.rows)
 
 
 def test_headline_answers_the_analysts_questions(session):

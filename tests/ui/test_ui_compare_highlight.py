@@ -112,11 +112,6 @@ def test_a_legend_entry_highlights_one_mechanism(open_app, console_errors,
     assert console_errors == []
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "open defect, issue 17: the comparison table sometimes misses a row update in the browser "
-    "(clean-clone CI run at a3cbe3c, 2026-11-27: no 'hb' row for 60 s while the chart showed "
-    "all 3 bars and the headline said planning was over); the causes fixed in 23a90e8 and "
-    "216691e were two others"))
 def test_a_table_row_highlights_one_mechanism(open_app, console_errors):
     page = open_compare(open_app, PREFIX8, "8 cells")
     page.locator(".site-nav").get_by_role("link", name="Compare").click()
