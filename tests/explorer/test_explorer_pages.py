@@ -74,21 +74,16 @@ def test_the_comparison_tables_keep_their_column_configuration_as_rows_arrive(se
     full = session.comparison
     pending = dataclasses.replace(full, rows=tuple(
         dataclasses.replace(r, plan=None, error="planning") for r in full.rows))
-    stages = [None, pending, dataclasses.replace(full, rows=full.rows[:1]), full]
-    table = comparison_table(None)
-    model = table.get_root()
-    configuration = model.configuration
-    for stage in stages[1:]:
-        table.value = comparison_frame(stage)
-        assert model.configuration == configuration
-    assert len(model.source.data["mechanism"]) == len(full.rows)
-    readout = pn.widgets.Tabulator(readout_frame(None), show_index=False)
-    model = readout.get_root()
-    configuration = model.configuration
-    for stage in stages[1:]:
-        readout.value = readout_frame(stage)
-        assert model.configuration == configuration
-    assert len(model.source.data["mechanism"]) == len(full.rows)
+    stages = [pending, dataclasses.replace(full, rows=full.rows[:1]), full]
+    compare_table = comparison_table(None)
+    readout_table = pn.widgets.Tabulator(readout_frame(None), show_index=False)
+    for table, frame in [(compare_table, comparison_frame), (readout_table, readout_frame)]:
+        model = table.get_root()
+        configuration = model.configuration
+        for stage in stages:
+            table.value = frame(stage)
+            assert model.configuration == configuration
+        assert len(model.source.data["mechanism"]) == len(full.rows)
 
 
 def test_headline_answers_the_analysts_questions(session):
