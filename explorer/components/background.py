@@ -15,7 +15,8 @@ meanwhile, and it is put into the page on that page's own document (its next tic
 lock). In a notebook or a test (not served) the view is built at once, on the caller's thread.
 
 :func:`on_page_tick` is the one way the explorer changes a served page's models from outside
-that page's own callbacks (another page of the session, a table event, a worker thread).
+that page's own callbacks (another page of the session, a table event, a worker thread);
+:func:`change_page` uses it, and makes the change at once where nothing is served.
 """
 
 from __future__ import annotations
@@ -61,6 +62,18 @@ def on_page_tick(doc: Any, change: Callable[[], None]) -> bool:
 
     doc.add_next_tick_callback(run)
     return True
+
+
+def change_page(doc: Any, change: Callable[[], None], pane: pn.viewable.Viewable | None = None
+                ) -> None:
+    """Make ``change`` to a page's models: on the next tick of ``doc`` when it is a served
+    page's document (see :func:`on_page_tick`); otherwise at once, and then, in a notebook
+    (``doc`` None), push ``pane``'s changed models to the output."""
+    if on_page_tick(doc, change):
+        return
+    change()
+    if doc is None and pane is not None:
+        pane.param.trigger("object")
 
 
 class BackgroundView(pn.viewable.Viewer):

@@ -13,7 +13,7 @@ from typing import Any
 
 import panel as pn
 
-from explorer.components.background import on_page_tick
+from explorer.components.background import change_page
 
 
 class BackgroundRun:
@@ -59,5 +59,4 @@ class BackgroundRun:
 
     def _dispatch(self, fn: Callable[[], None]) -> None:
         """Apply a view-model change on the document's event loop when served."""
-        if not on_page_tick(self._doc, fn):
-            fn()
+        change_page(self._doc, fn)

@@ -25,7 +25,7 @@ from bokeh.models.widgets.tables import NumberFormatter
 from engine.compare import Comparison
 from engine.mechanisms import Plan
 from engine.query_error import METHODS, PerQueryErrors
-from explorer.components.background import BackgroundView, on_page_tick
+from explorer.components.background import BackgroundView, change_page
 from explorer.components.charts import LiveBarsChart, color_of
 from explorer.components.exports import csv_download, scenario_columns, text_download
 from explorer.components.histogram import ScaledHistogram
@@ -406,11 +406,7 @@ class ComparePage(Page):
         given) on this page's next tick when served (table events and the session's other
         pages arrive without this page's document lock, and Bokeh requires it); at once, then
         pushed, in a notebook."""
-        if on_page_tick(self._doc, change):
-            return
-        change()
-        if self._doc is None:
-            (pane or self._bars_pane).param.trigger("object")
+        change_page(self._doc, change, pane or self._bars_pane)
 
     def _intro(self, scenario: Any) -> pn.pane.Markdown:
         w = scenario.workload

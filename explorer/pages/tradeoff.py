@@ -21,7 +21,7 @@ from bokeh.models.widgets.tables import NumberFormatter
 from engine.compare import Comparison
 from engine.errors import SpecError
 from engine.privacy import Privacy
-from explorer.components.background import BackgroundView, on_page_tick
+from explorer.components.background import BackgroundView, change_page
 from explorer.components.charts import BOUND_LABEL, LiveTradeoffChart, privacy_knob
 from explorer.components.exports import csv_download, scenario_columns
 from explorer.components.notes import caption
@@ -321,14 +321,10 @@ class TradeoffPage(Page):
         live = self._live
         if live is None:
             return
-        doc = getattr(self, "_doc", None)
         # A table event arrives without the document lock: the figure's models change on the
         # page's next tick.
-        if on_page_tick(doc, lambda: live.highlight(mechanism)):
-            return
-        live.highlight(mechanism)
-        if doc is None:  # notebook: push the changed models
-            self._chart_pane.param.trigger("object")
+        change_page(getattr(self, "_doc", None), lambda: live.highlight(mechanism),
+                    self._chart_pane)
 
     def _plan_missing(self) -> None:
         try:
@@ -371,8 +367,7 @@ class TradeoffPage(Page):
         # On the page's next tick, always: the change may come from another page of this
         # session, and a figure drawn in this same callback may not have reached the browser
         # yet (moving its markers now would reach it first: "reference ... isn't known").
-        if not on_page_tick(self._doc, move):
-            move()
+        change_page(self._doc, move)
 
     def _level(self, comparison: Comparison | None) -> str:
         privacy = comparison.privacy if comparison is not None else self.session.privacy
