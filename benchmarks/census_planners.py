@@ -34,8 +34,8 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.compare import ComparisonRow, compare  # noqa: E402
 from engine.scenario import Scenario  # noqa: E402
+from engine.workflows.compare import ComparisonRow, compare  # noqa: E402
 from engine.workloads import catalog  # noqa: E402
 from explorer.presets import build_preset  # noqa: E402
 

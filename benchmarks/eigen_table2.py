@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
+from engine.analysis.expected_error import trace_term
 from engine.domain import Domain
-from engine.error import trace_term
 from engine.linalg.marginals import MarginalStrategy, key_of
 from engine.mechanisms import get
 from engine.mechanisms.eigen_design.designsets import hadamard

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from timing import timed
 
-from engine.bounds import svd_bound
+from engine.analysis.svd_bound import svd_bound
 from engine.domain import Domain
 from engine.mechanisms import get
 from engine.privacy import Privacy

@@ -12,7 +12,7 @@ import time
 
 from timing import timed
 
-from engine.bounds import svd_bound
+from engine.analysis.svd_bound import svd_bound
 from engine.mechanisms import get
 from engine.privacy import Privacy
 from engine.workloads import Workload, catalog

@@ -40,7 +40,7 @@ import time
 import numpy as np
 import yaml
 
-from explorer.served import REPO_ROOT, chromium_options, drag_eps_slider, serving
+from explorer.server.served import REPO_ROOT, chromium_options, drag_eps_slider, serving
 
 #: preset key -> (label, goal in seconds for every result)
 PRESETS = {
@@ -157,7 +157,7 @@ def server_cpu_per_move(key: str, moves: int, mechanisms: list[str] | None) -> l
 
     from explorer.pages.compare import ComparePage
     from explorer.presets import build_preset
-    from explorer.state import Session
+    from explorer.session import Session
 
     session = Session()
     session.apply_draft(build_preset(key))

@@ -23,7 +23,7 @@ import tracemalloc
 import numpy as np
 import pandas as pd
 
-from engine.cost import format_bytes, memory_limit
+from engine.analysis.cost_model import format_bytes, memory_limit
 from engine.data import Dataset
 from engine.mechanisms import get
 from engine.privacy import Privacy

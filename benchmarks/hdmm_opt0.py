@@ -28,7 +28,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from engine.bounds import svd_bound_explicit  # noqa: E402
+from engine.analysis.svd_bound import svd_bound_explicit  # noqa: E402
 from engine.mechanisms.hdmm.opt0 import (  # noqa: E402
     default_p,
     gaussian_opt0,

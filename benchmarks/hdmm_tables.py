@@ -33,7 +33,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from engine.bounds import svd_bound  # noqa: E402
+from engine.analysis.svd_bound import svd_bound  # noqa: E402
 from engine.linalg.marginals import is_marginal_like  # noqa: E402
 from engine.mechanisms import get  # noqa: E402
 from engine.mechanisms.hdmm.experiments import WORKLOADS  # noqa: E402

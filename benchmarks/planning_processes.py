@@ -42,7 +42,7 @@ import cloudpickle
 import numpy as np
 from playwright.sync_api import sync_playwright
 
-from explorer.served import REPO_ROOT, chromium_options, serving
+from explorer.server.served import REPO_ROOT, chromium_options, serving
 
 LOG_DIR = REPO_ROOT / "test-results"
 
@@ -73,8 +73,8 @@ def rss_mb(pid: int) -> tuple[float, float]:
 def pickling(size: int) -> tuple[float, float, float]:
     """Seconds to plan hdmm-opt0 on all ranges of ``size`` values in this process, seconds
     to cloudpickle its row there and back, and the pickle's size in MB."""
-    from engine.compare import plan_row
     from engine.scenario import Scenario
+    from engine.workflows.compare import plan_row
 
     scenario = Scenario.loads(spec(size).decode())
     start = time.perf_counter()
@@ -111,9 +111,9 @@ def response_ms(seconds: float) -> list[float]:
 def responsiveness(size: int, rounds: int = 2, seconds: float = 6.0) -> None:
     """Print how late this process answers events while hdmm-opt0 plans all ranges on
     ``size`` values nowhere, in a thread of this process, or in a worker process."""
-    from engine.compare import plan_row
     from engine.scenario import Scenario
-    from explorer.plan_workers import PlannerPool
+    from engine.workflows.compare import plan_row
+    from explorer.planning.workers import PlannerPool
 
     scenario = Scenario.loads(spec(size).decode())
     pool = PlannerPool(1)

@@ -66,9 +66,9 @@ from engine.executor import (  # noqa: E402
     local_pool,
     map_ordered,
 )
-from engine.experiments import census_trials, synthetic_hierarchy  # noqa: E402
 from engine.mechanisms.residual import QuerySmasher  # noqa: E402
 from engine.privacy import Privacy  # noqa: E402
+from engine.workflows.evaluate import census_trials, synthetic_hierarchy  # noqa: E402
 from engine.workloads import Workload  # noqa: E402
 from engine.workloads.groups import PrefixMarginals  # noqa: E402
 

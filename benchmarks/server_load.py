@@ -36,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from explorer.served import REPO_ROOT, chromium_options, serving
+from explorer.server.served import REPO_ROOT, chromium_options, serving
 
 #: Seconds a slider move may take to show on the page before it is counted as missed.
 MOVE_TIMEOUT_S = 30.0

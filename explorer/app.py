@@ -7,8 +7,8 @@ by the ``page`` query parameter: ``/app?page=compare&s=<session id>``. Links are
 ``--allow-websocket-origin``, ``--admin``...) applies. Templates are applied here and only here;
 the page Viewers render inline in notebooks.
 
-The pages of one user share a :class:`~explorer.state.Session` through its server-issued id
-(see :mod:`explorer.sessions`), so the workload, privacy level and finished plans follow them
+The pages of one user share a :class:`~explorer.session.Session` through its server-issued id
+(see :mod:`explorer.server.sessions`), so the workload, privacy level and finished plans follow them
 from page to page. ``python -m explorer`` is a thin wrapper around ``panel serve``.
 
 Usage::
@@ -29,7 +29,6 @@ from urllib.parse import urlencode
 
 import panel as pn
 
-from explorer import serverprocess
 from explorer.pages.adaptive import AdaptivePage
 from explorer.pages.base import PAGES, page_url
 from explorer.pages.budget import BudgetPage
@@ -41,8 +40,9 @@ from explorer.pages.overview import OverviewPage
 from explorer.pages.strategy import StrategyPage
 from explorer.pages.tradeoff import TradeoffPage
 from explorer.planning import one_line
-from explorer.sessions import REGISTRY, watchers_added
-from explorer.state import Session
+from explorer.server import process as serverprocess
+from explorer.server.sessions import REGISTRY, watchers_added
+from explorer.session import Session
 
 TITLE = "DP Workbench"
 DEFAULT_ADDRESS = "127.0.0.1"

@@ -1,7 +1,7 @@
 """Generate a Python script that reproduces the explorer's comparison with the engine alone.
 
 The script embeds the scenario as YAML (domain, workload, the live privacy level and the
-compared mechanisms), plans every mechanism with ``engine.compare.compare`` and prints the
+compared mechanisms), plans every mechanism with ``engine.workflows.compare.compare`` and prints the
 same table the Compare page shows, plus the SVD lower bound.
 
 Example:
@@ -25,7 +25,7 @@ Run from the project folder (or anywhere the package is installed): python {file
 '''
 
 BODY = '''
-from engine.compare import compare
+from engine.workflows.compare import compare
 from engine.scenario import Scenario
 
 SCENARIO = {literal}

@@ -11,7 +11,7 @@
 3. No module imports a private name (``_x``) of another module: not ``from m import _x``,
    not ``m._x`` on an imported module, not a private module (``from numpy._core import``).
    Checked in ``engine/``, ``explorer/`` and ``benchmarks/``. Tests are exempt: a test may
-   patch a module's private state for its own duration (``tests/engine/test_compare.py``
+   patch a module's private state for its own duration (``tests/engine/workflows/test_compare.py``
    registers throw-away mechanisms in ``base._REGISTRY`` through ``monkeypatch``), which no
    public API should offer.
 4. The engine never imports Panel, HoloViews, hvPlot or Bokeh, nor the explorer.
@@ -231,7 +231,7 @@ def test_no_family_imports_another_family() -> None:
               "mechanism families importing another family")
 
 
-#: Pages that score releases against the truth: they run them through ``engine.experiments``.
+#: Pages that score releases against the truth: they run them through ``engine.workflows.evaluate``.
 EXPERIMENT_PAGES = ("explorer/pages/adaptive.py", "explorer/pages/census.py")
 
 
@@ -242,8 +242,9 @@ def test_explorer_uses_no_family_internals() -> None:
 
 def test_experiment_pages_run_through_the_engine() -> None:
     fail_with([page for page in EXPERIMENT_PAGES
-               if not any(imp.module == "engine.experiments" for imp in imports(ROOT / page))],
-              "pages comparing against the truth without engine.experiments")
+               if not any(imp.module == "engine.workflows.evaluate"
+                          for imp in imports(ROOT / page))],
+              "pages comparing against the truth without engine.workflows.evaluate")
 
 
 def test_no_private_names_across_modules() -> None:

@@ -2,9 +2,9 @@
 adaptive (AIM+GReM) release.
 
 A release made through the explorer is written to
-``<data dir>/releases/<data set>/<release id>/`` (:func:`release_directory`; ``answers.csv`` and
-``release.json`` by :func:`engine.release.write_release`), and the ledger row keeps that path so
-the Budget page can offer both files for download.
+``<data dir>/releases/<data set>/<release id>/`` (:func:`release_directory`; ``answers.csv``
+and ``release.json`` by :func:`engine.workflows.release.write_release`), and the ledger row
+keeps that path so the Budget page can offer both files for download.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from engine.ledger.store import data_dir
-from engine.release import base_record, workload_summary, write_release
+from engine.workflows.release import base_record, workload_summary, write_release
 
 
 def release_directory(dataset: str, release_id: int) -> Path:

@@ -28,8 +28,8 @@ from typing import Any, ClassVar
 import numpy as np
 import param
 
-from engine import error
-from engine.cost import Cost, estimate_model, require
+from engine.analysis import expected_error as error
+from engine.analysis.cost_model import Cost, estimate_model, require
 from engine.errors import NotApplicable, SpecError, suggest
 from engine.linalg.marginals import MarginalStrategy
 from engine.linalg.matrix import Matrix
@@ -319,7 +319,7 @@ class Mechanism(param.Parameterized):
     description: ClassVar[str] = ""
     data_dependent: ClassVar[bool] = False
     noises: ClassVar[tuple[str, ...]] = NOISE_TYPES
-    #: how the family allocates, one of ``engine.cost.MODELS`` (see ``estimate``)
+    #: how the family allocates, one of ``engine.analysis.cost_model.MODELS`` (see ``estimate``)
     cost_model: ClassVar[str] = "domain"
     #: registered mechanisms whose plans this one's planning asks for (inside
     #: :func:`shared_plans` a comparison plans those rows first and passes their plans on)
@@ -333,7 +333,8 @@ class Mechanism(param.Parameterized):
 
     def estimate(self, workload: Workload, privacy: Privacy) -> Cost:
         """Peak memory (bytes) and work of planning and running, from the workload's structure
-        alone, without allocating (``engine.cost``; the family's ``cost_model`` by default)."""
+        alone, without allocating (``engine.analysis.cost_model``; the family's ``cost_model``
+        by default)."""
         return estimate_model(self.cost_model, workload)
 
     def plan(self, workload: Workload, privacy: Privacy, progress: Progress | None = None
@@ -342,7 +343,8 @@ class Mechanism(param.Parameterized):
 
         Raises:
             NotApplicable: the mechanism cannot serve the workload or noise.
-            MemoryBudgetError: the plan's estimated memory exceeds ``engine.cost.memory_limit()``.
+            MemoryBudgetError: the plan's estimated memory exceeds
+                ``engine.analysis.cost_model.memory_limit()``.
         """
         if self.data_dependent:
             raise NotApplicable(f"{self.name} is data-dependent: use its run() on data")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import param
 
-from engine.error import trace_term
+from engine.analysis.expected_error import trace_term
 from engine.linalg.marginals import MarginalStrategy, key_of
 from engine.linalg.matrix import Identity, Kron, Matrix, Sparse
 from engine.linalg.trees import haar_matrix, hb_branching, hierarchy_matrix

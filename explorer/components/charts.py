@@ -26,9 +26,9 @@ from bokeh.models import (
 from bokeh.palettes import Category20, Category20b
 from bokeh.plotting import figure
 
-from engine.compare import Comparison
 from engine.mechanisms import registry_names
 from engine.privacy import budget_name
+from engine.workflows.compare import Comparison
 
 hv.extension("bokeh", logo=False)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import panel as pn
 
-from engine.compare import Comparison
-from explorer.state import Session
+from engine.workflows.compare import Comparison
+from explorer.session import Session
 
 
 def planned_mechanisms(plans: Comparison | None) -> list[str]:

@@ -12,7 +12,7 @@ import param
 from panel.io.callbacks import PeriodicCallback
 
 from explorer.planning import JobStatus
-from explorer.state import Session
+from explorer.session import Session
 
 #: How often a served page looks at the running job (milliseconds).
 POLL_MS = 250

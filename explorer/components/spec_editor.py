@@ -11,7 +11,7 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from explorer.state import Session
+from explorer.session import Session
 
 
 def error_alert(message: str, css_class: str = "spec-error") -> pn.pane.Alert:

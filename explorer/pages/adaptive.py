@@ -2,8 +2,8 @@
 
 The page is a view-model (parameters: data set, workload, privacy, rounds cap, comparisons) plus
 its view. The runs and their errors against the truth come from
-``engine.experiments.compare_adaptive``; the page only builds its inputs, runs it off the event
-loop in a worker thread, and shows the per-round log (its columns explained beside it), the
+``engine.workflows.evaluate.compare_adaptive``; the page only builds its inputs, runs it off the
+event loop in a worker thread, and shows the per-round log (its columns explained beside it), the
 comparison table (counts as whole numbers with thousands separators) and a CSV export
 (``adaptive.csv``: plain CSV with the privacy level, noise and workload as columns).
 A user CSV is only accepted with a public domain file (JSON or YAML): the domain is never
@@ -290,7 +290,7 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
     @staticmethod
     def pgm_available() -> bool:
         """True when AIM+PGM can run (mbi and JAX installed)."""
-        from engine.experiments import pgm_available
+        from engine.workflows.evaluate import pgm_available
 
         return pgm_available()
 
@@ -333,7 +333,7 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
 
     def fingerprint(self) -> str:
         """SHA-256 of the chosen data file (the bundled Adult CSV or the uploaded bytes)."""
-        from engine.budget_cli import data_file
+        from engine.cli.budget import data_file
         from engine.ledger import fingerprint_bytes, fingerprint_file
 
         if self.dataset == ADULT:
@@ -419,7 +419,7 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         charged before any noise is drawn, or a null context); a charged run writes the
         AIM+GReM release record and keeps its path in the ledger. Raises what the run raises
         (the reservation then counts as failed: nothing was published)."""
-        from engine.experiments import AIM_GREM, compare_adaptive
+        from engine.workflows.evaluate import AIM_GREM, compare_adaptive
 
         names = workload.domain.names
 

@@ -15,7 +15,7 @@ import panel as pn
 import param
 
 from explorer.components.notes import learn_note
-from explorer.state import Session
+from explorer.session import Session
 
 LOG = logging.getLogger(__name__)
 

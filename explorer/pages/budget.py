@@ -131,7 +131,7 @@ class BudgetPage(pn.viewable.Viewer):
 
     def register(self) -> None:
         """Register the chosen data with the chosen total (errors land in ``error``)."""
-        from engine.budget_cli import data_file
+        from engine.cli.budget import data_file
         from engine.ledger import Budget, LedgerError, fingerprint_bytes, fingerprint_file
 
         try:

@@ -26,7 +26,7 @@ from explorer.components.progress import served
 from explorer.components.spec_editor import SpecEditor, error_alert
 from explorer.pages.base import Page
 from explorer.presets import PRESETS, build_preset
-from explorer.state import one_line
+from explorer.session import one_line
 
 #: Blocks offered in the visual menu: every registered block whose only option is a width
 #: (the YAML editor accepts every block).

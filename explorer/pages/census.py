@@ -4,7 +4,7 @@ Pick or generate a region hierarchy (nation -> states -> counties), set eps and 
 split over the levels, choose PGSR variants and run Monte Carlo trials in a worker thread.
 The page shows per-level error bars, an error heat map over size x level, consistency
 violations and runtimes, and a map-free tree view of one region's released vs true counts.
-Every number comes from ``engine.experiments.census_trials``; this module only arranges it.
+Every number comes from ``engine.workflows.evaluate.census_trials``; this module only arranges it.
 The table downloads as ``census.csv``: plain CSV, counts as whole numbers, with the run's
 privacy level, noise and hierarchy as columns (those of
 :data:`explorer.components.exports.SCENARIO_COLUMNS`, as the other pages' exports).
@@ -28,8 +28,8 @@ import pandas as pd
 import panel as pn
 import param
 
-from engine.experiments import CENSUS_VARIANT_TITLES, CENSUS_VARIANTS
 from engine.noise import SEEDED_LABEL
+from engine.workflows.evaluate import CENSUS_VARIANT_TITLES, CENSUS_VARIANTS
 from explorer.components.exports import SCENARIO_COLUMNS, csv_download
 from explorer.components.notes import learn_note
 from explorer.components.worker import BackgroundRun
@@ -148,7 +148,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
     # ----------------------------------------------------------------- engine objects
     def load_hierarchy(self) -> Any:
         """The hierarchy chosen by ``source`` (a SpecError names what is wrong)."""
-        from engine import experiments
+        from engine.workflows import evaluate as experiments
 
         if self.source == EXAMPLE:
             return experiments.example_hierarchy()
@@ -190,7 +190,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
 
     def _job(self) -> None:
         from engine.errors import Cancelled
-        from engine.experiments import census_row, census_trials
+        from engine.workflows.evaluate import census_row, census_trials
 
         rows: list[dict[str, Any]] = []
         status, error = "", ""

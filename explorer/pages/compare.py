@@ -22,9 +22,9 @@ import panel as pn
 import param
 from bokeh.models.widgets.tables import NumberFormatter
 
-from engine.compare import Comparison
+from engine.analysis.per_query_error import METHODS, PerQueryErrors
 from engine.mechanisms import Plan
-from engine.query_error import METHODS, PerQueryErrors
+from engine.workflows.compare import Comparison
 from explorer.components.background import BackgroundView, change_page
 from explorer.components.charts import LiveBarsChart, color_of
 from explorer.components.exports import csv_download, scenario_columns, text_download
@@ -36,8 +36,8 @@ from explorer.components.progress import PlanningProgress, served
 from explorer.components.report import html_report
 from explorer.pages.base import Page
 from explorer.planning import AUTO_START_SECONDS, OPERATIONS_PER_SECOND, is_data_dependent, one_line
+from explorer.session import Session
 from explorer.snippet import comparison_snippet
-from explorer.state import Session
 
 #: Columns of the comparison table and of its CSV export.
 TABLE_COLUMNS = ("mechanism", "title", "rmse", "ratio_to_bound", "plan_seconds", "note")

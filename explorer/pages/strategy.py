@@ -15,8 +15,7 @@ import numpy as np
 import pandas as pd
 import panel as pn
 
-from engine.compare import Comparison
-from engine.error import reconstruction_map
+from engine.analysis.expected_error import reconstruction_map
 from engine.mechanisms import Plan
 from engine.mechanisms.views import (
     Fact,
@@ -27,6 +26,7 @@ from engine.mechanisms.views import (
     View,
     WeightsView,
 )
+from engine.workflows.compare import Comparison
 from explorer.components.background import BackgroundView
 from explorer.components.charts import color_of, series_curve, weights_bars
 from explorer.components.exports import csv_download
@@ -35,7 +35,7 @@ from explorer.components.mechanism_choice import mechanism_choice
 from explorer.components.notes import caption
 from explorer.components.progress import PlanningProgress, served
 from explorer.pages.base import Page
-from explorer.state import one_line
+from explorer.session import one_line
 
 #: Largest domain for the A / AᵀA / W A⁺ pictures (they are computed densely).
 MATRIX_CELLS = 1024

@@ -18,9 +18,9 @@ import panel as pn
 import param
 from bokeh.models.widgets.tables import NumberFormatter
 
-from engine.compare import Comparison
 from engine.errors import SpecError
 from engine.privacy import Privacy
+from engine.workflows.compare import Comparison
 from explorer.components.background import BackgroundView, change_page
 from explorer.components.charts import BOUND_LABEL, LiveTradeoffChart, privacy_knob
 from explorer.components.exports import csv_download, scenario_columns
@@ -28,7 +28,7 @@ from explorer.components.notes import caption
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, served
 from explorer.pages.base import Page
-from explorer.state import one_line
+from explorer.session import one_line
 
 #: The sweep of each privacy knob (log-spaced).
 GRIDS = {"epsilon": np.logspace(-2, 1, 31), "rho": np.logspace(-3, 1, 33)}

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.bounds import svd_bound
+from engine.analysis.svd_bound import svd_bound
 from engine.domain import Domain
 from engine.linalg.trees import haar, hb_branching, hierarchy
 from engine.mechanisms import get

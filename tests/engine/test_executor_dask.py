@@ -19,8 +19,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from engine.cli import main  # noqa: E402 -- after the optional-dependency skip
-from engine.compare import compare  # noqa: E402
+from engine.cli.main import main  # noqa: E402 -- after the optional-dependency skip
 from engine.domain import Domain  # noqa: E402
 from engine.errors import Cancelled  # noqa: E402
 from engine.executor import (  # noqa: E402
@@ -33,10 +32,11 @@ from engine.executor import (  # noqa: E402
     shared,
     worker_count,
 )
-from engine.experiments import census_trials, synthetic_hierarchy  # noqa: E402
 from engine.mechanisms import get  # noqa: E402
 from engine.mechanisms.residual import QuerySmasher  # noqa: E402
 from engine.privacy import Privacy  # noqa: E402
+from engine.workflows.compare import compare  # noqa: E402
+from engine.workflows.evaluate import census_trials, synthetic_hierarchy  # noqa: E402
 from engine.workloads import Workload  # noqa: E402
 from engine.workloads.groups import PairQueries, PrefixMarginals  # noqa: E402
 

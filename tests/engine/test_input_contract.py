@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 
 SMALL = """\
 domain: {age: {size: 4, kind: numeric}, sex: 2}

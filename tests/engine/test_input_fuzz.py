@@ -236,7 +236,7 @@ CHILD_MEMORY = 3 * 2**30
 CHILD_CPU_SECONDS = 120
 DRIVER = """
 import json, sys, traceback
-from engine.cli import main
+from engine.cli.main import main
 failures = []
 for argv in json.load(sys.stdin):
     try:

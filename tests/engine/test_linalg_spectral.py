@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.error import FactorInverse, trace_term
+from engine.analysis.expected_error import FactorInverse, trace_term
 from engine.linalg.matrix import Dense, Identity, Kron, Sparse
 from engine.linalg.pinv import psd_pinv
 from engine.linalg.spectral import gram_spectrum, haar_rows

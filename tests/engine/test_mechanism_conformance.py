@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from engine.bounds import svd_bound
+from engine.analysis.svd_bound import svd_bound
 from engine.data import Dataset
 from engine.domain import Domain
 from engine.errors import NotApplicable

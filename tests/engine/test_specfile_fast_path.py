@@ -173,7 +173,7 @@ def test_deep_nesting_keeps_its_message() -> None:
 
 def test_census_preset_parses_identically() -> None:
     from explorer.presets import build_preset
-    from explorer.state import dump_yaml
+    from explorer.session import dump_yaml
 
     text = dump_yaml(build_preset("sf1"))
     assert _libyaml_reads(text)

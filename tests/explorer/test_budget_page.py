@@ -90,7 +90,7 @@ def test_bad_registrations_are_one_line(url: str, tmp_path: Path) -> None:
 def test_one_default_delta_everywhere_but_the_aim_page():
     import argparse
 
-    from engine.budget_cli import add_budget_arguments
+    from engine.cli.budget import add_budget_arguments
     from engine.privacy import DEFAULT_DELTA, Privacy
     from explorer.pages.adaptive import AIM_DELTA, AdaptivePage
 

@@ -20,7 +20,7 @@ from explorer.pages.builder import (
     listing_table,
 )
 from explorer.planning import PlanStore
-from explorer.state import Session
+from explorer.session import Session
 
 
 @pytest.fixture

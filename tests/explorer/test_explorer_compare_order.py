@@ -12,10 +12,10 @@ import threading
 
 import pytest
 
-from engine.bounds import svd_bound
-from engine.compare import Comparison, ComparisonRow
+from engine.analysis.svd_bound import svd_bound
 from engine.mechanisms import get
 from engine.scenario import Scenario
+from engine.workflows.compare import Comparison, ComparisonRow
 from explorer import planning
 from explorer.pages.compare import bound_line, queue_table
 from explorer.planning import (
@@ -29,7 +29,7 @@ from explorer.planning import (
     queue_rows,
     schedule,
 )
-from explorer.state import Session
+from explorer.session import Session
 
 
 def _scenario(size: int, mechanisms: list[str]) -> dict:
@@ -164,7 +164,7 @@ def test_the_bound_is_stored_while_the_first_mechanism_still_plans(monkeypatch):
 def test_bound_line_says_computing_or_why_there_is_none():
     assert bound_line(None) == "**SVD lower bound:** computing..."
     s = Scenario.from_spec(_scenario(16, ["identity"]))
-    from engine.bounds import Bound
+    from engine.analysis.svd_bound import Bound
 
     pending = Comparison(s.workload, s.privacy, Bound(None, "pending", "still computing"), ())
     assert bound_line(pending) == "**SVD lower bound:** computing..."

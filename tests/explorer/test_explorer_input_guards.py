@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.cost import set_memory_limit
+from engine.analysis.cost_model import set_memory_limit
 from explorer.planning import PlanStore
-from explorer.state import Session
+from explorer.session import Session
 
 SPEC = {
     "domain": {"x": {"size": 64, "kind": "numeric"}},

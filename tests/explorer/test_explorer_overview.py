@@ -19,7 +19,7 @@ from explorer.components.heatmap import MAX_ENTRIES, matrix_heatmap, too_big
 from explorer.pages.base import PAGES
 from explorer.pages.overview import OverviewPage, mechanism_frame
 from explorer.planning import PlanStore
-from explorer.state import Session
+from explorer.session import Session
 
 
 def _texts(viewable) -> str:

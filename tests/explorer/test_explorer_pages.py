@@ -41,7 +41,7 @@ from explorer.pages.tradeoff import (
     required_knob,
 )
 from explorer.planning import PlanStore
-from explorer.state import Session
+from explorer.session import Session
 
 PREFIX = {"domain": {"x": {"size": 16, "kind": "numeric"}},
           "workload": [{"product": {"x": "prefix"}}],

@@ -1,7 +1,7 @@
 """Planning jobs and the plan store: shared plans, per-subscriber cancel and skip, the queue.
 
 No browser and no server: jobs run on the store's planner threads (or the calling thread) and
-engine.compare is replaced where a test needs a mechanism that runs until it is stopped.
+engine.workflows.compare is replaced where a test needs a mechanism that runs until it is stopped.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ import threading
 import pytest
 from threadpoolctl import threadpool_limits
 
-from engine.compare import Comparison, ComparisonRow
 from engine.errors import Cancelled, NotApplicable
 from engine.scenario import Scenario
-from explorer import planning, state
+from engine.workflows.compare import Comparison, ComparisonRow
+from explorer import planning
+from explorer import session as state
 from explorer.planning import PlanStore, workload_key
-from explorer.state import DEFAULT_SPEC, Session
+from explorer.session import DEFAULT_SPEC, Session
 
 PREFIX_SPEC = {
     "domain": {"x": {"size": 16, "kind": "numeric"}},
@@ -34,11 +35,11 @@ def store() -> PlanStore:
 
 
 def _fake_compare(behaviour):
-    """A stand-in for engine.compare.compare that calls ``behaviour(name, progress)``."""
+    """A stand-in for engine.workflows.compare.compare that calls ``behaviour(name, progress)``."""
 
     def fake(workload, privacy, mechanisms, params=None, progress=None, on_row=None,
              executor=None):
-        from engine.bounds import svd_bound
+        from engine.analysis.svd_bound import svd_bound
 
         for name in mechanisms:
             plan = behaviour(name, progress)
@@ -544,7 +545,7 @@ def test_a_skip_stops_the_mechanism_in_its_worker_process_and_the_job_goes_on():
 def test_worker_processes_end_when_the_web_process_is_killed(children_outlive_a_killed_parent):
     script = (
         "import time\n"
-        "from explorer.plan_workers import PlannerPool\n"
+        "from explorer.planning.workers import PlannerPool\n"
         "pool = PlannerPool(2)\n"
         "pool.warm()\n"
         "while len(pool._pool()._processes) < 2: time.sleep(0.05)\n"

@@ -8,10 +8,13 @@ import time
 
 import pytest
 
-from explorer import planning, serverlog, serverprocess, sessions
+from explorer import planning
 from explorer.planning import PlanStore
-from explorer.sessions import SessionRegistry, watchers_added
-from explorer.state import Session
+from explorer.server import log as serverlog
+from explorer.server import process as serverprocess
+from explorer.server import sessions
+from explorer.server.sessions import SessionRegistry, watchers_added
+from explorer.session import Session
 
 PREFIX_SPEC = {
     "domain": {"x": {"size": 16, "kind": "numeric"}},

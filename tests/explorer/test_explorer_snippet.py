@@ -6,8 +6,8 @@ import contextlib
 import io
 
 from explorer.planning import PlanStore
+from explorer.session import Session
 from explorer.snippet import comparison_snippet
-from explorer.state import Session
 
 
 def test_snippet_prints_the_same_numbers_as_the_explorer():

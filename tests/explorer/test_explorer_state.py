@@ -11,7 +11,7 @@ from engine.privacy import Privacy
 from engine.scenario import Scenario
 from explorer import planning
 from explorer.planning import PlanStore
-from explorer.state import Session
+from explorer.session import Session
 
 PREFIX_SPEC = {"domain": {"x": {"size": 16, "kind": "numeric"}},
                "workload": [{"product": {"x": "prefix"}}],
@@ -147,7 +147,7 @@ def test_an_upload_or_a_preset_parses_the_text_at_most_once(store, monkeypatch):
     # A census-sized spec (SF1: 1 MB of indicator rows) takes seconds to parse, so the
     # session parses an upload once and never re-parses the text it wrote itself; an edit
     # in the editor is parsed (once) and applied.
-    from explorer import state
+    from explorer import session as state
 
     parsed: list[str] = []
     real = state.read_spec
@@ -198,7 +198,7 @@ def test_per_query_variances_are_computed_once_and_rescaled(store, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("unit variances must be memoised")
 
-    monkeypatch.setattr("engine.error.per_query_variances", boom)
+    monkeypatch.setattr("engine.analysis.expected_error.per_query_variances", boom)
     session.privacy.epsilon = 2.0
     second = session.variances("identity")
     assert second == pytest.approx(first / 4.0)  # Laplace variance scales with 1/eps^2

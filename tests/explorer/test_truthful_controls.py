@@ -15,7 +15,7 @@ from explorer.components.privacy import PrivacyControls, budget_problem
 from explorer.pages.compare import ComparePage
 from explorer.pages.tradeoff import TradeoffModel, TradeoffPage, curve_frame, readout_frame
 from explorer.planning import PlanStore
-from explorer.state import Session
+from explorer.session import Session
 
 # Prefix sums over 8 cells: identity's Laplace error at eps = 1 is exactly 3 (variance 2 per
 # cell, 4.5 cells per query on average), and hb picks branching 8 there, i.e. identity.

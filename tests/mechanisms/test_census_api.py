@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.census_cli import add_census_arguments, census_command, format_census
+from engine.cli.census import add_census_arguments, census_command, format_census
 from engine.errors import NotApplicable, SpecError
 from engine.mechanisms import get, registry_names
 from engine.mechanisms.hierarchical.bridge import (
@@ -22,9 +22,9 @@ from engine.mechanisms.hierarchical.bridge import (
 )
 from engine.mechanisms.hierarchical.evaluate import compare_variants, evaluate
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv, write_hierarchy_csv
+from engine.mechanisms.hierarchical.level_noise import noise_plan, split_budget
 from engine.mechanisms.hierarchical.mechanism import HierarchicalPGSR
 from engine.mechanisms.hierarchical.model import Hierarchy, RegionTree, SizeSet
-from engine.mechanisms.hierarchical.noise import noise_plan, split_budget
 from engine.mechanisms.hierarchical.synthetic import (
     parse_spec,
     running_example,
@@ -363,7 +363,7 @@ def test_topdown_with_one_qp_per_parent_matches_the_closed_form():
 
 
 def test_dp_in_size_row_blocks_gives_the_same_release(monkeypatch):
-    import engine.mechanisms.hierarchical.dp as dp
+    import engine.mechanisms.hierarchical.exact_integer_fit as dp
 
     h = synthetic_census("levels=1,4,20;groups=20000;max_size=40;seed=3")
     meas = HierarchicalPGSR(variant="dp").measure(h, 0.3, np.random.default_rng(1))

@@ -13,7 +13,7 @@ from engine.mechanisms.hierarchical.cumulative import (
     chain_values,
     level_prefixes,
 )
-from engine.mechanisms.hierarchical.dp import dp_postprocess, objective
+from engine.mechanisms.hierarchical.exact_integer_fit import dp_postprocess, objective
 from engine.mechanisms.hierarchical.mechanism import HierarchicalPGSR
 from engine.mechanisms.hierarchical.model import Hierarchy, RegionTree, SizeSet, check_release
 

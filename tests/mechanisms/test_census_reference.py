@@ -25,7 +25,7 @@ from engine.mechanisms.hierarchical.cumulative import (
     cumulate,
     level_prefixes,
 )
-from engine.mechanisms.hierarchical.dp import (
+from engine.mechanisms.hierarchical.exact_integer_fit import (
     allocate,
     dp_postprocess,
     infconv,
@@ -33,9 +33,7 @@ from engine.mechanisms.hierarchical.dp import (
     objective,
 )
 from engine.mechanisms.hierarchical.gls import gls_postprocess
-from engine.mechanisms.hierarchical.mechanism import HierarchicalPGSR, NoisyMeasurement
-from engine.mechanisms.hierarchical.model import Hierarchy, RegionTree, SizeSet, check_release
-from engine.mechanisms.hierarchical.noise import (
+from engine.mechanisms.hierarchical.level_noise import (
     geometric_alpha,
     geometric_variance,
     geometric_zero_probability,
@@ -44,6 +42,8 @@ from engine.mechanisms.hierarchical.noise import (
     noise_plan,
     sample_double_geometric,
 )
+from engine.mechanisms.hierarchical.mechanism import HierarchicalPGSR, NoisyMeasurement
+from engine.mechanisms.hierarchical.model import Hierarchy, RegionTree, SizeSet, check_release
 from engine.mechanisms.hierarchical.relaxed import relaxed_postprocess, round_values
 from engine.mechanisms.hierarchical.synthetic import running_example
 from engine.mechanisms.hierarchical.topdown import simplex_projection, topdown_postprocess

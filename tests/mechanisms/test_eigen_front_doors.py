@@ -16,7 +16,6 @@ import pytest
 from scipy.stats import ortho_group
 from threadpoolctl import threadpool_limits
 
-from engine.compare import compare
 from engine.mechanisms.eigen_design.design import (
     DEGENERATE_RTOL,
     canonical_eigenbasis,
@@ -25,8 +24,9 @@ from engine.mechanisms.eigen_design.design import (
     eigen_queries,
 )
 from engine.scenario import Scenario
+from engine.workflows.compare import compare
 from engine.workloads import AllRangeBlock, PrefixBlock, catalog
-from explorer.plan_workers import PlannerPool
+from explorer.planning.workers import PlannerPool
 
 #: The auditor's scenario, as both front doors loaded it.
 AUDITOR = {**catalog.spec("age_sex_race"),

@@ -68,7 +68,7 @@ def test_mechanism_partial_route_on_a_large_one_dimensional_domain() -> None:
     W = Workload.one_dim(AllRangeBlock(5000))
     plan = get("eigen-design", reduction="principal", fraction=0.02).plan(W, Privacy())
     assert plan.fact("structure") == "partial" and plan.fact("principal") == 100
-    from engine.bounds import svd_bound
+    from engine.analysis.svd_bound import svd_bound
 
     bound = svd_bound(W).value
     root_ratio = (plan.sensitivity[2] ** 2 * plan.trace / bound) ** 0.5

@@ -9,9 +9,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from engine.bounds import svd_bound
+from engine.analysis.expected_error import explicit_trace
+from engine.analysis.svd_bound import svd_bound
 from engine.domain import Domain
-from engine.error import explicit_trace
 from engine.errors import Cancelled, NotApplicable
 from engine.mechanisms import get
 from engine.mechanisms.eigen_design.design import dense_gram, eigen_design, eigen_queries

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from engine.analysis.expected_error import explicit_trace
 from engine.domain import Domain
-from engine.error import explicit_trace
 from engine.mechanisms.eigen_design.design import dense_gram, eigen_design, eigen_queries
 from engine.mechanisms.eigen_design.gram import GramOperator
 from engine.mechanisms.eigen_design.reductions import (

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from engine.bounds import svd_bound
+from engine.analysis.expected_error import trace_term
+from engine.analysis.svd_bound import svd_bound
 from engine.domain import Domain
-from engine.error import trace_term
 from engine.linalg.matrix import Dense
 from engine.mechanisms import get
 from engine.mechanisms.eigen_design.design import dense_gram, eigen_design, eigen_queries

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.error import explicit_trace
+from engine.analysis.expected_error import explicit_trace
 from engine.mechanisms.eigen_design.design import eigen_design, eigen_queries
 from engine.mechanisms.eigen_design.reductions import default_group_size, eigen_separation
 from engine.mechanisms.eigen_design.sines import (

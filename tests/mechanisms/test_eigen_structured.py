@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.bounds import svd_bound
+from engine.analysis.svd_bound import svd_bound
 from engine.domain import Domain
 from engine.mechanisms import get
 from engine.mechanisms.eigen_design.design import dense_gram, eigen_design, eigen_queries

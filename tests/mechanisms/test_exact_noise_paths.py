@@ -11,7 +11,7 @@ from scipy import stats
 
 from engine.mechanisms.aim_grem.aim import exponential_probabilities
 from engine.mechanisms.aim_grem.pgm import noisy_counts, select_allowed
-from engine.mechanisms.hierarchical.noise import (
+from engine.mechanisms.hierarchical.level_noise import (
     LAPLACE_GRID_EXPONENT,
     laplace_variance,
     sample_noise,

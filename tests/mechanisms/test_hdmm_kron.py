@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
+from engine.analysis.expected_error import trace_term
 from engine.domain import Domain
-from engine.error import trace_term
 from engine.mechanisms import get
 from engine.mechanisms.hdmm.kron import opt_kron
 from engine.mechanisms.hdmm.opt0 import opt0

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import scipy.sparse.linalg as spla
 
-from engine.bounds import svd_bound
+from engine.analysis.svd_bound import svd_bound
 from engine.domain import Domain
 from engine.linalg.marginals import MarginalStrategy, key_of, pinv_weights, xmatrix
 from engine.mechanisms import get
-from engine.mechanisms.hdmm.marginals import (
+from engine.mechanisms.hdmm.opt_marginals import (
     MarginalObjective,
     laplace_starts,
     marginal_label,

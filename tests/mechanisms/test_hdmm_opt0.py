@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.bounds import svd_bound_explicit
+from engine.analysis.svd_bound import svd_bound_explicit
 from engine.domain import Domain
 from engine.mechanisms import get
 from engine.mechanisms.hdmm.opt0 import (

@@ -16,8 +16,8 @@ from engine.domain import Domain
 from engine.executor import local_pool
 from engine.mechanisms import get
 from engine.mechanisms.hdmm.blas import blas_threads
-from engine.mechanisms.hdmm.marginals import opt_marginals
 from engine.mechanisms.hdmm.opt0 import optimize_pidentity
+from engine.mechanisms.hdmm.opt_marginals import opt_marginals
 from engine.privacy import Privacy
 from engine.workloads import Product, Workload
 from engine.workloads.blocks import IdentityBlock, PrefixBlock
@@ -25,7 +25,7 @@ from engine.workloads.blocks import IdentityBlock, PrefixBlock
 LAPLACE = Privacy(noise="laplace", epsilon=1.0)
 #: the module (the package exports its function ``opt0`` under the same name)
 OPT0 = importlib.import_module("engine.mechanisms.hdmm.opt0")
-MARGINALS = importlib.import_module("engine.mechanisms.hdmm.marginals")
+MARGINALS = importlib.import_module("engine.mechanisms.hdmm.opt_marginals")
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from functools import cache
 
 import pytest
 
-from engine.bounds import svd_bound, svd_bound_factor
+from engine.analysis.svd_bound import svd_bound, svd_bound_factor
 from engine.mechanisms import get
 from engine.mechanisms.hdmm.experiments import WORKLOADS
 from engine.mechanisms.hdmm.plain import plain_rmse, summed_sensitivity

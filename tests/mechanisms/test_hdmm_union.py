@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.bounds import svd_bound_factor
+from engine.analysis.svd_bound import svd_bound_factor
 from engine.domain import Domain
 from engine.mechanisms import get
 from engine.mechanisms.hdmm.experiments import WORKLOADS

@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 
+from engine.analysis.expected_error import per_query_variances, trace_term
 from engine.data.dataset import Dataset
 from engine.domain import Domain
-from engine.error import per_query_variances, trace_term
 from engine.errors import Cancelled, NotApplicable
 from engine.executor import SerialExecutor, local_pool
 from engine.mechanisms import get

@@ -4,7 +4,7 @@ Fixtures (use them by name in a test's arguments):
 
 - ``app_url`` (session): base URL (``http://127.0.0.1:PORT``, no trailing slash) of the explorer
   started as ``panel serve explorer/app.py --address 127.0.0.1 --port PORT`` in a subprocess
-  (by :func:`explorer.served.serving`, which the benchmarks share); stopped at the end of the
+  (by :func:`explorer.server.served.serving`, which the benchmarks share); stopped at the end of the
   session. Its output goes to
   ``test-results/explorer-server.log``.
 - ``browser`` (session): a Playwright ``Browser`` on ``/usr/bin/chromium`` (override with the
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.served import ServerStartError, chromium_options, serving
+from explorer.server.served import ServerStartError, chromium_options, serving
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO_ROOT / "test-results"
@@ -62,7 +62,7 @@ def start_server(log_name: str, *options: str, prefix: str = "") -> Iterator[str
     """Serve the explorer (with extra ``panel serve`` options) until the block ends.
 
     Yields the base URL (with ``prefix``, served through ``--prefix``); the output goes to
-    ``test-results/<log_name>``. See :func:`explorer.served.serving`.
+    ``test-results/<log_name>``. See :func:`explorer.server.served.serving`.
     """
     try:
         with serving(RESULTS_DIR / log_name, *options, prefix=prefix,

@@ -12,8 +12,8 @@ import yaml
 from conftest import app_path, comparison_rows
 from playwright.sync_api import expect
 
+from engine.analysis.per_query_error import query_error
 from engine.mechanisms import get
-from engine.query_error import query_error
 from engine.scenario import Scenario
 from engine.workloads import catalog
 

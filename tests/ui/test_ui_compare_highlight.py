@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from explorer.components.charts import FADED_ALPHA
 from explorer.pages.builder import TABLE_PAGE_ROWS
-from explorer.state import Session
+from explorer.session import Session
 
 pytestmark = pytest.mark.ui
 

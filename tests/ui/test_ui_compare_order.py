@@ -15,7 +15,7 @@ import yaml
 from conftest import app_path
 from playwright.sync_api import expect
 
-from engine.bounds import svd_bound
+from engine.analysis.svd_bound import svd_bound
 from engine.scenario import Scenario
 from explorer.planning import estimate_mechanism
 

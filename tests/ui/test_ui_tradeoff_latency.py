@@ -15,7 +15,7 @@ import pytest
 from conftest import RESULTS_DIR, app_path
 from playwright.sync_api import expect
 
-from explorer.served import drag_eps_slider
+from explorer.server.served import drag_eps_slider
 
 pytestmark = pytest.mark.ui
 

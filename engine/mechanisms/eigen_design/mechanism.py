@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import param
 
-from engine.cost import FLOAT, OVERHEAD, Cost, estimate_model
-from engine.error import per_query_variances
+from engine.analysis.cost_model import FLOAT, OVERHEAD, Cost, estimate_model
+from engine.analysis.expected_error import per_query_variances
 from engine.errors import NotApplicable
 from engine.linalg.matrix import DENSE_GUARD, Kron
 from engine.mechanisms.base import Mechanism, Plan, register, registered_name
@@ -51,8 +51,8 @@ from engine.mechanisms.eigen_design.designsets import (
     basis,
     kron_dense,
 )
+from engine.mechanisms.eigen_design.display import eigen_views
 from engine.mechanisms.eigen_design.gram import GramOperator
-from engine.mechanisms.eigen_design.plan_views import eigen_views
 from engine.mechanisms.eigen_design.program1 import GAP_TOL
 from engine.mechanisms.eigen_design.reductions import (
     default_group_size,
@@ -370,7 +370,8 @@ def _variances(design: WeightedDesign, route: str):
     def variances(plan: Plan) -> np.ndarray:
         workload = plan.workload
         if len(workload.domain) == 1:
-            # a one-factor Kronecker product: engine.error's interval formulas apply
+            # a one-factor Kronecker product: the interval formulas of
+            # engine.analysis.expected_error apply
             return per_query_variances(workload, Kron([plan.strategy]))
         return _generic_variances(workload, design)
 

@@ -6,7 +6,7 @@ Registers ``hdmm`` (best of every operator), ``hdmm-opt0``, ``hdmm-kron``, ``hdm
 * :mod:`~engine.mechanisms.hdmm.opt0`: OPT_0 on an explicit Gram (p-Identity, Gaussian convex);
 * :mod:`~engine.mechanisms.hdmm.kron`: OPT_kron, one Kronecker product;
 * :mod:`~engine.mechanisms.hdmm.union`: OPT_+, weighted unions with local least squares;
-* :mod:`~engine.mechanisms.hdmm.marginals`: OPT_M, weighted marginals;
+* :mod:`~engine.mechanisms.hdmm.opt_marginals`: OPT_M, weighted marginals;
 * :mod:`~engine.mechanisms.hdmm.hdmm`: OPT_HDMM, the best of them;
 * :mod:`~engine.mechanisms.hdmm.reconstruct`: census-scale measure/reconstruct and the
   marginal-only path;
@@ -20,8 +20,8 @@ Registers ``hdmm`` (best of every operator), ``hdmm-opt0``, ``hdmm-kron``, ``hdm
 
 from engine.mechanisms.hdmm.hdmm import HdmmMechanism
 from engine.mechanisms.hdmm.kron import KronMechanism, opt_kron
-from engine.mechanisms.hdmm.marginals import MarginalsMechanism, opt_marginals
 from engine.mechanisms.hdmm.opt0 import Opt0Mechanism, PIdentity, opt0
+from engine.mechanisms.hdmm.opt_marginals import MarginalsMechanism, opt_marginals
 from engine.mechanisms.hdmm.union import UnionMechanism, opt_union
 
 __all__ = ["HdmmMechanism", "KronMechanism", "MarginalsMechanism", "Opt0Mechanism",

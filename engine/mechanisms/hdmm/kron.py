@@ -25,9 +25,9 @@ import param
 from engine.errors import NotApplicable
 from engine.linalg.matrix import Kron
 from engine.mechanisms.base import Measurement, Plan, register, registered_name
+from engine.mechanisms.hdmm.display import kron_views
 from engine.mechanisms.hdmm.knobs import HdmmBase
 from engine.mechanisms.hdmm.opt0 import Factor, identity_factor, opt0
-from engine.mechanisms.hdmm.plan_views import kron_views
 from engine.mechanisms.hdmm.reconstruct import MAX_CELLS, kron_answers, kron_measure
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter, reporter

@@ -55,9 +55,9 @@ from engine.linalg.matrix import (
 )
 from engine.linalg.pinv import RCOND, supports
 from engine.mechanisms.base import Plan, register, registered_name
+from engine.mechanisms.hdmm.display import factor_views, operator_facts
 from engine.mechanisms.hdmm.knobs import HdmmBase
 from engine.mechanisms.hdmm.nonneg_lbfgs import minimize_nonneg
-from engine.mechanisms.hdmm.plan_views import factor_views, operator_facts
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter, minimize_reported, reporter
 from engine.privacy import Privacy

@@ -26,10 +26,11 @@ from typing import Any
 import numpy as np
 import param
 
-from engine.error import per_query_variances
+from engine.analysis.expected_error import per_query_variances
 from engine.errors import NotApplicable
 from engine.linalg.matrix import Kron, VStack
 from engine.mechanisms.base import Measurement, Plan, register, registered_name
+from engine.mechanisms.hdmm.display import union_views
 from engine.mechanisms.hdmm.knobs import HdmmBase
 from engine.mechanisms.hdmm.kron import (
     KronResult,
@@ -37,7 +38,6 @@ from engine.mechanisms.hdmm.kron import (
     kron_trace,
     opt_kron,
 )
-from engine.mechanisms.hdmm.plan_views import union_views
 from engine.mechanisms.hdmm.reconstruct import MAX_CELLS, kron_answers, kron_measure
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter, reporter

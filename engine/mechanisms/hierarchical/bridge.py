@@ -36,8 +36,8 @@ import numpy as np
 from engine.domain import Attribute, Domain
 from engine.errors import SpecError
 from engine.linalg.matrix import DENSE_GUARD, Kron, Matrix
+from engine.mechanisms.hierarchical.level_noise import noise_variance
 from engine.mechanisms.hierarchical.model import Hierarchy, RegionTree, SizeSet
-from engine.mechanisms.hierarchical.noise import noise_variance
 from engine.workloads.blocks import IdentityBlock, MatrixBlock
 from engine.workloads.workload import Workload
 

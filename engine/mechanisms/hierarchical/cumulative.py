@@ -35,7 +35,7 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 
 from engine.errors import SpecError
-from engine.mechanisms.hierarchical.dp import DPResult, dp_postprocess
+from engine.mechanisms.hierarchical.exact_integer_fit import DPResult, dp_postprocess
 from engine.mechanisms.hierarchical.model import RegionTree
 from engine.progress import Progress, report
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.cost import estimate_census, require
+from engine.analysis.cost_model import estimate_census, require
 from engine.errors import SpecError
 from engine.mechanisms.hierarchical.model import Hierarchy, RegionTree, SizeSet
 

@@ -47,15 +47,15 @@ from engine.mechanisms.hierarchical.cumulative import (
     level_prefixes,
     prefixes_from_cumulative,
 )
-from engine.mechanisms.hierarchical.dp import dp_postprocess
+from engine.mechanisms.hierarchical.exact_integer_fit import dp_postprocess
 from engine.mechanisms.hierarchical.gls import gls_postprocess
-from engine.mechanisms.hierarchical.model import Hierarchy, RegionTree, Release, SizeSet
-from engine.mechanisms.hierarchical.noise import (
+from engine.mechanisms.hierarchical.level_noise import (
     NOISE_KINDS,
     SPLITS,
     NoisePlan,
     noise_plan,
 )
+from engine.mechanisms.hierarchical.model import Hierarchy, RegionTree, Release, SizeSet
 from engine.mechanisms.hierarchical.relaxed import ROUNDINGS, relaxed_postprocess
 from engine.mechanisms.hierarchical.topdown import topdown_postprocess
 from engine.noise import release_rng

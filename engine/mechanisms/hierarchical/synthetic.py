@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.cost import estimate_census, require
+from engine.analysis.cost_model import estimate_census, require
 from engine.errors import SpecError, suggest
 from engine.mechanisms.hierarchical.model import Hierarchy, RegionTree, SizeSet
 

@@ -26,17 +26,17 @@ import math
 from concurrent.futures import Executor
 from typing import Any
 
-from engine.cli import add_executor_flags, executor_from_flags
-from engine.cost import estimate_census, require
+from engine.analysis.cost_model import estimate_census, require
+from engine.cli.main import add_executor_flags, executor_from_flags
 from engine.errors import SpecError, suggest
-from engine.experiments import census_trials
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv
+from engine.mechanisms.hierarchical.level_noise import LAPLACE_GRID_EXPONENT, NOISE_KINDS, SPLITS
 from engine.mechanisms.hierarchical.mechanism import VARIANTS
 from engine.mechanisms.hierarchical.model import Hierarchy
-from engine.mechanisms.hierarchical.noise import LAPLACE_GRID_EXPONENT, NOISE_KINDS, SPLITS
 from engine.mechanisms.hierarchical.synthetic import synthetic_census
 from engine.noise import seed_from_text
-from engine.release import base_record, check_out_dir, write_release
+from engine.workflows.evaluate import census_trials
+from engine.workflows.release import base_record, check_out_dir, write_release
 
 DEFAULT_SYNTHETIC = "levels=1,6,30;groups=20000;max_size=50;seed=0"
 #: Smallest total eps: below it the noise scale passes the integers a float holds exactly.
@@ -75,7 +75,7 @@ def add_census_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
                         help="top size bucket k (sizes >= k share it); required with --data: "
                         "the domain must be public, never read from the private CSV")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    from engine.budget_cli import add_ledger_flag
+    from engine.cli.budget import add_ledger_flag
 
     add_ledger_flag(parser)
     add_executor_flags(parser)
@@ -134,7 +134,7 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
     if weights is not None and len(weights) != hierarchy.tree.depth:
         raise SpecError(f"--weights: expected {hierarchy.tree.depth} numbers (one per level), "
                         f"got {len(weights)}")
-    from engine.budget_cli import release_guard
+    from engine.cli.budget import release_guard
     from engine.ledger import Cost
 
     knobs = {"variant": variant, "split": split, "sampler": sampler, "level_weights": weights}

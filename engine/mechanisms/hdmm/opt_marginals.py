@@ -47,8 +47,8 @@ from engine.linalg.marginals import (
     multiplicities,
 )
 from engine.mechanisms.base import Measurement, Plan, register, registered_name
+from engine.mechanisms.hdmm.display import marginal_views
 from engine.mechanisms.hdmm.knobs import HdmmBase
-from engine.mechanisms.hdmm.plan_views import marginal_views
 from engine.mechanisms.hdmm.reconstruct import (
     MAX_CELLS,
     MarginalEstimates,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.error import EXPLICIT_LIMIT
+from engine.analysis.expected_error import EXPLICIT_LIMIT
 from engine.linalg.marginals import factor_pair, is_marginal_like, marginal_svd_bound
 from engine.linalg.matrix import Identity, Matrix, Ones
 from engine.linalg.pinv import psd_sqrt_trace

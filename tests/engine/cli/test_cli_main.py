@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.privacy import Privacy
 
 SPEC = """\

@@ -13,8 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from engine.domain import Domain
-from engine.error import (
+from engine.analysis.expected_error import (
     EXPLICIT_LIMIT,
     expected_tse,
     explicit_trace,
@@ -24,6 +23,7 @@ from engine.error import (
     rmse,
     trace_term,
 )
+from engine.domain import Domain
 from engine.errors import NotApplicable
 from engine.linalg.marginals import MarginalStrategy
 from engine.linalg.matrix import DENSE_GUARD, Dense, Identity, Kron, Ones, Sparse
@@ -182,7 +182,7 @@ def count_calls(monkeypatch, delay: float = 0.0) -> list[int]:
         time.sleep(delay)  # widens the window in which unsynchronised callers would overlap
         return original(*args, **kwargs)
 
-    monkeypatch.setattr("engine.error.per_query_variances", counted)
+    monkeypatch.setattr("engine.analysis.expected_error.per_query_variances", counted)
     return calls
 
 

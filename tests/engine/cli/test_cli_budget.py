@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.ledger import Ledger
 from engine.mechanisms.hierarchical.io import write_hierarchy_csv
 from engine.mechanisms.hierarchical.synthetic import synthetic_census

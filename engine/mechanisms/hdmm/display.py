@@ -28,8 +28,8 @@ from engine.workloads.workload import Workload
 
 if TYPE_CHECKING:
     from engine.mechanisms.hdmm.kron import KronResult
-    from engine.mechanisms.hdmm.marginals import MarginalsResult
     from engine.mechanisms.hdmm.opt0 import Factor
+    from engine.mechanisms.hdmm.opt_marginals import MarginalsResult
     from engine.mechanisms.hdmm.union import UnionResult
 
 #: Units of every unit-noise error below: squared counts per unit noise variance and unit

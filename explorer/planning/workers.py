@@ -31,11 +31,11 @@ from typing import Any
 
 import cloudpickle
 
-from engine.compare import ComparisonRow, plan_row
 from engine.executor import WorkerLost, local_pool
 from engine.mechanisms import Plan
 from engine.privacy import Privacy
 from engine.progress import Progress
+from engine.workflows.compare import ComparisonRow, plan_row
 from engine.workloads.workload import Workload
 
 #: How much lower than the web process's the workers' CPU priority is (nice steps).
@@ -146,7 +146,7 @@ class PlannerPool:
         known: Iterable[tuple[str, Mapping[str, Any], Plan]] = (),
         progress: Progress | None = None,
     ) -> ComparisonRow:
-        """``engine.compare.plan_row`` in a worker process; blocks until it is done.
+        """``engine.workflows.compare.plan_row`` in a worker process; blocks until it is done.
 
         ``known`` plans are sent with the workload, so in the worker they hold its copy of
         ``workload`` (as ``plan_row`` requires). ``progress`` receives the worker's reports

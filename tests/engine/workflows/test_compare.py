@@ -7,14 +7,14 @@ from typing import ClassVar
 import pytest
 from threadpoolctl import threadpool_limits
 
-from engine.bounds import svd_bound
-from engine.compare import compare, compare_scenario, default_mechanisms
+from engine.analysis.svd_bound import svd_bound
 from engine.errors import Cancelled, NotApplicable
 from engine.mechanisms import base as mechanism_base
 from engine.mechanisms import get, mechanism_class
 from engine.mechanisms.base import Mechanism, registered_name
 from engine.privacy import Privacy
 from engine.progress import Progress
+from engine.workflows.compare import compare, compare_scenario, default_mechanisms
 from engine.workloads import AllRangeBlock, PrefixBlock, Workload, catalog
 
 GAUSS = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)

@@ -5,7 +5,7 @@ tests, ``benchmarks/server_load.py``, ``benchmarks/explorer_presets.py``), and f
 who wants a throw-away server from a checkout, for instance to try ``panel serve`` options::
 
     from pathlib import Path
-    from explorer.served import serving
+    from explorer.server.served import serving
 
     with serving(Path("server.log"), "--num-threads", "4") as app:
         print(app.url)          # http://127.0.0.1:PORT, answers /app

@@ -18,7 +18,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine.bounds import Bound, svd_bound
+from engine.analysis.svd_bound import Bound, svd_bound
 from engine.errors import Cancelled, NotApplicable
 from engine.executor import SerialExecutor, map_after
 from engine.mechanisms import Plan, get, mechanism_class, registry_names

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from engine.bounds import Bound, svd_bound, svd_bound_explicit, svd_bound_factor
+from engine.analysis.svd_bound import Bound, svd_bound, svd_bound_explicit, svd_bound_factor
 from engine.domain import Domain
 from engine.linalg.residuals import privacy_factor
 from engine.privacy import Privacy

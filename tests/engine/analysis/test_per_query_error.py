@@ -9,16 +9,16 @@ import time
 import numpy as np
 import pytest
 
-from engine.errors import SpecError
-from engine.mechanisms import get
-from engine.privacy import Privacy
-from engine.query_error import (
+from engine.analysis.per_query_error import (
     PerQueryErrors,
     chernoff_half_width,
     error_half_widths,
     laplace_sum_half_width,
     query_error,
 )
+from engine.errors import SpecError
+from engine.mechanisms import get
+from engine.privacy import Privacy
 from engine.scenario import Scenario
 from engine.workloads import catalog
 from engine.workloads import labels as labels_module

@@ -3,10 +3,10 @@
 ``panel serve explorer/app.py`` runs the app script afresh for every browser session, so
 anything in the script runs per page load; :func:`prepare` is the part that must run once:
 
-* the explorer's log lines (:func:`explorer.serverlog.configure`);
+* the explorer's log lines (:func:`explorer.server.log.configure`);
 * :func:`freeze_startup_heap`: what is alive after the imports (modules, libraries,
   registries) is exempted from garbage collection, so a collection does not walk it;
-* the planner worker processes (:class:`explorer.plan_workers.PlannerPool`) start in the
+* the planner worker processes (:class:`explorer.planning.workers.PlannerPool`) start in the
   background, so the first comparison of the first user does not wait 2-3 s for them;
 * :func:`expire_sessions`: sessions without a tab are dropped once idle for
   ``EXPLORER_SESSION_IDLE_SECONDS``, whether or not anybody opens a page later.
@@ -22,9 +22,9 @@ import gc
 import logging
 import threading
 
-from explorer import serverlog
 from explorer.planning import STORE
-from explorer.sessions import REGISTRY, SessionRegistry
+from explorer.server import log as serverlog
+from explorer.server.sessions import REGISTRY, SessionRegistry
 
 LOG = logging.getLogger(__name__)
 #: Longest pause between two sweeps for idle sessions (seconds).

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.mechanisms import get
 from engine.mechanisms.hierarchical.io import write_hierarchy_csv
 from engine.mechanisms.hierarchical.synthetic import synthetic_census

@@ -9,7 +9,7 @@ planning time) each waiting job reports.
 
 In the served app (``EXPLORER_PLANNING=processes``, the default) a planner thread only waits:
 each mechanism is planned in a worker process of a pool of ``planners`` processes
-(:mod:`explorer.plan_workers`), which reports its progress back and stops at its next
+(:mod:`explorer.planning.workers`), which reports its progress back and stops at its next
 checkpoint on a cancel. ``EXPLORER_PLANNING=threads`` plans in the planner threads themselves.
 
 One job serves every session that asked for the same ``(workload, noise)``, but cancel and skip
@@ -39,9 +39,8 @@ from collections.abc import Hashable, Iterable, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
-from engine.bounds import Bound, svd_bound
-from engine.compare import Comparison, ComparisonRow, compare, plan_row
-from engine.cost import format_bytes
+from engine.analysis.cost_model import format_bytes
+from engine.analysis.svd_bound import Bound, svd_bound
 from engine.errors import Cancelled, NotApplicable, SpecError
 from engine.executor import (
     SCHEDULER_VARIABLE,
@@ -52,9 +51,10 @@ from engine.executor import (
 from engine.mechanisms import Plan, get, mechanism_class
 from engine.privacy import Privacy
 from engine.progress import Progress
+from engine.workflows.compare import Comparison, ComparisonRow, compare, plan_row
 from engine.workloads.labels import readable_labels
 from engine.workloads.workload import Workload
-from explorer.plan_workers import PlannerPool
+from explorer.planning.workers import PlannerPool
 
 LOG = logging.getLogger(__name__)
 
@@ -615,7 +615,7 @@ class PlanStore:
         scheduler: a Dask scheduler address: the jobs then plan their mechanisms on that
             cluster, out of the web process.
         processes: without a scheduler, plan in a pool of ``planners`` worker processes
-            (:class:`explorer.plan_workers.PlannerPool`) rather than in the planner threads
+            (:class:`explorer.planning.workers.PlannerPool`) rather than in the planner threads
             themselves, so planning never holds the web process's interpreter lock.
     """
 
@@ -729,7 +729,7 @@ class PlanStore:
         self, key: str, noise: str, name: str
     ) -> tuple[tuple[str, dict[str, Any], Plan], ...]:
         """The finished plans of the mechanisms that ``name`` composes (hdmm: its operators),
-        as ``(mechanism, knobs, plan)`` for :func:`engine.compare.plan_row`."""
+        as ``(mechanism, knobs, plan)`` for :func:`engine.workflows.compare.plan_row`."""
         composed = set(mechanism_class(name).composes)
         return tuple(
             (row.mechanism, {}, row.plan)

@@ -1,4 +1,4 @@
-"""Which :class:`~explorer.state.Session` a browser gets: server-issued ids, expiry, sharing.
+"""Which :class:`~explorer.session.Session` a browser gets: server-issued ids, expiry, sharing.
 
 Session ids are made by the server (``secrets.token_urlsafe``, 128 bits) and carried in the
 page URL (``?s=...``) so the pages of one user share their work. An id the server did not
@@ -35,7 +35,7 @@ from typing import Any
 
 import param
 
-from explorer.state import Session
+from explorer.session import Session
 
 #: How long a session without any connected tab is kept (seconds).
 IDLE_SECONDS = 30 * 60

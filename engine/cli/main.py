@@ -39,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _memory_limit(text: str) -> float:
-    from engine.cost import parse_size
+    from engine.analysis.cost_model import parse_size
 
     try:
         return parse_size(text)
@@ -70,7 +70,7 @@ def _add_release_flags(p: argparse.ArgumentParser) -> None:
                    "enlarges the sensitivity by at most 2**-10)")
     p.add_argument("--out", default=None, metavar="DIR", help="write answers.csv and "
                    "release.json (the release record) into DIR")
-    from engine.budget_cli import add_ledger_flag
+    from engine.cli.budget import add_ledger_flag
 
     add_ledger_flag(p)
 
@@ -130,13 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_release_flags(r)
     add_executor_flags(r)
     r.add_argument("--json", action="store_true")
-    from engine.census_cli import add_census_arguments
+    from engine.cli.census import add_census_arguments
 
     census = add_census_arguments(sub.add_parser("census",
                                                  help="hierarchical group-size release"))
     for command in (v, b, c, r, census):
         _add_memory_flag(command)
-    from engine.budget_cli import add_budget_arguments
+    from engine.cli.budget import add_budget_arguments
 
     add_budget_arguments(sub.add_parser("budget", help="privacy budget ledger: register data "
                                         "sets, show spent and remaining, list releases"))
@@ -194,9 +194,9 @@ def _fmt(x: float | None, digits: int = 4) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> dict[str, Any]:
-    from engine.compare import default_mechanisms
-    from engine.cost import memory_limit
+    from engine.analysis.cost_model import memory_limit
     from engine.mechanisms import get
+    from engine.workflows.compare import default_mechanisms
 
     s = Scenario.load(args.spec)
     names = (parse_mechanisms(args.mechanism, "--mechanism") if args.mechanism
@@ -218,7 +218,7 @@ def cmd_validate(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_bound(args: argparse.Namespace) -> dict[str, Any]:
-    from engine.bounds import svd_bound
+    from engine.analysis.svd_bound import svd_bound
 
     s = Scenario.load(args.spec)
     privacy = privacy_from_flags(s.privacy, args)
@@ -233,8 +233,8 @@ def cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
     """Plan every mechanism (progress on stderr); the ``compare --json`` document, with
     ``best`` (the mechanism of least RMSE, or null) and ``order`` (mechanisms best first,
     then the not applicable ones) added."""
-    from engine.compare import compare
     from engine.mechanisms import registry_names
+    from engine.workflows.compare import compare
 
     s = Scenario.load(args.spec)
     privacy = privacy_from_flags(s.privacy, args)
@@ -322,7 +322,7 @@ def _plan_task(task: tuple[Any, Any, Privacy]) -> Any:
 def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     """Release one mechanism's answers on data (``--workers``/``--scheduler`` plan it)."""
     from engine.noise import check_grid_exponent, seed_from_text
-    from engine.release import check_out_dir
+    from engine.workflows.release import check_out_dir
 
     s = Scenario.load(args.spec)
     privacy = privacy_from_flags(s.privacy, args)
@@ -341,15 +341,15 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
 def _release(args: argparse.Namespace, s: Scenario, privacy: Privacy, name: str,
              seed: int | None, grid: int | None, executor: Executor | None) -> dict[str, Any]:
     """Plan (on ``executor`` when given), consult the ledger, measure and release."""
-    from engine.budget_cli import release_guard
+    from engine.cli.budget import release_guard
     from engine.ledger.charge import release_cost
     from engine.mechanisms import get
     from engine.noise import release_rng
-    from engine.release import base_record, workload_summary, write_release
+    from engine.workflows.release import base_record, workload_summary, write_release
 
     mech = get(name)
     if not mech.data_dependent and name != "hierarchical-pgsr":
-        from engine.cost import require
+        from engine.analysis.cost_model import require
 
         mech.check(s.workload, privacy)
         require(mech.estimate(s.workload, privacy), name, "run")
@@ -425,15 +425,15 @@ def _knobs(mech: Any) -> dict[str, Any]:
 
 
 def cmd_census(args: argparse.Namespace) -> dict[str, Any]:
-    """Run a hierarchical group-size release (see engine.census_cli)."""
-    from engine.census_cli import census_command
+    """Run a hierarchical group-size release (see engine.cli.census)."""
+    from engine.cli.census import census_command
 
     return census_command(args)
 
 
 def cmd_budget(args: argparse.Namespace) -> dict[str, Any]:
-    """The budget ledger's ``init|show|history`` (see engine.budget_cli)."""
-    from engine.budget_cli import budget_command
+    """The budget ledger's ``init|show|history`` (see engine.cli.budget)."""
+    from engine.cli.budget import budget_command
 
     return budget_command(args)
 
@@ -443,7 +443,7 @@ COMMANDS = {"validate": cmd_validate, "bound": cmd_bound, "compare": cmd_compare
 
 
 def _print_validate(doc: dict[str, Any]) -> None:
-    from engine.cost import Cost, format_bytes
+    from engine.analysis.cost_model import Cost, format_bytes
 
     print(f"valid: {doc['queries']:,} queries over {doc['domain_size']:,} cells "
           f"({doc['terms']} terms), {doc['privacy']}")
@@ -485,12 +485,12 @@ def _print_table(command: str, doc: dict[str, Any]) -> None:
                   f"{r['plan_seconds']:>8.3f}")
         return
     if command == "budget":
-        from engine.budget_cli import format_budget
+        from engine.cli.budget import format_budget
 
         print(format_budget(doc))
         return
     if command == "census":
-        from engine.census_cli import format_census
+        from engine.cli.census import format_census
 
         print(format_census(doc))
         return
@@ -517,7 +517,7 @@ def _finite(value: Any) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input, 1 for not applicable)."""
-    from engine.cost import set_memory_limit
+    from engine.analysis.cost_model import set_memory_limit
 
     args = None
     try:

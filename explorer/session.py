@@ -32,12 +32,12 @@ import numpy as np
 import param
 import yaml
 
-from engine.compare import Comparison, ComparisonRow
 from engine.errors import SpecError
 from engine.mechanisms import Plan, mechanism_class, registry_names
 from engine.privacy import Privacy
 from engine.scenario import Scenario
 from engine.specfile import load_text as read_spec
+from engine.workflows.compare import Comparison, ComparisonRow
 from engine.workloads.workload import Workload
 from explorer.planning import (
     STORE,

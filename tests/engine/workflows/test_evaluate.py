@@ -8,12 +8,19 @@ import io
 import numpy as np
 import pytest
 
-from engine.census_cli import census_command
+from engine.cli.census import census_command
 from engine.data import Dataset
 from engine.domain import Domain
 from engine.errors import Cancelled, NotApplicable, SpecError
 from engine.executor import SerialExecutor, local_pool
-from engine.experiments import (
+from engine.mechanisms import get
+from engine.mechanisms.aim_grem import run_residual_planner
+from engine.mechanisms.hierarchical import HierarchicalPGSR
+from engine.mechanisms.hierarchical.evaluate import executor_batches
+from engine.mechanisms.hierarchical.io import write_hierarchy_csv
+from engine.privacy import Privacy, cdp_rho
+from engine.progress import Progress
+from engine.workflows.evaluate import (
     AIM_GREM,
     CENSUS_VARIANTS,
     RESIDUAL_PLANNER,
@@ -25,13 +32,6 @@ from engine.experiments import (
     pgm_available,
     synthetic_hierarchy,
 )
-from engine.mechanisms import get
-from engine.mechanisms.aim_grem import run_residual_planner
-from engine.mechanisms.hierarchical import HierarchicalPGSR
-from engine.mechanisms.hierarchical.evaluate import executor_batches
-from engine.mechanisms.hierarchical.io import write_hierarchy_csv
-from engine.privacy import Privacy, cdp_rho
-from engine.progress import Progress
 from engine.workloads import PrefixBlock, Workload
 
 DOMAIN = Domain.from_sizes([3, 2, 4, 2], ["a", "b", "c", "d"])

@@ -1,0 +1,1 @@
+"""``python -m engine ...``: the command line (``main``), its shared flags, census and budget."""

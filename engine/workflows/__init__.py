@@ -1,0 +1,1 @@
+"""Use cases over the mechanisms: compare plans, evaluate runs against the truth, release."""
