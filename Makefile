@@ -13,7 +13,7 @@ CHROMIUM := /usr/bin/chromium
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 BENCHMARKS := $(wildcard benchmarks/*.py)
 
-.PHONY: help serve chromium test lint format bench clean distclean
+.PHONY: help serve chromium postgresql test lint format bench clean distclean
 
 help:
 	@echo "make serve     serve the explorer at http://127.0.0.1:$(PORT)/ (PORT=..., SERVE_FLAGS=...)"
@@ -47,7 +47,18 @@ chromium:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium; \
 	fi
 
-test: lint chromium
+# The ledger's tests also run on a throw-away PostgreSQL server (tests/conftest.py starts one
+# on 127.0.0.1 with Debian's binaries under /usr/lib/postgresql/N/bin).
+postgresql:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "postgresql: $$(ls -d /usr/lib/postgresql/*/bin | tail -1) present"; \
+	else \
+		if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y postgresql; \
+	fi
+
+test: lint chromium postgresql
 	$(PY) -m pytest tests $(if $(NOTEBOOKS),--nbmake notebooks)
 
 lint: $(VENV)

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,3 +63,70 @@ def children_outlive_a_killed_parent() -> Callable[[str], list[int]]:
         return [pid for pid in workers if _alive(pid)]
 
     return run
+
+
+# ------------------------------------------------------------------- throw-away PostgreSQL
+def _postgres_bin() -> Path:
+    """The newest installed PostgreSQL's bin directory (Debian: /usr/lib/postgresql/N/bin;
+    `make test` installs the package when it is missing)."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+                   key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0)
+    if not found:
+        pytest.fail("PostgreSQL is not installed: `make test` installs Debian's postgresql "
+                    "package (apt-get install postgresql)")
+    return found[-1].parent
+
+
+def _as_server_user(command: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: as root, run the command as the `postgres` user."""
+    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A throw-away PostgreSQL server for this test session: ``initdb`` in a temporary
+    directory (outside pytest's, which the ``postgres`` user cannot enter when the tests run
+    as root), listening on 127.0.0.1 at a free port only, trust authentication for the
+    ``dpwb`` role; stopped (fast shutdown) and removed at the end. Yields the server's
+    SQLAlchemy URL prefix ``postgresql+psycopg://dpwb@127.0.0.1:PORT``."""
+    bin_dir = _postgres_bin()
+    root = Path(tempfile.mkdtemp(prefix="dpwb-postgres-"))
+    data, sockets = root / "data", root / "sockets"
+    sockets.mkdir()
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres")
+        shutil.chown(sockets, "postgres")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    def run(*command: str) -> None:
+        done = subprocess.run(_as_server_user([str(bin_dir / command[0]), *command[1:]]),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if done.returncode != 0:
+            shutil.rmtree(root, ignore_errors=True)
+            pytest.fail(f"PostgreSQL {command[0]} failed: {done.stdout.strip()[-500:]}")
+
+    run("initdb", "-D", str(data), "-U", "dpwb", "--auth=trust", "-E", "UTF8", "--no-sync")
+    options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {sockets} -c fsync=off "
+               f"-c max_connections=100")
+    run("pg_ctl", "-D", str(data), "-w", "-t", "60", "-o", options, "-l",
+        str(root / "server.log"), "start")
+    try:
+        yield f"postgresql+psycopg://dpwb@127.0.0.1:{port}"
+    finally:
+        subprocess.run(_as_server_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast",
+                                        "-w", "stop"]), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str, request: pytest.FixtureRequest) -> str:
+    """A fresh, empty database on the throw-away server for one test (its SQLAlchemy URL)."""
+    name = "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:50]
+    admin = sa.create_engine(f"{postgres_server}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return f"{postgres_server}/{name}"
