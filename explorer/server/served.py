@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-APP_FILE = Path(__file__).resolve().with_name("app.py")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+APP_FILE = REPO_ROOT / "explorer" / "app.py"
 ADDRESS = "127.0.0.1"
 #: Seconds to wait for a fresh server to answer ``/app`` (imports and the first page build).
 START_TIMEOUT_S = 90.0
