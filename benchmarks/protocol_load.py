@@ -1,0 +1,225 @@
+"""Serving load without browsers: simulated analysts as protocol-level clients.
+
+Each simulated analyst (:class:`protocol_client.PageClient`, Bokeh's websocket protocol, no
+rendering) does what an analyst does in a tab:
+
+1. opens the privacy trade-off page (a new session) and waits for its readout;
+2. moves the eps slider ``--moves`` times, each time waiting until the readout names the new
+   privacy level;
+3. opens the Compare page in the same session (``&s=<id>``, as the app's links do), which plans
+   the session's workload (the default one: the server's plan cache has it after the warm-up),
+   and waits for its headline;
+4. closes both pages.
+
+For every number of processes (``--procs``, served with ``panel serve --num-procs``) and every
+number of analysts (``--analysts``), one fresh server runs: a warm-up analyst first (not
+measured), then all analysts start within ``--ramp`` seconds. Printed per row: page-ready p50 /
+p95 (from connecting to the page's first view), slider p50 / p95 (from the change to the new
+readout), web-process CPU per page (all serving processes), resident memory per analyst while
+they are connected, errors (timeouts, closed connections), lost sessions (the Compare page was
+given a new session instead of the analyst's: a process that does not know the session), and
+resident memory after they left against idle (sessions discarded after ``UNUSED_SESSION_MS``
+and ``SESSION_IDLE_S``). Goals (issue 30) at 20 analysts and 2 processes: page p95 < 2 s,
+slider p95 < 300 ms; at 100 analysts: no error, no lost session, memory back within 50 MB.
+
+All traffic goes to 127.0.0.1, every wait is bounded by ``--timeout`` and the run stops by
+itself.
+
+Usage::
+
+    python benchmarks/protocol_load.py                       # 20 50 100 analysts x 1 2 procs
+    python benchmarks/protocol_load.py --analysts 20 --procs 1 --moves 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import psutil
+from protocol_client import PageClient, ProtocolError
+
+from explorer.server.served import serving
+
+#: Bokeh discards a session this long after its last connection closed (milliseconds).
+UNUSED_SESSION_MS = 5_000
+#: The explorer drops a session this long after its last page closed (seconds).
+SESSION_IDLE_S = 10.0
+#: Seconds to watch a page's address for a session id other than the one asked for.
+SESSION_SWAP_S = 3.0
+#: Issue 30's goals.
+GOALS = "page p95 < 2 s and slider p95 < 0.3 s at 20 analysts / 2 processes; " \
+        "at 100: no error, no lost session, RSS back within 50 MB of idle"
+
+
+@dataclass
+class Tally:
+    """What the analysts of one run measured."""
+
+    pages: list[float] = field(default_factory=list)
+    moves: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    lost_sessions: int = 0
+
+
+def session_of(client: PageClient) -> str:
+    """The session id the server put into the page's address (``s=``), '' before it did."""
+    for attributes in client.models.values():
+        search = attributes.get("search")
+        if isinstance(search, str) and "s=" in search:
+            return parse_qs(search.lstrip("?")).get("s", [""])[0]
+    return ""
+
+
+async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
+                  rng: random.Random) -> None:
+    """One analyst's visit (module docstring); ``tally`` None: a warm-up, not counted."""
+    pages: list[PageClient] = []
+    try:
+        start = time.perf_counter()
+        tradeoff = await PageClient.open(ws_url, {"page": "tradeoff"}, timeout=timeout)
+        pages.append(tradeoff)
+        await tradeoff.wait_for(lambda: bool(tradeoff.text_of("tradeoff-level"))
+                                and bool(session_of(tradeoff)), timeout)
+        if tally is not None:
+            tally.pages.append(time.perf_counter() - start)
+        slider = tradeoff.find("eps-slider")
+        if slider is None:
+            raise ProtocolError("the trade-off page has no eps slider")
+        low, high = float(tradeoff.models[slider]["start"]), float(tradeoff.models[slider]["end"])
+        for _ in range(moves):
+            before = tradeoff.text_of("tradeoff-level")
+            value = round(rng.uniform(low, high), 2)
+            await tradeoff.change(slider, value=value, value_throttled=value)
+            took = await tradeoff.wait_for(
+                lambda before=before: tradeoff.text_of("tradeoff-level") != before, timeout)
+            if tally is not None:
+                tally.moves.append(took)
+        sid = session_of(tradeoff)
+        start = time.perf_counter()
+        compare = await PageClient.open(ws_url, {"page": "compare", "s": sid}, timeout=timeout)
+        pages.append(compare)
+        await compare.wait_for(lambda: bool(compare.text_of("compare-headline")), timeout)
+        if tally is not None:
+            tally.pages.append(time.perf_counter() - start)
+            # A process that does not know the session gives the page a new one and puts its
+            # id into the address once the page has loaded.
+            try:
+                await compare.wait_for(lambda: session_of(compare) != sid, SESSION_SWAP_S)
+                tally.lost_sessions += 1
+            except ProtocolError:
+                pass
+    except (ProtocolError, OSError, KeyError, ValueError) as exc:
+        if tally is None:
+            raise
+        tally.errors.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        for page in pages:
+            page.close()
+
+
+def server_processes(root: psutil.Process) -> list[psutil.Process]:
+    """The serving process and its children (``--num-procs`` forks; planning workers)."""
+    return [root, *root.children(recursive=True)]
+
+
+def cpu_seconds(root: psutil.Process) -> float:
+    total = 0.0
+    for proc in server_processes(root):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def rss_mb(root: psutil.Process) -> float:
+    total = 0
+    for proc in server_processes(root):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += proc.memory_info().rss
+    return total / 2**20
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) of the values, nearest rank; NaN for none."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+async def run(ws_url: str, root: psutil.Process, analysts: int, args: argparse.Namespace
+              ) -> dict[str, float | int | str]:
+    """Warm up, run ``analysts`` at once, wait for their sessions to go; one result row."""
+    rng = random.Random(0)  # the analysts' slider positions and arrival times (not noise)
+    await analyst(ws_url, 1, args.timeout, None, rng)
+    idle = rss_mb(root)
+    tally = Tally()
+    cpu_before = cpu_seconds(root)
+    peak = idle
+
+    async def arrive(delay: float) -> None:
+        await asyncio.sleep(delay)
+        await analyst(ws_url, args.moves, args.timeout, tally, rng)
+
+    visits = asyncio.gather(*(arrive(rng.uniform(0, args.ramp)) for _ in range(analysts)))
+    started = time.perf_counter()
+    while not visits.done():
+        await asyncio.sleep(0.5)
+        peak = max(peak, rss_mb(root))
+    await visits
+    seconds = time.perf_counter() - started
+    cpu = cpu_seconds(root) - cpu_before
+    await asyncio.sleep(UNUSED_SESSION_MS / 1000 + SESSION_IDLE_S + 5)
+    after = rss_mb(root)
+    return {"analysts": analysts, "seconds": seconds,
+            "page_p50": percentile(tally.pages, 0.5), "page_p95": percentile(tally.pages, 0.95),
+            "slider_p50": percentile(tally.moves, 0.5), "slider_p95": percentile(tally.moves, 0.95),
+            "cpu_per_page": cpu / max(len(tally.pages), 1),
+            "rss_per_analyst": (peak - idle) / analysts, "errors": len(tally.errors),
+            "lost": tally.lost_sessions, "rss_idle": idle, "rss_after": after,
+            "first_error": tally.errors[0] if tally.errors else ""}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--analysts", type=int, nargs="+", default=[20, 50, 100])
+    parser.add_argument("--procs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--moves", type=int, default=5)
+    parser.add_argument("--ramp", type=float, default=5.0,
+                        help="the analysts arrive within this many seconds")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds any one step may take before it counts as an error")
+    args = parser.parse_args()
+    print(f"goals: {GOALS}")
+    print(f"load average at start: {psutil.getloadavg()[0]:.1f} (2 cores)")
+    header = ("procs analysts  page p50/p95 (s)  slider p50/p95 (ms)  CPU/page (s)  "
+              "RSS/analyst (MB)  errors  lost  RSS idle -> after (MB)")
+    print(header)
+    for procs in args.procs:
+        for analysts in args.analysts:
+            with tempfile.TemporaryDirectory() as logs, serving(
+                    Path(logs) / "server.log", "--num-procs", str(procs),
+                    unused_session_ms=UNUSED_SESSION_MS,
+                    environment={"EXPLORER_SESSION_IDLE_SECONDS": str(SESSION_IDLE_S)}) as app:
+                ws_url = app.url.replace("http://", "ws://") + "/app/ws"
+                row = asyncio.run(run(ws_url, psutil.Process(app.process.pid), analysts, args))
+            print(f"{procs:5d} {analysts:8d}  {row['page_p50']:6.2f} / {row['page_p95']:6.2f}"
+                  f"    {row['slider_p50'] * 1e3:7.0f} / {row['slider_p95'] * 1e3:7.0f}"
+                  f"      {row['cpu_per_page']:6.2f}        {row['rss_per_analyst']:6.1f}"
+                  f"          {row['errors']:4d}  {row['lost']:4d}  {row['rss_idle']:6.0f} -> "
+                  f"{row['rss_after']:6.0f}   ({row['seconds']:.0f} s, load average "
+                  f"{psutil.getloadavg()[0]:.1f})", flush=True)
+            if row["first_error"]:
+                print(f"      first error: {row['first_error']}")
+
+
+if __name__ == "__main__":
+    main()
