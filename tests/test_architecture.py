@@ -33,11 +33,7 @@ MECHANISMS = "engine.mechanisms"
 #: Modules under engine/mechanisms/ that every family may use: they are not families.
 SHARED_MECHANISM_MODULES = frozenset({"base", "views"})
 #: Family modules that plan other mechanisms by name through the registry, and why.
-REGISTRY_USERS = {
-    "engine.mechanisms.hierarchical.bridge": (
-        "matrix_mechanism_rmse plans any registered mechanism (HDMM, Eigen-Design, identity) "
-        "on the PGSR queries to compare it with the hierarchical release, by name"),
-}
+REGISTRY_USERS: dict[str, str] = {}
 #: Top-level packages the engine must never import.
 ENGINE_FORBIDDEN = frozenset({"panel", "holoviews", "hvplot", "bokeh", "explorer"})
 #: Folders whose modules must not import private names of other modules.
