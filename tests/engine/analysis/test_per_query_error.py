@@ -11,6 +11,7 @@ import pytest
 
 from engine.analysis.per_query_error import (
     PerQueryErrors,
+    PlanLike,
     chernoff_half_width,
     error_half_widths,
     laplace_sum_half_width,
@@ -18,6 +19,7 @@ from engine.analysis.per_query_error import (
 )
 from engine.errors import SpecError
 from engine.mechanisms import get
+from engine.mechanisms.base import Plan
 from engine.privacy import Privacy
 from engine.scenario import Scenario
 from engine.workloads import catalog
@@ -154,3 +156,20 @@ def test_per_query_errors_rescale_to_a_fresh_computation(mechanism, privacy, mov
     assert again.half_width == pytest.approx(direct.half_width, rel=tolerance)
     with pytest.raises(ValueError, match="privacy: .* noise, but the plan is for"):
         errors.std(GAUSS if privacy.noise == "laplace" else LAPLACE)
+
+
+def test_a_plan_has_everything_the_per_query_error_reads() -> None:
+    """PlanLike states the attributes the analysis reads; the mechanisms' Plan has each one,
+    with the same kind (a method stays a method)."""
+    wanted = {name for name in vars(PlanLike) if not name.startswith("_")}
+    assert wanted == {"workload", "privacy", "strategy", "sensitivity", "unit_variances",
+                      "variances", "noise_std", "with_privacy"}
+    fields = set(Plan.__dataclass_fields__)
+    for name in wanted:
+        if isinstance(vars(PlanLike)[name], property):
+            assert name in fields, name
+        else:
+            assert callable(getattr(Plan, name)), name
+    plan = get("identity").plan(Scenario.from_spec(SPEC).workload, GAUSS)
+    assert error_half_widths(plan)[0].shape == (plan.workload.num_queries,)
+
