@@ -55,40 +55,24 @@ METHODS = {
 }
 
 
-class PlanLike(Protocol):
-    """What the per-query error reads of a plan: :class:`engine.mechanisms.base.Plan` is one.
+class Plan(Protocol):
+    """What these functions read of a plan (:class:`engine.mechanisms.base.Plan` has it all;
+    typed structurally so that analysis sits below the mechanisms and ``Plan`` can use it)."""
 
-    Stated here so that the analysis layer depends on the attributes it reads, not on the
-    mechanisms layer above it.
-    """
+    privacy: Privacy
+    workload: Workload
+    strategy: Matrix | None
+    sensitivity: Mapping[int, float]
 
-    @property
-    def workload(self) -> Workload:
-        """The workload the plan answers."""
+    def variances(self, privacy: Privacy | None = None) -> np.ndarray: ...
 
-    @property
-    def privacy(self) -> Privacy:
-        """The privacy level the plan is calibrated to."""
+    def unit_variances(self) -> np.ndarray: ...
 
-    @property
-    def strategy(self) -> Matrix | None:
-        """The measurement matrix A; None when the plan measures no explicit strategy."""
+    def noise_std(self) -> float: ...
 
-    @property
-    def sensitivity(self) -> Mapping[int, float]:
-        """``{1: L1, 2: L2}`` sensitivities of the strategy."""
+    def rmse(self, privacy: Privacy | None = None) -> float: ...
 
-    def unit_variances(self) -> np.ndarray:
-        """Per-query variances per unit of noise (squared counts per sigma**2 ||A||**2)."""
-
-    def variances(self, privacy: Privacy | None = None) -> np.ndarray:
-        """Expected squared error of every workload query at ``privacy`` (squared counts)."""
-
-    def noise_std(self) -> float:
-        """Std of the noise added to each strategy answer (counts)."""
-
-    def with_privacy(self, privacy: Privacy) -> PlanLike:
-        """The same strategy re-calibrated to another privacy level."""
+    def with_privacy(self, privacy: Privacy) -> Plan: ...
 
 
 @dataclass(frozen=True)
@@ -172,7 +156,7 @@ def laplace_sum_half_width(scales: np.ndarray, level: float = 0.95) -> float:
     return float(optimize.brentq(inside, 0.5 * std, 4.0 * std, xtol=1e-9 * std))
 
 
-def error_half_widths(plan: PlanLike, level: float = 0.95) -> tuple[np.ndarray, str]:
+def error_half_widths(plan: Plan, level: float = 0.95) -> tuple[np.ndarray, str]:
     """Every query's half-width at ``level`` (counts) and its method: exact Gaussian
     quantiles, or for Laplace noise the Chernoff bound (see the module note)."""
     std = np.sqrt(plan.variances())
@@ -181,7 +165,7 @@ def error_half_widths(plan: PlanLike, level: float = 0.95) -> tuple[np.ndarray, 
     return gaussian_half_width(std, level), "gaussian"
 
 
-def query_error(plan: PlanLike, query: int | str, level: float = 0.95) -> QueryError:
+def query_error(plan: Plan, query: int | str, level: float = 0.95) -> QueryError:
     """The expected absolute error of one query at ``level``, in counts.
 
     Args:
@@ -205,7 +189,7 @@ def _row(workload: Workload, query: int | str) -> int:
     return index
 
 
-def _query_error(plan: PlanLike, index: int, label: str, level: float) -> QueryError:
+def _query_error(plan: Plan, index: int, label: str, level: float) -> QueryError:
     variance = float(plan.variances()[index])
     std = math.sqrt(variance)
     if plan.privacy.noise != "laplace":
@@ -236,7 +220,7 @@ class PerQueryErrors:
         level: the confidence level of the half-widths, in (0, 1).
     """
 
-    def __init__(self, plan: PlanLike, workload: Workload | None = None, level: float = 0.95
+    def __init__(self, plan: Plan, workload: Workload | None = None, level: float = 0.95
                  ) -> None:
         self.plan = plan
         self.workload = plan.workload if workload is None else workload
@@ -341,7 +325,7 @@ class PerQueryErrors:
         return replace(error, std=error.std * ratio, half_width=error.half_width * ratio)
 
 
-def _laplace_scales(plan: PlanLike, index: int, variance: float) -> np.ndarray | None:
+def _laplace_scales(plan: Plan, index: int, variance: float) -> np.ndarray | None:
     """Laplace scales ``b |c_j|`` of the terms of one query's error, when the strategy is an
     explicit least-squares one whose coefficients reproduce the plan's variance."""
     if plan.strategy is None or variance <= 0:
