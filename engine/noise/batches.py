@@ -13,7 +13,14 @@ BATCH = 1 << 16
 
 
 def fill(propose: Callable[[int], np.ndarray], size: int, rate: float) -> np.ndarray:
-    """Draw ``size`` accepted samples in vectorised rounds of at most :data:`BATCH`."""
+    """Draw ``size`` int64 samples in vectorised rounds of at most :data:`BATCH` proposals.
+
+    Args:
+        propose: ``propose(n)`` draws n proposals and returns the accepted ones (about
+            ``rate * n`` of them) as an int64 array.
+        size: number of samples wanted.
+        rate: the expected acceptance rate, to size each round.
+    """
     out = np.empty(size, dtype=np.int64)
     filled = 0
     while filled < size:
