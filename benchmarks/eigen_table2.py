@@ -24,10 +24,10 @@ from engine.domain import Domain
 from engine.linalg.marginals import MarginalStrategy, key_of
 from engine.mechanisms import get
 from engine.mechanisms.eigen_design.designsets import hadamard
-from engine.mechanisms.eigen_design.examples import range_marginals
 from engine.mechanisms.eigen_design.structured import factor_grams, kron_costs
 from engine.privacy import Privacy
 from engine.workloads import AllRangeBlock, PermutedBlock, PrefixBlock, RandomBlock, Workload
+from engine.workloads.catalog import build_workload, range_marginals
 
 PAPER_PRIVACY = Privacy(noise="gaussian", epsilon=0.5, delta=1e-4, calibration="li-miklau")
 N = 2048
@@ -59,8 +59,8 @@ def workloads() -> dict[str, Workload]:
     return {
         "1D range (permuted)": Workload.one_dim(PermutedBlock(AllRangeBlock(N), 0)),
         "all 1D range": Workload.one_dim(AllRangeBlock(N)),
-        "1-way range marginals": range_marginals(CENSUS, 1),
-        "2-way range marginals": range_marginals(CENSUS, 2),
+        "1-way range marginals": build_workload(range_marginals(CENSUS.to_spec(), 1)),
+        "2-way range marginals": build_workload(range_marginals(CENSUS.to_spec(), 2)),
         "1D CDF": Workload.one_dim(PrefixBlock(N)),
         "predicate": Workload.one_dim(RandomBlock(N, N, 0.5, seed=0)),
         "2-way marginals": Workload.marginals(CENSUS, k=2),

@@ -22,10 +22,10 @@ from timing import timed
 from engine.domain import Domain
 from engine.mechanisms import get
 from engine.mechanisms.eigen_design.design import dense_gram, eigen_queries
-from engine.mechanisms.eigen_design.examples import range_marginals
 from engine.mechanisms.eigen_design.program1 import solve_program1
 from engine.privacy import Privacy
 from engine.workloads import AllRangeBlock, PermutedBlock, PrefixBlock, Workload
+from engine.workloads.catalog import build_workload, range_marginals
 
 GAUSS = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 GOAL_UNITS = 20.0
@@ -36,7 +36,8 @@ def workloads(n: int) -> dict[str, Workload]:
            "prefix": Workload.one_dim(PrefixBlock(n)),
            "permuted range": Workload.one_dim(PermutedBlock(AllRangeBlock(n), 0))}
     if n == 2048:
-        out["2-way range marg."] = range_marginals(Domain.from_sizes([8, 16, 16]), 2)
+        census = Domain.from_sizes([8, 16, 16]).to_spec()
+        out["2-way range marg."] = build_workload(range_marginals(census, 2))
     return out
 
 

@@ -18,18 +18,13 @@ import yaml
 
 from engine.domain import Domain
 from engine.errors import SpecError, suggest
+from engine.mechanisms import registry_names
 from engine.privacy import Privacy
 from engine.specfile import load_text
 from engine.workloads.spec import parse_workload
 from engine.workloads.workload import Workload
 
 TOP_KEYS = ("domain", "workload", "privacy", "mechanisms")
-
-
-def _mechanism_names() -> tuple[str, ...]:
-    from engine.mechanisms import registry_names
-
-    return registry_names()
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,7 +95,7 @@ def parse_mechanisms(value: Any, where: str = "mechanisms") -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, list | tuple):
         raise SpecError(f"{where}: expected a list of mechanism names")
-    names = _mechanism_names()
+    names = registry_names()
     for i, name in enumerate(value):
         if name not in names:
             raise SpecError(f"{where}[{i}]: unknown mechanism {name!r}"

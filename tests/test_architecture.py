@@ -1,20 +1,32 @@
-"""The house rules on imports, read from the source with ``ast`` (nothing is imported or run).
+"""The house rules on imports and sizes, read from the source with ``ast`` (nothing is imported
+or run).
 
-1. No mechanism family imports another family. A family is a package under
-   ``engine/mechanisms/`` (``hdmm/``, ``residual/``, ...) or a module file there
-   (``baselines.py``); ``base.py`` (the contract and the registry) and ``views.py`` (the typed
-   views every family returns) are shared by all. Planning *another* mechanism through the
-   registry (``from engine.mechanisms import get``) is allowed only in the modules listed in
-   ``REGISTRY_USERS``, each with its reason.
+1. No mechanism family imports another family, nor the registry (``engine.mechanisms``, whose
+   ``__init__`` imports every family). A family is a package under ``engine/mechanisms/``
+   (``hdmm/``, ``residual/``, ...) or a module file there (``baselines.py``); ``base.py`` (the
+   contract and ``register``) and ``views.py`` (the typed views every family returns) are
+   shared by all. Planning mechanisms by name is a job for the layers above the families
+   (``engine/workflows/``).
 2. The explorer speaks to the engine's public API only: no explorer module imports a family's
-   modules (``engine.mechanisms.<family>...``).
+   modules (``engine.mechanisms.<family>...``), nor a command-line module (``engine.cli``).
 3. No module imports a private name (``_x``) of another module: not ``from m import _x``,
    not ``m._x`` on an imported module, not a private module (``from numpy._core import``).
    Checked in ``engine/``, ``explorer/`` and ``benchmarks/``. Tests are exempt: a test may
    patch a module's private state for its own duration (``tests/engine/workflows/test_compare.py``
    registers throw-away mechanisms in ``base._REGISTRY`` through ``monkeypatch``), which no
    public API should offer.
-4. The engine never imports Panel, HoloViews, hvPlot or Bokeh, nor the explorer.
+4. The engine never imports Panel, HoloViews, hvPlot or Bokeh, nor the explorer; the one
+   exception is HoloViews inside the functions of ``engine/plotting.py`` (``PLOTTING``).
+5. No import cycle among the modules of ``engine/`` and ``explorer/``; an import inside a
+   function or under ``if TYPE_CHECKING:`` counts like any other.
+6. The engine's layers (``LAYERS``): a module imports only modules of its own layer or lower
+   ones; ``engine/__init__.py`` (the public face) and ``engine/__main__.py`` (the entry point)
+   are exempt, and every other engine module belongs to a layer.
+7. No module over ``MAX_LINES`` lines (the ledger's Alembic migrations are exempt).
+8. At most ``MAX_LOCAL_PROJECT_IMPORTS`` imports of project modules (``engine.*``,
+   ``explorer.*``) inside functions in ``engine/`` and ``explorer/``: imports belong at the top
+   of a module. Lazy imports of anything else (optional heavy dependencies such as dask, mbi,
+   pyarrow, cvxpy) do not count.
 
 Every check lists all offenders (``file:line: what``) in its failure message.
 """
@@ -24,6 +36,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -32,25 +45,52 @@ ROOT = Path(__file__).resolve().parents[1]
 MECHANISMS = "engine.mechanisms"
 #: Modules under engine/mechanisms/ that every family may use: they are not families.
 SHARED_MECHANISM_MODULES = frozenset({"base", "views"})
-#: Family modules that plan other mechanisms by name through the registry, and why.
-REGISTRY_USERS = {
-    "engine.mechanisms.hierarchical.bridge": (
-        "matrix_mechanism_rmse plans any registered mechanism (HDMM, Eigen-Design, identity) "
-        "on the PGSR queries to compare it with the hierarchical release, by name"),
-}
 #: Top-level packages the engine must never import.
 ENGINE_FORBIDDEN = frozenset({"panel", "holoviews", "hvplot", "bokeh", "explorer"})
+#: The one engine module that may import HoloViews, and only inside its functions: the
+#: notebook ``.plot()`` methods of engine objects call it, so that ``import engine`` never
+#: loads HoloViews (nor Bokeh through it) and the engine stays usable without them.
+PLOTTING = ("engine.plotting", "holoviews")
+#: The engine's layers, lowest first. A module may import its own layer and the ones below.
+#: A name stands for the module and everything under it; a name without a module is skipped.
+LAYERS = (
+    # plotting and html_tables: presentation helpers that import no engine module
+    ("foundation", ("engine.errors", "engine.progress", "engine.specfile", "engine.executor",
+                    "engine.plotting", "engine.html_tables")),
+    ("units", ("engine.domain", "engine.privacy")),
+    ("noise and linear algebra", ("engine.noise", "engine.linalg")),
+    ("workloads and data", ("engine.workloads", "engine.data")),
+    ("analysis", ("engine.analysis",)),
+    ("mechanisms", ("engine.mechanisms",)),
+    ("scenario and ledger", ("engine.scenario", "engine.ledger")),
+    ("workflows", ("engine.workflows",)),
+    ("command line", ("engine.cli",)),
+)
+#: Engine modules outside the layers, and why.
+LAYER_EXEMPT = {
+    "engine": "the public face: re-exports names from every layer",
+    "engine.__main__": "the entry point of python -m engine: runs the command line",
+}
+#: Longest module in lines, and the folders exempt from it (generated-style Alembic scripts).
+MAX_LINES = 800
+LINE_LIMIT_EXEMPT = ("engine/ledger/migrations/",)
+#: Most imports of project modules inside functions, over engine/ and explorer/ together.
+MAX_LOCAL_PROJECT_IMPORTS = 25
+#: The project's own top-level packages (the module graph and the local-import budget).
+PROJECT = ("engine", "explorer")
 #: Folders whose modules must not import private names of other modules.
 PRIVATE_NAME_ROOTS = ("engine", "explorer", "benchmarks")
 
 
 @dataclass(frozen=True)
 class Import:
-    """One imported target: ``module`` and, for ``from module import name``, the name."""
+    """One imported target: ``module`` and, for ``from module import name``, the name;
+    ``local`` when the import statement sits inside a function."""
 
     module: str
     name: str | None
     line: int
+    local: bool = False
 
 
 def module_name(path: Path) -> str:
@@ -86,21 +126,28 @@ def resolve_from(module: str, is_package: bool, node: ast.ImportFrom) -> str:
 
 
 def imports(path: Path) -> Iterator[Import]:
-    """Every import in the file, also those inside functions. ``from p import m`` of a
-    submodule m yields the module ``p.m`` (name None)."""
+    """Every import in the file, also those inside functions and under ``TYPE_CHECKING``.
+    ``from p import m`` of a submodule m yields the module ``p.m`` (name None)."""
     module = module_name(path)
-    for node in ast.walk(parse(path)):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield Import(alias.name, None, node.lineno)
-        elif isinstance(node, ast.ImportFrom):
-            source = resolve_from(module, path.name == "__init__.py", node)
-            for alias in node.names:
-                sub = f"{source}.{alias.name}"
-                if sub in PATHS:
-                    yield Import(sub, None, node.lineno)
-                else:
-                    yield Import(source, alias.name, node.lineno)
+    package = path.name == "__init__.py"
+
+    def visit(node: ast.AST, local: bool) -> Iterator[Import]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    yield Import(alias.name, None, child.lineno, local)
+            elif isinstance(child, ast.ImportFrom):
+                source = resolve_from(module, package, child)
+                for alias in child.names:
+                    sub = f"{source}.{alias.name}"
+                    if sub in PATHS:
+                        yield Import(sub, None, child.lineno, local)
+                    else:
+                        yield Import(source, alias.name, child.lineno, local)
+            yield from visit(child, local or isinstance(
+                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda))
+
+    yield from visit(parse(path), False)
 
 
 def family_of(module: str) -> str | None:
@@ -130,23 +177,22 @@ def cross_family_imports(paths: list[Path]) -> list[str]:
     """Offenders of rule 1 among ``paths``."""
     out = []
     for path in paths:
-        module = module_name(path)
-        own = family_of(module)
+        own = family_of(module_name(path))
         if own is None:
             continue
         for imp in imports(path):
             other = family_of(imp.module)
             if other is not None and other != own:
                 out.append((path, imp.line, f"family {own!r} imports {imp.module}"))
-            elif imp.module == MECHANISMS and module not in REGISTRY_USERS:
+            elif imp.module == MECHANISMS:
                 out.append((path, imp.line, f"family {own!r} imports the registry "
-                            f"({imp.name or MECHANISMS}); plan other mechanisms outside the "
-                            "families, or add this module to REGISTRY_USERS with its reason"))
+                            f"({imp.name or MECHANISMS}); plan other mechanisms by name in "
+                            "engine/workflows/, above the families"))
     return listed(out)
 
 
 def explorer_family_imports(paths: list[Path]) -> list[str]:
-    """Offenders of rule 2 among ``paths``."""
+    """Offenders of rule 2 (a family's modules) among ``paths``."""
     out = []
     for path in paths:
         for imp in imports(path):
@@ -155,6 +201,18 @@ def explorer_family_imports(paths: list[Path]) -> list[str]:
                 out.append((path, imp.line, f"imports {imp.module} (family {family!r}); use "
                             "the engine's public API"))
     return listed(out)
+
+
+def within(module: str, prefix: str) -> bool:
+    """True when ``module`` is ``prefix`` or a module under it."""
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def explorer_cli_imports(paths: list[Path]) -> list[str]:
+    """Offenders of rule 2 (the command line) among ``paths``."""
+    return listed([(path, imp.line, f"imports {imp.module}; the command line is for the shell, "
+                    "the engine's public API is for the explorer")
+                   for path in paths for imp in imports(path) if within(imp.module, "engine.cli")])
 
 
 def is_private(name: str) -> bool:
@@ -217,10 +275,166 @@ def private_imports(paths: list[Path]) -> list[str]:
 
 
 def forbidden_engine_imports(paths: list[Path]) -> list[str]:
-    """Offenders of rule 4 among ``paths``."""
-    return listed([(path, imp.line, f"imports {imp.module}")
+    """Offenders of rule 4 among ``paths``: HoloViews is allowed only inside the functions
+    of the ``PLOTTING`` module."""
+    plotting, holoviews = PLOTTING
+    out = []
+    for path in paths:
+        for imp in imports(path):
+            top = imp.module.split(".")[0]
+            if top not in ENGINE_FORBIDDEN:
+                continue
+            if top == holoviews and module_name(path) == plotting:
+                if not imp.local:
+                    out.append((path, imp.line, f"imports {imp.module} at module level; "
+                                "import it inside the function that draws"))
+                continue
+            out.append((path, imp.line, f"imports {imp.module}"))
+    return listed(out)
+
+
+def project_graph(paths: list[Path]) -> dict[str, dict[str, tuple[Path, int]]]:
+    """module -> {imported project module: (file, first line)} over ``paths``; an import of a
+    name from a package is an edge to the package (its ``__init__``)."""
+    graph: dict[str, dict[str, tuple[Path, int]]] = {}
+    for path in paths:
+        module = module_name(path)
+        edges = graph.setdefault(module, {})
+        for imp in imports(path):
+            if imp.module in PATHS and imp.module != module and imp.module not in edges:
+                edges[imp.module] = (path, imp.line)
+    return graph
+
+
+def strongly_connected(graph: dict[str, dict[str, tuple[Path, int]]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, {}))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif target not in index:
+                index[target] = low[target] = len(index)
+                stack.append(target)
+                on_stack.add(target)
+                work.append((target, iter(sorted(graph.get(target, {})))))
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+    return sorted(found)
+
+
+def cycle_through(graph: dict[str, dict[str, tuple[Path, int]]], component: list[str]
+                  ) -> list[str]:
+    """A shortest import cycle from the component's first module back to it."""
+    start, members = component[0], set(component)
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for target in sorted(graph.get(node, {})):
+                if target not in members or target in came_from:
+                    continue
+                if target == start:  # back at the start: walk the predecessors home
+                    cycle = [start, node]
+                    while cycle[-1] != start:
+                        cycle.append(came_from[cycle[-1]])
+                    return cycle[::-1]
+                came_from[target] = node
+                following.append(target)
+        frontier = following
+    return [start]
+
+
+def import_cycles(paths: list[Path]) -> list[str]:
+    """Offenders of rule 5: one cycle per tangle, each step as ``file:line: a imports b``."""
+    graph = project_graph(paths)
+    out = []
+    for component in strongly_connected(graph):
+        cycle = cycle_through(graph, component)
+        steps = [f"{where(*graph[a][b])}: {a} imports {b}" for a, b in pairwise(cycle)]
+        out.append(f"{len(component)} modules tangled ({', '.join(component)}); a cycle:\n    "
+                   + "\n    ".join(steps))
+    return out
+
+
+def layer_of(module: str) -> int | None:
+    """Index of the module's layer in ``LAYERS`` (the longest matching name), or None."""
+    best = None
+    for number, (_, names) in enumerate(LAYERS):
+        for name in names:
+            if within(module, name) and (best is None or len(name) > len(best[1])):
+                best = (number, name)
+    return None if best is None else best[0]
+
+
+def layer_offences(paths: list[Path]) -> list[str]:
+    """Offenders of rule 6 among ``paths`` (engine modules)."""
+    out = []
+    for path in paths:
+        module = module_name(path)
+        if module in LAYER_EXEMPT:
+            continue
+        own = layer_of(module)
+        if own is None:
+            out.append((path, 1, f"{module} is in no layer; add it to LAYERS"))
+            continue
+        for imp in imports(path):
+            if imp.module not in PATHS or not within(imp.module, "engine"):
+                continue
+            if imp.module in LAYER_EXEMPT:
+                out.append((path, imp.line, f"{LAYERS[own][0]} imports {imp.module} (the "
+                            "public face); import the module that defines the name"))
+                continue
+            target = layer_of(imp.module)
+            if target is not None and target > own:
+                out.append((path, imp.line, f"{LAYERS[own][0]} imports {imp.module} "
+                            f"({LAYERS[target][0]}, a higher layer)"))
+    return listed(out)
+
+
+def long_modules(paths: list[Path]) -> list[str]:
+    """Offenders of rule 7 among ``paths``."""
+    out = []
+    for path in paths:
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith(LINE_LIMIT_EXEMPT):
+            continue
+        count = len(path.read_text(encoding="utf-8").splitlines())
+        if count > MAX_LINES:
+            out.append(f"{relative}: {count} lines")
+    return out
+
+
+def local_project_imports(paths: list[Path]) -> list[str]:
+    """Rule 8: every import statement of a project module inside a function, one per line."""
+    return listed([(path, imp.line, f"imports {imp.module} inside a function")
                    for path in paths for imp in imports(path)
-                   if imp.module.split(".")[0] in ENGINE_FORBIDDEN])
+                   if imp.local and imp.module.split(".")[0] in PROJECT])
 
 
 # ----- the rules on this repository ---------------------------------------------------------
@@ -257,13 +471,42 @@ def test_engine_never_imports_the_ui() -> None:
               "engine modules importing Panel / HoloViews / Bokeh / the explorer")
 
 
+def test_explorer_never_imports_the_command_line() -> None:
+    fail_with(explorer_cli_imports(source_files("explorer")),
+              "explorer modules importing engine.cli")
+
+
+def test_no_import_cycles() -> None:
+    fail_with(import_cycles(source_files(*PROJECT)), "import cycles")
+
+
+def test_engine_layers_import_downwards() -> None:
+    fail_with(layer_offences(source_files("engine")),
+              "engine modules importing a higher layer (or outside the layers)")
+
+
+def test_no_module_over_the_line_limit() -> None:
+    fail_with(long_modules(source_files("engine", "explorer", "benchmarks")),
+              f"modules over {MAX_LINES} lines")
+
+
+def test_few_imports_of_project_modules_inside_functions() -> None:
+    found = local_project_imports(source_files(*PROJECT))
+    if len(found) > MAX_LOCAL_PROJECT_IMPORTS:
+        fail_with(found, f"imports of project modules inside functions: {len(found)}, more "
+                  f"than {MAX_LOCAL_PROJECT_IMPORTS}")
+
+
 def test_allow_lists_name_existing_modules() -> None:
     """The allow-lists name real things, so a rename cannot leave a stale exemption behind."""
     families = {family_of(m) for m in PATHS} - {None}
     assert {"aim_grem", "baselines", "eigen_design", "hdmm", "hierarchical",
             "residual"} <= families
-    for module in REGISTRY_USERS:
-        assert module in PATHS, f"REGISTRY_USERS names a missing module {module}"
+    for module in LAYER_EXEMPT:
+        assert module in PATHS, f"LAYER_EXEMPT names a missing module {module}"
+    for _, names in LAYERS:
+        assert any(name in PATHS for name in names), f"a layer with no module: {names}"
+    assert (ROOT / "engine/ledger/migrations").is_dir()
     for page in EXPERIMENT_PAGES:
         assert (ROOT / page).is_file(), f"EXPERIMENT_PAGES names a missing file {page}"
 
@@ -363,3 +606,96 @@ def test_checker_accepts_a_clean_tree(fake_root: Path, monkeypatch: pytest.Monke
     assert explorer_family_imports(explorer) == []
     assert private_imports(paths) == []
     assert forbidden_engine_imports(engine) == []
+    assert explorer_cli_imports(explorer) == []
+    assert import_cycles(paths) == []
+    assert layer_offences(engine) == []
+    assert long_modules(paths) == []
+    assert local_project_imports(paths) == []
+
+
+def test_checker_finds_cycles_layers_long_modules_and_local_imports(
+        fake_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    long_text = "x = 1\n" * (MAX_LINES + 1)
+    paths = use_tree(fake_root, {
+        "engine/__init__.py": "from engine.domain import Domain\n",          # exempt
+        "engine/__main__.py": "from engine.cli.main import main\n",          # exempt
+        "engine/errors.py": "",
+        "engine/domain.py": "from engine.errors import SpecError\nDomain = 1\n",
+        "engine/privacy.py": "from engine.mechanisms.base import Plan\n",    # 6: upwards
+        "engine/mechanisms/__init__.py": "",
+        "engine/mechanisms/base.py": (
+            "from engine.domain import Domain\n"
+            "def plan():\n"
+            "    from engine.privacy import Privacy\n"                       # 5 and 8
+            "    import cvxpy\n"                                             # optional: fine
+            "    return Privacy, cvxpy\n"),
+        "engine/stray.py": "",                                               # 6: no layer
+        "engine/linalg/__init__.py": "",
+        "engine/linalg/big.py": long_text,                                   # 7
+        "engine/ledger/__init__.py": "",
+        "engine/ledger/migrations/versions/0001_start.py": long_text,        # exempt
+        "engine/cli/__init__.py": "",
+        "engine/cli/main.py": "def main():\n    from engine import domain\n    return domain\n",
+        "engine/workflows/__init__.py": "",
+        "engine/workflows/run.py": "from engine import Domain\n",           # 6: public face
+        "engine/plotting.py": (
+            "import holoviews as hv\n"                                      # 4: at top
+            "def draw():\n"
+            "    import holoviews as hv\n"                                  # inside: fine
+            "    import bokeh\n"                                            # 4
+            "    return hv, bokeh\n"),
+        "explorer/__init__.py": "",
+        "explorer/app.py": "import engine.cli.main\n",                      # 2: the CLI
+        "explorer/a.py": "def f():\n    from explorer import b\n    return b\n",
+        "explorer/b.py": "from explorer import a\n",                         # 5 with a.py
+    }, monkeypatch)
+    engine = [p for p in paths if p.parts[len(fake_root.parts)] == "engine"]
+    explorer = [p for p in paths if p.parts[len(fake_root.parts)] == "explorer"]
+
+    assert [line.split(";")[0] for line in explorer_cli_imports(explorer)] == [
+        "explorer/app.py:1: imports engine.cli.main"]
+
+    assert import_cycles(paths) == [
+        "2 modules tangled (engine.mechanisms.base, engine.privacy); a cycle:\n"
+        "    engine/mechanisms/base.py:3: engine.mechanisms.base imports engine.privacy\n"
+        "    engine/privacy.py:1: engine.privacy imports engine.mechanisms.base",
+        "2 modules tangled (explorer.a, explorer.b); a cycle:\n"
+        "    explorer/a.py:2: explorer.a imports explorer.b\n"
+        "    explorer/b.py:1: explorer.b imports explorer.a"]
+
+    layers = layer_offences(engine)
+    assert [line.split(": ", 1)[0] for line in layers] == [
+        "engine/privacy.py:1", "engine/stray.py:1", "engine/workflows/run.py:1"]
+    assert "units imports engine.mechanisms.base (mechanisms, a higher layer)" in layers[0]
+    assert "engine.stray is in no layer" in layers[1]
+    assert "imports engine (the public face)" in layers[2]
+
+    assert long_modules(paths) == [f"engine/linalg/big.py: {MAX_LINES + 1} lines"]
+
+    assert local_project_imports(paths) == [
+        "engine/cli/main.py:2: imports engine.domain inside a function",
+        "engine/mechanisms/base.py:3: imports engine.privacy inside a function",
+        "explorer/a.py:2: imports explorer.b inside a function"]
+
+    assert forbidden_engine_imports(engine) == [
+        "engine/plotting.py:1: imports holoviews at module level; import it inside the "
+        "function that draws",
+        "engine/plotting.py:4: imports bokeh"]
+
+
+def test_cycle_report_follows_a_longer_cycle(fake_root: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three modules in a ring plus a chord: the shortest way back is reported, in order."""
+    paths = use_tree(fake_root, {
+        "explorer/__init__.py": "",
+        "explorer/a.py": "from explorer import b\n",
+        "explorer/b.py": "from explorer import c\nfrom explorer import d\n",
+        "explorer/c.py": "from explorer import a\n",
+        "explorer/d.py": "from explorer import c\n",
+    }, monkeypatch)
+    assert import_cycles(paths) == [
+        "4 modules tangled (explorer.a, explorer.b, explorer.c, explorer.d); a cycle:\n"
+        "    explorer/a.py:1: explorer.a imports explorer.b\n"
+        "    explorer/b.py:1: explorer.b imports explorer.c\n"
+        "    explorer/c.py:1: explorer.c imports explorer.a"]
+

@@ -33,12 +33,14 @@ from __future__ import annotations
 import functools
 import math
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 from scipy import integrate, optimize, stats
 
-from engine.mechanisms.base import Plan
+from engine.linalg.matrix import Matrix
 from engine.privacy import Privacy
 from engine.workloads.labels import find_query, readable_labels
 from engine.workloads.workload import Workload
@@ -51,6 +53,26 @@ METHODS = {
     "chernoff": "bound: Chernoff bound for any sum of Laplace terms of this variance "
                 "(the true 95 % half-width is at most this)",
 }
+
+
+class Plan(Protocol):
+    """What these functions read of a plan (:class:`engine.mechanisms.base.Plan` has it all;
+    typed structurally so that analysis sits below the mechanisms and ``Plan`` can use it)."""
+
+    privacy: Privacy
+    workload: Workload
+    strategy: Matrix | None
+    sensitivity: Mapping[int, float]
+
+    def variances(self, privacy: Privacy | None = None) -> np.ndarray: ...
+
+    def unit_variances(self) -> np.ndarray: ...
+
+    def noise_std(self) -> float: ...
+
+    def rmse(self, privacy: Privacy | None = None) -> float: ...
+
+    def with_privacy(self, privacy: Privacy) -> Plan: ...
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,7 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
     trials = 5 if trials is None else int(trials)
     if not 1 <= trials <= MAX_TRIALS:
         raise SpecError(f"--trials: must be 1..{MAX_TRIALS:,}, got {trials}")
-    seed = seed_from_text(getattr(args, "seed", None))
+    seed = seed_from_text(getattr(args, "seed", None), "--seed")
     out = getattr(args, "out", None)
     if out is not None:
         check_out_dir(out)

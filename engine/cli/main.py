@@ -328,8 +328,8 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     privacy = privacy_from_flags(s.privacy, args)
     name = args.mechanism or (s.mechanisms[0] if s.mechanisms else "hdmm")
     parse_mechanisms([name], "--mechanism")
-    seed = seed_from_text(args.seed)
-    grid = None if args.grid is None else check_grid_exponent(args.grid)
+    seed = seed_from_text(args.seed, "--seed")
+    grid = None if args.grid is None else check_grid_exponent(args.grid, "--grid")
     if args.out is not None:
         check_out_dir(args.out)
     # the cluster first: a bad --scheduler is the only line on stderr, before any note on

@@ -22,7 +22,6 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
-import cvxpy as cp
 import numpy as np
 
 from engine.errors import NotApplicable
@@ -63,6 +62,10 @@ def max_allocation(p: np.ndarray, A: np.ndarray, beta: float = 1.0
     Raises:
         NotApplicable: when no solver reaches an optimal solution.
     """
+    # cvxpy takes about 2 s to import: loaded on the first max-variance allocation, not with
+    # every import of the engine
+    import cvxpy as cp
+
     # Scale each variable so that its largest coefficient is 1: the raw coefficients span
     # many orders of magnitude (1/d**2 per marginalised attribute).
     scale = 1.0 / A.max(axis=0)

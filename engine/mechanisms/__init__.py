@@ -1,8 +1,14 @@
 """Mechanisms: the base contract, the registry, and one module per family.
 
-Importing this package registers every mechanism; ``registry_names()`` lists them.
+Importing this package registers every mechanism (each family's module registers its
+classes with :func:`engine.mechanisms.base.register`); :func:`registry_names` lists them and
+:func:`get` makes one by name. The lookups live here, above the families, so that no module a
+family imports has to import every family.
 """
 
+from typing import Any
+
+from engine.errors import SpecError, suggest
 from engine.mechanisms import (
     aim_grem,  # noqa: F401  (registers aim-grem)
     baselines,  # noqa: F401  (registers the baselines)
@@ -15,11 +21,30 @@ from engine.mechanisms.base import (
     Measurement,
     Mechanism,
     Plan,
-    get,
-    mechanism_class,
     register,
-    registry_names,
+    registered,
 )
+
+
+def registry_names() -> tuple[str, ...]:
+    """Registered mechanism names, in registration order."""
+    return tuple(registered())
+
+
+def mechanism_class(name: str) -> type[Mechanism]:
+    """The class registered under ``name`` (SpecError with a suggestion otherwise)."""
+    known = registered()
+    try:
+        return known[name]
+    except KeyError:
+        raise SpecError(f"mechanism: unknown name {name!r}{suggest(name, known)}; "
+                        f"allowed: {', '.join(known)}") from None
+
+
+def get(name: str, **params: Any) -> Mechanism:
+    """An instance of the mechanism registered under ``name`` with the given knobs."""
+    return mechanism_class(name)(**params)
+
 
 __all__ = ["Measurement", "Mechanism", "Plan", "get", "mechanism_class", "register",
            "registry_names"]

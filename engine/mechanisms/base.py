@@ -1,4 +1,4 @@
-"""The mechanism contract: ``Mechanism.plan(workload, privacy) -> Plan``, and the registry.
+"""The mechanism contract: ``Mechanism.plan(workload, privacy) -> Plan``, and registration.
 
 A :class:`Plan` is immutable: the chosen strategy, its sensitivities, the unit-noise trace
 ``tr[(A^T A)^+ W^T W]`` and timings. Its error at any privacy level of the same noise family is
@@ -7,6 +7,7 @@ re-optimising. ``plan.measure(data, rng)`` adds calibrated noise to the strategy
 ``plan.reconstruct(measurement)`` returns the workload answers.
 
 Example:
+    >>> from engine.mechanisms import get
     >>> from engine.workloads import Workload, PrefixBlock
     >>> from engine.privacy import Privacy
     >>> plan = get("identity").plan(Workload.one_dim(PrefixBlock(64)), Privacy(noise="laplace"))
@@ -23,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -30,7 +32,7 @@ import param
 
 from engine.analysis import expected_error as error
 from engine.analysis.cost_model import Cost, estimate_model, require
-from engine.errors import NotApplicable, SpecError, suggest
+from engine.errors import NotApplicable
 from engine.linalg.marginals import MarginalStrategy
 from engine.linalg.matrix import Matrix
 from engine.mechanisms.views import FactsView, Scalar, View, check_views
@@ -414,30 +416,13 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
     return cls
 
 
-def registry_names() -> tuple[str, ...]:
-    """Registered mechanism names, in registration order."""
-    _load_all()
-    return tuple(_REGISTRY)
+def registered() -> Mapping[str, type[Mechanism]]:
+    """The mechanisms registered so far, by name in registration order (a read-only view).
 
-
-def mechanism_class(name: str) -> type[Mechanism]:
-    """The class registered under ``name`` (SpecError with a suggestion otherwise)."""
-    _load_all()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise SpecError(f"mechanism: unknown name {name!r}{suggest(name, _REGISTRY)}; "
-                        f"allowed: {', '.join(_REGISTRY)}") from None
-
-
-def get(name: str, **params: Any) -> Mechanism:
-    """An instance of the mechanism registered under ``name`` with the given knobs."""
-    return mechanism_class(name)(**params)
-
-
-def _load_all() -> None:
-    # Importing the package registers every mechanism module it lists.
-    import engine.mechanisms  # noqa: F401
+    Complete once :mod:`engine.mechanisms` is imported: that package imports every family,
+    and its ``registry_names`` / ``mechanism_class`` / ``get`` look names up here.
+    """
+    return MappingProxyType(_REGISTRY)
 
 
 def registered_name(name: str) -> param.String:

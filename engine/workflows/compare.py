@@ -25,6 +25,7 @@ from engine.mechanisms import Plan, get, mechanism_class, registry_names
 from engine.mechanisms.base import shared_plans
 from engine.privacy import Privacy
 from engine.progress import Progress
+from engine.scenario import Scenario
 from engine.workloads.workload import Workload
 
 
@@ -234,7 +235,5 @@ def _known_plans(name: str, names: tuple[str, ...], knobs: Mapping[str, Mapping[
 
 def compare_scenario(spec: Mapping[str, Any]) -> dict[str, Any]:
     """Parse a scenario spec and return its ``compare --json`` document."""
-    from engine.scenario import Scenario
-
     s = Scenario.from_spec(spec)
     return compare(s.workload, s.privacy, s.mechanisms or None).to_json()

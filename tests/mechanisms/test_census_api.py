@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import math
 
 import numpy as np
 import pytest
@@ -18,7 +17,6 @@ from engine.mechanisms.hierarchical.bridge import (
     data_vector,
     hierarchical_workload,
     individual_sensitivity,
-    matrix_mechanism_rmse,
 )
 from engine.mechanisms.hierarchical.evaluate import compare_variants, evaluate
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv, write_hierarchy_csv
@@ -286,21 +284,6 @@ def test_bridge_workloads_answer_the_pgsr_queries():
     assert individual_sensitivity(W.matrix, h.sizes.k) == 2 * h.tree.depth
     assert Wy.sensitivity(1) == 2 * h.tree.depth
     assert W.sensitivity(1) == h.tree.depth  # the group unit: one cell of x
-
-
-def test_bridge_plans_engine_mechanisms_under_the_individual_unit():
-    h = running_example()
-    ind = matrix_mechanism_rmse(h.tree, h.sizes, "workload", 1.0, "individual")
-    grp = matrix_mechanism_rmse(h.tree, h.sizes, "workload", 1.0, "group")
-    # A = W_y has individual sensitivity 2L = 4: Laplace variance 2 (4/1)^2 = 32 per
-    # measurement, and the least-squares projector keeps 6 of 9 dimensions -- R15's linear
-    # reference with Laplace instead of geometric noise (4.619 vs 4.607)
-    assert ind["rmse"] == pytest.approx(math.sqrt(32 * 6 / 9))
-    # the group unit (one whole group added or removed) only needs sensitivity L = 2
-    assert grp["rmse"] == pytest.approx(math.sqrt(8 * 6 / 9))
-    assert ind["coordinates"] == "cumulative" and grp["coordinates"] == "counts"
-    with pytest.raises(SpecError, match="unit"):
-        matrix_mechanism_rmse(h.tree, h.sizes, "workload", 1.0, "household")
 
 
 # ----- CLI -----------------------------------------------------------------------------------

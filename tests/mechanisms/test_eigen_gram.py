@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from eigen_examples import range_marginals
 
 from engine.domain import Domain
 from engine.mechanisms import get
 from engine.mechanisms.eigen_design.design import dense_gram
-from engine.mechanisms.eigen_design.examples import range_marginals
 from engine.mechanisms.eigen_design.gram import GramOperator
 from engine.mechanisms.eigen_design.reductions import principal_vectors_partial
 from engine.mechanisms.eigen_design.strategy import LazySensitivity

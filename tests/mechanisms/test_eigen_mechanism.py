@@ -8,6 +8,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from eigen_examples import FIG1_ROWS, fig1_workload, range_marginals
 
 from engine.analysis.expected_error import explicit_trace
 from engine.analysis.svd_bound import svd_bound
@@ -15,7 +16,6 @@ from engine.domain import Domain
 from engine.errors import Cancelled, NotApplicable
 from engine.mechanisms import get
 from engine.mechanisms.eigen_design.design import dense_gram, eigen_design, eigen_queries
-from engine.mechanisms.eigen_design.examples import fig1_workload, range_marginals
 from engine.mechanisms.eigen_design.reductions import principal_vectors_partial
 from engine.mechanisms.eigen_design.strategy import EigenStrategy, NormalSolver
 from engine.privacy import Privacy
@@ -175,10 +175,8 @@ def test_reconstruction_and_variances() -> None:
 def solver_case(kind: str, rng) -> tuple[EigenStrategy, np.ndarray, np.ndarray]:
     """A strategy whose NormalSolver takes the given route, its G and eigen-queries."""
     n = 24
-    if kind == "eigh":  # rank 4 with a completion on 4 cells: a singular A^T A
-        from engine.mechanisms.eigen_design.examples import FIG1_ROWS as W
-    else:
-        W = rng.standard_normal((40, n))
+    # eigh: rank 4 with a completion on 4 cells, a singular A^T A
+    W = FIG1_ROWS if kind == "eigh" else rng.standard_normal((40, n))
     G = W.T @ W
     eig = eigen_queries(G)
     if kind == "woodbury":

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from eigen_examples import FIG1_ROWS
 
 from engine.linalg.matrix import Dense, Kron
 from engine.mechanisms.eigen_design.design import design_costs, eigen_queries
 from engine.mechanisms.eigen_design.designsets import fourier_basis, wavelet_basis
-from engine.mechanisms.eigen_design.examples import FIG1_ROWS
 from engine.mechanisms.eigen_design.program1 import (
     POLISH_GAP,
     cauchy_schwarz_start,

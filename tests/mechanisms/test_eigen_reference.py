@@ -7,6 +7,13 @@ import math
 
 import numpy as np
 import pytest
+from eigen_examples import (
+    FIG1_ROWS,
+    all_predicates,
+    fig1_workload,
+    permuted,
+    range_marginals,
+)
 
 from engine.analysis.expected_error import trace_term
 from engine.analysis.svd_bound import svd_bound
@@ -14,13 +21,6 @@ from engine.domain import Domain
 from engine.linalg.matrix import Dense
 from engine.mechanisms import get
 from engine.mechanisms.eigen_design.design import dense_gram, eigen_design, eigen_queries
-from engine.mechanisms.eigen_design.examples import (
-    FIG1_ROWS,
-    all_predicates,
-    fig1_workload,
-    permuted,
-    range_marginals,
-)
 from engine.privacy import Privacy
 from engine.workloads import AllRangeBlock, MatrixBlock, PrefixBlock, Workload
 

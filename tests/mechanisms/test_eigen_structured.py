@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from eigen_examples import range_marginals
 
 from engine.analysis.svd_bound import svd_bound
 from engine.domain import Domain
 from engine.mechanisms import get
 from engine.mechanisms.eigen_design.design import dense_gram, eigen_design, eigen_queries
-from engine.mechanisms.eigen_design.examples import range_marginals
 from engine.mechanisms.eigen_design.structured import (
     eigen_bases,
     factor_grams,

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from noise_checks import discrete_gaussian_pmf
 from scipy import stats
 
 from engine.mechanisms.aim_grem.aim import exponential_probabilities
@@ -16,7 +17,7 @@ from engine.mechanisms.hierarchical.level_noise import (
     laplace_variance,
     sample_noise,
 )
-from engine.noise import discrete_gaussian_pmf, release_rng
+from engine.noise import release_rng
 
 
 def test_pgsr_laplace_kind_is_discrete_laplace_on_the_grid() -> None:

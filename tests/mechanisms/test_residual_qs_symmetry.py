@@ -10,7 +10,7 @@ import pytest
 import engine.mechanisms.residual.subsolvers as subsolvers
 from engine.linalg.pinv import psd_pinv
 from engine.linalg.twins import twin_classes
-from engine.mechanisms.base import get
+from engine.mechanisms import get
 from engine.mechanisms.residual.decomposition import decompose, piece_gram
 from engine.mechanisms.residual.optimal import solve_optimal
 from engine.mechanisms.residual.symmetry import SymmetricProblem, solve_symmetric

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import scipy.linalg as sla
 
-from engine.linalg.matrix import Matrix
+from engine.linalg.matrix import Dense, Kron, Matrix
 from engine.linalg.pinv import RCOND
 
 #: Completions with ``d_j**2 < COMPLETION_CUTOFF * max_j m_j**2`` are solver noise and dropped.
@@ -142,8 +142,6 @@ class EigenStrategy(Matrix):
         if isinstance(Q, np.ndarray):
             P = np.abs(Q) ** power
             return lambda v: P.T @ v
-        from engine.linalg.matrix import Dense, Kron
-
         if isinstance(Q, Kron):
             K = Kron([Dense(np.abs(f.dense()) ** power) for f in Q.factors])
             return K.rmatvec
@@ -201,8 +199,6 @@ class EigenStrategy(Matrix):
         return (X + X.T) / 2.0
 
     def gram(self) -> Matrix:
-        from engine.linalg.matrix import Dense
-
         return Dense(self.gram_array())
 
     def __repr__(self) -> str:

@@ -5,7 +5,9 @@ slowest (C order). The PGSR queries (one per size and region) are the Kronecker 
 
     W = I_k (x) H_T,    H_T = the (|R| x leaves) 0/1 matrix of leaf descendants,
 
-so HDMM's Kronecker optimiser and eigen-design apply directly (spec §7).
+so HDMM's Kronecker optimiser and eigen-design apply directly (spec §7); planning them on
+these queries is a comparison across families and lives above them
+(:func:`engine.workflows.census_comparison.matrix_mechanism_rmse`).
 
 **Privacy unit.** The matrix mechanisms' usual sensitivity (max column norm) is the
 *group* unit: adding or removing a whole group changes one cell of x by 1 (and changes n,
@@ -41,7 +43,6 @@ from engine.mechanisms.hierarchical.model import Hierarchy, RegionTree, SizeSet
 from engine.workloads.blocks import IdentityBlock, MatrixBlock
 from engine.workloads.workload import Workload
 
-PRIVACY_UNITS = ("individual", "group")
 COORDINATES = ("counts", "cumulative")
 
 
@@ -137,27 +138,3 @@ def linear_reference(tree: RegionTree, sizes: SizeSet, epsilon: float,
     m = sizes.k * tree.num_regions
     return {"fro2": fro2, "queries": m, "variance": var, "rmse": math.sqrt(var * fro2 / m),
             "raw_rmse": math.sqrt(var), "privacy_unit": "individual"}
-
-
-def matrix_mechanism_rmse(tree: RegionTree, sizes: SizeSet, mechanism: str, epsilon: float,
-                          unit: str = "individual") -> dict[str, Any]:
-    """Plan an engine mechanism (hdmm, eigen-design, identity, ...) for the PGSR queries.
-
-    ``individual``: the mechanism plans for ``W_y`` over cumulative counts, where the
-    ordinary L1 sensitivity is exactly the individual-level sensitivity, so its RMSE is
-    comparable with the PGSR variants at the same eps. ``group``: it plans for ``W`` over
-    counts (one whole group added or removed per neighbour).
-
-    Returns:
-        ``mechanism``, ``unit``, ``rmse`` (expected, per (size, region) query), ``queries``.
-    """
-    from engine.mechanisms import get
-    from engine.privacy import Privacy
-
-    if unit not in PRIVACY_UNITS:
-        raise SpecError(f"unit: unknown {unit!r}; allowed: {', '.join(PRIVACY_UNITS)}")
-    coordinates = "cumulative" if unit == "individual" else "counts"
-    workload = hierarchical_workload(tree, sizes, coordinates)
-    plan = get(mechanism).plan(workload, Privacy(noise="laplace", epsilon=epsilon))
-    return {"mechanism": mechanism, "unit": unit, "coordinates": coordinates,
-            "rmse": plan.rmse(), "queries": workload.num_queries}

@@ -13,7 +13,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
@@ -76,6 +75,8 @@ def relaxed_postprocess(tree: RegionTree, noisy: Sequence[np.ndarray], total: in
         rounding: ``half-up`` or ``half-even``.
         solver: a cvxpy QP solver name (CLARABEL, OSQP, ...).
     """
+    import cvxpy as cp  # about 2 s to import: only for the relaxed variant, not every import
+
     start = time.perf_counter()
     L = tree.depth
     w = np.ones(L) if weights is None else np.asarray(weights, dtype=float)

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from engine.analysis import per_query_error
 from engine.analysis.per_query_error import (
     PerQueryErrors,
     chernoff_half_width,
@@ -18,6 +19,7 @@ from engine.analysis.per_query_error import (
 )
 from engine.errors import SpecError
 from engine.mechanisms import get
+from engine.mechanisms.base import Plan
 from engine.privacy import Privacy
 from engine.scenario import Scenario
 from engine.workloads import catalog
@@ -154,3 +156,16 @@ def test_per_query_errors_rescale_to_a_fresh_computation(mechanism, privacy, mov
     assert again.half_width == pytest.approx(direct.half_width, rel=tolerance)
     with pytest.raises(ValueError, match="privacy: .* noise, but the plan is for"):
         errors.std(GAUSS if privacy.noise == "laplace" else LAPLACE)
+
+
+def test_a_plan_has_everything_the_per_query_error_reads() -> None:
+    """The module's Plan protocol states what the analysis reads of a plan (so that it
+    imports nothing from the mechanisms); the mechanisms' Plan has each field and method."""
+    protocol = per_query_error.Plan
+    fields = set(protocol.__annotations__)
+    methods = {name for name, value in vars(protocol).items()
+               if callable(value) and not name.startswith("_")}
+    assert fields == {"privacy", "workload", "strategy", "sensitivity"}
+    assert methods == {"variances", "unit_variances", "noise_std", "rmse", "with_privacy"}
+    assert fields <= set(Plan.__dataclass_fields__)
+    assert all(callable(getattr(Plan, name)) for name in methods)

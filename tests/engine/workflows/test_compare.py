@@ -10,7 +10,7 @@ from threadpoolctl import threadpool_limits
 from engine.analysis.svd_bound import svd_bound
 from engine.errors import Cancelled, NotApplicable
 from engine.mechanisms import base as mechanism_base
-from engine.mechanisms import get, mechanism_class
+from engine.mechanisms import get, mechanism_class, registry_names
 from engine.mechanisms.base import Mechanism, registered_name
 from engine.privacy import Privacy
 from engine.progress import Progress
@@ -114,7 +114,7 @@ def test_not_applicable_rows(extra_mechanisms) -> None:
 
 
 def test_data_dependent_mechanisms_are_not_planned() -> None:
-    dependent = [n for n in mechanism_base.registry_names()
+    dependent = [n for n in registry_names()
                  if mechanism_class(n).data_dependent]
     assert not set(dependent) & set(default_mechanisms())
     if dependent:

@@ -1,9 +1,9 @@
-"""The paper's example workloads, as engine workloads (for tests, notebooks and the dashboard).
+"""Li & Miklau's example workloads, as engine workloads, for the Eigen-Design tests.
 
 * :func:`fig1_workload`: the 8 queries of Figure 1(b) over gender x gpa (8 cells, rank 4);
 * :func:`all_predicates`: every 0/1 vector over n cells (2**n queries, ``G = 2**(n-2)(I+J)``);
-* :func:`range_marginals`: k-way *range* marginals (all ranges on the attributes of each
-  k-subset, the others summed out), Table 2's "1Way/2Way Range Marginal";
+* :func:`range_marginals`: k-way *range* marginals over a :class:`Domain`, Table 2's
+  "1Way/2Way Range Marginal" (the definition is :func:`engine.workloads.catalog.range_marginals`);
 * :func:`permuted`: a block with its cells reordered (``new column k = old column perm[k]``).
 """
 
@@ -14,8 +14,9 @@ import itertools
 import numpy as np
 
 from engine.domain import Domain
-from engine.workloads.blocks import AllRangeBlock, MatrixBlock
-from engine.workloads.groups import Product
+from engine.workloads import catalog
+from engine.workloads.blocks import MatrixBlock
+from engine.workloads.catalog import build_workload
 from engine.workloads.workload import Workload
 
 #: Figure 1(b): cells 1-4 are one gender with the 4 gpa ranges, cells 5-8 the other.
@@ -47,11 +48,5 @@ def permuted(rows: np.ndarray, perm: list[int] | np.ndarray) -> MatrixBlock:
 
 
 def range_marginals(domain: Domain, k: int) -> Workload:
-    """All k-way range marginals over ``domain`` (Table 2 uses 8 x 16 x 16).
-
-    One product group per k-subset of attributes (all ranges on each), so the workload is
-    expressible in a scenario spec.
-    """
-    groups = tuple(Product(tuple((name, AllRangeBlock(domain[name].size)) for name in subset))
-                   for subset in itertools.combinations(domain.names, k))
-    return Workload(domain, groups)
+    """All k-way range marginals over ``domain`` (Table 2 uses 8 x 16 x 16)."""
+    return build_workload(catalog.range_marginals(domain.to_spec(), k))
