@@ -252,9 +252,29 @@ def test_no_private_names_across_modules() -> None:
               "private names used outside their module")
 
 
+#: The one engine module allowed HoloViews, inside its functions only: ``.plot()`` methods
+#: import it when a picture is asked for, so ``import engine`` never loads HoloViews.
+PLOTTING_MODULE = ROOT / "engine" / "plotting.py"
+
+
 def test_engine_never_imports_the_ui() -> None:
-    fail_with(forbidden_engine_imports(source_files("engine")),
+    fail_with(forbidden_engine_imports([p for p in source_files("engine")
+                                        if p != PLOTTING_MODULE]),
               "engine modules importing Panel / HoloViews / Bokeh / the explorer")
+
+
+def test_plotting_imports_holoviews_only_inside_functions() -> None:
+    tree = parse(PLOTTING_MODULE)
+    top = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    fail_with([f"engine/plotting.py:{node.lineno}: imports at module level"
+               for node in top if any(alias.name.split(".")[0] in ENGINE_FORBIDDEN
+                                      for alias in node.names)
+               or (isinstance(node, ast.ImportFrom)
+                   and (node.module or "").split(".")[0] in ENGINE_FORBIDDEN)]
+              + [f"engine/plotting.py:{imp.line}: imports {imp.module}"
+                 for imp in imports(PLOTTING_MODULE)
+                 if imp.module.split(".")[0] in ENGINE_FORBIDDEN - {"holoviews"}],
+              "engine/plotting.py importing a UI library at module level, or other than HoloViews")
 
 
 def test_allow_lists_name_existing_modules() -> None:

@@ -33,12 +33,14 @@ from __future__ import annotations
 import functools
 import math
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 from scipy import integrate, optimize, stats
 
-from engine.mechanisms.base import Plan
+from engine.linalg.matrix import Matrix
 from engine.privacy import Privacy
 from engine.workloads.labels import find_query, readable_labels
 from engine.workloads.workload import Workload
@@ -51,6 +53,26 @@ METHODS = {
     "chernoff": "bound: Chernoff bound for any sum of Laplace terms of this variance "
                 "(the true 95 % half-width is at most this)",
 }
+
+
+class Plan(Protocol):
+    """What these functions read of a plan (:class:`engine.mechanisms.base.Plan` has it all;
+    typed structurally so that analysis sits below the mechanisms and ``Plan`` can use it)."""
+
+    privacy: Privacy
+    workload: Workload
+    strategy: Matrix | None
+    sensitivity: Mapping[int, float]
+
+    def variances(self, privacy: Privacy | None = None) -> np.ndarray: ...
+
+    def unit_variances(self) -> np.ndarray: ...
+
+    def noise_std(self) -> float: ...
+
+    def rmse(self, privacy: Privacy | None = None) -> float: ...
+
+    def with_privacy(self, privacy: Privacy) -> Plan: ...
 
 
 @dataclass(frozen=True)
@@ -141,6 +163,29 @@ def error_half_widths(plan: Plan, level: float = 0.95) -> tuple[np.ndarray, str]
     if plan.privacy.noise == "laplace":
         return chernoff_half_width(std, level), "chernoff"
     return gaussian_half_width(std, level), "gaussian"
+
+
+def typical_half_width(plan: Plan, level: float = 0.95) -> tuple[float, str]:
+    """The half-width at ``level`` of a query whose error has the plan's RMSE as its standard
+    deviation, in people, and how it was obtained (a key of :data:`METHODS`).
+
+    Gaussian noise: ``z RMSE`` exactly (1.96 RMSE at 95 %). Laplace noise: the exact quantile
+    of the query whose standard deviation is nearest the RMSE (so with that query's mix of
+    Laplace terms), scaled to the RMSE; the Chernoff bound when the plan has no explicit
+    least-squares strategy to read the mix from.
+    """
+    rmse = plan.rmse()
+    if plan.privacy.noise != "laplace":
+        return float(gaussian_half_width(rmse, level)), "gaussian"
+    try:
+        std = np.sqrt(np.asarray(plan.variances(), dtype=float))
+    except (ValueError, MemoryError, NotImplementedError):
+        return float(chernoff_half_width(rmse, level)), "chernoff"
+    index = int(np.argmin(np.abs(std - rmse)))
+    nearest = _query_error(plan, index, "", level)
+    if nearest.std <= 0:
+        return 0.0, nearest.method
+    return nearest.half_width * rmse / nearest.std, nearest.method
 
 
 def query_error(plan: Plan, query: int | str, level: float = 0.95) -> QueryError:
