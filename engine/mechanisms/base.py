@@ -323,6 +323,10 @@ class Plan:
         return plotting.strategy_image(self._strategy().dense(),
                                        title=f"Strategy of {self.mechanism}")
 
+    def __repr__(self) -> str:
+        return (f"Plan({self.mechanism}, {self.workload.describe()}, {self.privacy.describe()}, "
+                f"RMSE {self.rmse():.4g})")
+
     def _repr_html_(self) -> str:
         """The plan in a notebook: error at its privacy level, sensitivities, facts."""
         half_width, method = typical_half_width(self)

@@ -175,6 +175,13 @@ class Comparison:
             [{"mechanism": r.mechanism, "rmse": r.rmse} for r in self.rows],
             bound=self.bound_rmse, title=f"RMSE per mechanism, {self.privacy.describe()}")
 
+    def __repr__(self) -> str:
+        best = self.best()
+        return (f"Comparison({self.workload.describe()}, {self.privacy.describe()}, "
+                f"{len(self.rows)} mechanisms, best: "
+                f"{'none' if best is None else f'{best.mechanism} RMSE {best.rmse:.4g}'}, "
+                f"SVD bound: {html.number(self.bound_rmse)})")
+
     def _repr_html_(self) -> str:
         """The bound first, then the mechanisms best first: RMSE and the error at 95 %."""
         table = self.to_pandas()
