@@ -13,11 +13,12 @@ CHROMIUM := /usr/bin/chromium
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 BENCHMARKS := $(wildcard benchmarks/*.py)
 
-.PHONY: help serve chromium postgresql test lint format bench clean distclean
+.PHONY: help serve chromium postgresql test lint format bench docs clean distclean
 
 help:
 	@echo "make serve     serve the explorer at http://127.0.0.1:$(PORT)/ (PORT=..., SERVE_FLAGS=...)"
-	@echo "make test      lint + pytest (unit, browser, notebooks)"
+	@echo "make test      lint + pytest (unit, browser, notebooks) + docs"
+	@echo "make docs      build the documentation site into docs/_build/html (warnings are errors)"
 	@echo "make lint      ruff check (the house style is hand-wrapped at 100 columns)"
 	@echo "make format    ruff check --fix (import order, pyupgrade, simplifications)"
 	@echo "make bench     run every benchmarks/*.py and print its output"
@@ -29,7 +30,7 @@ $(VENV): $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -e '.[test]'
+	$(PY) -m pip install -e '.[test,docs]'
 	touch $(VENV_STAMP)
 
 # Any panel serve option goes through SERVE_FLAGS, e.g. SERVE_FLAGS="--num-threads 4".
@@ -60,6 +61,11 @@ postgresql:
 
 test: lint chromium postgresql
 	$(PY) -m pytest tests $(if $(NOTEBOOKS),--nbmake notebooks)
+	$(MAKE) docs
+
+# Notebooks run once per content change (MyST-NB's cache under docs/_build); no network.
+docs: $(VENV)
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 lint: $(VENV)
 	$(VENV)/bin/ruff check .
@@ -79,6 +85,7 @@ bench: $(VENV)
 clean:
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
 	rm -rf .pytest_cache .ruff_cache test-results *.egg-info build dist
+	rm -rf docs/_build docs/notebooks docs/mechanisms/generated docs/api/generated
 
 distclean: clean
 	rm -rf $(VENV)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine import html_tables as html
 from engine.errors import SpecError, suggest
 
 KINDS = ("numeric", "categorical")
@@ -232,3 +233,13 @@ class Domain:
     def sorted_names(self, names: Iterable[str]) -> tuple[str, ...]:
         """``names`` in this domain's attribute order."""
         return tuple(sorted(set(names), key=self.index))
+
+    def _repr_html_(self) -> str:
+        """The domain in a notebook: one row per attribute with its first values."""
+        rows = []
+        for a in self.attributes:
+            values = a.value_labels()[:6]
+            rows.append((a.name, f"{a.size:,}", a.kind,
+                         ", ".join(values) + (", ..." if a.size > len(values) else "")))
+        return html.titled(f"Domain: {len(self.attributes)} attributes, {self.size:,} cells",
+                           html.table(rows, header=("attribute", "values", "kind", "labels")))

@@ -33,6 +33,7 @@ import param
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
+from engine import html_tables as html
 from engine.errors import SpecError, suggest
 
 NOISE_TYPES = ("laplace", "gaussian", "zcdp")
@@ -326,6 +327,21 @@ class Privacy(param.Parameterized):
             return f"zcdp rho={self.rho:g}"
         cal = "" if self.calibration == "analytic" else f" ({self.calibration})"
         return f"gaussian eps={self.epsilon:g} delta={self.delta:g}{cal}"
+
+    def _repr_html_(self) -> str:
+        """The privacy level in a notebook, with its noise scale and its conversions."""
+        rows = [("noise std per unit sensitivity", html.number(self.sigma()),
+                 f"L{self.norm} sensitivity")]
+        rows.append(("zCDP rho", html.number(self.zcdp_rho()),
+                     "this level's own rho" if self.noise == "zcdp" else
+                     "eps**2 / 2: pure eps-DP implies it" if self.noise == "laplace" else
+                     "the largest rho implying this (eps, delta) (Canonne-Kamath-Steinke)"))
+        for delta in (1e-6, 1e-9):
+            rows.append((f"eps at delta = {delta:g}", html.number(self.epsilon_at(delta)),
+                         "pure eps-DP: every delta" if self.noise == "laplace"
+                         else "implied (eps, delta)-DP guarantee"))
+        return html.titled(f"Privacy: {self.describe()}",
+                           html.table(rows, header=("quantity", "value", "meaning")))
 
     def to_spec(self) -> dict[str, Any]:
         """The ``privacy:`` block of a scenario spec."""

@@ -165,6 +165,29 @@ def error_half_widths(plan: Plan, level: float = 0.95) -> tuple[np.ndarray, str]
     return gaussian_half_width(std, level), "gaussian"
 
 
+def typical_half_width(plan: Plan, level: float = 0.95) -> tuple[float, str]:
+    """The half-width at ``level`` of a query whose error has the plan's RMSE as its standard
+    deviation, in people, and how it was obtained (a key of :data:`METHODS`).
+
+    Gaussian noise: ``z RMSE`` exactly (1.96 RMSE at 95 %). Laplace noise: the exact quantile
+    of the query whose standard deviation is nearest the RMSE (so with that query's mix of
+    Laplace terms), scaled to the RMSE; the Chernoff bound when the plan has no explicit
+    least-squares strategy to read the mix from.
+    """
+    rmse = plan.rmse()
+    if plan.privacy.noise != "laplace":
+        return float(gaussian_half_width(rmse, level)), "gaussian"
+    try:
+        std = np.sqrt(np.asarray(plan.variances(), dtype=float))
+    except (ValueError, MemoryError, NotImplementedError):
+        return float(chernoff_half_width(rmse, level)), "chernoff"
+    index = int(np.argmin(np.abs(std - rmse)))
+    nearest = _query_error(plan, index, "", level)
+    if nearest.std <= 0:
+        return 0.0, nearest.method
+    return nearest.half_width * rmse / nearest.std, nearest.method
+
+
 def query_error(plan: Plan, query: int | str, level: float = 0.95) -> QueryError:
     """The expected absolute error of one query at ``level``, in counts.
 

@@ -28,11 +28,14 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
+import pandas as pd
 import param
 
+from engine import html_tables as html
 from engine.analysis import expected_error as error
 from engine.analysis.cost_model import Cost, estimate_model, require
-from engine.errors import NotApplicable
+from engine.analysis.per_query_error import METHODS, error_half_widths, typical_half_width
+from engine.errors import NotApplicable, SpecError, suggest
 from engine.linalg.marginals import MarginalStrategy
 from engine.linalg.matrix import Matrix
 from engine.mechanisms.views import FactsView, Scalar, View, check_views
@@ -45,6 +48,7 @@ from engine.noise import (
 )
 from engine.privacy import NOISE_TYPES, Privacy, budget_for_rmse
 from engine.progress import Progress
+from engine.workloads.labels import readable_labels
 from engine.workloads.workload import Workload
 
 #: data accepted by ``Plan.measure``: a data vector, or an object with ``marginal(names)``
@@ -287,6 +291,62 @@ class Plan:
         """Name, RMSE at the plan's privacy, planning time."""
         return {"mechanism": self.mechanism, "rmse": self.rmse(),
                 "plan_seconds": self.plan_seconds}
+
+    # ----- notebooks ------------------------------------------------------------------
+    def per_query_error(self, privacy: Privacy | None = None, *, level: float = 0.95
+                        ) -> pd.DataFrame:
+        """Every workload query's error at ``privacy`` (default: the plan's), in people.
+
+        Columns: ``query`` (readable label), ``std`` (standard deviation of its error,
+        counts), ``error`` (the answer is within +/- this many people with probability
+        ``level``: the exact Gaussian quantile, for Laplace noise a Chernoff bound, which the
+        exact quantile never exceeds) and ``method`` (a key of
+        :data:`engine.analysis.per_query_error.METHODS`).
+
+        Raises:
+            ValueError: for a workload of more than a million queries (too many to label).
+        """
+        plan = self if privacy is None else self.with_privacy(privacy)
+        labels = readable_labels(self.workload)
+        half_widths, method = error_half_widths(plan, level)
+        return pd.DataFrame({"query": labels, "std": np.sqrt(plan.variances()),
+                             "error": half_widths, "method": method})
+
+    def plot(self) -> Any:
+        """The strategy as a HoloViews image: one row per noisy measurement, one column per
+        data cell, shaded by the weight of the cell in the measurement (needs HoloViews).
+
+        Raises:
+            NotApplicable: a plan without an explicit strategy matrix.
+            ValueError: a strategy too large to draw (see :mod:`engine.plotting`).
+        """
+        from engine import plotting  # HoloViews only when a picture is asked for
+
+        return plotting.strategy_image(self._strategy().dense(),
+                                       title=f"Strategy of {self.mechanism}")
+
+    def __repr__(self) -> str:
+        return (f"Plan({self.mechanism}, {self.workload.describe()}, {self.privacy.describe()}, "
+                f"RMSE {self.rmse():.4g})")
+
+    def _repr_html_(self) -> str:
+        """The plan in a notebook: error at its privacy level, sensitivities, facts."""
+        half_width, method = typical_half_width(self)
+        rows: list[tuple[str, str]] = [
+            ("workload", self.workload.describe()),
+            ("privacy", self.privacy.describe()),
+            ("RMSE (people)", html.number(self.rmse())),
+            ("error at 95 % (people)", f"+/- {html.number(half_width)}"),
+            ("noise std per measurement", html.number(self.noise_std())),
+            ("sensitivity L1 / L2", f"{html.number(self.sensitivity.get(1, math.inf))} / "
+                                    f"{html.number(self.sensitivity.get(2, math.inf))}"),
+            ("strategy", "own routine" if self.strategy is None
+             else f"{self.strategy.shape[0]:,} x {self.strategy.shape[1]:,}"),
+            ("planning", f"{self.plan_seconds:.3g} s")]
+        rows += [(key, str(value)) for key, value in self.facts().items()]
+        return html.titled(f"Plan: {self.mechanism}", html.table(rows),
+                           note=f"error at 95 %: {METHODS[method]}, for a query whose error "
+                                "has the RMSE as its standard deviation")
 
 
 def data_vector(data: Data) -> np.ndarray:

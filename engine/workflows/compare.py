@@ -1,10 +1,15 @@
 """Compare mechanisms on one workload and privacy level, against the SVD bound.
 
+:func:`compare` takes a workload, a :class:`~engine.scenario.Scenario` or a scenario spec
+mapping (as ``python -m engine compare`` takes a file). The :class:`Comparison` it returns
+shows itself in a notebook (``_repr_html_``: the bound first, then the mechanisms best first,
+with RMSE and the error in people at 95 %), becomes a table (``to_pandas``) or a HoloViews
+picture (``plot``).
+
 Example:
-    >>> from engine.scenario import Scenario
-    >>> s = Scenario.from_spec({"domain": {"x": 64}, "workload": [{"product": {"x": "prefix"}}],
-    ...                         "privacy": {"noise": "laplace", "epsilon": 1}})
-    >>> c = compare(s.workload, s.privacy, ["identity", "h2"])
+    >>> c = compare({"domain": {"x": 64}, "workload": [{"product": {"x": "prefix"}}],
+    ...              "privacy": {"noise": "laplace", "epsilon": 1}},
+    ...             mechanisms=["identity", "h2"])
     >>> [(r.mechanism, round(r.rmse, 2)) for r in c.rows]
     [('identity', 8.06), ('h2', 9.42)]
 """
@@ -18,6 +23,11 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
+from engine import html_tables as html
+from engine.analysis.per_query_error import METHODS, gaussian_half_width, typical_half_width
 from engine.analysis.svd_bound import Bound, svd_bound
 from engine.errors import Cancelled, NotApplicable
 from engine.executor import SerialExecutor, map_after
@@ -27,6 +37,9 @@ from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.scenario import Scenario
 from engine.workloads.workload import Workload
+
+#: The confidence level of the "error in people" columns.
+LEVEL = 0.95
 
 
 @dataclass(frozen=True)
@@ -98,6 +111,101 @@ class Comparison:
         doc["results"] = results
         return doc
 
+    def ranked(self) -> tuple[ComparisonRow, ...]:
+        """The rows best first (least RMSE); the not applicable ones after, in their order."""
+        return tuple(sorted(self.rows, key=lambda r: (r.rmse is None, r.rmse or 0.0)))
+
+    def bound_error(self, level: float = LEVEL) -> float | None:
+        """The SVD bound as an error in people at ``level``: the half-width of a query whose
+        error has the bound as its standard deviation, taken as Gaussian (1.96 x the bound at
+        95 %; None where the bound is not computable)."""
+        bound = self.bound_rmse
+        return None if bound is None else float(gaussian_half_width(bound, level))
+
+    def to_pandas(self, *, level: float = LEVEL) -> pd.DataFrame:
+        """The comparison as a table, best first, one row per mechanism.
+
+        Columns: ``mechanism``, ``title``, ``rmse`` (people), ``error`` (people: a query
+        whose error has the RMSE as standard deviation is within +/- this at ``level``; see
+        :func:`engine.analysis.per_query_error.typical_half_width`), ``error_method``,
+        ``ratio_to_bound`` (RMSE / SVD bound), ``plan_seconds`` and ``note`` (why a
+        mechanism does not apply).
+        """
+        bound = self.bound_rmse
+        records = []
+        for r in self.ranked():
+            error, method = (None, "") if r.plan is None or r.rmse is None else \
+                typical_half_width(r.plan, level)
+            records.append({"mechanism": r.mechanism, "title": r.title, "rmse": r.rmse,
+                            "error": error, "error_method": method,
+                            "ratio_to_bound": (r.rmse / bound) if (r.rmse is not None and bound)
+                            else None,
+                            "plan_seconds": r.seconds, "note": r.error or ""})
+        return pd.DataFrame.from_records(records, columns=[
+            "mechanism", "title", "rmse", "error", "error_method", "ratio_to_bound",
+            "plan_seconds", "note"])
+
+    def sweep(self, epsilons: Iterable[float]) -> pd.DataFrame:
+        """RMSE (people) of every applicable mechanism and of the bound at each eps (rho for
+        zCDP), a rescale of the plans (no re-planning): one column per mechanism, one row per
+        budget, the budgets in the column named after them (``epsilon`` or ``rho``)."""
+        key = "rho" if self.privacy.noise == "zcdp" else "epsilon"
+        values = [float(v) for v in epsilons]
+        table: dict[str, list[float | None]] = {key: values, "SVD bound": []}
+        for value in values:
+            level = self.with_privacy(self.privacy.with_(**{key: value}))
+            table["SVD bound"].append(level.bound_rmse)
+            for r in level.ranked():
+                if r.rmse is not None:
+                    table.setdefault(r.mechanism, []).append(r.rmse)
+        return pd.DataFrame(table)
+
+    def plot(self, *, epsilons: Iterable[float] | None = None) -> Any:
+        """A HoloViews picture (needs HoloViews): bars of each mechanism's RMSE (people), best
+        first, with the SVD bound as a dashed line; with ``epsilons``, log-log curves of RMSE
+        against the budget (see :meth:`sweep`)."""
+        from engine import plotting  # HoloViews only when a picture is asked for
+
+        if epsilons is not None:
+            table = self.sweep(epsilons)
+            key = str(table.columns[0])
+            return plotting.error_curves({name: list(table[name]) for name in table.columns},
+                                         x=key, title=f"RMSE against {key}")
+        return plotting.comparison_bars(
+            [{"mechanism": r.mechanism, "rmse": r.rmse} for r in self.rows],
+            bound=self.bound_rmse, title=f"RMSE per mechanism, {self.privacy.describe()}")
+
+    def __repr__(self) -> str:
+        best = self.best()
+        return (f"Comparison({self.workload.describe()}, {self.privacy.describe()}, "
+                f"{len(self.rows)} mechanisms, best: "
+                f"{'none' if best is None else f'{best.mechanism} RMSE {best.rmse:.4g}'}, "
+                f"SVD bound: {html.number(self.bound_rmse)})")
+
+    def _repr_html_(self) -> str:
+        """The bound first, then the mechanisms best first: RMSE and the error at 95 %."""
+        table = self.to_pandas()
+        rows: list[tuple[str, ...]] = [(
+            "SVD lower bound", html.number(self.bound_rmse),
+            f"+/- {html.number(self.bound_error())}" if self.bound_rmse is not None else "n/a",
+            "1", self.bound.reason or self.bound.method)]
+        methods = set()
+        for r in table.itertuples():
+            applicable = r.rmse is not None and np.isfinite(r.rmse)
+            if applicable:
+                methods.add(r.error_method)
+            rows.append((r.mechanism, html.number(r.rmse) if applicable else "n/a",
+                         f"+/- {html.number(r.error)}" if applicable else "",
+                         html.number(r.ratio_to_bound, 3) if applicable
+                         and r.ratio_to_bound is not None else "", r.note))
+        note = ("error at 95 %: a query whose error has the row's RMSE as its standard "
+                "deviation is within +/- this many people with probability 95 % ("
+                + "; ".join(METHODS[m] for m in sorted(methods)) + "; the bound's as Gaussian)")
+        return html.titled(
+            f"Comparison: {self.workload.describe()}, {self.privacy.describe()}",
+            html.table(rows, header=("mechanism", "RMSE (people)", "error at 95 % (people)",
+                                     "x bound", "note"), bold_first=True), note=note)
+
     def to_records(self) -> list[dict[str, Any]]:
         """One flat dict per mechanism (for tables and CSV export)."""
         out = []
@@ -164,17 +272,23 @@ def _plan_row_task(args: tuple[str, Mapping[str, Any], Workload, Privacy,
     return plan_row(name, workload, privacy, knobs, known)
 
 
-def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | None = None,
+def compare(subject: Workload | Scenario | Mapping[str, Any],
+            privacy: Privacy | Mapping[str, Any] | None = None,
+            mechanisms: Iterable[str] | None = None, *,
             params: Mapping[str, Mapping[str, Any]] | None = None,
             progress: Progress | None = None,
             on_row: Callable[[ComparisonRow], None] | None = None,
             executor: Executor | None = None) -> Comparison:
-    """Plan every mechanism on ``workload`` at ``privacy``.
+    """Plan every mechanism on a workload at a privacy level, beside the SVD bound.
 
     Args:
-        workload: the workload.
-        privacy: the privacy level.
-        mechanisms: registered names (default: every data-independent one).
+        subject: the workload, a :class:`~engine.scenario.Scenario`, or a scenario spec
+            mapping (``{"domain": ..., "workload": ..., "privacy": ..., "mechanisms": ...}``,
+            validated as ``python -m engine compare`` validates a file).
+        privacy: the privacy level, or a ``privacy:`` spec mapping (default: the scenario's;
+            for a bare workload ``Privacy()``, Gaussian eps = 1, delta = 1e-6).
+        mechanisms: registered names (default: the scenario's, else every data-independent
+            one).
         params: optional knobs per mechanism name.
         progress: passed to each mechanism's optimiser when planning in this process;
             cancellation stops the comparison (on an executor: between finished mechanisms,
@@ -184,6 +298,7 @@ def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | No
             (e.g. :func:`engine.executor.local_pool` or a Dask client's executor); None plans
             them one after the other in this process. The plans are the same either way.
     """
+    workload, privacy, mechanisms = _resolve(subject, privacy, mechanisms)
     names = tuple(mechanisms) if mechanisms is not None else default_mechanisms()
     knobs = {name: dict((params or {}).get(name, {})) for name in names}
     if executor is None or isinstance(executor, SerialExecutor):
@@ -222,6 +337,23 @@ def compare(workload: Workload, privacy: Privacy, mechanisms: Iterable[str] | No
     return Comparison(workload, privacy, svd_bound(workload), tuple(rows))
 
 
+def _resolve(subject: Workload | Scenario | Mapping[str, Any],
+             privacy: Privacy | Mapping[str, Any] | None, mechanisms: Iterable[str] | None
+             ) -> tuple[Workload, Privacy, Iterable[str] | None]:
+    """The workload, privacy level and mechanisms that :func:`compare` was asked about."""
+    if isinstance(subject, Mapping):
+        subject = Scenario.from_spec(subject)
+    if isinstance(privacy, Mapping):
+        privacy = Privacy.from_spec(dict(privacy))
+    if isinstance(subject, Scenario):
+        return (subject.workload, subject.privacy if privacy is None else privacy,
+                mechanisms if mechanisms is not None else (subject.mechanisms or None))
+    if not isinstance(subject, Workload):
+        raise TypeError(f"compare: expected a Workload, a Scenario or a spec mapping, got "
+                        f"{type(subject).__name__}")
+    return subject, Privacy() if privacy is None else privacy, mechanisms
+
+
 def _known_plans(name: str, names: tuple[str, ...], knobs: Mapping[str, Mapping[str, Any]],
                  finished: Mapping[int, ComparisonRow], workload: Workload
                  ) -> tuple[tuple[str, Mapping[str, Any], Plan], ...]:
@@ -235,5 +367,26 @@ def _known_plans(name: str, names: tuple[str, ...], knobs: Mapping[str, Mapping[
 
 def compare_scenario(spec: Mapping[str, Any]) -> dict[str, Any]:
     """Parse a scenario spec and return its ``compare --json`` document."""
-    s = Scenario.from_spec(spec)
-    return compare(s.workload, s.privacy, s.mechanisms or None).to_json()
+    return compare(spec).to_json()
+
+
+def plan(subject: Workload | Scenario | Mapping[str, Any], mechanism: str, *,
+         privacy: Privacy | Mapping[str, Any] | None = None,
+         progress: Progress | None = None, **knobs: Any) -> Plan:
+    """Plan one mechanism on a workload (uses no privacy budget: nothing touches data).
+
+    Args:
+        subject: the workload, a :class:`~engine.scenario.Scenario` or a scenario spec mapping.
+        mechanism: a registered name (see :func:`engine.mechanism_names`).
+        privacy: the privacy level or a ``privacy:`` spec mapping (default: the scenario's,
+            for a bare workload ``Privacy()``). The plan's error at another level is a
+            rescale: ``plan.rmse(other)``.
+        progress: passed to the mechanism's optimiser (cancel raises ``Cancelled``).
+        **knobs: the mechanism's keyword knobs (e.g. ``restarts=5`` for hdmm).
+
+    Raises:
+        SpecError: an unknown mechanism or knob (one line, with "did you mean").
+        NotApplicable: the mechanism cannot serve this workload or noise.
+    """
+    workload, level, _ = _resolve(subject, privacy, None)
+    return get(mechanism, **knobs).plan(workload, level, progress)

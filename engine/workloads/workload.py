@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import html_tables as html
 from engine.domain import Domain
 from engine.errors import NotApplicable
 from engine.linalg.matrix import Matrix, Sum, VStack
@@ -184,6 +185,23 @@ class Workload:
         """One line: queries, cells, terms."""
         return (f"{self.num_queries:,} queries over {self.domain.size:,} cells "
                 f"({len(self.terms)} terms)")
+
+    def _repr_html_(self) -> str:
+        """The workload in a notebook: its size, its terms, and the matrix when it is small."""
+        terms = [(t.label, f"{t.num_queries:,}", f"{t.weight:g}") for t in self.terms[:20]]
+        if len(self.terms) > 20:
+            terms.append((f"... {len(self.terms) - 20} more terms", "", ""))
+        shown = ""
+        if self.num_queries <= html.GRID_LIMIT[0] and self.domain.size <= html.GRID_LIMIT[1]:
+            shown = html.grid(self.dense(), title="the query matrix: one row per query, one "
+                                                  "column per data cell")
+        return html.titled(
+            f"Workload: {self.describe()}",
+            html.table([(a.name, f"{a.size:,}", "numeric" if a.numeric else "categorical")
+                        for a in self.domain], header=("attribute", "values", "kind")),
+            html.table(terms, header=("term", "queries", "weight")), shown,
+            note=f"L1 sensitivity {html.number(self.sensitivity(1))}, L2 sensitivity "
+                 f"{html.number(self.sensitivity(2))}: how far one person can move the answers")
 
 
 def _gram_array(f: Matrix) -> np.ndarray:

@@ -215,12 +215,13 @@ def test_a_local_cluster_keeps_glibc_malloc_adaptive(monkeypatch: pytest.MonkeyP
 
 
 def test_the_readme_configures_dask_workers_as_local_clusters_are() -> None:
-    """The configuration file README "Running on a cluster" writes for ``dask worker`` holds
-    exactly the settings of the local clusters started here."""
+    """The configuration file the "Running on a cluster" page (docs/cluster.md) writes for
+    ``dask worker`` holds exactly the settings of the local clusters started here."""
     import dask
     import yaml
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "cluster.md").read_text(
+        encoding="utf-8")
     body = readme.split("cat > dask-config/dpwb.yaml <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
     config = yaml.safe_load(body)
     assert {key: dask.config.get(key, config=config) for key in LOCAL_CLUSTER_CONFIG} == (

@@ -1,4 +1,5 @@
-"""Every scenario in README.md validates (issue 15: the README's own syntax was rejected).
+"""Every scenario in README.md and the documentation pages validates (issue 15: the README's own
+syntax was rejected).
 
 The rule: a fenced block tagged ``yaml`` or ``json`` whose top level is a mapping with a
 ``domain`` key is a scenario spec and must parse into a :class:`Scenario`; every other
@@ -16,12 +17,14 @@ import pytest
 from engine.scenario import Scenario
 from engine.specfile import load_text
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+PAGES = [README, *sorted(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts)]
 FENCE = re.compile(r"^( *)```(yaml|json)\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
 
 
-def _blocks() -> list[tuple[int, str, str]]:
-    text = README.read_text(encoding="utf-8")
+def _blocks(path: Path = README) -> list[tuple[int, str, str]]:
+    text = path.read_text(encoding="utf-8")
     out = []
     for match in FENCE.finditer(text):
         indent = len(match.group(1))
@@ -30,23 +33,29 @@ def _blocks() -> list[tuple[int, str, str]]:
     return out
 
 
-BLOCKS = _blocks()
+def _page_blocks() -> list[tuple[str, str, str]]:
+    """``(page:line, fmt, body)`` of every yaml/json block of the README and the docs."""
+    return [(f"{path.relative_to(ROOT)}:{line}", fmt, body)
+            for path in PAGES for line, fmt, body in _blocks(path)]
+
+
+BLOCKS = _page_blocks()
 
 
 def test_the_readme_has_a_scenario() -> None:
     specs = [
         b
-        for b in BLOCKS
+        for b in _blocks()
         if isinstance(load_text(b[2], b[1]), dict) and "domain" in load_text(b[2], b[1])
     ]
     assert len(specs) >= 1
 
 
 @pytest.mark.parametrize(
-    ("line", "fmt", "body"), BLOCKS, ids=[f"README.md:{line}" for line, _, _ in BLOCKS]
+    ("where", "fmt", "body"), BLOCKS, ids=[where for where, _, _ in BLOCKS]
 )
-def test_readme_block(line: int, fmt: str, body: str) -> None:
-    doc = load_text(body, fmt, where=f"README.md:{line}")
+def test_readme_block(where: str, fmt: str, body: str) -> None:
+    doc = load_text(body, fmt, where=where)
     if isinstance(doc, dict) and "domain" in doc:
         scenario = Scenario.from_spec(doc)
         assert scenario.workload.num_queries > 0
