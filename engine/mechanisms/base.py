@@ -35,7 +35,7 @@ from engine import html_tables as html
 from engine.analysis import expected_error as error
 from engine.analysis.cost_model import Cost, estimate_model, require
 from engine.analysis.per_query_error import METHODS, error_half_widths, typical_half_width
-from engine.errors import NotApplicable, SpecError, suggest
+from engine.errors import NotApplicable
 from engine.linalg.marginals import MarginalStrategy
 from engine.linalg.matrix import Matrix
 from engine.mechanisms.views import FactsView, Scalar, View, check_views
