@@ -26,7 +26,11 @@ from engine.mechanisms.hdmm.opt0 import opt0
 from engine.mechanisms.hdmm.opt0_mechanism import explicit_gram
 from engine.mechanisms.hdmm.pidentity import PIdentity
 from engine.mechanisms.hdmm.structure import ProductUnion
-from engine.mechanisms.hdmm.workload_gram import WorkloadGram, semiseparable_generators
+from engine.mechanisms.hdmm.workload_gram import (
+    KroneckerGram,
+    WorkloadGram,
+    semiseparable_generators,
+)
 from engine.privacy import Privacy
 from engine.workloads import Product, Workload
 from engine.workloads.blocks import (
@@ -175,7 +179,7 @@ def test_product_union_grams_multiply_one_attribute_at_a_time() -> None:
     union = ProductUnion.of(workload)
     V = explicit_gram(workload, union)
     gram = WorkloadGram.of_union(V, union)
-    assert gram.kronecker is not None and len(gram.kronecker) == 2
+    assert isinstance(gram, KroneckerGram) and len(gram.terms) == 2
     X = np.random.default_rng(2).random((4, 216))
     np.testing.assert_allclose(gram.right_multiply(X), X @ V, rtol=1e-12)
 

@@ -39,9 +39,12 @@ FREE_WORK = 100 * 16 * 256**2
 #: Two screened losses "agree" within this relative gap (0.1 % of RMSE, which is printed to
 #: about that precision: 8.07, 7.35 in HDMM Table 4).
 AGREE_RTOL = 2e-3
-#: Work cap of a whole p-Identity optimisation (starts and polish): 200 evaluations on
-#: 4,096 cells (p = 256, 0.21 s each on one core), so that OPT_0 plans there within a
-#: minute; below 2,048 cells it never binds.
+#: Work cap of a whole p-Identity optimisation (starts and polish), in multiply-adds of the
+#: evaluations (:meth:`~engine.mechanisms.hdmm.workload_gram.WorkloadGram.evaluation_work`):
+#: 200 evaluations on 4,096 cells with a dense Gram (p = 256, 0.21 s each on one core), so
+#: that OPT_0 plans there within a minute, and about 700 with a structured one (the
+#: products with V cost O(p n), the Woodbury products O(p**2 n)); below 2,048 cells it
+#: never binds.
 MAX_WORK = 200 * 256 * 4096**2
 #: Relative reduction of the loss per iteration under which a screened start stops. At
 #: 1e-4 screened starts on 256 cells stopped 0.2-0.4 % of RMSE above where they converge,
@@ -211,7 +214,7 @@ def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 
     total = len(warm) + restarts
     budget = SCREEN_WORK // (p * n * n)  # in evaluations
     free = FREE_WORK // (p * n * n)
-    cap = max(1, max_work // (p * n * n))
+    cap = max(1, int(max_work // gram.evaluation_work(p)))
     # every start the rule admits has at most budget evaluations before it, so with this
     # margin it runs its full maxiter wherever it runs: a batch needs no running total
     batches = (executor is not None and not isinstance(executor, SerialExecutor)

@@ -16,7 +16,7 @@ from engine.mechanisms.hdmm.knobs import HdmmBase
 from engine.mechanisms.hdmm.opt0 import opt0
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter
-from engine.mechanisms.hdmm.workload_gram import WorkloadGram
+from engine.mechanisms.hdmm.workload_gram import WorkloadGram, workload_gram
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload
@@ -60,8 +60,11 @@ def explicit_plan(name: str, workload: Workload, privacy: Privacy,
     if union is None and workload.is_product_union:
         union = ProductUnion.of(workload)
     V = explicit_gram(workload, union)
-    gram = (WorkloadGram.of_union(V, union)
-            if union is not None and privacy.norm == 1 else None)
+    gram = None
+    if privacy.norm == 1:  # the p-Identity search's products with V, structured if they can be
+        gram = workload_gram(workload)
+        if gram is None and union is not None:
+            gram = WorkloadGram.of_union(V, union)
     factor = opt0(V, privacy.norm, p=p, restarts=restarts, seed=seed, maxiter=maxiter,
                   polish_iterations=polish_iterations, tol=tol, progress=progress,
                   executor=executor, gram=gram)
