@@ -29,12 +29,9 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 from engine.analysis.svd_bound import svd_bound_explicit  # noqa: E402
-from engine.mechanisms.hdmm.opt0 import (  # noqa: E402
-    default_p,
-    gaussian_opt0,
-    opt0,
-    optimize_pidentity,
-)
+from engine.mechanisms.hdmm.gaussian_opt0 import gaussian_opt0  # noqa: E402
+from engine.mechanisms.hdmm.laplace_opt0 import optimize_pidentity  # noqa: E402
+from engine.mechanisms.hdmm.opt0 import default_p, opt0  # noqa: E402
 from engine.privacy import Privacy  # noqa: E402
 from engine.workloads import catalog  # noqa: E402
 from engine.workloads.blocks import AllRangeBlock, Block  # noqa: E402

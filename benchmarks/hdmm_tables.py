@@ -29,16 +29,16 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import math  # noqa: E402  (after the BLAS thread setting)
+import sys  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from engine.analysis.svd_bound import svd_bound  # noqa: E402
 from engine.linalg.marginals import is_marginal_like  # noqa: E402
 from engine.mechanisms import get  # noqa: E402
-from engine.mechanisms.hdmm.experiments import WORKLOADS  # noqa: E402
 from engine.mechanisms.hdmm.opt0 import opt0  # noqa: E402
-from engine.mechanisms.hdmm.plain import plain_rmse  # noqa: E402
 from engine.mechanisms.hdmm.structure import ProductUnion  # noqa: E402
 from engine.mechanisms.hdmm.union import (  # noqa: E402
     gram_svd_bound,
@@ -48,6 +48,10 @@ from engine.mechanisms.hdmm.union import (  # noqa: E402
     union_weights,
 )
 from engine.privacy import Privacy  # noqa: E402
+
+# the paper's workloads and plain baseline are test fixtures (tests/hdmm_paper.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from hdmm_paper import WORKLOADS, plain_rmse  # noqa: E402
 
 LAPLACE = Privacy(noise="laplace", epsilon=1.0)
 GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)

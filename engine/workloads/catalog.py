@@ -2,7 +2,7 @@
 
 Every entry is a plain spec (``domain:`` and ``workload:``, see the README) that
 :func:`build_workload` turns into a :class:`~engine.workloads.Workload`. HDMM's Tables 4-7
-(``engine.mechanisms.hdmm.experiments``, the benchmarks), the explorer's presets menu and the
+(the tests' ``hdmm_paper`` helper, the benchmarks), the explorer's presets menu and the
 bundled Adult data's domain all read their definitions here.
 
 * 1-D families (HDMM Tables 4/5): all ranges, prefixes, width-32 ranges and permuted ranges

@@ -25,7 +25,7 @@ from engine.linalg.matrix import (
     VStack,
 )
 from engine.mechanisms.base import least_squares
-from engine.mechanisms.hdmm.opt0 import PIdentity
+from engine.mechanisms.hdmm import PIdentity
 from engine.workloads import AllRangeBlock, PrefixBlock
 
 RNG = np.random.default_rng(7)

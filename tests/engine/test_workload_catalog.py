@@ -8,9 +8,9 @@ import itertools
 
 import numpy as np
 import pytest
+from hdmm_paper import WORKLOADS
 
 from engine.data import adult_domain
-from engine.mechanisms.hdmm.experiments import WORKLOADS
 from engine.workloads import catalog
 from engine.workloads.workload import Workload
 from explorer.presets import DEMO_DOMAIN, PRESETS, build_preset

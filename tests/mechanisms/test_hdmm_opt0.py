@@ -16,18 +16,21 @@ import pytest
 from engine.analysis.svd_bound import svd_bound_explicit
 from engine.domain import Domain
 from engine.mechanisms import get
-from engine.mechanisms.hdmm.opt0 import (
+from engine.mechanisms.hdmm.gaussian_opt0 import gaussian_opt0
+from engine.mechanisms.hdmm.laplace_opt0 import (
     AGREE_RTOL,
-    PIdentity,
-    WorkloadGram,
-    explicit_gram,
-    gaussian_opt0,
-    opt0,
     optimize_pidentity,
     pidentity_loss_grad,
+)
+from engine.mechanisms.hdmm.opt0 import opt0
+from engine.mechanisms.hdmm.opt0_mechanism import explicit_gram
+from engine.mechanisms.hdmm.pidentity import PIdentity
+from engine.mechanisms.hdmm.structure import ProductUnion
+from engine.mechanisms.hdmm.workload_gram import (
+    KroneckerGram,
+    WorkloadGram,
     semiseparable_generators,
 )
-from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.privacy import Privacy
 from engine.workloads import Product, Workload
 from engine.workloads.blocks import (
@@ -43,8 +46,8 @@ GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
 
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
-#: the module (the package exports its function ``opt0`` under the same name)
-OPT0 = importlib.import_module("engine.mechanisms.hdmm.opt0")
+#: the p-Identity search's module (its rules' constants and executor hook are patched)
+LAPLACE_OPT0 = importlib.import_module("engine.mechanisms.hdmm.laplace_opt0")
 
 
 def rmse(unit: float, m: int, privacy: Privacy) -> float:
@@ -176,7 +179,7 @@ def test_product_union_grams_multiply_one_attribute_at_a_time() -> None:
     union = ProductUnion.of(workload)
     V = explicit_gram(workload, union)
     gram = WorkloadGram.of_union(V, union)
-    assert gram.kronecker is not None and len(gram.kronecker) == 2
+    assert isinstance(gram, KroneckerGram) and len(gram.terms) == 2
     X = np.random.default_rng(2).random((4, 216))
     np.testing.assert_allclose(gram.right_multiply(X), X @ V, rtol=1e-12)
 
@@ -197,7 +200,7 @@ def test_starts_stop_once_the_best_two_agree(monkeypatch: pytest.MonkeyPatch) ->
     first, second = sorted(losses)[:2]
     assert second - first <= AGREE_RTOL * second and losses[3] in (first, second)
     assert 8.07 * 0.995 <= rmse(f, m, LAPLACE) <= 8.075
-    monkeypatch.setattr(OPT0, "SCREEN_WORK", 800 * 16 * 256**2)
+    monkeypatch.setattr(LAPLACE_OPT0, "SCREEN_WORK", 800 * 16 * 256**2)
     _, f_wide, losses_wide = optimize_pidentity(V, 16, seed=0)
     assert losses_wide == losses and f_wide == f
     monkeypatch.undo()

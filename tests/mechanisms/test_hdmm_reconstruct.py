@@ -19,7 +19,7 @@ from engine.errors import NotApplicable
 from engine.linalg.matrix import Dense, Ones
 from engine.mechanisms import get
 from engine.mechanisms.base import Plan
-from engine.mechanisms.hdmm.opt0 import PIdentity
+from engine.mechanisms.hdmm.pidentity import PIdentity
 from engine.mechanisms.hdmm.reconstruct import data_marginal, kron_estimate, kron_measure
 from engine.noise import ExactNoise
 from engine.privacy import Privacy

@@ -16,15 +16,15 @@ from engine.domain import Domain
 from engine.executor import local_pool
 from engine.mechanisms import get
 from engine.mechanisms.hdmm.blas import blas_threads
-from engine.mechanisms.hdmm.opt0 import optimize_pidentity
+from engine.mechanisms.hdmm.laplace_opt0 import optimize_pidentity
 from engine.mechanisms.hdmm.opt_marginals import opt_marginals
 from engine.privacy import Privacy
 from engine.workloads import Product, Workload
 from engine.workloads.blocks import IdentityBlock, PrefixBlock
 
 LAPLACE = Privacy(noise="laplace", epsilon=1.0)
-#: the module (the package exports its function ``opt0`` under the same name)
-OPT0 = importlib.import_module("engine.mechanisms.hdmm.opt0")
+#: the p-Identity search's module (its rules' constants and executor hook are patched)
+LAPLACE_OPT0 = importlib.import_module("engine.mechanisms.hdmm.laplace_opt0")
 MARGINALS = importlib.import_module("engine.mechanisms.hdmm.opt_marginals")
 
 
@@ -46,20 +46,20 @@ def test_restart_batches_give_the_serial_starts(
     drops (27 of 31 kept). With agreement (the default), seed 2 stops after 9 starts, dropping
     the rest of its batch of 20. Either way: the serial starts, losses and Theta."""
     if not agree:
-        monkeypatch.setattr(OPT0, "AGREE_RTOL", 0.0)
+        monkeypatch.setattr(LAPLACE_OPT0, "AGREE_RTOL", 0.0)
     V = PrefixBlock(128).gram_array()
     with blas_threads(1):
         serial_theta, serial_f, serial_losses = optimize_pidentity(
             V, 8, restarts=restarts, seed=seed
         )
     batches: list[int] = []
-    map_ordered = OPT0.map_ordered
+    map_ordered = LAPLACE_OPT0.map_ordered
 
     def counted(executor, fn, tasks, **kwargs):  # noqa: ANN001, ANN003 -- a spy
         batches.append(len(tasks))
         return map_ordered(executor, fn, tasks, **kwargs)
 
-    monkeypatch.setattr(OPT0, "map_ordered", counted)
+    monkeypatch.setattr(LAPLACE_OPT0, "map_ordered", counted)
     with blas_threads(1):
         theta, f, losses = optimize_pidentity(V, 8, restarts=restarts, seed=seed, executor=pool)
     assert len(serial_losses) == {(2, False): 25, (1, False): 27, (2, True): 9}[seed, agree]

@@ -21,11 +21,10 @@ import math
 from functools import cache
 
 import pytest
+from hdmm_paper import WORKLOADS, plain_rmse, summed_sensitivity
 
 from engine.analysis.svd_bound import svd_bound, svd_bound_factor
 from engine.mechanisms import get
-from engine.mechanisms.hdmm.experiments import WORKLOADS
-from engine.mechanisms.hdmm.plain import plain_rmse, summed_sensitivity
 from engine.privacy import Privacy
 from engine.workloads.workload import Workload
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hdmm_paper import WORKLOADS
 
 from engine.analysis.svd_bound import svd_bound_factor
 from engine.domain import Domain
 from engine.mechanisms import get
-from engine.mechanisms.hdmm.experiments import WORKLOADS
 from engine.mechanisms.hdmm.opt0 import opt0
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.union import groups_of, union_floor, union_weights

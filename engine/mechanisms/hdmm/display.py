@@ -8,10 +8,10 @@ plain words and units.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.mechanisms.hdmm.results import Factor, KronResult, MarginalsResult, UnionResult
 from engine.mechanisms.views import (
     MAX_VIEW_ENTRIES,
     Fact,
@@ -25,12 +25,6 @@ from engine.mechanisms.views import (
     facts,
 )
 from engine.workloads.workload import Workload
-
-if TYPE_CHECKING:
-    from engine.mechanisms.hdmm.kron import KronResult
-    from engine.mechanisms.hdmm.opt0 import Factor
-    from engine.mechanisms.hdmm.opt_marginals import MarginalsResult
-    from engine.mechanisms.hdmm.union import UnionResult
 
 #: Units of every unit-noise error below: squared counts per unit noise variance and unit
 #: sensitivity (``||A||**2 tr[(A^T A)^+ W^T W]``).

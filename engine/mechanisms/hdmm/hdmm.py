@@ -25,7 +25,7 @@ from engine.mechanisms.base import Plan, register, registered_name
 from engine.mechanisms.hdmm.display import choice_views
 from engine.mechanisms.hdmm.knobs import HdmmBase
 from engine.mechanisms.hdmm.kron import KronMechanism, check_attributes
-from engine.mechanisms.hdmm.opt0 import MAX_CELLS, Opt0Mechanism, check_explicit
+from engine.mechanisms.hdmm.opt0_mechanism import MAX_CELLS, Opt0Mechanism, check_explicit
 from engine.mechanisms.hdmm.opt_marginals import MarginalsMechanism, check_marginals
 from engine.mechanisms.hdmm.tracking import reporter
 from engine.mechanisms.hdmm.union import UnionMechanism, check_groups

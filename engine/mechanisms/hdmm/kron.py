@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,8 +26,9 @@ from engine.linalg.matrix import Kron
 from engine.mechanisms.base import Measurement, Plan, register, registered_name
 from engine.mechanisms.hdmm.display import kron_views
 from engine.mechanisms.hdmm.knobs import HdmmBase
-from engine.mechanisms.hdmm.opt0 import Factor, identity_factor, opt0
+from engine.mechanisms.hdmm.opt0 import identity_factor, opt0
 from engine.mechanisms.hdmm.reconstruct import MAX_CELLS, kron_answers, kron_measure
+from engine.mechanisms.hdmm.results import Factor, KronResult
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter, reporter
 from engine.privacy import Privacy
@@ -37,23 +37,6 @@ from engine.workloads.workload import Workload
 
 #: Largest attribute OPT_0 is run on (an explicit n x n Gram per attribute).
 MAX_ATTRIBUTE = 8192
-
-
-@dataclass(frozen=True, eq=False)
-class KronResult:
-    """What OPT_kron found.
-
-    Attributes:
-        factors: one :class:`Factor` per attribute.
-        traces: ``tr[(A_i^T A_i)^+ V_ij]`` per product j and attribute i (k x d).
-        loss: unit-noise error ``||A||**2 tr[(A^T A)^+ W^T W]`` of the Kronecker strategy.
-        history: the error after the start and after every sweep.
-    """
-
-    factors: tuple[Factor, ...]
-    traces: np.ndarray
-    loss: float
-    history: tuple[float, ...]
 
 
 def _errors(union: ProductUnion, i: int, factor: Factor, norm: int) -> np.ndarray:

@@ -56,6 +56,7 @@ from engine.mechanisms.hdmm.reconstruct import (
     data_marginal,
     marginal_variances,
 )
+from engine.mechanisms.hdmm.results import MarginalsResult
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter, minimize_reported, reporter
 from engine.privacy import Privacy
@@ -160,16 +161,6 @@ def laplace_starts(restarts: int, d: int) -> int:
     start is cheap (an evaluation costs O(d 2**d)). Small problems need them: on Table 3's
     domain only 8% of random starts reach the optimum 62,886 (others stop at 67,379)."""
     return max(restarts, min(SMALL_STARTS, 2 ** max(0, 16 - d)))
-
-
-@dataclass(frozen=True, eq=False)
-class MarginalsResult:
-    """What OPT_M found: normalised weights, their unit error and the optimiser's record
-    (closed-form verdict, restart losses)."""
-
-    theta: np.ndarray
-    loss: float
-    info: dict[str, Any]
 
 
 def opt_marginals(w: np.ndarray, shape: Sequence[int], norm: int, *, restarts: int = 10,

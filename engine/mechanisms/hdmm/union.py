@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,12 +32,12 @@ from engine.mechanisms.base import Measurement, Plan, register, registered_name
 from engine.mechanisms.hdmm.display import union_views
 from engine.mechanisms.hdmm.knobs import HdmmBase
 from engine.mechanisms.hdmm.kron import (
-    KronResult,
     check_attributes,
     kron_trace,
     opt_kron,
 )
 from engine.mechanisms.hdmm.reconstruct import MAX_CELLS, kron_answers, kron_measure
+from engine.mechanisms.hdmm.results import UnionResult
 from engine.mechanisms.hdmm.structure import ProductUnion
 from engine.mechanisms.hdmm.tracking import Reporter, reporter
 from engine.privacy import Privacy
@@ -130,17 +129,6 @@ def groups_of(workload: Workload, grouping: str) -> list[list[int]]:
             out.setdefault(t.group, []).append(j)
         return list(out.values())
     return [[j] for j in range(k)]
-
-
-@dataclass(frozen=True, eq=False)
-class UnionResult:
-    """What OPT_+ found: per-group Kronecker results, weights and the union's error."""
-
-    groups: tuple[tuple[int, ...], ...]
-    blocks: tuple[KronResult, ...]
-    weights: np.ndarray
-    block_errors: np.ndarray
-    loss: float
 
 
 def opt_union(union: ProductUnion, norm: int, groups: list[list[int]], *, restarts: int = 4,
