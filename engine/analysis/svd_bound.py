@@ -12,28 +12,58 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.analysis.block_spectrum import (
+    BlockTooLargeError,
+    factor_key,
+    gram_of,
+    is_marginal_factor,
+    marginal_pair,
+    union_sqrt_trace,
+)
+from engine.analysis.cost_model import FLOAT, memory_limit
 from engine.analysis.expected_error import EXPLICIT_LIMIT
-from engine.linalg.marginals import factor_pair, is_marginal_like, marginal_svd_bound
+from engine.domain import Domain
+from engine.linalg.marginals import marginal_svd_bound
 from engine.linalg.matrix import Identity, Matrix, Ones
 from engine.linalg.pinv import psd_sqrt_trace
 from engine.privacy import Privacy, budget_for_rmse
 from engine.workloads.blocks import Block
 from engine.workloads.workload import Workload
 
+#: ``(weight, per-attribute factors)`` of every term of a union of Kronecker products.
+Products = list[tuple[float, tuple[Matrix, ...]]]
+
 #: Largest single attribute whose Gram is eigendecomposed for a Kronecker bound.
 FACTOR_LIMIT = 16384
 #: Most entries (products x 2**attributes) of the marginal-weight sums of Thm. 10: the
 #: closed form builds a 2**d vector per product.
 MARGINAL_WEIGHT_LIMIT = 50_000_000
+#: Largest side of one block's dense eigendecomposition (about 2.5 s at 2,048 on one core of
+#: the 2-core benchmark machine); the memory budget may lower it (:func:`dense_side_limit`).
+DENSE_SIDE_LIMIT = 2048
 
 
 @dataclass(frozen=True)
 class Bound:
-    """An SVD bound: ``value`` (unit-noise, in squared-sensitivity units) or why there is none."""
+    """An SVD bound: ``value`` (unit-noise, in squared-sensitivity units) or why there is none.
+
+    ``floor_parts`` is set when ``value`` is a certified floor rather than the exact bound:
+    it partitions the term indices into sub-workloads, and ``value`` is the sum of their exact
+    bounds (see :func:`svd_bound`), never above the whole workload's exact bound.
+    """
 
     value: float | None
     method: str
     reason: str = ""
+    floor_parts: tuple[tuple[int, ...], ...] | None = None
+
+    @property
+    def kind(self) -> str:
+        """``"exact"`` (the SVD bound itself), ``"floor"`` (a certified lower bound on it:
+        the exact bound of a sub-workload) or ``"none"`` (no value)."""
+        if self.value is None:
+            return "none"
+        return "exact" if self.floor_parts is None else "floor"
 
     def rmse(self, workload: Workload, privacy: Privacy) -> float | None:
         """The bound as an RMSE at ``privacy`` (None when not computable)."""
@@ -75,20 +105,7 @@ def svd_bound_factor(block: Matrix) -> float:
 
 def _marginal_like(block: Matrix) -> bool:
     """True when the factor's Gram is ``alpha I + beta 1`` (Thm. 10 loses nothing on it)."""
-    if isinstance(block, Identity) or (isinstance(block, Ones) and block.m == 1):
-        return True
-    if block.shape[1] > FACTOR_LIMIT:  # deciding would allocate over the attribute
-        return False
-    # a cheap necessary condition first: such a Gram has a constant diagonal
-    diag = block.column_norms(2)
-    if diag.size > 1 and not np.allclose(diag, diag[0], rtol=1e-12, atol=0.0):
-        return False
-    return is_marginal_like(block.gram_array() if isinstance(block, Block)
-                            else block.gram().dense())
-
-
-def _gram_of(block: Matrix) -> np.ndarray:
-    return block.gram_array() if isinstance(block, Block) else block.gram().dense()
+    return block.shape[1] <= FACTOR_LIMIT and is_marginal_factor(block)
 
 
 #: Largest attribute whose factor Grams are compared entry by entry.
@@ -101,28 +118,17 @@ def _same_gram(a: Matrix, b: Matrix) -> bool:
         return True
     if a.shape[1] != b.shape[1]:
         return False
-    if isinstance(a, Block) and type(a) is type(b) and a.spec() == b.spec():
+    if factor_key(a) == factor_key(b):
         return True
     if a.is_total() and b.is_total():
         return True
-    return a.shape[1] <= COMPARE_LIMIT and bool(np.array_equal(_gram_of(a), _gram_of(b)))
+    return a.shape[1] <= COMPARE_LIMIT and bool(np.array_equal(gram_of(a), gram_of(b)))
 
 
-def _shared_attributes(products: list[tuple[float, tuple[Matrix, ...]]], d: int
-                       ) -> list[int]:
+def _shared_attributes(products: Products, d: int) -> list[int]:
     """Attributes on which every product has a factor with the same Gram."""
     return [i for i in range(d)
             if all(_same_gram(products[0][1][i], fs[i]) for _, fs in products[1:])]
-
-
-def _pair(block: Matrix) -> tuple[float, float]:
-    """``(beta, alpha)`` of a marginal-like factor (Thm. 10), without a Gram for I and T."""
-    n = block.shape[1]
-    if n > 1 and isinstance(block, Identity):
-        return 0.0, 1.0
-    if n > 1 and isinstance(block, Ones) and block.m == 1:
-        return 1.0, 0.0
-    return factor_pair(_gram_of(block))
 
 
 def _marginal_weights(weights: list[float], factors: list[list[Matrix]]) -> np.ndarray:
@@ -131,18 +137,28 @@ def _marginal_weights(weights: list[float], factors: list[list[Matrix]]) -> np.n
     for weight, fs in zip(weights, factors, strict=True):
         vec = np.array([weight**2])
         for f in fs:
-            vec = np.kron(vec, _pair(f))
+            vec = np.kron(vec, marginal_pair(f))
         w = vec if w is None else w + vec
     return w
 
 
-def _product_union_bound(workload: Workload) -> Bound | None:
+def dense_side_limit() -> int:
+    """Largest matrix side eigendecomposed for one block of a union: ``DENSE_SIDE_LIMIT``, or
+    less when three n x n float64 copies would exceed the memory budget (cost_model)."""
+    return int(min(DENSE_SIDE_LIMIT, math.isqrt(int(memory_limit() / (3 * FLOAT)))))
+
+
+def _product_union_bound(domain: Domain, products: Products, dense_limit: int,
+                         check_only: bool = False) -> Bound | None:
     """Thm. 5 generalised: ``W^T W = (sum_j w_j^2 kron_R V_ij) kron (kron_S V_i)`` when the
     products share their factors on the attributes S, so the bound is the product of the
     shared factors' bounds and the bound of the union over the other attributes R (closed
-    form for marginal-like factors, explicit when R is small)."""
-    domain = workload.domain
-    products = workload.products()
+    form for marginal-like factors, else block by block: engine.analysis.block_spectrum).
+    With ``check_only``, only whether it fits (the value is then meaningless).
+
+    Raises:
+        BlockTooLargeError: when a block of the union over R is too large to eigendecompose.
+    """
     weights = [w for w, _ in products]
     if all(_marginal_like(f) for _, fs in products for f in fs):
         work = len(products) * 2.0 ** len(domain)
@@ -157,7 +173,7 @@ def _product_union_bound(workload: Workload) -> Bound | None:
     shared = _shared_attributes(products, len(domain))
     rest = [i for i in range(len(domain)) if i not in shared]
     value = math.prod(svd_bound_factor(products[0][1][i]) for i in shared)
-    weights2 = np.array([w**2 for w, _ in products])
+    weights2 = np.array([w**2 for w in weights])
     if not rest:
         return Bound(float(weights2.sum() * value), "kronecker")
     rest_factors = [[fs[i] for i in rest] for _, fs in products]
@@ -166,21 +182,67 @@ def _product_union_bound(workload: Workload) -> Bound | None:
             _marginal_like(f) for fs in rest_factors for f in fs):
         value *= marginal_svd_bound(_marginal_weights(weights, rest_factors), rest_shape)
         return Bound(value, "kronecker-marginals")
-    if shared and math.prod(rest_shape) <= EXPLICIT_LIMIT:
-        V = sum(w2 * _kron_all([_gram_of(f) for f in fs])
-                for w2, fs in zip(weights2, rest_factors, strict=True))
-        return Bound(value * svd_bound_explicit(V), "kronecker-explicit")
-    return None
+    nuclear = union_sqrt_trace(weights, rest_factors, dense_limit, check_only)
+    return Bound(value * nuclear**2 / math.prod(rest_shape), "kronecker-blocks")
 
 
-def _kron_all(arrays: list[np.ndarray]) -> np.ndarray:
-    out = np.ones((1, 1))
-    for a in arrays:
-        out = np.kron(out, a)
-    return out
+def _fits(domain: Domain, products: Products, dense_limit: int) -> bool:
+    try:
+        bound = _product_union_bound(domain, products, dense_limit, check_only=True)
+    except BlockTooLargeError:
+        return False
+    return bound is not None and bound.value is not None
 
 
-def svd_bound(workload: Workload) -> Bound:
+def _certified_floor(domain: Domain, products: Products, dense_limit: int, why: str) -> Bound:
+    """A certified floor when the exact bound does not fit: the sum of the exact bounds of
+    sub-workloads that partition the terms.
+
+    ``X -> tr X^(1/2)`` is concave and homogeneous of degree 1/2 on PSD matrices, so for
+    ``W^T W = sum_g G_g``: ``tr (sum_g G_g)^(1/2) >= sqrt(sum_g (tr G_g^(1/2))**2)``, i.e.
+    ``SVDB(W) >= sum_g SVDB(W_g)`` for any partition of W's rows into sub-workloads ``W_g``
+    (with one part it is interlacing: a sub-workload's bound is a floor). The parts: terms
+    grouped by their factors on the attributes that are not marginal-like; then, largest
+    group (most queries) first, every group that still fits is merged into the first part,
+    so the first part is the largest computable sub-workload found this way; a group that
+    does not fit alone is split into single terms (closed form).
+    """
+    d = len(domain)
+    free = [i for i in range(d) if not all(_marginal_like(fs[i]) for _, fs in products)]
+    groups: dict[tuple, list[int]] = {}
+    for j, (_, fs) in enumerate(products):
+        groups.setdefault(tuple(factor_key(fs[i]) for i in free), []).append(j)
+
+    def queries(part: list[int]) -> int:
+        return sum(math.prod(f.shape[0] for f in products[j][1]) for j in part)
+
+    def fits(part: list[int]) -> bool:
+        return _fits(domain, [products[j] for j in part], dense_limit)
+
+    parts: list[list[int]] = []
+    for group in sorted(groups.values(), key=lambda g: (-queries(g), g[0])):
+        if parts and fits(sorted(parts[0] + group)):
+            parts[0] = sorted(parts[0] + group)
+        elif fits(group):
+            parts.append(group)
+        else:
+            parts.extend([j] for j in group)
+    value = 0.0
+    for part in parts:
+        sub = _product_union_bound(domain, [products[j] for j in part], dense_limit)
+        if sub is None or sub.value is None:
+            return Bound(None, "none", f"{why}, and a part of it has no bound either")
+        value += sub.value
+    return Bound(value, "kronecker-blocks",
+                 f"a certified floor, not the exact bound: {why}; it is the sum of the exact "
+                 f"bounds of {len(parts)} parts of the workload (the largest: "
+                 f"{len(parts[0])} of the {len(products)} terms, {queries(parts[0]):,} of "
+                 f"{queries(list(range(len(products)))):,} queries), which the bound of the "
+                 "whole workload is never below",
+                 floor_parts=tuple(tuple(p) for p in parts))
+
+
+def svd_bound(workload: Workload, *, dense_limit: int | None = None) -> Bound:
     """The SVD bound of a workload, using its structure where it has one.
 
     * marginal-like workloads (every factor is identity/total-like): closed form (Thm. 12,
@@ -188,14 +250,23 @@ def svd_bound(workload: Workload) -> Bound:
     * a single Kronecker product: the product of per-attribute bounds (Thm. 5), from closed-form
       eigenvalues of the 1-D blocks;
     * a union of products that share their factors on some attributes and are marginal-like
-      (or small) on the others, e.g. prefix-marginals ``P x P x marginals``: the product of
-      the two bounds;
+      on the others, e.g. prefix-marginals ``P x P x marginals``: the product of the two bounds;
+    * any other union of products: exactly, block by block (engine.analysis.block_spectrum);
+      when a block is too large on both sides for ``dense_limit`` (default
+      :func:`dense_side_limit`), a certified floor: the sum of the exact bounds of
+      sub-workloads that partition the terms (``kind == "floor"``, the parts in
+      ``floor_parts``; see ``_certified_floor``);
     * any workload on at most ``EXPLICIT_LIMIT`` cells: eigenvalues of the explicit Gram;
     * otherwise: no bound (``value=None``) with the reason.
     """
     domain = workload.domain
+    limit = dense_side_limit() if dense_limit is None else dense_limit
     if workload.is_product_union:
-        bound = _product_union_bound(workload)
+        products = workload.products()
+        try:
+            bound = _product_union_bound(domain, products, limit)
+        except BlockTooLargeError as exc:
+            bound = _certified_floor(domain, products, limit, str(exc))
         if bound is not None:
             return bound
     if domain.size <= EXPLICIT_LIMIT:

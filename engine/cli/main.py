@@ -226,7 +226,7 @@ def cmd_bound(args: argparse.Namespace) -> dict[str, Any]:
     return {"queries": s.workload.num_queries, "domain_size": s.domain.size,
             "noise": privacy.noise, "privacy": privacy.describe(), "method": b.method,
             "svd_bound": b.value, "svd_bound_rmse": b.rmse(s.workload, privacy),
-            **({"reason": b.reason} if b.value is None else {})}
+            "svd_bound_kind": b.kind, **({"reason": b.reason} if b.kind != "exact" else {})}
 
 
 def cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
@@ -472,8 +472,10 @@ def _print_table(command: str, doc: dict[str, Any]) -> None:
                        f"{_fmt(best['rmse'] / bound, 3)} x the bound")
         else:
             verdict = f"best: {best['mechanism']} at RMSE {_fmt(best['rmse'])}"
+        kind = {"floor": " (a certified floor under the exact bound, not the bound itself)"}
         print(f"{doc['queries']:,} queries over {doc['domain_size']:,} cells, {doc['noise']} "
-              f"noise; SVD bound RMSE {_fmt(bound)}; {verdict}")
+              f"noise; SVD bound RMSE {_fmt(bound)}{kind.get(doc.get('svd_bound_kind'), '')}; "
+              f"{verdict}")
         width = max(len(r["mechanism"]) for r in doc["results"])
         print(f"{'mechanism':<{width}}  {'rmse':>12}  {'x bound':>8}  {'plan s':>8}")
         for r in _best_first(doc["results"]):

@@ -109,6 +109,7 @@ class Comparison:
                 item["ratio_to_bound"] = r.rmse / self.bound_rmse
             results.append(item)
         doc["results"] = results
+        doc["svd_bound_kind"] = self.bound.kind
         return doc
 
     def ranked(self) -> tuple[ComparisonRow, ...]:

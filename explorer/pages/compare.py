@@ -140,8 +140,13 @@ def bound_line(comparison: Comparison | None) -> str:
     value = comparison.bound_rmse
     if value is None:
         return f"**No SVD bound:** {bound.reason or 'it cannot be computed for this workload'}."
-    return (f"**SVD lower bound:** {value:.4g} per count: no mechanism of this kind can have "
-            "a smaller RMSE on these queries.")
+    if bound.kind == "floor":
+        return (f"**SVD lower bound (certified floor):** {value:.4g} per count: the exact bound "
+                "is too large to compute here, so this is a floor under it (the sum of the "
+                "exact bounds of parts of the workload); no mechanism of this kind can have a "
+                "smaller RMSE on these queries.")
+    return (f"**SVD lower bound:** {value:.4g} per count (exact): no mechanism of this kind "
+            "can have a smaller RMSE on these queries.")
 
 
 def queue_table(queue: list[tuple[str, str, str]]) -> str:

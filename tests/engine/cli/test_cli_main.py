@@ -74,7 +74,8 @@ def test_bound_table_and_json(spec: Path) -> None:
     lines = table.stdout.splitlines()
     assert lines[:4] == ["queries: 26", "domain_size: 16", "noise: gaussian",
                          "privacy: gaussian eps=1 delta=1e-06"]
-    assert lines[4] == "method: explicit" and lines[6].startswith("svd_bound_rmse: ")
+    assert lines[4] == "method: kronecker-blocks" and lines[6].startswith("svd_bound_rmse: ")
+    assert lines[7] == "svd_bound_kind: exact"
     proc = cli("bound", str(spec), "--json", "--noise", "laplace", "--epsilon", "0.5")
     doc = json.loads(proc.stdout)
     assert doc["queries"] == 26 and doc["domain_size"] == 16 and doc["noise"] == "laplace"
@@ -107,11 +108,12 @@ def test_compare_json_shape(spec: Path, capsys) -> None:
 def test_compare_reports_not_applicable_and_missing_bound(tmp_path: Path, capsys) -> None:
     path = tmp_path / "big.yaml"
     path.write_text("domain: {a: {size: 100, kind: numeric}, b: {size: 100, kind: numeric}}\n"
-                    "workload: [{product: {a: prefix}}, {product: {b: all_range}}]\n")
+                    "workload: [{product: {a: prefix}}, {affine: [a, b]}]\n")
     assert main(["compare", str(path), "--json", "--mechanism", "identity",
                  "--mechanism", "workload"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["svd_bound_rmse"] is None
+    # a + b <= c is not a Kronecker product, and 10,000 cells are too many for eigvalsh
+    assert doc["svd_bound_rmse"] is None and doc["svd_bound_kind"] == "none"
     ident, work = doc["results"]
     assert ident["rmse"] > 0 and "ratio_to_bound" not in ident
     assert work == {"mechanism": "workload", "rmse": None, "plan_seconds": work["plan_seconds"],

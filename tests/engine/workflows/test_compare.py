@@ -53,7 +53,8 @@ def test_json_document() -> None:
     W = Workload.one_dim(PrefixBlock(8))
     doc = compare(W, Privacy(noise="laplace", epsilon=0.5), ["identity"]).to_json()
     assert list(doc) == ["queries", "domain_size", "noise", "epsilon", "svd_bound_rmse",
-                         "results"]
+                         "results", "svd_bound_kind"]
+    assert doc["svd_bound_kind"] == "exact"
     assert (doc["queries"], doc["domain_size"], doc["noise"], doc["epsilon"]) == (
         8, 8, "laplace", 0.5)
     (row,) = doc["results"]
