@@ -29,6 +29,7 @@ from urllib.parse import urlencode
 
 import panel as pn
 
+from engine.errors import one_line
 from explorer.pages.adaptive import AdaptivePage
 from explorer.pages.base import PAGES, page_url
 from explorer.pages.budget import BudgetPage
@@ -39,7 +40,6 @@ from explorer.pages.learn import LearnPage
 from explorer.pages.overview import OverviewPage
 from explorer.pages.strategy import StrategyPage
 from explorer.pages.tradeoff import TradeoffPage
-from explorer.planning import one_line
 from explorer.server import process as serverprocess
 from explorer.server.sessions import REGISTRY, watchers_added
 from explorer.session import Session

@@ -12,8 +12,9 @@ from typing import Any
 import pandas as pd
 import panel as pn
 
+from engine.errors import one_line
 from explorer.pages.base import PAGES, Page
-from explorer.planning import is_data_dependent, one_line
+from explorer.planning.schedule import is_data_dependent
 
 NOTE = """
 This workbench helps you publish **counts** (tables, cumulative counts, ranges) about a

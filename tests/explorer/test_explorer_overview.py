@@ -18,7 +18,7 @@ from explorer.components.charts import (
 from explorer.components.heatmap import MAX_ENTRIES, matrix_heatmap, too_big
 from explorer.pages.base import PAGES
 from explorer.pages.overview import OverviewPage, mechanism_frame
-from explorer.planning import PlanStore
+from explorer.planning.store import PlanStore
 from explorer.session import Session
 
 
