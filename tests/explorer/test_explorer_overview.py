@@ -77,21 +77,6 @@ def test_navigation_keeps_the_session_id():
     assert "- [Start](?s=abc123)" in nav.object
 
 
-def test_python_m_explorer_runs_panel_serve_with_every_option():
-    command = app.serve_command(["--port", "5100", "--num-threads", "4", "--basic-auth", "f"])
-    assert command[1:5] == ["-m", "panel", "serve", str(app.APP_FILE)]
-    assert command[5:] == ["--address", "127.0.0.1", "--port", "5100", "--num-threads", "4",
-                           "--basic-auth", "f"]
-
-
-@pytest.mark.parametrize("argv", [["--port", "0"], ["--port", "70000"], ["--port", "x"]])
-def test_main_rejects_bad_ports(argv, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        app.serve_command(argv)
-    assert exit_info.value.code == 2
-    assert "--port" in capsys.readouterr().err
-
-
 # ----- charts and heat maps ---------------------------------------------------------------------
 def test_each_mechanism_keeps_one_colour():
     colors = mechanism_colors()
