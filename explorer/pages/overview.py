@@ -13,6 +13,7 @@ import pandas as pd
 import panel as pn
 
 from engine.errors import one_line
+from engine.mechanisms import mechanism_class, registry_names
 from explorer.pages.base import PAGES, Page
 from explorer.planning.schedule import is_data_dependent
 
@@ -36,8 +37,6 @@ The three questions it answers:
 
 def mechanism_frame() -> pd.DataFrame:
     """Registered mechanisms with their title, family and one-line description."""
-    from engine.mechanisms import mechanism_class, registry_names
-
     rows = []
     for name in registry_names():
         cls = mechanism_class(name)
