@@ -39,7 +39,9 @@ from explorer.planning.schedule import (
 )
 from explorer.planning.workers import PlannerPool
 
-LOG = logging.getLogger(__name__)
+#: The log lines' name stays ``explorer.planning`` (what operators grep for), whichever module
+#: of the package writes them.
+LOG = logging.getLogger("explorer.planning")
 
 
 class JobHost(Protocol):
