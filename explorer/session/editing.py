@@ -1,4 +1,4 @@
-"""The session's scenario and the spec being edited: the first layer of a :class:`Session`.
+"""The scenario and the spec being edited: the first layer of a :class:`~explorer.session.Session`.
 
 :class:`ScenarioEditing` holds the current scenario (the last valid one), the live privacy
 level (a mutable :class:`~engine.privacy.Privacy`, so widgets bind straight to its parameters),

@@ -1,4 +1,4 @@
-"""The session's plans and comparison: the second layer of a :class:`Session`.
+"""The session's plans and comparison: the second layer of a :class:`~explorer.session.Session`.
 
 :class:`PlansView` shows the finished plans of the chosen mechanisms on the current workload,
 as the plan store (:mod:`explorer.planning.store`) holds them, and the comparison at the live

@@ -1,4 +1,4 @@
-"""The session's planning: the third layer of a :class:`Session`.
+"""The session's planning: the third layer of a :class:`~explorer.session.Session`.
 
 :class:`PlanningQueue` asks the plan store to plan the chosen mechanisms that have no plan yet,
 cheapest first (:func:`explorer.planning.schedule.schedule`), follows the job that plans them
