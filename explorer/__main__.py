@@ -1,6 +1,7 @@
-"""``python -m explorer``: ``panel serve explorer/app.py`` (see :func:`explorer.app.main`)."""
+"""``python -m explorer``: ``panel serve explorer/app.py`` (see
+:func:`explorer.server.command.main`)."""
 
-from explorer.app import main
+from explorer.server.command import main
 
 if __name__ == "__main__":
     main()

@@ -9,7 +9,8 @@ the page Viewers render inline in notebooks.
 
 The pages of one user share a :class:`~explorer.session.Session` through its server-issued id
 (see :mod:`explorer.server.sessions`), so the workload, privacy level and finished plans follow them
-from page to page. ``python -m explorer`` is a thin wrapper around ``panel serve``.
+from page to page. ``python -m explorer`` is a thin wrapper around ``panel serve``
+(:mod:`explorer.server.command`).
 
 Usage::
 
@@ -19,16 +20,12 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import NoReturn
+from collections.abc import Callable
 from urllib.parse import urlencode
 
 import panel as pn
 
+from engine.errors import one_line
 from explorer.pages.adaptive import AdaptivePage
 from explorer.pages.base import PAGES, page_url
 from explorer.pages.budget import BudgetPage
@@ -39,15 +36,11 @@ from explorer.pages.learn import LearnPage
 from explorer.pages.overview import OverviewPage
 from explorer.pages.strategy import StrategyPage
 from explorer.pages.tradeoff import TradeoffPage
-from explorer.planning import one_line
 from explorer.server import process as serverprocess
 from explorer.server.sessions import REGISTRY, watchers_added
 from explorer.session import Session
 
 TITLE = "DP Workbench"
-DEFAULT_ADDRESS = "127.0.0.1"
-DEFAULT_PORT = 5006
-APP_FILE = Path(__file__).resolve()
 
 #: URL path -> the page's view for a session and its id. The adaptive and census pages work on
 #: data of their own, not on the session's workload.
@@ -166,47 +159,6 @@ def page_app(path: str | None = None) -> pn.template.BaseTemplate:
             # so a reload or a bookmark comes back to the same session.
             pn.state.onload(lambda: setattr(pn.state.location, "search", page_url(path, sid)))
     return template
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m explorer",
-        description="Serve the DP workbench explorer (panel serve explorer/app.py); any other "
-        "option is passed to panel serve.",
-    )
-    parser.add_argument(
-        "--address", default=DEFAULT_ADDRESS, help=f"address to bind (default {DEFAULT_ADDRESS})"
-    )
-    parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT})"
-    )
-    return parser
-
-
-def serve_command(argv: Sequence[str] | None = None) -> list[str]:
-    """The ``panel serve`` command line that ``python -m explorer argv`` runs."""
-    parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
-    if not 1 <= args.port <= 65535:
-        parser.error(f"--port: {args.port} is not a port number (allowed 1..65535)")
-    return [
-        sys.executable,
-        "-m",
-        "panel",
-        "serve",
-        str(APP_FILE),
-        "--address",
-        args.address,
-        "--port",
-        str(args.port),
-        *rest,
-    ]
-
-
-def main(argv: Sequence[str] | None = None) -> NoReturn:
-    """Replace this process with ``panel serve explorer/app.py`` and the given options."""
-    command = serve_command(argv)
-    os.execv(command[0], command)
 
 
 if __name__.startswith("bokeh"):  # `panel serve explorer/app.py`

@@ -121,44 +121,6 @@ def same_curves(frame: pd.DataFrame, rel: float = 1e-9) -> dict[str, tuple[str, 
     return copies
 
 
-def tradeoff_curves(frame: pd.DataFrame, noise: str) -> hv.Overlay:
-    """Log-log RMSE against eps (or rho) per mechanism, with the bound as a dashed line.
-
-    Args:
-        frame: long table with columns ``x``, ``rmse``, ``mechanism`` (the bound's rows have
-            mechanism :data:`BOUND_LABEL`).
-        noise: the noise family (picks the x-axis label).
-    """
-    _, xlabel = privacy_knob(noise)
-    xdim = hv.Dimension("x", label=xlabel)
-    ydim = hv.Dimension("rmse", label="RMSE (typical error per query)")
-    colors = mechanism_colors(m for m in frame["mechanism"].unique() if m != BOUND_LABEL)
-    copies = same_curves(frame)
-    curves = []
-    for name, part in frame.groupby("mechanism", sort=False):
-        is_bound = name == BOUND_LABEL
-        first, earlier = copies.get(str(name), (None, 0))
-        label = f"{name} (same as {first})" if first else str(name)
-        dash = "dashed" if is_bound else COPY_DASHES[min(earlier, len(COPY_DASHES) - 1)]
-        curve = hv.Curve(part, xdim, [ydim, "mechanism"], label=label).opts(
-            color=BOUND_COLOR if is_bound else colors[str(name)],
-            line_dash=dash, line_width=2 if is_bound else 2.5,
-            tools=TOOLS, logx=True, logy=True)
-        curves.append(curve)
-    if not curves:
-        curves.append(hv.Curve([], xdim, ydim).opts(logx=True, logy=True))
-    return hv.Overlay(curves)
-
-
-def style_tradeoff(chart: hv.Overlay | hv.DynamicMap, noise: str, height: int = 420):
-    """Plot options of the composed trade-off chart (curves and markers)."""
-    _, xlabel = privacy_knob(noise)
-    return chart.opts(hv.opts.Overlay(
-        logx=True, logy=True, height=height, responsive=True, show_grid=True,
-        legend_position="right", title=f"Error as {xlabel} changes", shared_axes=False,
-        default_tools=["pan", "wheel_zoom", "box_zoom", "reset"]))
-
-
 #: Opacity of the curves not highlighted.
 FADED_ALPHA = 0.15
 
@@ -174,18 +136,6 @@ def marker_columns(points: pd.DataFrame) -> dict[str, list]:
             MARKER_Y: [float(v) for v in points.get("rmse", [])],
             "mechanism": names,
             "color": [BOUND_COLOR if m == BOUND_LABEL else colors[m] for m in names]}
-
-
-def tradeoff_markers(points: pd.DataFrame, x_now: float, noise: str) -> hv.Overlay:
-    """The current privacy level: a vertical line and one dot per mechanism."""
-    _, xlabel = privacy_knob(noise)
-    data = pd.DataFrame(marker_columns(points))
-    dots = hv.Points(data, [hv.Dimension(MARKER_X, label=xlabel),
-                            hv.Dimension(MARKER_Y, label="RMSE (typical error per query)")],
-                     ["mechanism", "color"]).opts(color="color", size=11, line_color="white",
-                                                  tools=["hover"], logx=True, logy=True)
-    now = hv.VLine(x_now).opts(color="#888888", line_width=1.5)
-    return dots * now
 
 
 #: The y-axis label of every RMSE chart.
@@ -368,24 +318,6 @@ class LiveBarsChart:
 
     def _legend_clicked(self, event: LegendItemClick) -> None:
         self.pick(self._item_names.get(event.item.id))
-
-
-def error_histogram(errors: np.ndarray, color: str, title: str, height: int = 300
-                    ) -> hv.Histogram:
-    """How many queries have each level of expected error (RMSE of the single query)."""
-    errors = np.asarray(errors, dtype=float)
-    if errors.size == 0 or not np.all(np.isfinite(errors)):
-        return hv.Histogram([]).opts(title=title)
-    lo, hi = float(errors.min()), float(errors.max())
-    if math.isclose(lo, hi, rel_tol=1e-9, abs_tol=1e-12):
-        lo, hi = lo * 0.95, hi * 1.05 + 1e-12
-    counts, edges = np.histogram(errors, bins=min(40, max(5, errors.size // 5)), range=(lo, hi))
-    return hv.Histogram((edges, counts), kdims=[hv.Dimension("error",
-                                                             label="Expected error of a query")],
-                        vdims=[hv.Dimension("queries", label="Number of queries")]).opts(
-        color=color, line_color="white", tools=TOOLS, height=height, responsive=True,
-        title=title, shared_axes=False,
-        default_tools=["pan", "wheel_zoom", "box_zoom", "reset"])
 
 
 def weights_bars(weights: Mapping[str, float], title: str, ylabel: str = "weight",

@@ -1,7 +1,7 @@
 """Planning progress: a bar, a line of text, skip and cancel buttons, fed by the session's job.
 
-Planning runs on a planner thread (see :class:`explorer.planning.PlanningJob`); this view polls it
-from the page's own event loop with a periodic callback, so the page stays responsive and
+Planning runs on a planner thread (see :class:`explorer.planning.jobs.PlanningJob`); this view
+polls it from the page's own event loop with a periodic callback, so the page stays responsive and
 finished mechanisms appear while the rest are still being planned.
 """
 
@@ -11,7 +11,7 @@ import panel as pn
 import param
 from panel.io.callbacks import PeriodicCallback
 
-from explorer.planning import JobStatus
+from explorer.planning.jobs import JobStatus
 from explorer.session import Session
 
 #: How often a served page looks at the running job (milliseconds).

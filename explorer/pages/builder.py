@@ -17,6 +17,7 @@ import panel as pn
 import param
 
 from engine.domain import Attribute, Domain
+from engine.errors import one_line
 from engine.workloads import BLOCKS, GROUPS, Marginals, PairQueries, Product
 from engine.workloads.spec import parse_group
 from explorer.components.exports import text_download
@@ -26,7 +27,6 @@ from explorer.components.progress import served
 from explorer.components.spec_editor import SpecEditor, error_alert
 from explorer.pages.base import Page
 from explorer.presets import PRESETS, build_preset
-from explorer.session import one_line
 
 #: Blocks offered in the visual menu: every registered block whose only option is a width
 #: (the YAML editor accepts every block).
@@ -441,8 +441,7 @@ class BuilderPage(Page):
 
     def _start_bound(self) -> None:
         """Compute the current workload's SVD bound in the background unless stored."""
-        session = self.session
-        session.store.ensure_bound(session.key, session.workload)
+        self.session.start_bound()
 
     # ----- cards ------------------------------------------------------------------------------
     def _attributes_card(self) -> pn.viewable.Viewable:

@@ -3,9 +3,9 @@
 The bound is computed first, on its own thread, and shows (or says why there is none) within
 moments; the mechanisms are then planned cheapest first on a planner thread, each waiting one
 listed with its estimated cost, and those estimated to take over a minute start only when the
-user presses "Plan anyway" (see :func:`explorer.planning.schedule`). Finished plans are cached per
-workload (see :mod:`explorer.planning`), so coming back is instant, and changing the privacy
-level only re-scales them.
+user presses "Plan anyway" (see :func:`explorer.planning.schedule.schedule`). Finished plans
+are cached per workload (see :mod:`explorer.planning.store`), so coming back is instant, and
+changing the privacy level only re-scales them.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import param
 from bokeh.models.widgets.tables import NumberFormatter
 
 from engine.analysis.per_query_error import METHODS, PerQueryErrors
+from engine.errors import one_line
 from engine.mechanisms import Plan
 from engine.workflows.compare import Comparison
 from explorer.components.background import BackgroundView, change_page
@@ -35,7 +36,7 @@ from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, served
 from explorer.components.report import html_report
 from explorer.pages.base import Page
-from explorer.planning import AUTO_START_SECONDS, OPERATIONS_PER_SECOND, is_data_dependent, one_line
+from explorer.planning.schedule import AUTO_START_SECONDS, OPERATIONS_PER_SECOND, is_data_dependent
 from explorer.session import Session
 from explorer.snippet import comparison_snippet
 
@@ -296,7 +297,7 @@ class ComparePage(Page):
         if served():
             # Bound first: started before the page is built and waited for a moment, so the
             # page usually opens with it (planning starts once the page has loaded).
-            session.store.ensure_bound(session.key, session.workload, wait=BOUND_WAIT)
+            session.start_bound(wait=BOUND_WAIT)
             session.refresh()
             session.preview_queue()  # estimates while the page loads
             pn.state.onload(self.run)

@@ -12,8 +12,10 @@ from typing import Any
 import pandas as pd
 import panel as pn
 
+from engine.errors import one_line
+from engine.mechanisms import mechanism_class, registry_names
 from explorer.pages.base import PAGES, Page
-from explorer.planning import is_data_dependent, one_line
+from explorer.planning.schedule import is_data_dependent
 
 NOTE = """
 This workbench helps you publish **counts** (tables, cumulative counts, ranges) about a
@@ -35,8 +37,6 @@ The three questions it answers:
 
 def mechanism_frame() -> pd.DataFrame:
     """Registered mechanisms with their title, family and one-line description."""
-    from engine.mechanisms import mechanism_class, registry_names
-
     rows = []
     for name in registry_names():
         cls = mechanism_class(name)

@@ -16,6 +16,7 @@ import pandas as pd
 import panel as pn
 
 from engine.analysis.expected_error import reconstruction_map
+from engine.errors import one_line
 from engine.mechanisms import Plan
 from engine.mechanisms.views import (
     Fact,
@@ -35,7 +36,6 @@ from explorer.components.mechanism_choice import mechanism_choice
 from explorer.components.notes import caption
 from explorer.components.progress import PlanningProgress, served
 from explorer.pages.base import Page
-from explorer.session import one_line
 
 #: Largest domain for the A / AᵀA / W A⁺ pictures (they are computed densely).
 MATRIX_CELLS = 1024

@@ -18,7 +18,7 @@ import panel as pn
 import param
 from bokeh.models.widgets.tables import NumberFormatter
 
-from engine.errors import SpecError
+from engine.errors import SpecError, one_line
 from engine.privacy import Privacy
 from engine.workflows.compare import Comparison
 from explorer.components.background import BackgroundView, change_page
@@ -28,7 +28,6 @@ from explorer.components.notes import caption
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, served
 from explorer.pages.base import Page
-from explorer.session import one_line
 
 #: The sweep of each privacy knob (log-spaced).
 GRIDS = {"epsilon": np.logspace(-2, 1, 31), "rho": np.logspace(-3, 1, 33)}

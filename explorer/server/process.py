@@ -22,7 +22,7 @@ import gc
 import logging
 import threading
 
-from explorer.planning import STORE
+from explorer.planning.store import STORE
 from explorer.server import log as serverlog
 from explorer.server.sessions import REGISTRY, SessionRegistry
 

@@ -28,7 +28,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -38,9 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-APP_FILE = REPO_ROOT / "explorer" / "app.py"
-ADDRESS = "127.0.0.1"
+from explorer.server.command import DEFAULT_ADDRESS, REPO_ROOT, serve_command
+
+#: Where the test servers listen: this machine only.
+ADDRESS = DEFAULT_ADDRESS
 #: Seconds to wait for a fresh server to answer ``/app`` (imports and the first page build).
 START_TIMEOUT_S = 90.0
 #: The Chromium binary (Debian's), overridable with the ``CHROMIUM`` environment variable.
@@ -75,34 +75,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((ADDRESS, 0))
         return sock.getsockname()[1]
-
-
-def serve_command(port: int, *options: str, unused_session_ms: int | None = None) -> list[str]:
-    """``panel serve explorer/app.py`` on 127.0.0.1:``port`` with extra ``options``.
-
-    ``unused_session_ms``: discard a session this many milliseconds after its last browser
-    connection closed (checked five times as often); ``None`` keeps Bokeh's default (15 s,
-    checked every 17 s).
-    """
-    command = [
-        sys.executable,
-        "-m",
-        "panel",
-        "serve",
-        str(APP_FILE),
-        "--address",
-        ADDRESS,
-        "--port",
-        str(port),
-    ]
-    if unused_session_ms is not None:
-        command += [
-            "--check-unused-sessions",
-            str(max(unused_session_ms // 5, 100)),
-            "--unused-session-lifetime",
-            str(unused_session_ms),
-        ]
-    return [*command, *options]
 
 
 def wait_until_serving(
@@ -154,9 +126,9 @@ def serving(
 
     Yields once ``/app`` answers. ``prefix`` is served through ``--prefix`` and is part of the
     yielded URL; the server's output goes to ``log_path``; ``unused_session_ms`` as in
-    :func:`serve_command`; ``environment`` adds variables to the server's environment (e.g.
-    ``EXPLORER_SESSION_IDLE_SECONDS``). Raises :class:`ServerStartError` when it does not
-    come up.
+    :func:`explorer.server.command.serve_command`; ``environment`` adds variables to the
+    server's environment (e.g. ``EXPLORER_SESSION_IDLE_SECONDS``). Raises
+    :class:`ServerStartError` when it does not come up.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     port = free_port()

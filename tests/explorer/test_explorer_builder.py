@@ -19,7 +19,7 @@ from explorer.pages.builder import (
     group_summary,
     listing_table,
 )
-from explorer.planning import PlanStore
+from explorer.planning.store import PlanStore
 from explorer.session import Session
 
 

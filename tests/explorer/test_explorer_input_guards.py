@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from engine.analysis.cost_model import set_memory_limit
-from explorer.planning import PlanStore
+from explorer.planning.store import PlanStore
 from explorer.session import Session
 
 SPEC = {

@@ -18,7 +18,7 @@ from explorer.components.charts import (
 from explorer.components.heatmap import MAX_ENTRIES, matrix_heatmap, too_big
 from explorer.pages.base import PAGES
 from explorer.pages.overview import OverviewPage, mechanism_frame
-from explorer.planning import PlanStore
+from explorer.planning.store import PlanStore
 from explorer.session import Session
 
 
@@ -75,21 +75,6 @@ def test_navigation_keeps_the_session_id():
     assert "- **[Compare](?page=compare&s=abc123)**" in nav.object
     assert "- [Workload](?page=builder&s=abc123)" in nav.object
     assert "- [Start](?s=abc123)" in nav.object
-
-
-def test_python_m_explorer_runs_panel_serve_with_every_option():
-    command = app.serve_command(["--port", "5100", "--num-threads", "4", "--basic-auth", "f"])
-    assert command[1:5] == ["-m", "panel", "serve", str(app.APP_FILE)]
-    assert command[5:] == ["--address", "127.0.0.1", "--port", "5100", "--num-threads", "4",
-                           "--basic-auth", "f"]
-
-
-@pytest.mark.parametrize("argv", [["--port", "0"], ["--port", "70000"], ["--port", "x"]])
-def test_main_rejects_bad_ports(argv, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        app.serve_command(argv)
-    assert exit_info.value.code == 2
-    assert "--port" in capsys.readouterr().err
 
 
 # ----- charts and heat maps ---------------------------------------------------------------------

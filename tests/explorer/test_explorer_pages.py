@@ -9,6 +9,7 @@ import numpy as np
 import panel as pn
 import pytest
 
+from engine.analysis.svd_bound import Bound
 from engine.linalg.matrix import Dense
 from engine.mechanisms.views import (
     Fact,
@@ -19,10 +20,13 @@ from engine.mechanisms.views import (
     WeightsView,
 )
 from engine.privacy import Privacy, cdp_rho
+from engine.scenario import Scenario
+from engine.workflows.compare import Comparison
 from explorer.components.privacy import PrivacyControls, conversion_text
 from explorer.pages.compare import (
     TABLE_COLUMNS,
     ComparePage,
+    bound_line,
     comparison_frame,
     comparison_table,
     headline,
@@ -40,7 +44,7 @@ from explorer.pages.tradeoff import (
     required_frame,
     required_knob,
 )
-from explorer.planning import PlanStore
+from explorer.planning.store import PlanStore
 from explorer.session import Session
 
 PREFIX = {"domain": {"x": {"size": 16, "kind": "numeric"}},
@@ -509,3 +513,13 @@ def test_strategy_facts_say_what_each_number_means(session):
     assert by_label.loc["RMSE (typical error per query)", "what it means"] == FACT_MEANINGS["rmse"]
     assert "Laplace noise is scaled to it" in by_label.loc["L1 sensitivity", "what it means"]
     assert by_label.loc["L1 sensitivity", "value"].startswith("1")  # identity: sensitivity 1
+
+
+def test_bound_line_says_computing_or_why_there_is_none():
+    assert bound_line(None) == "**SVD lower bound:** computing..."
+    s = Scenario.from_spec({"domain": {"x": {"size": 16, "kind": "numeric"}},
+                            "workload": [{"product": {"x": "prefix"}}]})
+    pending = Comparison(s.workload, s.privacy, Bound(None, "pending", "still computing"), ())
+    assert bound_line(pending) == "**SVD lower bound:** computing..."
+    none = Comparison(s.workload, s.privacy, Bound(None, "none", "too large"), ())
+    assert bound_line(none) == "**No SVD bound:** too large."

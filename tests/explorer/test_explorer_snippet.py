@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 
-from explorer.planning import PlanStore
+from explorer.planning.store import PlanStore
 from explorer.session import Session
 from explorer.snippet import comparison_snippet
 

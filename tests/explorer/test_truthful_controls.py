@@ -14,7 +14,7 @@ from explorer.components.charts import BOUND_LABEL, FADED_ALPHA, LiveBarsChart, 
 from explorer.components.privacy import PrivacyControls, budget_problem
 from explorer.pages.compare import ComparePage
 from explorer.pages.tradeoff import TradeoffModel, TradeoffPage, curve_frame, readout_frame
-from explorer.planning import PlanStore
+from explorer.planning.store import PlanStore
 from explorer.session import Session
 
 # Prefix sums over 8 cells: identity's Laplace error at eps = 1 is exactly 3 (variance 2 per

@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 
 from engine.analysis.svd_bound import svd_bound
 from engine.scenario import Scenario
-from explorer.planning import estimate_mechanism
+from explorer.planning.schedule import estimate_mechanism
 
 pytestmark = pytest.mark.ui
 

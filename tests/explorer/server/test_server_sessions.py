@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from explorer import planning
-from explorer.planning import PlanStore
+from explorer.planning import jobs
+from explorer.planning.store import PlanStore
 from explorer.server import log as serverlog
 from explorer.server import process as serverprocess
 from explorer.server import sessions
@@ -131,7 +131,7 @@ def test_closing_the_last_tab_cancels_a_job_nobody_else_waits_for(registry, monk
             progress.report(i, 1.0)
         raise AssertionError("the job was never stopped")
 
-    monkeypatch.setattr(planning, "compare", endless)
+    monkeypatch.setattr(jobs, "compare", endless)
     sid, session = registry.open(None)
     registry.connect(sid)
     registry.connect(sid)  # two tabs

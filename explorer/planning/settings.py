@@ -1,0 +1,56 @@
+"""The planners' settings from the environment, and their CPU priority.
+
+``EXPLORER_PLANNERS`` is how many planning jobs run at once in one server process;
+``EXPLORER_PLANNING`` whether a job plans in worker processes (``processes``, the default) or in
+the planner threads of the web process (``threads``). Planner threads run at a lower CPU
+priority than the web thread, so page builds and slider callbacks go first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+#: How much lower than the web thread's the planner threads' CPU priority is (nice steps).
+PLANNER_NICENESS = 10
+#: Planning jobs that may run at the same time in one server process (``EXPLORER_PLANNERS``).
+DEFAULT_PLANNERS = 2
+
+
+def lower_thread_priority() -> None:
+    """Give the calling thread a lower CPU priority than the web thread (Linux; else no-op).
+
+    Planning is throughput work and page serving is latency work: on a busy machine the
+    kernel should run page builds and slider callbacks first.
+    """
+    # AttributeError / OSError: no per-thread priorities on this platform.
+    with contextlib.suppress(AttributeError, OSError):
+        thread = threading.get_native_id()
+        # Relative to the thread's own niceness: a server started under `nice` keeps the gap.
+        niceness = min(os.getpriority(os.PRIO_PROCESS, thread) + PLANNER_NICENESS, 19)
+        os.setpriority(os.PRIO_PROCESS, thread, niceness)
+
+
+def planners_from_environment() -> int:
+    """``EXPLORER_PLANNERS`` as a count of concurrent planning jobs (default 2)."""
+    text = os.environ.get("EXPLORER_PLANNERS", "").strip()
+    if not text:
+        return DEFAULT_PLANNERS
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SystemExit(f"EXPLORER_PLANNERS: {text!r} is not a count (allowed: 1 or more)")
+    return value
+
+
+def processes_from_environment() -> bool:
+    """``EXPLORER_PLANNING``: ``processes`` (the default) plans in worker processes,
+    ``threads`` in the planner threads of the web process."""
+    text = os.environ.get("EXPLORER_PLANNING", "").strip().lower() or "processes"
+    if text not in ("processes", "threads"):
+        raise SystemExit(f"EXPLORER_PLANNING: {text!r} (allowed: processes, threads)")
+    return text == "processes"
+

@@ -1,0 +1,88 @@
+"""The one ``panel serve explorer/app.py`` command line, for ``python -m explorer`` and for the
+throw-away servers of the browser tests and benchmarks (:mod:`explorer.server.served`).
+
+``python -m explorer [--address A] [--port P] [panel serve options]`` replaces itself with
+``panel serve explorer/app.py --address A --port P [options]``, so every ``panel serve`` option
+(``--num-threads``, ``--basic-auth``, ``--prefix``...) applies. Nothing here imports Panel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+#: The checkout (or installed tree) that holds the ``engine`` and ``explorer`` packages.
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: The served entry point.
+APP_FILE = REPO_ROOT / "explorer" / "app.py"
+DEFAULT_ADDRESS = "127.0.0.1"
+DEFAULT_PORT = 5006
+
+
+def serve_command(
+    port: int,
+    *options: str,
+    address: str = DEFAULT_ADDRESS,
+    unused_session_ms: int | None = None,
+) -> list[str]:
+    """``panel serve explorer/app.py`` on ``address:port`` with extra ``panel serve`` options.
+
+    ``unused_session_ms``: discard a session this many milliseconds after its last browser
+    connection closed (checked five times as often); ``None`` keeps Bokeh's default (15 s,
+    checked every 17 s).
+    """
+    command = [
+        sys.executable,
+        "-m",
+        "panel",
+        "serve",
+        str(APP_FILE),
+        "--address",
+        address,
+        "--port",
+        str(port),
+    ]
+    if unused_session_ms is not None:
+        command += [
+            "--check-unused-sessions",
+            str(max(unused_session_ms // 5, 100)),
+            "--unused-session-lifetime",
+            str(unused_session_ms),
+        ]
+    return [*command, *options]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The options of ``python -m explorer`` (any other is passed to ``panel serve``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m explorer",
+        description="Serve the DP workbench explorer (panel serve explorer/app.py); any other "
+        "option is passed to panel serve.",
+    )
+    parser.add_argument(
+        "--address", default=DEFAULT_ADDRESS, help=f"address to bind (default {DEFAULT_ADDRESS})"
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT})"
+    )
+    return parser
+
+
+def command_line(argv: Sequence[str] | None = None) -> list[str]:
+    """The command that ``python -m explorer argv`` runs; a bad ``--port`` exits with status 2
+    and one line naming it."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if not 1 <= args.port <= 65535:
+        parser.error(f"--port: {args.port} is not a port number (allowed 1..65535)")
+    return serve_command(args.port, *rest, address=args.address)
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Replace this process with ``panel serve explorer/app.py`` and the given options."""
+    command = command_line(argv)
+    os.execv(command[0], command)
