@@ -1,4 +1,4 @@
-"""Exceptions for user-facing input errors and a nearest-name suggester."""
+"""Exceptions for user-facing input errors, a nearest-name suggester and :func:`one_line`."""
 
 from __future__ import annotations
 
@@ -22,6 +22,15 @@ def suggest(name: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest choice, or an empty string."""
     match = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def one_line(exc: BaseException) -> str:
+    """A one-line message for any exception: a SpecError or NotApplicable is already one line
+    naming its field; anything else is prefixed with its type (``KeyError: 'x'``)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, SpecError | NotApplicable):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class PrivacyLeakWarning(UserWarning):
