@@ -135,6 +135,13 @@ def provenance_lines(record: dict[str, Any]) -> list[str]:
     return lines
 
 
+def stamped_csv(frame: pd.DataFrame, record: dict[str, Any]) -> str:
+    """A released table as CSV text opening with the record's :func:`provenance_lines` (what a
+    download of one table gives)."""
+    header = "".join(f"{line}\n" for line in provenance_lines(record))
+    return header + frame.to_csv(index=False)
+
+
 def write_release(out_dir: str | os.PathLike[str], tables: Tables,
                   record: dict[str, Any]) -> Path:
     """Write ``tables`` (CSV, with :func:`provenance_lines` on top) and ``release.json`` into
