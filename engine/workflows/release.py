@@ -49,7 +49,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,59 +172,62 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
         "package_version": package_version(), "knobs": step.knobs,
         "privacy": step.privacy_spec, "privacy_unit": step.unit, "data_sha256": fingerprint,
         **step.describe}
-    writes = out is not None or store
     notes: list[str] = []
-    holder = None
-    if seed is not None:
-        notes.append("seeded run: not a private release; the budget ledger is not charged")
-    elif sandbox:
-        notes.append(f"{TEACHING_LABEL}: the teaching sandbox (bundled demo data) is never "
-                     "charged to the budget ledger")
-    elif not writes:
-        notes.append("evaluation only: nothing is written, so nothing is released; the budget "
-                     "ledger is not charged")
-    elif fingerprint is None:
-        notes.append("synthetic data: nothing private is released; the budget ledger is not "
-                     "charged")
-    else:
-        holder = _open_ledger(ledger)
+    note = _not_charged(seed, sandbox, out is not None or store, fingerprint)
+    with ExitStack() as stack:
+        holder = None if note is not None else _open_ledger(ledger)
+        if holder is not None:
+            stack.enter_context(holder)
         entry = None if holder is None else holder.dataset(fingerprint)
-        if entry is None:
-            notes.append(f"data set not registered in the budget ledger: this release "
-                         f"({step.cost.describe()}) is not budgeted; register it with `python "
-                         f"-m engine budget init --data FILE --name NAME --rho R` or on the "
-                         f"Budget page")
-            if holder is not None:
-                holder.close()
-                holder = None
-    with holder if holder is not None else nullcontext():
-        charge: Any = nullcontext(None) if holder is None else holder.reserve(
-            fingerprint, step.cost, mechanism=step.name, knobs=step.knobs,
+        if note is None and entry is None:
+            note = (f"data set not registered in the budget ledger: this release "
+                    f"({step.cost.describe()}) is not budgeted; register it with `python -m "
+                    f"engine budget init --data FILE --name NAME --rho R` or on the Budget page")
+        if note is not None:
+            notes.append(note)
+        charge: Any = nullcontext(None) if entry is None else holder.reserve(
+            entry.fingerprint, step.cost, mechanism=step.name, knobs=step.knobs,
             workload_sha256=step.describe.get("workload", {}).get("sha256"),
             privacy=step.privacy_spec, user=user, at_delta=at_delta)
-        with charge as reservation:
+        with charge as reservation:  # charged here, before the generator exists
             start = time.perf_counter()
             result, tables, drawn = step.run(release_rng(seed), progress, on_round)
             record.update(drawn, post_processing=tables.method,
                           seconds=time.perf_counter() - start)
             status = None
             if reservation is not None:
-                status = holder.status(reservation.dataset.name, _delta(step.cost, at_delta))
+                status = holder.status(entry.name, _delta(step.cost, at_delta))
                 record["budget"] = status.as_json()
             else:
-                record["budget"] = {"charged": False, "reason": notes[0]}
+                record["budget"] = {"charged": False, "reason": note}
             target = out if out is not None else (
-                release_directory(reservation.dataset.name, reservation.id)
+                release_directory(entry.name, reservation.id)
                 if store and reservation is not None else None)
             written = None if target is None else write_release(target, tables, record)
             if reservation is not None:
                 reservation.record_path = str(Path(written).resolve()) if written else None
                 reservation.rounds = record.get("ledger")
-        if reservation is not None:
-            notes.append(f"charged {step.cost.describe()} to {reservation.dataset.name}: spent "
-                         f"{status.spent.spent:.6g} of {reservation.dataset.budget.describe()}")
+    if reservation is not None:
+        notes.append(f"charged {step.cost.describe()} to {entry.name}: spent "
+                     f"{status.spent.spent:.6g} of {entry.budget.describe()}")
     return Release(record, tables, written, status, None if reservation is None else step.cost,
                    tuple(notes), result, step.records)
+
+
+def _not_charged(seed: int | None, sandbox: bool, writes: bool, fingerprint: str | None
+                 ) -> str | None:
+    """Why a release is not charged (None: charge it when its data set is registered)."""
+    if seed is not None:
+        return "seeded run: not a private release; the budget ledger is not charged"
+    if sandbox:
+        return (f"{TEACHING_LABEL}: the teaching sandbox (bundled demo data) is never charged "
+                "to the budget ledger")
+    if not writes:
+        return ("evaluation only: nothing is written, so nothing is released; the budget ledger "
+                "is not charged")
+    if fingerprint is None:
+        return "synthetic data: nothing private is released; the budget ledger is not charged"
+    return None
 
 
 def _open_ledger(url: str | None) -> Ledger | None:

@@ -20,7 +20,7 @@ Example:
     >>> import pandas as pd
     >>> d = tempfile.mkdtemp()
     >>> tables = Tables({"answers": pd.DataFrame({"query": [0], "answer": [1.5]})}, "none")
-    >>> write_release(d, tables, {"mechanism": "identity", "notice": None})
+    >>> out = write_release(d, tables, {"mechanism": "identity", "notice": None})
     >>> sorted(os.listdir(d))
     ['answers.csv', 'release.json']
 """
