@@ -14,7 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.analysis.cost_model import Cost, format_bytes, memory_limit, set_memory_limit
+from engine.analysis.cost_model import (
+    Cost,
+    format_bytes,
+    memory_limit,
+    require,
+    set_memory_limit,
+)
 from engine.analysis.svd_bound import svd_bound
 from engine.cli.budget import add_budget_arguments, budget_command, format_budget
 from engine.cli.census import add_census_arguments, census_command, format_census
@@ -193,8 +199,9 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
     if args.out is not None:
         check_out_dir(args.out)
     mech = get(name)
-    if not mech.data_dependent:
+    if not mech.data_dependent:  # before the data is read: a plan too large says so first
         mech.check(s.workload, privacy)
+        require(mech.estimate(s.workload, privacy), name, "run")
     # the cluster first: a bad --scheduler is the only line on stderr, before any note on
     # the data or the ledger
     with executor_from_flags(args) as executor:
