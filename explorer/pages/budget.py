@@ -198,7 +198,8 @@ class BudgetPage(pn.viewable.Viewer):
             upload,
             pn.pane.Markdown("The bundled Adult data runs in the teaching sandbox: it is never "
                              "charged, so it is not registered here."),
-            pn.widgets.TextInput.from_param(self.param.dataset_name, name="Name"),
+            pn.widgets.TextInput.from_param(self.param.dataset_name, name="Name",
+                                            css_classes=["budget-name"]),
             pn.widgets.Select.from_param(self.param.unit, name="Unit"),
             pn.widgets.FloatInput.from_param(self.param.total, name="Total budget",
                                              css_classes=["budget-total"]),
