@@ -26,7 +26,13 @@ import math
 from typing import Any
 
 from engine.analysis.cost_model import estimate_census, require
-from engine.cli.flags import add_executor_flags, add_ledger_flag, executor_from_flags, local_user
+from engine.cli.flags import (
+    add_executor_flags,
+    add_ledger_flag,
+    add_teaching_flag,
+    executor_from_flags,
+    local_user,
+)
 from engine.errors import SpecError, suggest
 from engine.ledger import fingerprint_file
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv
@@ -79,6 +85,7 @@ def add_census_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
                         "the domain must be public, never read from the private CSV")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_ledger_flag(parser)
+    add_teaching_flag(parser)
     add_executor_flags(parser)
     return parser
 
@@ -143,7 +150,8 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
         released = release("hierarchical-pgsr", data=hierarchy, knobs=knobs,
                            privacy=Privacy(noise="laplace", epsilon=epsilon),
                            fingerprint=None if data is None else fingerprint_file(data),
-                           seed=seed, out=out, ledger=getattr(args, "ledger", None),
+                           seed=seed, teaching=bool(getattr(args, "teaching", False)),
+                           out=out, ledger=getattr(args, "ledger", None),
                            user=local_user())
         run = census_trials(hierarchy, [variant], epsilon, trials, noise=sampler, split=split,
                             level_weights=weights or (), seed=seed, executor=executor)

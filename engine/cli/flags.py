@@ -71,11 +71,20 @@ def local_user() -> str | None:
         return None
 
 
+def add_teaching_flag(p: argparse.ArgumentParser) -> None:
+    """``--teaching``: the run is a lesson, never charged, labelled not a private release."""
+    p.add_argument("--teaching", action="store_true", help="a teaching run: never charged to "
+                   "the budget ledger, every output says 'teaching: not a private release' "
+                   "(runs on bundled demo data always are)")
+
+
 def add_release_flags(p: argparse.ArgumentParser) -> None:
-    """``--seed`` (teaching only), ``--grid``, ``--out`` and ``--ledger`` of ``run``."""
+    """``--seed`` and ``--teaching`` (teaching only), ``--grid``, ``--out`` and ``--ledger``
+    of ``run``."""
     p.add_argument("--seed", default=None, help="integer seed for a reproducible run (teaching "
                    "and tests: the output is then labelled not a private release); default: "
                    "OS entropy")
+    add_teaching_flag(p)
     p.add_argument("--grid", default=None, help="exponent k of the release grid 2**-k for "
                    "real-valued strategy answers (0..40; default: the coarsest grid that "
                    "enlarges the sensitivity by at most 2**-10)")

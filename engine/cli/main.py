@@ -209,6 +209,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
         path, bundled = data_file(args.data)
         released = release(name, data=data, workload=s.workload, privacy=privacy,
                            fingerprint=fingerprint_file(path), bundled=bundled, seed=seed,
+                           teaching=args.teaching,
                            out=args.out, ledger=args.ledger, user=local_user(), grid=grid,
                            executor=executor)
     for note in released.notes:

@@ -158,3 +158,24 @@ def test_owner_archive_and_a_yaml_12_domain(capsys, scenario, tmp_path) -> None:
     assert list((tmp_path / "late").iterdir()) == []
     status, out, _ = cli(capsys, "budget", "show", "mine", "--ledger", url, "--json")
     assert json.loads(out)["datasets"][0]["archived"] is True
+
+
+def test_teaching_runs_are_never_charged(capsys, scenario, tmp_path) -> None:
+    spec, data, url = scenario
+    cli(capsys, "budget", "init", "--data", str(data), "--name", "people", "--rho", "1",
+        "--ledger", url)
+    status, out, err = cli(capsys, "run", str(spec), "--data", str(data), "--mechanism",
+                           "identity", "--ledger", url, "--out", str(tmp_path / "t"),
+                           "--teaching", "--json")
+    assert status == 0 and json.loads(out)["notice"] == "teaching: not a private release"
+    assert err.startswith("note: teaching: not a private release: the teaching sandbox")
+    census = tmp_path / "census.csv"
+    write_hierarchy_csv(synthetic_census("preset=toy"), census)
+    cli(capsys, "budget", "init", "--data", str(census), "--name", "toy", "--epsilon", "1",
+        "--ledger", url)
+    status, out, _ = cli(capsys, "census", "--data", str(census), "--max-size", "7",
+                         "--trials", "1", "--ledger", url, "--out", str(tmp_path / "c"),
+                         "--teaching", "--json")
+    assert status == 0 and json.loads(out)["release"]["teaching"] is True
+    with Ledger(url) as ledger:
+        assert ledger.history("people") == [] and ledger.history("toy") == []

@@ -188,3 +188,11 @@ def test_a_computed_plan_is_released_at_its_own_or_a_new_level(data, url) -> Non
                        fingerprint=FINGERPRINT, store=True, ledger=url)
     assert rescaled.charged.rho == pytest.approx(0.125, rel=1e-12)
     assert rescaled.status.spent.spent == pytest.approx(0.625, rel=1e-12)
+
+
+def test_only_the_ledger_and_the_pipeline_charge() -> None:
+    root = Path(__file__).resolve().parents[3]
+    charging = sorted(str(path.relative_to(root)) for folder in ("engine", "explorer")
+                      for path in (root / folder).rglob("*.py")
+                      if ".reserve(" in path.read_text(encoding="utf-8"))
+    assert charging == ["engine/ledger/store.py", "engine/workflows/release.py"]
