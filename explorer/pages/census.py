@@ -260,9 +260,9 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             return
         self.released = released
         checks = released.record.get("consistency_violations", 0)
-        charged = (f"charged {released.charged.describe()} to "
-                   f"{released.status.dataset.name}" if released.charged is not None
-                   else "not charged: " + "; ".join(released.notes))
+        charged = "; ".join(released.notes)
+        if released.charged is None:
+            charged = f"not charged: {charged}"
         self.param.update(error="", release_status=(
             f"Released {self.release_variant} at eps = {self.epsilon:g} "
             f"({checks} consistency violations); {charged}."))

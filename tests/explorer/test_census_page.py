@@ -236,7 +236,7 @@ def test_release_is_charged_recorded_downloadable_and_refused_with_what_remains(
     page.make_release()
     assert page.error == "", page.error
     assert page.release_status == ("Released dp at eps = 1 (0 consistency violations); charged "
-                                   "eps=1 to towns.")
+                                   "eps=1 to towns: spent 1 of eps=1.5.")
     table = pd.read_csv(io.StringIO(page.released_csv()), comment="#")
     assert list(table.columns) == ["level", "region", "size", "count"]
     assert len(table) == (1 + 2 + 5) * 7  # every region x size bucket 1..6, 6+
