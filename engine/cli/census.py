@@ -23,20 +23,28 @@ from __future__ import annotations
 
 import argparse
 import math
-from concurrent.futures import Executor
 from typing import Any
 
 from engine.analysis.cost_model import estimate_census, require
-from engine.cli.main import add_executor_flags, executor_from_flags
+from engine.cli.flags import (
+    add_executor_flags,
+    add_ledger_flag,
+    add_teaching_flag,
+    executor_from_flags,
+    local_user,
+)
 from engine.errors import SpecError, suggest
+from engine.ledger import fingerprint_file
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv
-from engine.mechanisms.hierarchical.level_noise import LAPLACE_GRID_EXPONENT, NOISE_KINDS, SPLITS
+from engine.mechanisms.hierarchical.level_noise import NOISE_KINDS, SPLITS
 from engine.mechanisms.hierarchical.mechanism import VARIANTS
 from engine.mechanisms.hierarchical.model import Hierarchy
 from engine.mechanisms.hierarchical.synthetic import synthetic_census
 from engine.noise import seed_from_text
+from engine.privacy import Privacy
 from engine.workflows.evaluate import census_trials
-from engine.workflows.release import base_record, check_out_dir, write_release
+from engine.workflows.release import release
+from engine.workflows.release_files import check_out_dir
 
 DEFAULT_SYNTHETIC = "levels=1,6,30;groups=20000;max_size=50;seed=0"
 #: Smallest total eps: below it the noise scale passes the integers a float holds exactly.
@@ -64,8 +72,9 @@ def add_census_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     parser.add_argument("--seed", default=None, help="integer seed for reproducible trials "
                         "(teaching and tests: labelled not a private release); default: OS "
                         "entropy")
-    parser.add_argument("--out", default=None, metavar="DIR", help="write the last trial's "
-                        "released hierarchy (answers.csv) and its record (release.json) to DIR")
+    parser.add_argument("--out", default=None, metavar="DIR", help="release the hierarchy "
+                        "once through the release pipeline and write it (answers.csv) and its "
+                        "record (release.json) to DIR")
     parser.add_argument("--split", default="uniform", help=f"budget split: {', '.join(SPLITS)}")
     parser.add_argument("--weights", default=None,
                         help="per-level budget weights for --split user, e.g. 1,2,4")
@@ -75,9 +84,8 @@ def add_census_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
                         help="top size bucket k (sizes >= k share it); required with --data: "
                         "the domain must be public, never read from the private CSV")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    from engine.cli.budget import add_ledger_flag
-
     add_ledger_flag(parser)
+    add_teaching_flag(parser)
     add_executor_flags(parser)
     return parser
 
@@ -134,48 +142,28 @@ def census_command(args: argparse.Namespace) -> dict[str, Any]:
     if weights is not None and len(weights) != hierarchy.tree.depth:
         raise SpecError(f"--weights: expected {hierarchy.tree.depth} numbers (one per level), "
                         f"got {len(weights)}")
-    from engine.cli.budget import release_guard
-    from engine.ledger import Cost
-
-    knobs = {"variant": variant, "split": split, "sampler": sampler, "level_weights": weights}
+    knobs = {"variant": variant, "split": split, "noise": sampler, "level_weights": weights or []}
+    data = getattr(args, "data", None)
     # the cluster first: a bad --scheduler fails before the ledger is consulted
-    with executor_from_flags(args) as executor, release_guard(
-            ledger_url=getattr(args, "ledger", None), data=getattr(args, "data", None),
-            cost=Cost.pure(epsilon), seeded=seed is not None, out=out,
-            mechanism="hierarchical-pgsr", knobs=knobs,
-            privacy={"noise": "laplace", "epsilon": epsilon}):
-        return _census_release(hierarchy, knobs, epsilon, trials, seed, out, executor)
-
-
-def _census_release(hierarchy: Hierarchy, knobs: dict[str, Any], epsilon: float, trials: int,
-                    seed: int | None, out: str | None, executor: Executor | None
-                    ) -> dict[str, Any]:
-    """The trials and the release record of :func:`census_command` (charged by its caller)."""
-    variant, split, sampler, weights = (knobs["variant"], knobs["split"], knobs["sampler"],
-                                        knobs["level_weights"])
-    run = census_trials(hierarchy, [variant], epsilon, trials, noise=sampler, split=split,
-                        level_weights=weights or (), seed=seed, executor=executor)
-    evaluation = run.evaluations[variant]
-    result = evaluation.summary()
+    with executor_from_flags(args) as executor:
+        # the release (charged first, refused before any noise), then the evaluation trials
+        released = release("hierarchical-pgsr", data=hierarchy, knobs=knobs,
+                           privacy=Privacy(noise="laplace", epsilon=epsilon),
+                           fingerprint=None if data is None else fingerprint_file(data),
+                           seed=seed, teaching=bool(getattr(args, "teaching", False)),
+                           out=out, ledger=getattr(args, "ledger", None),
+                           user=local_user())
+        run = census_trials(hierarchy, [variant], epsilon, trials, noise=sampler, split=split,
+                            level_weights=weights or (), seed=seed, executor=executor)
+    result = run.evaluations[variant].summary()
     result.update({"hierarchy": hierarchy.name or "csv",
                    "regions_by_level": list(hierarchy.tree.level_sizes),
                    "size_buckets": hierarchy.sizes.k, "groups": hierarchy.total})
-    record = base_record("hierarchical-pgsr", seed)
-    record.update(knobs=knobs,
-                  domain={"regions_by_level": list(hierarchy.tree.level_sizes),
-                          "sizes": hierarchy.sizes.to_spec(), "groups_public": hierarchy.total},
-                  privacy_unit="one individual joining or leaving a group",
-                  privacy={"noise": "laplace", "epsilon": epsilon},
-                  noise={"sampler": "discrete_laplace", "exact": True,
-                         "grid_exponent": 0 if sampler == "geometric" else LAPLACE_GRID_EXPONENT,
-                         "grid_spacing": 1.0 if sampler == "geometric"
-                         else 2.0**-LAPLACE_GRID_EXPONENT,
-                         "scale_by_level": evaluation.report.get("scale_by_level")},
-                  evaluation="errors are against the true data: not private", trials=trials)
-    result.update(seeded=record["seeded"], notice=record["notice"], release=record)
-    if out is not None:
-        write_release(out, ["level", "region", "size", "count"],
-                      census_rows(evaluation.last_release), record)
+    record = released.record | {"trials": trials,
+                                "evaluation": "errors are against the true data (over the "
+                                              "trials, not the release): not private"}
+    result.update(seeded=record["seeded"], notice=record["notice"], release=record,
+                  notes=list(released.notes))
     return result
 
 
@@ -197,16 +185,6 @@ def public_max_size(text: str | int | None, data: str | None) -> int | None:
     if value < 1:
         raise SpecError(f"--max-size: expected an integer >= 1, got {value}")
     return value
-
-
-def census_rows(release: Any) -> list[list[Any]]:
-    """``level, region, size, count`` rows of a released hierarchy (size = bucket label)."""
-    labels = release.sizes.labels
-    return [[lev, name, labels[b], value.item() if hasattr(value, "item") else value]
-            for lev, (level, names) in enumerate(zip(release.levels, release.tree.names,
-                                                     strict=True))
-            for name, row in zip(names, level, strict=True)
-            for b, value in enumerate(row)]
 
 
 def load_census_hierarchy(data: str | None, synthetic: str | None,

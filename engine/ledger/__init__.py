@@ -5,6 +5,8 @@ budget, and a release past the budget is refused before its noise is drawn.
 :mod:`engine.ledger.store` the database (SQLAlchemy; SQLite by default, any URL through
 ``$DPWB_LEDGER_URL``; schema migrations by Alembic, upgraded on open);
 :mod:`engine.ledger.charge` turns a release's privacy level and noise into a :class:`Cost`.
+Nothing prints: a refusal is a reason (:meth:`Ledger.refusal`, :class:`BudgetExceeded`).
+Only this package and the release pipeline (:mod:`engine.workflows.release`) charge it.
 """
 
 from engine.ledger.composition import (
@@ -17,6 +19,7 @@ from engine.ledger.composition import (
     composed,
 )
 from engine.ledger.store import (
+    ANONYMOUS,
     BudgetStatus,
     DatasetEntry,
     Ledger,
@@ -29,6 +32,7 @@ from engine.ledger.store import (
     sqlite_file,
 )
 
-__all__ = ["UNITS", "Budget", "BudgetExceeded", "BudgetStatus", "Cost", "DatasetEntry", "Ledger",
-           "LedgerError", "ReleaseEntry", "Reservation", "Spent", "composed", "data_dir",
-           "default_url", "fingerprint_bytes", "fingerprint_file", "sqlite_file"]
+__all__ = ["ANONYMOUS", "UNITS", "Budget", "BudgetExceeded", "BudgetStatus", "Cost",
+           "DatasetEntry", "Ledger", "LedgerError", "ReleaseEntry", "Reservation", "Spent",
+           "composed", "data_dir", "default_url", "fingerprint_bytes", "fingerprint_file",
+           "sqlite_file"]

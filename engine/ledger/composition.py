@@ -211,11 +211,22 @@ def admits(budget: Budget, costs: Iterable[Cost], request: Cost) -> tuple[Spent,
     return before, after, after.spent <= budget.total * (1.0 + SLACK)
 
 
-def refusal(name: str, budget: Budget, before: Spent, after: Spent, request: Cost) -> str:
-    """The one-line refusal: ``spent / requested / total`` in the budget's unit."""
+def refusal(name: str, budget: Budget, before: Spent, after: Spent, request: Cost,
+            at_delta: float = 1e-6) -> str:
+    """The one-line refusal: ``spent / requested / total`` in the budget's unit, then what
+    still fits: ``remaining: rho = 0.75 = eps 3.9 at delta = 1e-06`` (a rho budget, its
+    remaining rho also as the eps of an (eps, delta) guarantee at ``at_delta``), ``remaining:
+    eps = 0.5`` (pure), ``remaining: eps = 0.5 at delta = 1e-06`` (an (eps, delta) total)."""
     asked = after.spent - before.spent
     unit = (f"eps at delta={budget.delta:.3g}" if budget.unit == "epsilon-delta"
             else {"rho": "rho", "epsilon": "eps"}[budget.unit])
+    if budget.unit == "rho":
+        left = (f"rho = {before.remaining_rho:.6g} = eps "
+                f"{before.remaining_epsilon(at_delta):.6g} at delta = {at_delta:.3g}")
+    elif budget.unit == "epsilon":
+        left = f"eps = {before.remaining:.6g}"
+    else:
+        left = f"eps = {before.remaining:.6g} at delta = {budget.delta:.3g}"
     return (f"budget: refused: data set {name!r} has spent {before.spent:.6g} / requested "
             f"{asked:.6g} ({request.describe()}) / total {budget.total:.6g} "
-            f"({unit}); nothing was released")
+            f"({unit}); nothing was released; remaining: {left}")

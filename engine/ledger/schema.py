@@ -22,6 +22,8 @@ datasets = sa.Table(
     sa.Column("budget_delta", sa.Float, nullable=True),
     sa.Column("created", sa.DateTime(timezone=True), nullable=False),
     sa.Column("created_by", sa.String(200), nullable=True),
+    sa.Column("owner", sa.String(200), nullable=False, server_default="anonymous"),
+    sa.Column("archived", sa.DateTime(timezone=True), nullable=True),
 )
 
 releases = sa.Table(

@@ -3,8 +3,10 @@
 :class:`Ledger` opens a SQLAlchemy URL (default: a SQLite file, :func:`default_url`), upgrades
 its schema to the newest Alembic revision shipped in ``engine/ledger/migrations`` and offers:
 
-* :meth:`Ledger.register` a data set (name, SHA-256 fingerprint of its file, public domain,
-  total budget in a unit of :data:`engine.ledger.composition.UNITS`);
+* :meth:`Ledger.register` a data set (any name, SHA-256 fingerprint of its file, public domain,
+  total budget in a unit of :data:`engine.ledger.composition.UNITS`, its owner: the signed-in
+  user or :data:`ANONYMOUS`); :meth:`Ledger.archive` one (kept with its history, which is
+  evidence; no new release);
 * :meth:`Ledger.reserve` a release *before* its noise is drawn: the check against the budget
   and the write of the release row are one transaction, so two concurrent releases cannot both
   pass (SQLite: ``BEGIN IMMEDIATE`` takes the write lock before the read; other databases: the
@@ -13,8 +15,13 @@ its schema to the newest Alembic revision shipped in ``engine/ledger/migrations`
   ``released`` when the block finishes (with its record path), ``failed`` when the block raises
   (then nothing was published and it is not counted); a process killed in between leaves it
   ``reserved``, which counts (the conservative side);
+* :meth:`Ledger.refusal` (why a cost would be refused, with what still fits; None when it
+  fits: nothing is written, nothing printed);
 * :meth:`Ledger.status` (spent and remaining, in the budget's unit, as rho and as eps at a chosen
   delta) and :meth:`Ledger.history`.
+
+Use it as a context manager (``with Ledger(url) as ledger: ...``): the connection pool is
+released on leaving the block.
 
 Database problems (a corrupted file, a lock held past the timeout, an unreachable server) raise
 :class:`~engine.ledger.composition.LedgerError` with one line.
@@ -45,6 +52,7 @@ from engine.ledger.composition import (
     refusal,
 )
 from engine.ledger.schema import datasets, releases
+from engine.privacy import DEFAULT_DELTA
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 DATA_DIR_ENV = "DPWB_DATA_DIR"
@@ -52,6 +60,8 @@ URL_ENV = "DPWB_LEDGER_URL"
 LEDGER_FILE = "ledger.sqlite"
 #: release statuses that count against the budget
 COUNTED = ("reserved", "released")
+#: the owner of a data set registered without sign-in
+ANONYMOUS = "anonymous"
 
 
 def data_dir() -> Path:
@@ -105,6 +115,9 @@ class DatasetEntry:
     domain: Any
     created: dt.datetime
     created_by: str | None
+    owner: str = ANONYMOUS
+    #: when the data set was archived (None: open for releases)
+    archived: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +165,7 @@ class BudgetStatus:
         """The status as JSON values (the CLI's ``budget show --json``)."""
         b = self.dataset.budget
         return {"name": self.dataset.name, "fingerprint": self.dataset.fingerprint,
+                "owner": self.dataset.owner, "archived": self.dataset.archived is not None,
                 "unit": b.unit, "total": b.total, "budget_delta": b.delta,
                 "spent": self.spent.spent, "remaining": self.spent.remaining,
                 "remaining_rho": self.spent.remaining_rho,
@@ -240,10 +254,17 @@ class Ledger:
         """Release the connection pool."""
         self.engine.dispose()
 
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # ------------------------------------------------------------------------- data sets
     def register(self, name: str, fingerprint: str, budget: Budget, *, domain: Any = None,
                  user: str | None = None) -> DatasetEntry:
-        """Register a data set with its total budget.
+        """Register a data set under any ``name`` with its total budget; ``user`` (the signed-in
+        user; None: :data:`ANONYMOUS`) owns it.
 
         Raises:
             LedgerError: an empty name, or a name or fingerprint already registered.
@@ -254,7 +275,7 @@ class Ledger:
         row = {"name": name, "fingerprint": fingerprint, "domain": domain,
                "budget_unit": budget.unit, "budget_total": float(budget.total),
                "budget_delta": budget.delta, "created": dt.datetime.now(dt.UTC),
-               "created_by": user}
+               "created_by": user, "owner": user or ANONYMOUS}
         with self._guard("register in"):
             try:
                 with self.engine.begin() as conn:
@@ -287,6 +308,25 @@ class Ledger:
             raise LedgerError(f"dataset: {key!r} is not registered (registered: {names})")
         return entry
 
+    def archive(self, key: str, *, user: str | None = None) -> DatasetEntry:
+        """Archive a data set: it stays with its history (evidence of what was released) and
+        takes no new release. Only its owner may archive it (anyone, if it is anonymous).
+
+        Raises:
+            LedgerError: an unknown data set, or a user who is not its owner.
+        """
+        entry = self.require(key)
+        if entry.owner not in (ANONYMOUS, user):
+            raise LedgerError(f"archive: {entry.name!r} belongs to {entry.owner}; only its "
+                              f"owner can archive it")
+        if entry.archived is None:
+            with self._guard("write to"), self.engine.begin() as conn:
+                conn.execute(datasets.update().where(datasets.c.id == entry.id).values(
+                    archived=dt.datetime.now(dt.UTC)))
+        archived = self.dataset(entry.name)
+        assert archived is not None
+        return archived
+
     def datasets(self) -> list[DatasetEntry]:
         """Every registered data set, by name."""
         with self._guard("read"), self.engine.connect() as conn:
@@ -312,19 +352,40 @@ class Ledger:
         return BudgetStatus(entry, composed(entry.budget, [r.cost for r in history]),
                             len(history), at_delta)
 
-    @contextmanager
-    def reserve(self, key: str, cost: Cost, *, mechanism: str, knobs: Any = None,
-                workload_sha256: str | None = None, privacy: Any = None,
-                user: str | None = None) -> Iterator[Reservation]:
-        """Charge ``cost`` to a data set before the release's noise is drawn.
-
-        Use as ``with ledger.reserve(...) as r: ...release...; r.record_path = path``.
+    def refusal(self, key: str, cost: Cost, at_delta: float | None = None) -> str | None:
+        """Why ``cost`` would be refused now (the one line :meth:`reserve` would raise, with
+        what still fits, as eps at ``at_delta`` too), or None when it fits. Writes nothing.
 
         Raises:
-            BudgetExceeded: the cost does not fit what is left (nothing is written).
             LedgerError: an unknown data set, a unit mismatch or a database problem.
         """
         entry = self.require(key)
+        if entry.archived is not None:
+            return _archived(entry)
+        before, after, fits = admits(entry.budget, [r.cost for r in self.history(entry.name)],
+                                     cost)
+        return None if fits else refusal(entry.name, entry.budget, before, after, cost,
+                                         _at_delta(cost, at_delta))
+
+    @contextmanager
+    def reserve(self, key: str, cost: Cost, *, mechanism: str, knobs: Any = None,
+                workload_sha256: str | None = None, privacy: Any = None,
+                user: str | None = None, at_delta: float | None = None
+                ) -> Iterator[Reservation]:
+        """Charge ``cost`` to a data set before the release's noise is drawn.
+
+        Use as ``with ledger.reserve(...) as r: ...release...; r.record_path = path``. A
+        refusal states what still fits (as eps at ``at_delta``; default: the cost's delta,
+        else :data:`engine.privacy.DEFAULT_DELTA`).
+
+        Raises:
+            BudgetExceeded: the cost does not fit what is left (nothing is written).
+            LedgerError: an unknown or archived data set, a unit mismatch or a database
+                problem.
+        """
+        entry = self.require(key)
+        if entry.archived is not None:
+            raise LedgerError(_archived(entry))
         with self._guard("write to"), self.engine.begin() as conn:
             locked = conn.execute(lock_dataset_row(entry.id)).first()
             if locked is None:
@@ -333,7 +394,8 @@ class Ledger:
                 (releases.c.dataset_id == entry.id) & releases.c.status.in_(COUNTED))).all()
             before, after, fits = admits(entry.budget, [_cost(r) for r in rows], cost)
             if not fits:
-                raise BudgetExceeded(refusal(entry.name, entry.budget, before, after, cost))
+                raise BudgetExceeded(refusal(entry.name, entry.budget, before, after, cost,
+                                             _at_delta(cost, at_delta)))
             new_id = conn.execute(releases.insert().values(
                 dataset_id=entry.id, status="reserved", mechanism=mechanism, knobs=knobs,
                 workload_sha256=workload_sha256, privacy=privacy, cost_kind=cost.kind,
@@ -352,6 +414,18 @@ class Ledger:
             conn.execute(releases.update().where(releases.c.id == reservation.id).values(
                 status=status, record_path=reservation.record_path,
                 rounds=reservation.rounds))
+
+
+def _archived(entry: DatasetEntry) -> str:
+    return (f"dataset: {entry.name!r} is archived (its history is kept as evidence; it takes "
+            f"no new release)")
+
+
+def _at_delta(cost: Cost, at_delta: float | None) -> float:
+    """The delta a refusal states the remaining budget at."""
+    if at_delta is not None:
+        return float(at_delta)
+    return cost.delta if 0 < cost.delta < 1 else DEFAULT_DELTA
 
 
 def lock_dataset_row(dataset_id: int) -> sa.Select:
@@ -374,7 +448,7 @@ def _sqlite_begin_immediate(conn: sa.Connection) -> None:
 def _dataset(row: Any) -> DatasetEntry:
     return DatasetEntry(row.id, row.name, row.fingerprint,
                         Budget(row.budget_unit, row.budget_total, row.budget_delta),
-                        row.domain, row.created, row.created_by)
+                        row.domain, row.created, row.created_by, row.owner, row.archived)
 
 
 def _cost(row: Any) -> Cost:

@@ -138,7 +138,8 @@ def compare_adaptive(data: Any, workload: Workload, privacy: Privacy, *,
                      pgm: bool = False, post_processing: str = "raw",
                      rng: np.random.Generator | None = None, progress: Progress | None = None,
                      on_round: RoundObserver | None = None,
-                     on_method: Callable[[str], None] | None = None) -> AdaptiveComparison:
+                     on_method: Callable[[str], None] | None = None,
+                     released: AdaptiveResult | None = None) -> AdaptiveComparison:
     """Release ``workload`` from ``data`` with AIM+GReM and the chosen comparisons.
 
     Every method gets the whole budget and its own random stream, spawned from ``rng`` in a
@@ -159,6 +160,9 @@ def compare_adaptive(data: Any, workload: Workload, privacy: Privacy, *,
             ``engine.errors.Cancelled`` (nothing is returned).
         on_round: called after every AIM+GReM round (live charts).
         on_method: called with a method's display name before it runs (status lines).
+        released: AIM+GReM's result when it was already released (through
+            :func:`engine.workflows.release.release`, which charges the ledger); None runs it
+            here.
 
     Raises:
         SpecError: an unknown post-processing, or data whose domain is not the workload's.
@@ -189,9 +193,11 @@ def compare_adaptive(data: Any, workload: Workload, privacy: Privacy, *,
         if on_round is not None:
             on_round(record, min(1.0, record.rho_used / rho))
 
-    started(AIM_GREM)
-    runs = [scored(AIM_GREM, AIMGReM(max_rounds=max_rounds).run(
-        workload, privacy, data, aim_stream, progress=progress, on_round=observe))]
+    if released is None:
+        started(AIM_GREM)
+        released = AIMGReM(max_rounds=max_rounds).run(workload, privacy, data, aim_stream,
+                                                       progress=progress, on_round=observe)
+    runs = [scored(AIM_GREM, released)]
     if residual_planner:
         started(RESIDUAL_PLANNER)
         runs.append(scored(RESIDUAL_PLANNER, run_residual_planner(

@@ -1,112 +1,406 @@
-"""The release record: what was released, how, and under which guarantee, written atomically.
+"""THE release pipeline: plan -> ledger charge -> measure -> reconstruct -> post-process ->
+record, used by every caller (``run``, ``census``, the explorer's pages).
 
-A release directory holds two files:
+:func:`release` is the one door. It serves
 
-* ``answers.csv`` -- the released answers (one row per answer, a header naming the columns);
-* ``release.json`` -- the record: mechanism and its knobs, workload summary and SHA-256 hash,
-  privacy unit and level, the adaptive round-by-round ledger where there is one, the noise
-  sampler and grid, whether the run was seeded (then :data:`engine.noise.SEEDED_LABEL`),
-  the package version and the UTC time.
+* the data-independent mechanisms (a registered name, planned here, or an already computed
+  :class:`~engine.mechanisms.base.Plan`): the exact samplers of the plan
+  (:meth:`Plan.measure`), its reconstruction, then the post-processing hook
+  :func:`publishable` (one call site);
+* ``aim-grem`` (data-dependent; selection and measurements inside the mechanism's run);
+* ``hierarchical-pgsr`` on a region hierarchy (its variants as ``knobs``).
 
-Both files are written under temporary names in the target directory and renamed into place
-only when both are complete (``os.replace`` is atomic on POSIX), so a failure leaves nothing
-half-written. :func:`check_out_dir` validates the directory before any work is done.
+Order, for every kind: everything that can fail on the input is checked first (mechanism,
+workload, memory, output directory); then the release's cost is charged to the ledger
+**before any noise is drawn** (a refusal raises :class:`~engine.ledger.BudgetExceeded`, draws
+nothing and writes nothing); then the noise, the estimate, the tables and the record, written
+atomically (:func:`engine.workflows.release_files.write_release`). A cancel
+(:class:`~engine.errors.Cancelled`) or a crash after the charge marks the reservation
+``failed`` (it does not count) and leaves no file.
+
+Who is charged (:func:`release` never prints; its :attr:`Release.notes` say what happened):
+
+* a seeded run (``seed``: teaching and tests; :data:`engine.noise.SEEDED_LABEL`), bundled
+  demo data (``bundled``) and a run marked ``teaching`` run in the teaching sandbox: never
+  charged, every output says so;
+* a run that writes nothing (no ``out``, no ``store``) is an evaluation, not a release;
+* synthetic data (no ``fingerprint``) releases nothing private;
+* data not registered in the ledger is released unbudgeted (a note says how to register it);
+* a registered data set is charged; an archived one takes no new release.
 
 Example:
-    >>> import tempfile, json, os
-    >>> d = tempfile.mkdtemp()
-    >>> write_release(d, ["query", "answer"], [[0, 1.5]], {"mechanism": "identity"})
-    >>> sorted(os.listdir(d)), json.load(open(os.path.join(d, "release.json")))["mechanism"]
-    (['answers.csv', 'release.json'], 'identity')
+    >>> import numpy as np, tempfile
+    >>> from engine.domain import Domain
+    >>> from engine.privacy import DEFAULT_DELTA, Privacy
+    >>> from engine.workloads import Workload
+    >>> d = Domain.from_sizes([2, 3])
+    >>> w = Workload.marginals(d, k=1)
+    >>> r = release("identity", data=np.arange(6.0), workload=w,
+    ...             privacy=Privacy(noise="zcdp", rho=1.0), seed=1, out=tempfile.mkdtemp())
+    >>> r.record["notice"], r.charged
+    ('seeded: reproducible, not a private release', None)
 """
 
 from __future__ import annotations
 
-import csv
-import datetime as dt
-import hashlib
-import json
+import dataclasses
+import math
 import os
-import tempfile
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from contextlib import ExitStack, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import SpecError
-from engine.noise import SEEDED_LABEL
+import numpy as np
+import pandas as pd
 
-ANSWERS_FILE = "answers.csv"
-RECORD_FILE = "release.json"
+from engine.analysis.cost_model import require
+from engine.errors import NotApplicable, SpecError
+from engine.executor import map_ordered
+from engine.ledger import BudgetStatus, Cost, Ledger, default_url, sqlite_file
+from engine.ledger.charge import release_cost
+from engine.mechanisms import get
+from engine.mechanisms.base import Mechanism, Plan
+from engine.mechanisms.hierarchical.level_noise import LAPLACE_GRID_EXPONENT
+from engine.noise import SEEDED_LABEL, release_rng
+from engine.privacy import DEFAULT_DELTA, Privacy
+from engine.progress import Progress
+from engine.workflows.release_files import (
+    TEACHING_LABEL,
+    Tables,
+    check_out_dir,
+    package_version,
+    release_directory,
+    utc_now,
+    workload_summary,
+    write_release,
+)
 
-
-def check_out_dir(path: str | os.PathLike[str], flag: str = "--out") -> Path:
-    """The release directory, created if missing; a one-line SpecError naming ``flag`` when it
-    is a file, cannot be created or is not writable."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise SpecError(f"{flag}: {str(out)!r} is a file, not a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SpecError(f"{flag}: cannot create {str(out)!r} ({exc.strerror})") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise SpecError(f"{flag}: {str(out)!r} is not writable")
-    return out
-
-
-def workload_summary(domain: Any, workload: Any) -> dict[str, Any]:
-    """Queries, cells, terms and a SHA-256 of the canonical (domain, workload) spec."""
-    spec = {"domain": domain.to_spec(), "workload": workload.to_spec()}
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
-    return {"queries": int(workload.num_queries), "domain_size": int(domain.size),
-            "terms": len(workload.terms), "sha256": digest}
-
-
-def base_record(mechanism: str, seed: int | None) -> dict[str, Any]:
-    """The fields every record carries: mechanism, seeded or not, version, UTC time."""
-    from engine import __version__
-
-    return {"mechanism": mechanism, "seeded": seed is not None, "seed": seed,
-            "notice": SEEDED_LABEL if seed is not None else None,
-            "package_version": __version__,
-            "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+RECORD_UNIT = "one record (add/remove) of the data"
+INDIVIDUAL_UNIT = "one individual joining or leaving a group"
+HIERARCHICAL = "hierarchical-pgsr"
+ADAPTIVE = "aim-grem"
 
 
-def write_release(out_dir: str | os.PathLike[str], header: Sequence[str],
-                  rows: Iterable[Sequence[Any]], record: dict[str, Any]) -> None:
-    """Write ``answers.csv`` and ``release.json`` into ``out_dir`` atomically (both or none).
+@dataclass(frozen=True)
+class Release:
+    """What :func:`release` did.
 
-    A seeded record's CSV opens with a comment line carrying :data:`SEEDED_LABEL`.
+    Attributes:
+        record: the release record (JSON values; ``release.json`` when written).
+        tables: the released tables and the post-processing that made them.
+        out_dir: where the tables and record were written (None: nothing written).
+        status: the data set's ledger status after the release (None: not charged).
+        charged: the cost charged to the ledger (None: not charged).
+        notes: one line per thing a caller should tell the user (not charged and why, or
+            what was charged and what is left).
+        result: the mechanism's raw output, for evaluation against the truth by the caller:
+            the workload answers (data-independent, a float vector in counts), the
+            ``AdaptiveResult`` (aim-grem) or the released ``Hierarchy`` (hierarchical-pgsr).
+        records: the number of records (data sets) or groups (hierarchies) released from.
     """
-    out = check_out_dir(out_dir)
-    temps: list[tuple[str, Path]] = []
-    try:
-        fd, answers_tmp = tempfile.mkstemp(prefix=".answers-", suffix=".tmp", dir=out)
-        temps.append((answers_tmp, out / ANSWERS_FILE))
-        with os.fdopen(fd, "w", newline="") as fh:
-            if record.get("seeded"):
-                fh.write(f"# {SEEDED_LABEL}\n")
-            writer = csv.writer(fh)
-            writer.writerow(header)
-            writer.writerows(rows)
-        fd, record_tmp = tempfile.mkstemp(prefix=".release-", suffix=".tmp", dir=out)
-        temps.append((record_tmp, out / RECORD_FILE))
-        with os.fdopen(fd, "w") as fh:
-            json.dump(record, fh, indent=2, default=_jsonable)
-            fh.write("\n")
-        for tmp, final in temps:
-            os.replace(tmp, final)
-        temps.clear()
-    except OSError as exc:
-        raise SpecError(f"--out: cannot write the release into {str(out)!r} "
-                        f"({exc.strerror or exc})") from None
-    finally:
-        for tmp, _ in temps:
-            Path(tmp).unlink(missing_ok=True)
+
+    record: dict[str, Any]
+    tables: Tables
+    out_dir: Path | None
+    status: BudgetStatus | None
+    charged: Cost | None
+    notes: tuple[str, ...]
+    result: Any
+    records: int
 
 
-def _jsonable(value: Any) -> Any:
-    """numpy scalars and arrays, tuples of them, as plain JSON values."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
+            privacy: Privacy | None = None, knobs: dict[str, Any] | None = None,
+            fingerprint: str | None = None, bundled: bool = False, teaching: bool = False,
+            seed: int | None = None, out: str | os.PathLike[str] | None = None,
+            store: bool = False, ledger: str | None = None, user: str | None = None,
+            at_delta: float | None = None, grid: int | None = None,
+            executor: Executor | None = None, progress: Progress | None = None,
+            on_round: Callable[[Any], None] | None = None) -> Release:
+    """Release ``data`` through ``mechanism`` (module docstring: the order and who is charged).
+
+    Args:
+        mechanism: a registered name, or a Plan already computed (it carries its workload and
+            privacy).
+        data: an ``engine.data.Dataset`` (or a data vector, data-independent mechanisms
+            only); a ``Hierarchy`` for ``hierarchical-pgsr``.
+        workload: the workload (not for a Plan nor for ``hierarchical-pgsr``).
+        privacy: the privacy level (eps / delta / rho; a pure-eps ``laplace`` level for
+            ``hierarchical-pgsr``); a Plan is re-calibrated to it when given.
+        knobs: mechanism constructor knobs (``hierarchical-pgsr``: ``variant``, ``noise``
+            (sampler), ``split``, ``level_weights``; ``aim-grem``: ``max_rounds``).
+        fingerprint: SHA-256 (hex) of the data file's bytes: the data set's identity in the
+            ledger (None: synthetic data, nothing private).
+        bundled: the data is bundled demo data (teaching sandbox, never charged).
+        teaching: mark the run as teaching (sandbox, never charged).
+        seed: integer seed of the noise (teaching and tests; None: OS entropy).
+        out: directory to write the tables and ``release.json`` into.
+        store: write a charged release beside the ledger
+            (:func:`~engine.workflows.release_files.release_directory`) when ``out`` is None.
+        ledger: SQLAlchemy URL of the ledger (None: ``$DPWB_LEDGER_URL`` or the default
+            SQLite file; a SQLite file that does not exist holds nothing and is not created).
+        user: who releases (kept with the charge).
+        at_delta: delta at which a refusal and the notes state what remains as eps.
+        grid: exponent k of the release grid ``2**-k`` (data-independent real strategies).
+        executor: plans a named data-independent mechanism off this process.
+        progress: reported and cancellable (``engine.errors.Cancelled``) by the data-dependent
+            mechanisms.
+        on_round: called with every ``aim-grem`` round record (live charts).
+
+    Returns:
+        The :class:`Release`.
+
+    Raises:
+        SpecError: bad input (one line naming the field), before anything is charged.
+        NotApplicable: the mechanism cannot serve the workload or the privacy level.
+        BudgetExceeded: the release does not fit what the data set has left (nothing drawn).
+        LedgerError: the ledger cannot be used, or the data set is archived.
+        Cancelled: ``progress`` was cancelled (the charge is marked failed; nothing written).
+    """
+    if out is not None:
+        check_out_dir(out)
+    step = _prepare(mechanism, data, workload, privacy, knobs or {}, grid, executor)
+    sandbox = seed is not None or bundled or teaching
+    notice = SEEDED_LABEL if seed is not None else (TEACHING_LABEL if sandbox else None)
+    record: dict[str, Any] = {
+        "mechanism": step.name, "notice": notice, "seeded": seed is not None, "seed": seed,
+        "teaching": sandbox and seed is None, "time": utc_now(),
+        "package_version": package_version(), "knobs": step.knobs,
+        "privacy": step.privacy_spec, "privacy_unit": step.unit, "data_sha256": fingerprint,
+        **step.describe}
+    notes: list[str] = []
+    note = _not_charged(seed, sandbox, out is not None or store, fingerprint)
+    with ExitStack() as stack:
+        holder = None if note is not None else _open_ledger(ledger)
+        if holder is not None:
+            stack.enter_context(holder)
+        entry = None if holder is None else holder.dataset(fingerprint)
+        if note is None and entry is None:
+            note = (f"data set not registered in the budget ledger: this release "
+                    f"({step.cost.describe()}) is not budgeted; register it with `python -m "
+                    f"engine budget init --data FILE --name NAME --rho R` or on the Budget page")
+        if note is not None:
+            notes.append(note)
+        charge: Any = nullcontext(None) if entry is None else holder.reserve(
+            entry.fingerprint, step.cost, mechanism=step.name, knobs=step.knobs,
+            workload_sha256=step.describe.get("workload", {}).get("sha256"),
+            privacy=step.privacy_spec, user=user, at_delta=at_delta)
+        with charge as reservation:  # charged here, before the generator exists
+            start = time.perf_counter()
+            result, tables, drawn = step.run(release_rng(seed), progress, on_round)
+            record.update(drawn, post_processing=tables.method,
+                          seconds=time.perf_counter() - start)
+            status = None
+            if reservation is not None:
+                status = holder.status(entry.name, _delta(step.cost, at_delta))
+                record["budget"] = status.as_json()
+            else:
+                record["budget"] = {"charged": False, "reason": note}
+            target = out if out is not None else (
+                release_directory(entry.name, reservation.id)
+                if store and reservation is not None else None)
+            written = None if target is None else write_release(target, tables, record)
+            if reservation is not None:
+                reservation.record_path = str(Path(written).resolve()) if written else None
+                reservation.rounds = record.get("ledger")
+    if reservation is not None:
+        notes.append(f"charged {step.cost.describe()} to {entry.name}: spent "
+                     f"{status.spent.spent:.6g} of {entry.budget.describe()}")
+    return Release(record, tables, written, status, None if reservation is None else step.cost,
+                   tuple(notes), result, step.records)
+
+
+def _not_charged(seed: int | None, sandbox: bool, writes: bool, fingerprint: str | None
+                 ) -> str | None:
+    """Why a release is not charged (None: charge it when its data set is registered)."""
+    if seed is not None:
+        return "seeded run: not a private release; the budget ledger is not charged"
+    if sandbox:
+        return (f"{TEACHING_LABEL}: the teaching sandbox (bundled demo data) is never charged "
+                "to the budget ledger")
+    if not writes:
+        return ("evaluation only: nothing is written, so nothing is released; the budget ledger "
+                "is not charged")
+    if fingerprint is None:
+        return "synthetic data: nothing private is released; the budget ledger is not charged"
+    return None
+
+
+def _open_ledger(url: str | None) -> Ledger | None:
+    """The ledger at ``url``, or None when it is a SQLite file that does not exist yet."""
+    url = url or default_url()
+    path = sqlite_file(url)
+    return None if path is not None and not path.exists() else Ledger(url)
+
+
+def _delta(cost: Cost, at_delta: float | None) -> float:
+    """The delta the remaining budget is stated at: the caller's, else the release's own."""
+    if at_delta is not None:
+        return float(at_delta)
+    return cost.delta if 0 < cost.delta < 1 else DEFAULT_DELTA
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One kind of release, prepared: its name, knobs, cost and how to draw it."""
+
+    name: str
+    knobs: dict[str, Any]
+    cost: Cost
+    unit: str
+    privacy_spec: dict[str, Any]
+    describe: dict[str, Any]
+    records: int
+    run: Callable[[np.random.Generator, Progress | None, Callable[[Any], None] | None],
+                  tuple[Any, Tables, dict[str, Any]]]
+
+
+def _prepare(mechanism: str | Plan, data: Any, workload: Any, privacy: Privacy | None,
+             knobs: dict[str, Any], grid: int | None, executor: Executor | None) -> _Step:
+    """Check the input and price the release (no data is read for the noise yet)."""
+    if isinstance(mechanism, Plan):
+        plan = mechanism if privacy is None else mechanism.with_privacy(privacy)
+        return _linear(plan, data, grid)
+    mech = get(mechanism, **knobs)
+    if mechanism == HIERARCHICAL:
+        return _hierarchical(mech, data, privacy)
+    if workload is None or privacy is None:
+        raise SpecError(f"release: {mechanism} needs a workload and a privacy level")
+    if mech.data_dependent:
+        return _adaptive(mech, data, workload, privacy)
+    mech.check(workload, privacy)
+    require(mech.estimate(workload, privacy), mechanism, "run")
+    return _linear(plan_on(mech, workload, privacy, executor), data, grid, mechanism_knobs(mech))
+
+
+def plan_on(mech: Mechanism, workload: Any, privacy: Privacy, executor: Executor | None
+            ) -> Plan:
+    """``mech``'s plan, made with ``executor`` (None: in this process).
+
+    A mechanism with an ``executor`` knob (QuerySmasher, ResidualPlanner, the HDMM family)
+    runs its independent pieces on it; any other one is planned whole as one task there, so
+    that its optimisation leaves this process. Either way the plan is the in-process one.
+    """
+    if executor is None:
+        return mech.plan(workload, privacy)
+    if "executor" in mech.param:
+        mech.executor = executor
+        return mech.plan(workload, privacy)
+    return map_ordered(executor, _plan_task, [(mech, workload, privacy)])[0]
+
+
+def _plan_task(task: tuple[Mechanism, Any, Privacy]) -> Plan:
+    mech, workload, privacy = task
+    return mech.plan(workload, privacy)
+
+
+def mechanism_knobs(mech: Mechanism) -> dict[str, Any]:
+    """A mechanism's constructor knobs as JSON values (param values, ``name`` excluded)."""
+    values = mech.param.values()
+    return {k: v for k, v in values.items() if k != "name"
+            and isinstance(v, int | float | str | bool | type(None) | list | tuple)}
+
+
+def _linear(plan: Plan, data: Any, grid: int | None, knobs: dict[str, Any] | None = None
+            ) -> _Step:
+    """A data-independent plan: exact noise on the strategy answers, least squares, tables."""
+    workload = plan.workload
+    guarantee = None
+    if plan.measurer is None:  # the exact sampler's own guarantee
+        gridded = plan if grid is None else dataclasses.replace(plan, grid_exponent=grid)
+        guarantee = gridded.exact_noise().guarantee
+    cost = release_cost(plan.privacy, guarantee)
+
+    def run(rng: np.random.Generator, _progress: Any, _on_round: Any
+            ) -> tuple[Any, Tables, dict[str, Any]]:
+        measurement = plan.measure(data, rng, grid_exponent=grid)
+        estimate = plan.reconstruct(measurement)
+        drawn: dict[str, Any] = {}
+        if measurement.noise is not None:
+            drawn["noise"] = measurement.noise.record()
+            # data-independent, so public: the plan's RMSE at the sigma the sampler used
+            drawn["expected_rmse"] = plan.rmse() * math.sqrt(measurement.noise.variance_factor)
+            drawn["rho_spent"] = measurement.noise.guarantee.get("rho", plan.privacy.zcdp_rho())
+        else:
+            drawn["noise"] = {"sampler": plan.mechanism, "scale": plan.noise_std(),
+                              "exact": False}
+            drawn["rho_spent"] = plan.privacy.zcdp_rho()
+        return estimate, publishable(plan, measurement, estimate), drawn
+
+    return _Step(plan.mechanism, knobs or {}, cost, RECORD_UNIT, plan.privacy.to_spec(),
+                 {"workload": workload_summary(workload.domain, workload)}, _records(data), run)
+
+
+def publishable(plan: Plan, measurement: Any, estimate: np.ndarray) -> Tables:
+    """The published tables of a data-independent release: one row per workload query
+    (``query``, ``term``, ``answer``), the unbiased least-squares estimates.
+
+    The one call site of the post-processing (publishable consistent tables go here).
+    """
+    labels = [t.label for t in plan.workload.terms for _ in range(t.num_queries)]
+    frame = pd.DataFrame({"query": np.arange(len(labels)), "term": labels,
+                          "answer": np.asarray(estimate, float)})
+    return Tables({"answers": frame}, "none: the raw least-squares estimates (unbiased; "
+                                      "fractional and possibly negative)")
+
+
+def _adaptive(mech: Mechanism, data: Any, workload: Any, privacy: Privacy) -> _Step:
+    """AIM+GReM: selection and measurements from the data inside the mechanism's run."""
+    cost = release_cost(privacy)
+
+    def run(rng: np.random.Generator, progress: Progress | None,
+            on_round: Callable[[Any], None] | None) -> tuple[Any, Tables, dict[str, Any]]:
+        result = mech.run(workload, privacy, data, rng, progress=progress, on_round=on_round)
+        rows = [(result.label(g), i, float(v)) for g, est in result.estimates.items()
+                for i, v in enumerate(np.asarray(est, float).ravel())]
+        frame = pd.DataFrame(rows, columns=["marginal", "cell", "answer"])
+        drawn = {"noise": dict(result.details["noise"]), "rho_spent": result.rho_spent,
+                 "ledger": [{"charge": what, "rho": c} for what, c in result.ledger]}
+        return result, Tables({"answers": frame}, "none: GReM-MLE estimates (raw)"), drawn
+
+    return _Step(mech.name, mechanism_knobs(mech), cost, RECORD_UNIT, privacy.to_spec(),
+                 {"workload": workload_summary(workload.domain, workload)}, _records(data), run)
+
+
+def _hierarchical(mech: Mechanism, hierarchy: Any, privacy: Privacy | None) -> _Step:
+    """hierarchical-pgsr: per-level noise, then the variant's post-processing."""
+    if privacy is None or privacy.noise != "laplace":
+        raise NotApplicable("hierarchical-pgsr is pure eps-DP: give a laplace privacy level")
+    epsilon = float(privacy.epsilon)
+    knobs = {"variant": mech.variant, "split": mech.split, "sampler": mech.noise,
+             "level_weights": list(mech.level_weights) or None}
+    noise_plan = mech.noise_plan(hierarchy.tree, epsilon)
+    exponent = 0 if mech.noise == "geometric" else LAPLACE_GRID_EXPONENT
+
+    def run(rng: np.random.Generator, progress: Progress | None, _on_round: Any
+            ) -> tuple[Any, Tables, dict[str, Any]]:
+        released = mech.release(hierarchy, epsilon, rng, progress)
+        labels = released.sizes.labels
+        rows = [(lev, name, labels[b], value.item() if hasattr(value, "item") else value)
+                for lev, (level, names) in enumerate(zip(released.levels,
+                                                         released.tree.names, strict=True))
+                for name, row in zip(names, level, strict=True)
+                for b, value in enumerate(row)]
+        frame = pd.DataFrame(rows, columns=["level", "region", "size", "count"])
+        drawn = {"noise": {"sampler": "discrete_laplace", "exact": True,
+                           "grid_exponent": exponent, "grid_spacing": 2.0**-exponent,
+                           "scale_by_level": noise_plan.scales.tolist()},
+                 "consistency_violations": int(released.violations)}
+        return released, Tables({"answers": frame}, f"{mech.variant}: the variant's own "
+                                                    "post-processing"), drawn
+
+    describe = {"domain": {"regions_by_level": list(hierarchy.tree.level_sizes),
+                           "sizes": hierarchy.sizes.to_spec(),
+                           "groups_public": hierarchy.total}}
+    return _Step(HIERARCHICAL, knobs, Cost.pure(epsilon), INDIVIDUAL_UNIT,
+                 {"noise": "laplace", "epsilon": epsilon}, describe, int(hierarchy.total), run)
+
+
+def _records(data: Any) -> int:
+    """Records of a Dataset (the sum of a data vector)."""
+    records = getattr(data, "records", None)
+    return int(records) if records is not None else int(round(float(np.sum(data))))

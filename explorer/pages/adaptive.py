@@ -9,12 +9,14 @@ comparison table (counts as whole numbers with thousands separators) and a CSV e
 A user CSV is only accepted with a public domain file (JSON or YAML): the domain is never
 inferred from the private records.
 
-The budget ledger (``engine.ledger``): an unseeded run on a data set registered on the Budget
-page is a release. Its cost (the zCDP rho of the (eps, delta) asked for) is charged before any
-noise is drawn, a run past the data set's budget is refused with the ledger's one line, and the
-AIM+GReM estimates are written as a release record the Budget page offers for download. The
-comparison rows (errors against the true data) are evaluation only and not part of the release.
-A seeded run, or a run on an unregistered data set, is not charged and the status line says so.
+Every run releases AIM+GReM through the release pipeline (``engine.workflows.release``): on a
+data set registered on the Budget page its cost (the zCDP rho of the (eps, delta) asked for) is
+charged before any noise is drawn, a run past the data set's budget is refused with the
+ledger's one line (and what still fits), and the release is kept beside the ledger for the
+Budget page. The released table (``aim-grem-release.csv``, with its provenance lines) can be
+downloaded here. The comparison rows (errors against the true data) are evaluation only and not
+part of the release. A seeded run, the bundled Adult data (the teaching sandbox) or an
+unregistered upload is not charged and the status line says so.
 
 Mount it with ``from explorer.pages.adaptive import AdaptivePage``.
 
@@ -38,8 +40,27 @@ import pandas as pd
 import panel as pn
 import param
 
+from engine.data import adult_domain, load_adult, load_csv
+from engine.domain import Domain
+from engine.errors import Cancelled, SpecError, one_line
+from engine.ledger import (
+    BudgetExceeded,
+    Ledger,
+    LedgerError,
+    default_url,
+    fingerprint_bytes,
+    fingerprint_file,
+    sqlite_file,
+)
 from engine.noise import SEEDED_LABEL, release_rng
-from explorer.components.exports import csv_download, scenario_columns
+from engine.privacy import Privacy
+from engine.progress import Progress
+from engine.specfile import load_text
+from engine.workflows.evaluate import AIM_GREM, compare_adaptive, pgm_available
+from engine.workflows.release import Release, release
+from engine.workflows.release_files import data_file, stamped_csv
+from engine.workloads import Workload
+from explorer.components.exports import csv_download, scenario_columns, text_download
 from explorer.components.notes import learn_note
 from explorer.components.worker import BackgroundRun
 
@@ -154,8 +175,6 @@ def rounds_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def adult_attributes() -> list[str]:
     """Attribute names of the bundled Adult domain (public; no records read)."""
-    from engine.data import adult_domain
-
     return list(adult_domain().names)
 
 
@@ -165,10 +184,6 @@ def parse_domain(text: str, filename: str = "domain") -> Any:
     Raises:
         SpecError: unreadable text or a bad domain entry (one line naming the field).
     """
-    from engine.domain import Domain
-    from engine.errors import SpecError
-    from engine.specfile import load_text
-
     fmt = "json" if filename.lower().endswith(".json") else "yaml"
     spec = load_text(text, fmt, where=filename)
     if isinstance(spec, dict) and "domain" in spec and isinstance(spec["domain"], dict):
@@ -242,6 +257,8 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         self._run_privacy: Any = None
         self._run_workload: Any = None
         self._run_release = ""
+        #: the last AIM+GReM release (record, tables, ledger status), None before a run
+        self.released: Release | None = None
 
     # ------------------------------------------------------------------ engine objects
     def load_data(self) -> Any:
@@ -250,9 +267,6 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         Raises:
             SpecError: missing uploads, a bad domain file or a CSV that does not fit it.
         """
-        from engine.data import load_adult, load_csv
-        from engine.errors import SpecError
-
         if self.dataset == ADULT:
             data = load_adult()
         else:
@@ -273,9 +287,6 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         Raises:
             SpecError: fewer attributes than the marginal order.
         """
-        from engine.errors import SpecError
-        from engine.workloads import Workload
-
         if len(data.domain.names) < self.way:
             raise SpecError(f"attributes: all {self.way}-way marginals need at least {self.way} "
                             f"attributes, got {len(data.domain.names)}")
@@ -283,25 +294,20 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
 
     def privacy(self) -> Any:
         """The Gaussian (eps, delta) level; the engine converts it to zCDP rho."""
-        from engine.privacy import Privacy
-
         return Privacy(noise="gaussian", epsilon=float(self.epsilon), delta=float(self.delta))
 
     @staticmethod
     def pgm_available() -> bool:
         """True when AIM+PGM can run (mbi and JAX installed)."""
-        from engine.workflows.evaluate import pgm_available
-
         return pgm_available()
 
     # ------------------------------------------------------------------------ running
     def _prepare(self) -> None:
-        from engine.progress import Progress
-
         self._progress = Progress()
         self._pending = []
         self._run_privacy, self._run_workload = self.privacy(), None
         self._run_release = SEEDED_LABEL if self.seed is not None else "OS entropy"
+        self.released = None
         self.param.update(running=True, error="", progress=0.0, rounds=[], results=[],
                           status="Loading data...")
 
@@ -331,97 +337,61 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
             changes["status"] = status
         self.param.update(**changes)
 
-    def fingerprint(self) -> str:
-        """SHA-256 of the chosen data file (the bundled Adult CSV or the uploaded bytes)."""
-        from engine.cli.budget import data_file
-        from engine.ledger import fingerprint_bytes, fingerprint_file
-
+    def fingerprint(self) -> tuple[str, bool]:
+        """SHA-256 of the chosen data file (the bundled Adult CSV or the uploaded bytes) and
+        whether it is bundled demo data (the teaching sandbox, never charged)."""
         if self.dataset == ADULT:
-            return fingerprint_file(data_file("adult"))
-        return fingerprint_bytes(self.csv_file or b"")
-
-    def registered(self) -> tuple[Any, Any]:
-        """(ledger, data set entry) when the chosen data is registered, else (None, None).
-
-        A SQLite ledger file that does not exist yet holds nothing and is not created.
-        """
-        from engine.ledger import Ledger, default_url, sqlite_file
-
-        url = self.ledger_url or default_url()
-        path = sqlite_file(url)
-        if path is not None and not path.exists():
-            return None, None
-        ledger = Ledger(url)
-        entry = ledger.dataset(self.fingerprint())
-        if entry is None:
-            ledger.close()
-            return None, None
-        return ledger, entry
+            path, bundled = data_file("adult")
+            return fingerprint_file(path), bundled
+        return fingerprint_bytes(self.csv_file or b""), False
 
     def _job(self) -> None:
-        from contextlib import nullcontext
-
-        from engine.errors import Cancelled
-        from engine.ledger import BudgetExceeded
-
-        ledger = entry = None
+        fingerprint, bundled = None, False
         privacy = self._run_privacy
         try:
             data = self.load_data()
             workload = self._run_workload = self.workload(data)
-            if self.seed is None:
-                ledger, entry = self.registered()
-            if ledger is None:
-                note = ("Seeded: not a release; the budget ledger is not charged."
-                        if self.seed is not None else "Not budgeted: this data set is not "
-                        "registered in the budget ledger (register it on the Budget page).")
-                self._run(data, workload, privacy, nullcontext(None), note)
-            else:
-                from engine.ledger.charge import release_cost
-
-                knobs = {"attributes": list(data.domain.names), "way": int(self.way),
-                         "max_rounds": self.max_rounds}
-                reservation = ledger.reserve(entry.name, release_cost(privacy),
-                                             mechanism="aim-grem", knobs=knobs,
-                                             privacy=privacy.to_spec(), user=pn.state.user)
-                self._run(data, workload, privacy, reservation, "", knobs)
+            fingerprint, bundled = self.fingerprint()
+            self._run(data, workload, privacy, fingerprint, bundled)
         except Cancelled:
             self._dispatch(lambda: self._finish([], "Cancelled: nothing was released.", ""))
         except BudgetExceeded as exc:
             message = str(exc)
             self._dispatch(lambda: self._finish([], "Refused: nothing was released.", message))
         except Exception as exc:  # shown as a one-line error; the user's settings stay
-            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            message = one_line(exc)
             self._dispatch(lambda: self._finish([], "Failed.", message))
         finally:
-            if ledger is not None:
-                ledger.close()
-                self._show_budget(ledger.url, entry.name)
+            if fingerprint is not None and self.seed is None and not bundled:
+                self._show_budget(fingerprint)
 
-    def _show_budget(self, url: str, name: str) -> None:
-        """Put the data set's spent / remaining line and bar on the page."""
-        from engine.ledger import Ledger, LedgerError
-
+    def _show_budget(self, fingerprint: str) -> None:
+        """Put the data set's spent / remaining line and bar on the page (registered data
+        only; a SQLite ledger file that does not exist yet is not created)."""
+        path = sqlite_file(self.ledger_url or default_url())
+        if path is not None and not path.exists():
+            return
         try:
-            ledger = Ledger(url)
-            status = ledger.status(name, float(self.delta))
-            ledger.close()
+            with Ledger(self.ledger_url) as ledger:
+                entry = ledger.dataset(fingerprint)
+                status = None if entry is None else ledger.status(entry.name, float(self.delta))
         except LedgerError as exc:
             line, share = str(exc), 0.0
         else:
+            if status is None:
+                return
             line = f"Budget of {status.line()}"
             share = 100.0 * min(status.spent.spent / status.dataset.budget.total, 1.0)
         self._dispatch(lambda: self.param.update(budget_line=line, budget_share=share))
 
-    def _run(self, data: Any, workload: Any, privacy: Any, reservation: Any, note: str,
-             knobs: dict[str, Any] | None = None) -> None:
-        """Run the comparison at ``privacy`` inside ``reservation`` (a ledger reservation,
-        charged before any noise is drawn, or a null context); a charged run writes the
-        AIM+GReM release record and keeps its path in the ledger. Raises what the run raises
-        (the reservation then counts as failed: nothing was published)."""
-        from engine.workflows.evaluate import AIM_GREM, compare_adaptive
-
+    def _run(self, data: Any, workload: Any, privacy: Any, fingerprint: str,
+             bundled: bool) -> None:
+        """Release AIM+GReM at ``privacy`` through the release pipeline (charged before any
+        noise is drawn when the data set is registered; kept beside the ledger), then run the
+        comparisons on the same data (evaluation only). Raises what the release raises
+        (a charged release then counts as failed: nothing was published)."""
         names = workload.domain.names
+        rho = privacy.zcdp_rho()
 
         def label(gamma: Any) -> str:
             return " x ".join(names[k] for k in gamma)
@@ -431,28 +401,42 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                 self._dispatch(lambda: self._flush(100.0, f"{AIM_GREM} done"))
             self._dispatch(lambda: setattr(self, "status", f"Running {method}..."))
 
-        with reservation as charged:
-            comparison = compare_adaptive(
-                data, workload, privacy, max_rounds=self.max_rounds,
-                residual_planner=self.compare_rp, pgm=self.compare_pgm,
-                post_processing=self.post_processing, rng=release_rng(self.seed),
-                progress=self._progress, on_round=lambda r, share: self._on_round(r, share, label),
-                on_method=running)
-            ours = comparison.runs[0].result
-            done = (f"Done: {len(ours.rounds)} rounds, rho = {ours.rho_spent:.6g} spent of "
-                    f"{comparison.rho:.6g} (eps = {privacy.epsilon:g}, "
-                    f"delta = {privacy.delta:g}).")
-            if charged is not None:
-                from engine.ledger.records import release_directory, write_adaptive_release
+        running(AIM_GREM)
+        released = release("aim-grem", data=data, workload=workload, privacy=privacy,
+                           knobs={"max_rounds": self.max_rounds}, fingerprint=fingerprint,
+                           bundled=bundled, seed=self.seed, store=True, ledger=self.ledger_url,
+                           user=pn.state.user, at_delta=float(self.delta),
+                           progress=self._progress,
+                           on_round=lambda r: self._on_round(r, min(1.0, r.rho_used / rho),
+                                                             label))
+        self.released = released
+        self._run_release = released.record["notice"] or "private release (OS entropy)"
+        comparison = compare_adaptive(
+            data, workload, privacy, residual_planner=self.compare_rp, pgm=self.compare_pgm,
+            post_processing=self.post_processing, rng=release_rng(self.seed),
+            progress=self._progress, on_method=running, released=released.result)
+        ours = released.result
+        done = (f"Done: {len(ours.rounds)} rounds, rho = {ours.rho_spent:.6g} spent of "
+                f"{comparison.rho:.6g} (eps = {privacy.epsilon:g}, delta = {privacy.delta:g}).")
+        if released.charged is not None:
+            note = (f"Released: charged {released.charged.describe()} to "
+                    f"{released.status.dataset.name} (AIM+GReM estimates; the comparison rows "
+                    f"are evaluation only).")
+        else:
+            note = f"Not charged: {'; '.join(released.notes)}."
+        self._dispatch(lambda: self._finish(comparison.rows(), f"{done} {note}", ""))
 
-                out = release_directory(charged.dataset.name, charged.id)
-                write_adaptive_release(out, ours, workload, privacy, knobs or {})
-                charged.record_path = str(out)
-                charged.rounds = [{"charge": what, "rho": cost} for what, cost in ours.ledger]
-                cost = charged.spent_after.spent - charged.spent_before.spent
-                note = (f"Released: charged {cost:.6g} to {charged.dataset.name} (AIM+GReM "
-                        f"estimates; the comparison rows are evaluation only).")
-            self._dispatch(lambda: self._finish(comparison.rows(), f"{done} {note}", ""))
+    def released_csv(self) -> str:
+        """The released AIM+GReM table as CSV, with its provenance lines (the record's UTC
+        time, version, mechanism, privacy, noise, post-processing, data SHA-256, budget).
+
+        Raises:
+            ValueError: nothing has been released yet.
+        """
+        released: Release | None = self.released
+        if released is None:
+            raise ValueError("aim-grem-release.csv: nothing released yet")
+        return stamped_csv(released.tables.frames["answers"], released.record)
 
     def _finish(self, rows: list[dict[str, Any]], status: str, error: str) -> None:
         self._flush()
@@ -528,7 +512,7 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
             try:
                 names = list(parse_domain(event.new.decode("utf-8"), self.domain_name).names)
             except Exception as exc:  # shown, not raised: the user fixes the file
-                self.error = str(exc).splitlines()[0]
+                self.error = one_line(exc)
                 return
             self.param.attributes.objects = names
             self.attributes = [a for a in self.attributes if a in names]
@@ -578,7 +562,10 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         )
         bar = pn.indicators.Progress(value=self.param.progress.rx.pipe(lambda v: int(round(v))),
                                      max=100, sizing_mode="stretch_width")
-        download = csv_download(self.export_frame, "adaptive.csv", css_class="adaptive-csv")
+        download = pn.Row(
+            csv_download(self.export_frame, "adaptive.csv", css_class="adaptive-csv"),
+            text_download(self.released_csv, "aim-grem-release.csv",
+                          "Download the released table", css_class="adaptive-release-csv"))
         # HTML tables: bokeh's ColumnDataSource (Tabulator) trips pandas 3 deprecations. Wider
         # than the page (11 columns), they scroll sideways instead of being cut off.
         wide = {"overflow-x": "auto"}

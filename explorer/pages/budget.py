@@ -1,13 +1,16 @@
 """Budget page: the privacy budget ledger (``engine.ledger``) of the data sets this server
 releases from.
 
-Register a data set (the bundled Adult data or an uploaded CSV, identified by the SHA-256 of its
-bytes) with a total budget in rho (zCDP), eps (pure) or (eps, delta); see every registered data
-set's spent and remaining budget as a bar (remaining also as rho and as eps at a chosen delta);
-and list a data set's releases with downloads of each release record (``release.json``) and its
-answers (``answers.csv``). Releases are charged by the pages that release (Adaptive) and by the
-CLI's ``run --out`` / ``census --out``, all against the same database: ``$DPWB_LEDGER_URL`` or a
-SQLite file under ``$DPWB_DATA_DIR``.
+Register an uploaded CSV (identified by the SHA-256 of its bytes) under any name with a total
+budget in rho (zCDP), eps (pure) or (eps, delta); the signed-in user owns it ("anonymous"
+without sign-in). The bundled Adult data is not registered: it runs in the teaching sandbox and
+is never charged. See every registered data set's spent and remaining budget as a bar
+(remaining also as rho and as eps at a chosen delta); archive a data set (its history is kept
+as evidence; it takes no new release); list a data set's releases with downloads of each
+release record (``release.json``) and its table (``answers.csv``). Releases are charged only by
+the release pipeline (``engine.workflows.release``), which the Adaptive and Census pages and
+the CLI's ``run --out`` / ``census --out`` go through, all against the same database:
+``$DPWB_LEDGER_URL`` or a SQLite file under ``$DPWB_DATA_DIR``.
 
 Example:
     >>> page = BudgetPage(ledger_url="sqlite://")
@@ -26,10 +29,10 @@ import pandas as pd
 import panel as pn
 import param
 
+from engine.errors import SpecError
+from engine.ledger import Budget, Ledger, LedgerError, fingerprint_bytes
 from engine.privacy import DEFAULT_DELTA
 
-ADULT = "Adult (bundled)"
-UPLOAD = "Uploaded CSV"
 UNIT_LABELS = {"rho (zCDP)": "rho", "eps (pure)": "epsilon", "(eps, delta)": "epsilon-delta"}
 
 
@@ -39,9 +42,9 @@ class BudgetPage(pn.viewable.Viewer):
     title = param.String(default="Budget", constant=True, doc="Page title.")
     ledger_url = param.String(default=None, allow_None=True, doc="SQLAlchemy URL of the ledger "
                               "(None: $DPWB_LEDGER_URL or the SQLite default).")
-    source = param.Selector(default=ADULT, objects=[ADULT, UPLOAD], doc="The data to register.")
     csv_file = param.Bytes(default=None, doc="Uploaded CSV (its bytes identify the data set).")
-    name = param.String(default="adult", doc="Name of the data set in the ledger.")
+    dataset_name = param.String(default="", doc="Name of the data set in the ledger (any "
+                                "name not yet registered).")
     unit = param.Selector(default="rho (zCDP)", objects=list(UNIT_LABELS),
                           doc="Unit of the total budget.")
     total = param.Number(default=1.0, bounds=(0, None), inclusive_bounds=(False, True),
@@ -67,22 +70,12 @@ class BudgetPage(pn.viewable.Viewer):
         self.param.watch(lambda _: self._load_history(), ["selected"])
 
     # ------------------------------------------------------------------------- ledger
-    def _ledger(self) -> Any:
-        from engine.ledger import Ledger
-
-        return Ledger(self.ledger_url)
-
     def refresh(self) -> None:
         """Reload every data set's status and the selected data set's history."""
-        from engine.ledger import LedgerError
-
         try:
-            ledger = self._ledger()
-            try:
+            with Ledger(self.ledger_url) as ledger:
                 rows = [self._row(ledger.status(d.name, float(self.at_delta)))
                         for d in ledger.datasets()]
-            finally:
-                ledger.close()
         except LedgerError as exc:
             self.error = str(exc)
             return
@@ -98,7 +91,9 @@ class BudgetPage(pn.viewable.Viewer):
     @staticmethod
     def _row(status: Any) -> dict[str, Any]:
         doc = status.as_json()
-        return {"data set": doc["name"], "unit": doc["unit"], "total": doc["total"],
+        return {"data set": doc["name"], "owner": doc["owner"],
+                "archived": "yes" if doc["archived"] else "no", "unit": doc["unit"],
+                "total": doc["total"],
                 "budget delta": doc["budget_delta"], "spent": doc["spent"],
                 "remaining": doc["remaining"], "remaining rho": doc["remaining_rho"],
                 "remaining eps": doc["remaining_epsilon"], "at delta": doc["at_delta"],
@@ -107,18 +102,13 @@ class BudgetPage(pn.viewable.Viewer):
                 "fingerprint": doc["fingerprint"][:12]}
 
     def _load_history(self) -> None:
-        from engine.ledger import LedgerError
-
         if self.selected is None:
             self.param.update(releases=[])
             self.param.release_id.objects = []
             return
         try:
-            ledger = self._ledger()
-            try:
+            with Ledger(self.ledger_url) as ledger:
                 history = ledger.history(self.selected)
-            finally:
-                ledger.close()
         except LedgerError as exc:
             self.error = str(exc)
             return
@@ -130,35 +120,39 @@ class BudgetPage(pn.viewable.Viewer):
         self.param.update(releases=rows, release_id=ids[-1] if ids else None)
 
     def register(self) -> None:
-        """Register the chosen data with the chosen total (errors land in ``error``)."""
-        from engine.cli.budget import data_file
-        from engine.ledger import Budget, LedgerError, fingerprint_bytes, fingerprint_file
-
+        """Register the uploaded CSV under ``dataset_name`` with the chosen total, owned by the
+        signed-in user (errors land in ``error``)."""
         try:
-            if self.source == ADULT:
-                from engine.data import adult_domain
-
-                fingerprint = fingerprint_file(data_file("adult"))
-                domain = adult_domain().to_spec()
-            else:
-                if not self.csv_file:
-                    raise LedgerError("data: upload a CSV file")
-                fingerprint, domain = fingerprint_bytes(self.csv_file), None
+            if not self.csv_file:
+                raise SpecError("data: upload a CSV file")
             unit = UNIT_LABELS[self.unit]
             budget = Budget(unit, float(self.total),
                             float(self.total_delta) if unit == "epsilon-delta" else None)
-            ledger = self._ledger()
-            try:
-                entry = ledger.register(self.name, fingerprint, budget, domain=domain,
-                                        user=pn.state.user)
-            finally:
-                ledger.close()
+            with Ledger(self.ledger_url) as ledger:
+                entry = ledger.register(self.dataset_name, fingerprint_bytes(self.csv_file),
+                                        budget, user=pn.state.user)
+        except (SpecError, LedgerError) as exc:
+            self.error = str(exc)
+            return
+        self.param.update(status=f"Registered {entry.name} (owner {entry.owner}) with "
+                                 f"{entry.budget.describe()}.", error="")
+        self.refresh()
+        self.selected = entry.name
+
+    def archive(self) -> None:
+        """Archive the selected data set (its owner only; errors land in ``error``)."""
+        if self.selected is None:
+            self.error = "data set: choose a data set to archive"
+            return
+        try:
+            with Ledger(self.ledger_url) as ledger:
+                entry = ledger.archive(self.selected, user=pn.state.user)
         except LedgerError as exc:
             self.error = str(exc)
             return
-        self.status = f"Registered {entry.name} with {entry.budget.describe()}."
+        self.param.update(status=f"Archived {entry.name}: its history is kept; it takes no new "
+                                 "release.", error="")
         self.refresh()
-        self.selected = entry.name
 
     def record_file(self, name: str) -> io.BytesIO | None:
         """The selected release's ``release.json`` or ``answers.csv`` (None when absent)."""
@@ -189,16 +183,23 @@ class BudgetPage(pn.viewable.Viewer):
             return self._view
         self.refresh()
         upload = pn.widgets.FileInput(accept=".csv", label="CSV records")
-        upload.param.watch(lambda e: setattr(self, "csv_file", e.new), "value")
+        upload.param.watch(lambda e: self.param.update(
+            csv_file=e.new, dataset_name=self.dataset_name or Path(upload.filename or "").stem),
+            "value")
+        archive = pn.widgets.Button(label="Archive the selected data set", color="warning",
+                                    css_classes=["budget-archive"])
+        archive.on_click(lambda _: self.archive())
         register = pn.widgets.Button(label="Register", color="primary")
         register.on_click(lambda _: self.register())
         reload = pn.widgets.Button(label="Refresh")
         reload.on_click(lambda _: self.refresh())
         controls = pn.Column(
             pn.pane.Markdown("**Register a data set**", margin=(0, 10)),
-            pn.widgets.RadioButtonGroup.from_param(self.param.source),
-            pn.Column(upload, visible=self.param.source.rx() == UPLOAD),
-            pn.widgets.TextInput.from_param(self.param.name, name="Name"),
+            upload,
+            pn.pane.Markdown("The bundled Adult data runs in the teaching sandbox: it is never "
+                             "charged, so it is not registered here."),
+            pn.widgets.TextInput.from_param(self.param.dataset_name, name="Name",
+                                            css_classes=["budget-name"]),
             pn.widgets.Select.from_param(self.param.unit, name="Unit"),
             pn.widgets.FloatInput.from_param(self.param.total, name="Total budget",
                                              css_classes=["budget-total"]),
@@ -237,6 +238,7 @@ class BudgetPage(pn.viewable.Viewer):
                               sizing_mode="stretch_width", css_classes=["budget-history"]),
             pn.Row(pn.widgets.Select.from_param(self.param.release_id, name="Release"),
                    json_download, csv_download),
+            archive,
             sizing_mode="stretch_width",
         )
         self._view = pn.Row(controls, body, sizing_mode="stretch_width")

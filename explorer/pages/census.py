@@ -9,6 +9,14 @@ The table downloads as ``census.csv``: plain CSV, counts as whole numbers, with 
 privacy level, noise and hierarchy as columns (those of
 :data:`explorer.components.exports.SCENARIO_COLUMNS`, as the other pages' exports).
 
+The trials are evaluation only (they score releases against the true data). **Release**
+draws one release of the chosen variant through the release pipeline
+(``engine.workflows.release``): an uploaded hierarchy registered on the Budget page is charged
+(pure eps) before any noise is drawn, refused past its budget with what still fits, and kept
+beside the ledger; the released table (``census-release.csv``, with its provenance lines)
+downloads here. Synthetic hierarchies release nothing private, a seeded release is teaching
+only; neither is charged.
+
 Privacy unit: one *individual* joining or leaving a group (household); the number of groups
 n is public. The page says so next to the controls.
 
@@ -22,15 +30,30 @@ Example:
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pandas as pd
 import panel as pn
 import param
 
+from engine.errors import Cancelled, SpecError, one_line
+from engine.ledger import BudgetExceeded, fingerprint_bytes
 from engine.noise import SEEDED_LABEL
-from engine.workflows.evaluate import CENSUS_VARIANT_TITLES, CENSUS_VARIANTS
-from explorer.components.exports import SCENARIO_COLUMNS, csv_download
+from engine.privacy import Privacy
+from engine.progress import Progress
+from engine.workflows.evaluate import (
+    CENSUS_VARIANT_TITLES,
+    CENSUS_VARIANTS,
+    census_row,
+    census_trials,
+    example_hierarchy,
+    load_hierarchy,
+    synthetic_hierarchy,
+)
+from engine.workflows.release import Release, release
+from engine.workflows.release_files import stamped_csv
+from explorer.components.exports import SCENARIO_COLUMNS, csv_download, text_download
 from explorer.components.notes import learn_note
 from explorer.components.worker import BackgroundRun
 
@@ -135,6 +158,11 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
     progress = param.Number(default=0.0, bounds=(0.0, 100.0), doc="Share of trials done (%).")
     results = param.List(default=[], doc="One summary row per variant.")
     description = param.String(default="", doc="One line describing the hierarchy.")
+    release_variant = param.Selector(default="dp", objects=VARIANT_CHOICES,
+                                     doc="The variant Release draws one release of.")
+    ledger_url = param.String(default=None, allow_None=True, doc="SQLAlchemy URL of the budget "
+                              "ledger (None: $DPWB_LEDGER_URL or the SQLite default).")
+    release_status = param.String(default="", doc="What the last Release did (one line).")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -144,32 +172,26 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         # The privacy settings the shown results were run with: the CSV describes them, not
         # the widgets now.
         self._run_settings: dict[str, Any] | None = None
+        #: the last release through the pipeline (record, tables, ledger status)
+        self.released: Release | None = None
 
     # ----------------------------------------------------------------- engine objects
     def load_hierarchy(self) -> Any:
         """The hierarchy chosen by ``source`` (a SpecError names what is wrong)."""
-        from engine.workflows import evaluate as experiments
-
         if self.source == EXAMPLE:
-            return experiments.example_hierarchy()
+            return example_hierarchy()
         if self.source == UPLOAD:
-            import io
-
-            from engine.errors import SpecError
-
             if not self.csv_file:
                 raise SpecError("upload: choose a hierarchy CSV first")
             if self.max_size is None:
                 raise SpecError("max size: required for an uploaded hierarchy (the size range "
                                 "must be public, not read from the private CSV)")
-            return experiments.load_hierarchy(io.StringIO(self.csv_file.decode("utf-8")),
-                                              max_size=self.max_size)
-        return experiments.synthetic_hierarchy(self.synthetic_spec)
+            return load_hierarchy(io.StringIO(self.csv_file.decode("utf-8")),
+                                  max_size=self.max_size)
+        return synthetic_hierarchy(self.synthetic_spec)
 
     def weights(self) -> list[float]:
         """Parsed ``level_weights`` (empty unless the split is user-set)."""
-        from engine.errors import SpecError
-
         if self.split != "user":
             return []
         try:
@@ -180,8 +202,6 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
 
     # ------------------------------------------------------------------------ running
     def _prepare(self) -> None:
-        from engine.progress import Progress
-
         self._progress = Progress()
         self.evaluations = {}
         self._run_settings = self.privacy_settings()
@@ -189,9 +209,6 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
                           status="Loading the hierarchy...")
 
     def _job(self) -> None:
-        from engine.errors import Cancelled
-        from engine.workflows.evaluate import census_row, census_trials
-
         rows: list[dict[str, Any]] = []
         status, error = "", ""
 
@@ -217,9 +234,48 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         except Cancelled:
             status = f"Cancelled: {len(rows)} variant(s) finished."
         except Exception as exc:  # shown on the page: the user fixes the input
-            error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            error = one_line(exc)
             status = "Stopped by an error."
         self._dispatch(lambda: self._finish(rows, status, error))
+
+    def make_release(self) -> None:
+        """Draw one release of ``release_variant`` through the release pipeline (charged when
+        the uploaded hierarchy is registered; module docstring). The outcome lands in
+        ``release_status`` and ``error``; the release in :attr:`released`."""
+        try:
+            hierarchy = self.load_hierarchy()
+            upload = self.source == UPLOAD
+            released = release(
+                "hierarchical-pgsr", data=hierarchy,
+                knobs={"variant": self.release_variant, "noise": self.noise,
+                       "split": self.split, "level_weights": self.weights()},
+                privacy=Privacy(noise="laplace", epsilon=float(self.epsilon)),
+                fingerprint=fingerprint_bytes(self.csv_file) if upload else None,
+                seed=self.seed, store=True, ledger=self.ledger_url, user=pn.state.user)
+        except BudgetExceeded as exc:
+            self.param.update(release_status="Refused: nothing was released.", error=str(exc))
+            return
+        except Exception as exc:  # shown on the page: the user fixes the input
+            self.param.update(release_status="Not released.", error=one_line(exc))
+            return
+        self.released = released
+        checks = released.record.get("consistency_violations", 0)
+        charged = "; ".join(released.notes)
+        if released.charged is None:
+            charged = f"not charged: {charged}"
+        self.param.update(error="", release_status=(
+            f"Released {self.release_variant} at eps = {self.epsilon:g} "
+            f"({checks} consistency violations); {charged}."))
+
+    def released_csv(self) -> str:
+        """The last release's table as CSV with its provenance lines.
+
+        Raises:
+            ValueError: nothing has been released yet.
+        """
+        if self.released is None:
+            raise ValueError("census-release.csv: nothing released yet")
+        return stamped_csv(self.released.tables.frames["answers"], self.released.record)
 
     def _loaded(self, hierarchy: Any) -> None:
         self.hierarchy = hierarchy
@@ -397,6 +453,14 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
 
         upload.param.watch(take_csv, "value")
         run = pn.widgets.Button(label="Run trials", color="primary")
+        release_button = pn.widgets.Button(label="Release", color="success",
+                                           css_classes=["census-release"])
+        release_button.on_click(lambda event: self.make_release())
+        release_download = text_download(self.released_csv, "census-release.csv",
+                                         "Download the released table",
+                                         css_class="census-release-csv")
+        release_download.visible = self.param.release_status.rx.pipe(
+            lambda text: text.startswith("Released"))
         cancel = pn.widgets.Button(label="Cancel", color="warning")
         run.on_click(lambda event: self.start())
         cancel.on_click(lambda event: self.cancel())
@@ -424,6 +488,12 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             pn.pane.Alert(SEEDED_LABEL, alert_type="warning",
                           visible=self.param.seed.rx().rx.is_not(None)),
             pn.Row(run, cancel),
+            pn.pane.Markdown("**Release** (one draw, through the budget ledger)",
+                             margin=(0, 10)),
+            pn.widgets.Select.from_param(self.param.release_variant, label="Variant to release"),
+            release_button,
+            pn.pane.Markdown(self.param.release_status, css_classes=["census-release-status"]),
+            release_download,
             pn.pane.Markdown(PRIVACY_NOTE),
             width=320,
         )
@@ -460,9 +530,11 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         body = pn.Column(
             pn.pane.Markdown(
                 f"# {self.title}\n\nPrivate group-size histograms (how many households of "
-                "each size) for every region of a hierarchy, released consistently: counts "
-                "are non-negative integers, parents equal the sums of their children and every "
-                "level sums to the public n (Fioretto, Van Hentenryck & Zhu 2021). Errors are "
+                "each size) for every region of a hierarchy. The consistent variants (dp, cdp, "
+                "chain, topdown) release non-negative integers, parents equal to the sums of "
+                "their children and every level summing to the public n; relaxed and gls are "
+                "baselines that may not be (see the violations column) (Fioretto, Van "
+                "Hentenryck & Zhu 2021). Errors are "
                 "Monte Carlo RMSE per (size, region) query against the true data "
                 "(evaluation only)."),
             learn_note(NOTE),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 distributed = pytest.importorskip("distributed")
@@ -374,7 +375,7 @@ def test_run_planned_on_a_scheduler_releases_the_serial_answers(
         out = tmp_path / f"out{len(docs)}"
         assert main([*args, *flags, "--json", "--out", str(out)]) == 0
         docs.append(json.loads(capsys.readouterr().out))
-        docs[-1]["answers"] = np.loadtxt(out / "answers.csv", delimiter=",", skiprows=2, usecols=2)
+        docs[-1]["answers"] = pd.read_csv(out / "answers.csv", comment="#")["answer"].to_numpy()
     serial = docs[0]
     assert serial["answers"].size == 8 * 2 + 8 + 2  # age x sex prefixes, then the 1-way
     for remote in docs[1:]:
@@ -393,7 +394,8 @@ def test_run_on_an_unreachable_scheduler_fails_before_the_ledger_note(
     args = ["run", str(spec), "--data", str(data), "--mechanism", "identity", "--ledger", ledger]
     assert main(args) == 0  # without the flag the ledger notes on stderr what it charged
     assert capsys.readouterr().err.splitlines() == [
-        "note: evaluation only (no --out): nothing is released; the budget ledger is not charged"
+        "note: evaluation only: nothing is written, so nothing is released; the budget ledger "
+        "is not charged"
     ]
     assert main([*args, "--scheduler", "tcp://127.0.0.1:1"]) == 2
     out, err = capsys.readouterr()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -119,8 +120,15 @@ def test_over_budget_is_refused_and_nothing_is_written(url: str) -> None:
           ledger.reserve("people", Cost.zcdp(0.5), mechanism="identity")):
         ran.append(True)  # the release body never runs: no noise is drawn
     message = str(refused.value)
+    left = cdp_eps(0.4, 1e-6)
+    assert 4.5 < left < 4.7  # 0.4 + 2 sqrt(0.4 ln 1e6) = 5.10 is the looser bound
     assert message == ("budget: refused: data set 'people' has spent 0.6 / requested 0.5 "
-                       "(rho=0.5) / total 1 (rho); nothing was released")
+                       "(rho=0.5) / total 1 (rho); nothing was released; remaining: rho = 0.4 "
+                       f"= eps {left:.6g} at delta = 1e-06")
+    assert ledger.refusal("people", Cost.zcdp(0.5)) == message  # the preview, nothing written
+    assert ledger.refusal("people", Cost.zcdp(0.4)) is None
+    assert ledger.refusal("people", Cost.zcdp(0.5), at_delta=1e-9).endswith(
+        f"remaining: rho = 0.4 = eps {cdp_eps(0.4, 1e-9):.6g} at delta = 1e-09")
     assert ran == [] and len(ledger.history("people", all_statuses=True)) == 1
     with ledger.reserve("people", Cost.zcdp(0.4), mechanism="identity"):  # exactly the rest
         pass
@@ -198,7 +206,7 @@ def test_schema_is_at_the_alembic_head(url: str, tmp_path: Path) -> None:
     Ledger(url).close()
     Ledger(url).close()  # opening again is a no-op upgrade
     with sqlite3.connect(tmp_path / "ledger.sqlite") as conn:
-        assert conn.execute("select version_num from alembic_version").fetchall() == [("0001",)]
+        assert conn.execute("select version_num from alembic_version").fetchall() == [("0002",)]
         tables = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
     assert {"datasets", "releases", "alembic_version"} <= tables
 
@@ -240,9 +248,55 @@ def test_epsilon_delta_refusal_states_the_unit(url: str) -> None:
         pass
     assert str(refused.value) == ("budget: refused: data set 'people' has spent 0.75 / requested "
                                   "0.5 (eps=0.5) / total 1 (eps at delta=1e-06); nothing was "
-                                  "released")
+                                  "released; remaining: eps = 0.25 at delta = 1e-06")
     rest = ledger.status("people").spent.remaining_rho
     assert cdp_eps(rest, 1e-6) == pytest.approx(0.25, rel=1e-9)
     with ledger.reserve("people", Cost.zcdp(rest * (1 - 1e-9)), mechanism="identity"):
         pass
     assert ledger.status("people").spent.remaining == pytest.approx(0.0, abs=1e-8)
+
+
+def test_owner_and_archive(url: str) -> None:
+    with Ledger(url) as ledger:
+        mine = ledger.register("mine", FINGERPRINT, Budget("rho", 1.0), user="alice")
+        anon = ledger.register("demo", "cd" * 32, Budget("rho", 1.0))
+        assert (mine.owner, anon.owner, anon.archived) == ("alice", "anonymous", None)
+        with pytest.raises(LedgerError, match="^archive: 'mine' belongs to alice; only its "
+                                              "owner can archive it$"):
+            ledger.archive("mine", user="bob")
+        with ledger.reserve("mine", Cost.zcdp(0.25), mechanism="identity"):
+            pass
+        archived = ledger.archive("mine", user="alice")
+        assert archived.archived is not None and ledger.archive("demo").archived is not None
+        message = ("dataset: 'mine' is archived (its history is kept as evidence; it takes no "
+                   "new release)")
+        with (pytest.raises(LedgerError, match=re.escape(message)),
+              ledger.reserve("mine", Cost.zcdp(0.25), mechanism="identity")):
+            pass
+        assert ledger.refusal("mine", Cost.zcdp(0.1)) == message
+        assert len(ledger.history("mine", all_statuses=True)) == 1  # history kept
+        assert ledger.status("mine").as_json()["archived"] is True
+
+
+def test_migration_0002_gives_old_rows_an_owner(url: str, tmp_path: Path) -> None:
+    import sqlalchemy as sa
+    from alembic import command
+    from alembic.config import Config
+
+    from engine.ledger.store import MIGRATIONS
+
+    engine = sa.create_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0001")
+        for name, by in (("old", "local:carol"), ("older", None)):
+            conn.execute(sa.text(
+                "insert into datasets (name, fingerprint, budget_unit, budget_total, created, "
+                "created_by) values (:n, :f, 'rho', 1.0, '2026-11-24 00:00:00', :by)"),
+                {"n": name, "f": name * 8, "by": by})
+    engine.dispose()
+    with Ledger(url) as ledger:
+        assert [(d.name, d.owner, d.archived) for d in ledger.datasets()] == [
+            ("old", "local:carol", None), ("older", "anonymous", None)]

@@ -86,7 +86,8 @@ def test_post_processing_choice_is_labelled_in_the_table():
 def test_upload_needs_a_public_domain():
     page = AdaptivePage(dataset=UPLOAD, csv_file=b"a,b\n0,1\n1,1\n")
     page.run()
-    assert page.error.startswith("SpecError") and "never inferred" in page.error
+    assert page.error.startswith("domain: upload a public domain file")
+    assert "never inferred" in page.error
     assert page.results == [] and not page.running
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
 import holoviews as hv
 import pandas as pd
@@ -132,7 +133,8 @@ def test_pages_draw_from_os_entropy_unless_seeded():
     unseeded.run()
     # The export is one plain table: the seeded label is a column on every row.
     assert set(seeded.export_frame()["release"]) == {SEEDED_LABEL}
-    assert set(unseeded.export_frame()["release"]) == {"OS entropy"}
+    # the bundled Adult data is the teaching sandbox: never charged, and labelled so
+    assert set(unseeded.export_frame()["release"]) == {"teaching: not a private release"}
 
 
 def test_counts_print_as_whole_numbers_and_the_note_explains_variants(page):
@@ -217,3 +219,42 @@ def test_tree_view_table_prints_group_counts_as_a_person_reads_them(page):
     assert not [c for c in cells if re.fullmatch(r"[\d,]+\.\d{2,}", c)]
     released = page._children_table("nation", "gls")["released groups"]
     assert f"<td>{released.iloc[1]:,.1f}</td>" in html
+
+
+def test_release_is_charged_recorded_downloadable_and_refused_with_what_remains(tmp_path):
+    from engine.ledger import Budget, Ledger, fingerprint_bytes
+
+    hierarchy = synthetic_census(SPEC)
+    path = tmp_path / "h.csv"
+    write_hierarchy_csv(hierarchy, path)
+    content = path.read_bytes()
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    with Ledger(url) as ledger:
+        ledger.register("towns", fingerprint_bytes(content), Budget("epsilon", 1.5))
+    page = CensusPage(source=UPLOAD, csv_file=content, max_size=6, epsilon=1.0,
+                      release_variant="dp", ledger_url=url)
+    page.make_release()
+    assert page.error == "", page.error
+    assert page.release_status == ("Released dp at eps = 1 (0 consistency violations); charged "
+                                   "eps=1 to towns: spent 1 of eps=1.5.")
+    table = pd.read_csv(io.StringIO(page.released_csv()), comment="#")
+    assert list(table.columns) == ["level", "region", "size", "count"]
+    assert len(table) == (1 + 2 + 5) * 7  # every region x size bucket 1..6, 6+
+    counts = table["count"].to_numpy()
+    assert (counts >= 0).all() and (counts == counts.round()).all()
+    by_level = table.groupby("level")["count"].sum()
+    assert list(by_level) == [300, 300, 300]  # every level sums to the public n
+    record = page.released.record
+    assert record["budget"]["spent"] == 1.0 and record["budget"]["remaining"] == 0.5
+    assert record["privacy_unit"] == "one individual joining or leaving a group"
+    with Ledger(url) as ledger:
+        (entry,) = ledger.history("towns")
+    assert (Path(entry.record_path) / "answers.csv").exists()
+    page.make_release()
+    assert page.release_status == "Refused: nothing was released."
+    assert page.error.endswith("nothing was released; remaining: eps = 0.5")
+    synthetic = CensusPage(synthetic_spec=SPEC, release_variant="relaxed", ledger_url=url)
+    synthetic.make_release()
+    assert synthetic.release_status.endswith(
+        "not charged: synthetic data: nothing private is released; the budget ledger is not "
+        "charged.")

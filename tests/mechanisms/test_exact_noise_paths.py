@@ -69,17 +69,16 @@ def test_pgm_selection_is_the_exponential_mechanism_over_allowed_candidates() ->
 def test_adaptive_release_record_states_the_exact_noise(tmp_path) -> None:
     from engine.data import Dataset
     from engine.domain import Domain
-    from engine.ledger.records import write_adaptive_release
-    from engine.mechanisms.aim_grem.mechanism import AIMGReM
     from engine.privacy import Privacy
+    from engine.workflows.release import release
     from engine.workloads import Workload
 
     d = Domain.from_sizes([2, 3, 2])
     workload = Workload.marginals(d, k=2)
     privacy = Privacy(noise="zcdp", rho=1.0)
     data = Dataset.synthetic(d, 500, rng=0, correlation=0.5)
-    result = AIMGReM().run(workload, privacy, data)
-    record = write_adaptive_release(tmp_path / "release", result, workload, privacy, {})
+    record = release("aim-grem", data=data, workload=workload, privacy=privacy,
+                     out=tmp_path / "release").record
     assert record["noise"]["sampler"] == "discrete_gaussian" and record["noise"]["exact"]
     assert "exponential_mechanism" in record["noise"]["selection"]
     assert sum(row["rho"] for row in record["ledger"]) == pytest.approx(1.0, abs=1e-12)

@@ -1,9 +1,11 @@
-"""The budget ledger in the browser: register Adult with a budget that admits two adaptive
-releases, release twice from the Adaptive page and watch the spent bar move, be refused the
-third time with the ledger's message on the page, and find both releases on the Budget page."""
+"""The budget ledger in the browser: register an uploaded CSV under its own name with a budget
+that admits two adaptive releases, release twice from the Adaptive page (the same CSV and its
+public domain) and watch the spent bar move, be refused the third time with the ledger's message
+and what remains on the page, and find both releases on the Budget page."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -36,17 +38,31 @@ def bar_value(page, selector: str) -> str | None:
     return page.locator(f"{selector} progress").first.get_attribute("value")
 
 
-def test_two_releases_then_refused(browser, served: str) -> None:
+def test_two_releases_then_refused(browser, served: str, tmp_path) -> None:
     rho = cdp_rho(1.0, 1e-9)  # the Adaptive page's default (eps, delta) = (1, 1e-9)
+    records = tmp_path / "survey.csv"
+    records.write_text("a,b,c\n" + "".join(f"{i % 3},{(i // 3) % 2},{(i * 7) % 2}\n"
+                                           for i in range(300)))
+    domain = tmp_path / "domain.json"
+    domain.write_text(json.dumps({"a": 3, "b": 2, "c": 2}))
     budget = open_page(browser, f"{served}/app?page=budget", ".budget-total")
+    budget.locator("input[type=file]").set_input_files(str(records))
+    name = budget.locator(".budget-name input")
+    name.fill("people survey")
+    name.press("Enter")
     total = budget.locator(".budget-total input")
     total.fill(f"{2.5 * rho:.12g}")
     total.press("Enter")
     budget.get_by_role("button", name="Register").click()
-    expect(budget.get_by_text("Registered adult with rho=")).to_be_visible()
+    expect(budget.get_by_text("Registered people survey (owner anonymous) with rho=")
+           ).to_be_visible()
     expect(budget.locator(".budget-bar progress").first).to_have_attribute("value", "0")
 
     adaptive = open_page(browser, f"{served}/app?page=adaptive", ".adaptive-status")
+    adaptive.get_by_role("button", name="Uploaded CSV + domain").click()
+    files = adaptive.locator("input[type=file]")
+    files.nth(0).set_input_files(str(records))
+    files.nth(1).set_input_files(str(domain))
     run = adaptive.get_by_role("button", name="Run")
     for spent in ("40", "80"):
         run.click()
@@ -55,9 +71,10 @@ def test_two_releases_then_refused(browser, served: str) -> None:
         expect(adaptive.get_by_text(f"in {int(spent) // 40} releases;").first).to_be_visible()
         expect(run).to_be_enabled(timeout=RUN_TIMEOUT_MS)
     run.click()
-    expect(adaptive.get_by_text(f"budget: refused: data set 'adult' has spent {2 * rho:.6g} / "
-                                f"requested {rho:.6g}").first).to_be_visible(
-        timeout=RUN_TIMEOUT_MS)
+    expect(adaptive.get_by_text(
+        f"budget: refused: data set 'people survey' has spent {2 * rho:.6g} / requested "
+        f"{rho:.6g}").first).to_be_visible(timeout=RUN_TIMEOUT_MS)
+    expect(adaptive.get_by_text(f"remaining: rho = {0.5 * rho:.6g} = eps").first).to_be_visible()
     assert bar_value(adaptive, ".adaptive-budget-bar") == "80"
     save_screenshot(adaptive, "budget-refused-on-adaptive")
 

@@ -11,6 +11,7 @@ from engine.cli.main import main
 from engine.ledger import Ledger
 from engine.mechanisms.hierarchical.io import write_hierarchy_csv
 from engine.mechanisms.hierarchical.synthetic import synthetic_census
+from engine.privacy import cdp_eps
 
 
 @pytest.fixture
@@ -37,8 +38,11 @@ def test_run_is_charged_then_refused_with_nothing_written(capsys, scenario, tmp_
         assert err.strip() == f"note: charged rho=0.5 to people: spent {0.5 * n:g} of rho=1.2"
     status, out, err = cli(capsys, *run, "--out", str(tmp_path / "r3"))
     assert status == 2 and out == ""
+    remaining_eps = cdp_eps(0.2, 1e-6)
+    assert 3.0 < remaining_eps < 3.2  # CKS: tighter than rho + 2 sqrt(rho ln(1/delta)) = 3.52
     assert err.strip() == ("error: budget: refused: data set 'people' has spent 1 / requested "
-                           "0.5 (rho=0.5) / total 1.2 (rho); nothing was released")
+                           "0.5 (rho=0.5) / total 1.2 (rho); nothing was released; remaining: "
+                           f"rho = 0.2 = eps {remaining_eps:.6g} at delta = 1e-06")
     assert list((tmp_path / "r3").iterdir()) == []  # --out made the directory, nothing in it
     status, out, _ = cli(capsys, "budget", "history", "people", "--ledger", url, "--json")
     releases = json.loads(out)["releases"]
@@ -66,8 +70,8 @@ def test_seeded_evaluation_and_unregistered_runs_say_so(capsys, scenario, tmp_pa
     assert err.strip() == "note: seeded run: not a private release; the budget ledger is not "\
                           "charged"
     _, _, err = cli(capsys, *run)
-    assert err.strip() == ("note: evaluation only (no --out): nothing is released; the budget "
-                           "ledger is not charged")
+    assert err.strip() == ("note: evaluation only: nothing is written, so nothing is released; "
+                           "the budget ledger is not charged")
     assert Ledger(url).history("people") == []
 
 
@@ -83,7 +87,8 @@ def test_census_charges_pure_epsilon(capsys, tmp_path) -> None:
     status, _, err = cli(capsys, *census, "--epsilon", "0.75", "--out", str(tmp_path / "c2"))
     assert status == 2 and err.strip() == (
         "error: budget: refused: data set 'toy' has spent 1 / requested 0.75 (eps=0.75) / "
-        "total 1.5 (eps); nothing was released")
+        "total 1.5 (eps); nothing was released; remaining: eps = 0.5")
+    assert list((tmp_path / "c2").iterdir()) == []
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -110,3 +115,67 @@ def test_corrupted_ledger_file_is_one_line_from_the_cli(capsys, tmp_path) -> Non
     status, _, err = cli(capsys, "budget", "show", "--ledger", f"sqlite:///{bad}")
     assert status == 2
     assert err.strip() == f"error: ledger: cannot open {str(bad)!r}: file is not a database"
+
+
+def test_bundled_demo_data_is_never_registered_nor_charged(capsys, scenario, tmp_path) -> None:
+    spec, _, url = scenario
+    status, out, err = cli(capsys, "budget", "init", "--data", "adult", "--name", "demo",
+                           "--rho", "1", "--ledger", url)
+    assert status == 2 and err.strip() == (
+        "error: --data: 'adult' is bundled demo data: it runs in the teaching sandbox and is "
+        "never charged; register your own CSV")
+    adult = tmp_path / "adult.yaml"
+    adult.write_text("domain: {sex: 2, race: 5}\nworkload:\n  - marginals: {k: 1}\n"
+                     "privacy: {noise: zcdp, rho: 0.5}\n")
+    status, _, err = cli(capsys, "run", str(adult), "--data", "adult", "--mechanism",
+                         "identity", "--ledger", url, "--out", str(tmp_path / "demo"))
+    assert status == 0
+    assert err.strip() == ("note: teaching: not a private release: the teaching sandbox "
+                           "(bundled demo data) is never charged to the budget ledger")
+    record = json.loads((tmp_path / "demo" / "release.json").read_text())
+    assert record["notice"] == "teaching: not a private release" and record["teaching"]
+    first = (tmp_path / "demo" / "answers.csv").read_text().splitlines()[0]
+    assert first == "# release: teaching: not a private release"
+    assert not (tmp_path / "ledger.sqlite").exists()
+
+
+def test_owner_archive_and_a_yaml_12_domain(capsys, scenario, tmp_path) -> None:
+    spec, data, url = scenario
+    domain = tmp_path / "domain.yaml"
+    domain.write_text("answer: {size: 2, labels: [no, yes]}\n")  # YAML 1.1 would read False
+    status, out, _ = cli(capsys, "budget", "init", "--data", str(data), "--name", "mine",
+                         "--rho", "1", "--domain", str(domain), "--ledger", url, "--json")
+    assert status == 0 and json.loads(out)["owner"].startswith("local:")
+    with Ledger(url) as ledger:
+        assert ledger.require("mine").domain == {"answer": {"size": 2, "labels": ["no", "yes"]}}
+    status, out, _ = cli(capsys, "budget", "archive", "mine", "--ledger", url)
+    assert status == 0 and out.startswith("archived mine (")
+    status, out, err = cli(capsys, "run", str(spec), "--data", str(data), "--mechanism",
+                           "identity", "--ledger", url, "--out", str(tmp_path / "late"))
+    assert status == 2 and err.strip() == (
+        "error: dataset: 'mine' is archived (its history is kept as evidence; it takes no new "
+        "release)")
+    assert list((tmp_path / "late").iterdir()) == []
+    status, out, _ = cli(capsys, "budget", "show", "mine", "--ledger", url, "--json")
+    assert json.loads(out)["datasets"][0]["archived"] is True
+
+
+def test_teaching_runs_are_never_charged(capsys, scenario, tmp_path) -> None:
+    spec, data, url = scenario
+    cli(capsys, "budget", "init", "--data", str(data), "--name", "people", "--rho", "1",
+        "--ledger", url)
+    status, out, err = cli(capsys, "run", str(spec), "--data", str(data), "--mechanism",
+                           "identity", "--ledger", url, "--out", str(tmp_path / "t"),
+                           "--teaching", "--json")
+    assert status == 0 and json.loads(out)["notice"] == "teaching: not a private release"
+    assert err.startswith("note: teaching: not a private release: the teaching sandbox")
+    census = tmp_path / "census.csv"
+    write_hierarchy_csv(synthetic_census("preset=toy"), census)
+    cli(capsys, "budget", "init", "--data", str(census), "--name", "toy", "--epsilon", "1",
+        "--ledger", url)
+    status, out, _ = cli(capsys, "census", "--data", str(census), "--max-size", "7",
+                         "--trials", "1", "--ledger", url, "--out", str(tmp_path / "c"),
+                         "--teaching", "--json")
+    assert status == 0 and json.loads(out)["release"]["teaching"] is True
+    with Ledger(url) as ledger:
+        assert ledger.history("people") == [] and ledger.history("toy") == []

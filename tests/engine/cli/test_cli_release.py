@@ -18,6 +18,17 @@ from engine.privacy import Privacy
 from engine.scenario import Scenario
 
 
+def table_lines(path) -> list[str]:
+    """The lines of a released CSV after its ``#`` provenance lines."""
+    return [line for line in path.read_text().splitlines() if not line.startswith("#")]
+
+
+def provenance(path) -> dict[str, str]:
+    """The ``# key: value`` lines of a released CSV."""
+    return dict(line[2:].split(": ", 1) for line in path.read_text().splitlines()
+                if line.startswith("# "))
+
+
 def run_json(capsys, *argv: str) -> dict:
     assert main([*argv, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
@@ -53,7 +64,7 @@ def test_seeded_runs_repeat_and_say_they_are_not_private(capsys, scenario, tmp_p
     out = tmp_path / "seeded"
     assert main([*argv, "--out", str(out)]) == 0
     capsys.readouterr()
-    assert (out / "answers.csv").read_text().splitlines()[0] == f"# {SEEDED_LABEL}"
+    assert (out / "answers.csv").read_text().splitlines()[0] == f"# release: {SEEDED_LABEL}"
     assert json.loads((out / "release.json").read_text())["notice"] == SEEDED_LABEL
 
 
@@ -73,9 +84,18 @@ def test_out_writes_the_answers_and_the_record(capsys, scenario, tmp_path) -> No
     assert record["seeded"] is False and record["package_version"]
     plan = get("identity").plan(Scenario.load(spec).workload, Privacy(noise="zcdp", rho=0.5))
     assert record["expected_rmse"] == pytest.approx(plan.rmse(), rel=1e-12)  # factor 1
-    with (out / "answers.csv").open() as fh:
-        rows = list(csv.reader(fh))
+    rows = list(csv.reader(table_lines(out / "answers.csv")))
     assert rows[0] == ["query", "term", "answer"] and len(rows) == 17
+    stamp = provenance(out / "answers.csv")
+    assert stamp["release"] == "private release" and stamp["mechanism"] == "identity"
+    assert stamp["time"] == record["time"] and stamp["time"].endswith("+00:00")  # UTC
+    assert stamp["package_version"] == record["package_version"]
+    assert json.loads(stamp["privacy"]) == {"noise": "zcdp", "rho": 0.5}
+    assert stamp["privacy_unit"] == "one record (add/remove) of the data"
+    assert json.loads(stamp["noise"])["scale"] == record["noise"]["scale"] > 0
+    assert stamp["post_processing"].startswith("none: the raw least-squares estimates")
+    assert stamp["data_sha256"] == record["data_sha256"] and len(record["data_sha256"]) == 64
+    assert json.loads(stamp["budget"])["charged"] is False
     answers = np.array([float(r[2]) for r in rows[1:]])
     assert np.array_equal(answers, np.round(answers))  # on the integer grid
 
@@ -110,7 +130,7 @@ def test_aim_grem_run_records_its_ledger(capsys, tmp_path) -> None:
     assert ledger and sum(row["rho"] for row in ledger) == pytest.approx(1.0, rel=1e-9)
     assert doc["release"]["noise"]["exact"] is True  # discrete Gaussian, exact selection
     assert "exponential" in doc["release"]["noise"]["selection"]
-    rows = (out / "answers.csv").read_text().splitlines()
+    rows = table_lines(out / "answers.csv")
     assert rows[0] == "marginal,cell,answer" and len(rows) == 1 + 3 * 4 + 3 * 2 + 4 * 2
 
 
@@ -161,7 +181,7 @@ def test_census_needs_a_public_size_range(capsys, tmp_path) -> None:
     record = json.loads((out / "release.json").read_text())
     assert record["noise"]["sampler"] == "discrete_laplace" and record["noise"]["exact"]
     assert record["domain"]["sizes"]["max_size"] == 9
-    rows = (out / "answers.csv").read_text().splitlines()
+    rows = table_lines(out / "answers.csv")
     assert rows[0] == "level,region,size,count" and len(rows) == 1 + (1 + 3 + 8) * 10
 
 
@@ -186,8 +206,8 @@ def test_census_laplace_sampler_releases_exact_noise_on_its_grid(capsys, tmp_pat
     noise = json.loads((out / "release.json").read_text())["noise"]
     assert noise["sampler"] == "discrete_laplace" and noise["exact"] is True
     assert noise["grid_exponent"] == 10 and noise["grid_spacing"] == 2.0**-10
-    with (out / "answers.csv").open() as fh:
-        counts = np.array([float(row["count"]) for row in csv.DictReader(fh)])
+    counts = np.array([float(row["count"])
+                       for row in csv.DictReader(table_lines(out / "answers.csv"))])
     # the released hierarchy (post-processed to consistent counts) lies on the grid 2**-10
     assert np.array_equal(counts * 1024, np.round(counts * 1024)) and counts.sum() > 0
     seeded = [run_json(capsys, *argv, "--seed", "4") for _ in range(2)]
