@@ -65,6 +65,37 @@ def describe_row(attribute: Attribute, row: np.ndarray, index: int, block: str) 
     return f"{attribute.name} {value_label(attribute, lo)} to {value_label(attribute, hi)}"
 
 
+def run_value(attribute: Attribute, lo: int, hi: int) -> str:
+    """The values ``lo..hi`` (inclusive) of ``attribute`` as a table cell: ``female``,
+    ``30-39`` (labels or whole-number bin edges joined by a dash), ``[0.5, 2.5)`` (other bins),
+    ``3-7`` (value indices)."""
+    edges = attribute.bin_edges
+    if attribute.labels is None and edges is not None:
+        low, high = edges[lo], edges[hi + 1]
+        if float(low).is_integer() and float(high).is_integer():
+            last = int(high) - 1
+            return f"{int(low)}" if last <= int(low) else f"{int(low)}-{last}"
+        return f"[{low:g}, {high:g})"
+    if lo == hi:
+        return value_label(attribute, lo)
+    return f"{value_label(attribute, lo)}-{value_label(attribute, hi)}"
+
+
+def row_value(attribute: Attribute, row: np.ndarray, index: int, block: str) -> str:
+    """One row of a 1-D block over ``attribute`` as a table cell: ``total`` when it sums every
+    value, the value or run of values it counts (:func:`run_value`), else
+    ``query <index> of <block>`` (weights or gaps)."""
+    support = np.flatnonzero(row)
+    ones = support.size > 0 and np.allclose(row[support], 1.0)
+    contiguous = support.size > 0 and support[-1] - support[0] + 1 == support.size
+    if not (ones and contiguous):
+        return f"query {index} of {block}"
+    lo, hi = int(support[0]), int(support[-1])
+    if lo == 0 and hi == attribute.size - 1 and attribute.size > 1:
+        return "total"
+    return run_value(attribute, lo, hi)
+
+
 def _block_rows(block: Matrix) -> np.ndarray | None:
     rows, cols = block.shape
     if rows * cols > DESCRIBED_BLOCK_ENTRIES:

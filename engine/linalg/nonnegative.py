@@ -1,0 +1,313 @@
+"""Non-negative least squares over an implicit strategy, and rounding that keeps a total.
+
+The census TopDown route to publishable counts: fit one non-negative estimate ``x`` of the
+data vector to the noisy measurements ``y = A x + noise`` by variance-weighted least squares,
+
+    minimise  sum_i (A x - y)_i**2 / v_i   subject to  x >= 0  (and  sum(x) = total),
+
+then round it to whole counts that keep the total. Every published table derived from the one
+integer vector agrees with every other (post-processing: no privacy cost).
+
+The solver is a projected Newton method (Bertsekas 1982) on the quadratic: each step fixes the
+cells that sit at zero with a gradient pushing them below it, solves the Newton system on the
+other cells by conjugate gradients (one ``A`` and one ``A^T`` product per iteration, so
+Kronecker and marginal strategies are never materialised), and moves along the projection arc
+with an Armijo line search. On a quadratic the step is exact once the zero set is right, so a
+few outer steps reach machine precision. With a total, the set is the scaled simplex and the
+Newton system is solved on the sum-zero subspace.
+
+Example:
+    >>> from engine.linalg.matrix import Identity
+    >>> nonnegative_least_squares(Identity(3), np.array([4.0, -1.0, 2.0]), 1.0)
+    array([4., 0., 2.])
+    >>> round_preserving_total(np.array([0.4, 0.4, 1.2]), 2)
+    array([1, 0, 1])
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from engine.errors import SpecError
+from engine.linalg.matrix import Matrix
+
+#: Armijo sufficient-decrease constant of the line search.
+ARMIJO = 1e-4
+#: Halvings of the step before the line search gives up on a direction.
+MAX_HALVINGS = 40
+
+
+def nonnegative_least_squares(strategy: Matrix, measurements: np.ndarray,
+                              noise_variances: float | np.ndarray, *,
+                              total: float | None = None, start: np.ndarray | None = None,
+                              tol: float = 1e-12, max_iter: int = 100,
+                              cg_iter: int = 500) -> np.ndarray:
+    """The non-negative data vector closest to the measurements in variance-weighted L2.
+
+    Args:
+        strategy: the measurement matrix A (implicit; only ``matvec``/``rmatvec`` are used,
+            and ``pinv`` for the starting point where the matrix has a structured one).
+        measurements: the noisy answers y (one per row of A), in counts.
+        noise_variances: the noise variance of every measurement (squared counts), or one
+            variance for all.
+        total: when given, the estimate also sums exactly to it (a public total, in counts).
+        start: a starting estimate (default: the least-squares ``A^+ y`` where A has a
+            structured pseudo-inverse, else zeros), projected onto the feasible set.
+        tol: stop when the projected gradient is below ``tol`` times the gradient at zero.
+        max_iter: largest number of Newton steps.
+        cg_iter: largest number of conjugate-gradient iterations per Newton step.
+
+    Returns:
+        x >= 0 (float, one entry per cell), summing to ``total`` when given.
+
+    Raises:
+        SpecError: a measurement count that does not match A, a non-positive variance or a
+            negative total.
+    """
+    y = np.asarray(measurements, dtype=float).reshape(-1)
+    rows, cells = strategy.shape
+    if y.size != rows:
+        raise SpecError(f"measurements: expected {rows:,} values (one per strategy row), got "
+                        f"{y.size:,}")
+    weights = _weights(noise_variances, rows)
+    if total is not None and not (math.isfinite(total) and total >= 0):
+        raise SpecError(f"total: must be a finite count >= 0, got {total!r}")
+    problem = _Problem(strategy, y, weights, total)
+    if total == 0:
+        return np.zeros(cells)
+    x = problem.project(problem.initial(start))
+    target = strategy.rmatvec(weights * y)
+    scale = float(np.linalg.norm(target)) or 1.0
+    gradient = problem.hessian(x) - target
+    for iteration in range(1, max_iter + 1):
+        stationarity = problem.projected_gradient(x, gradient)
+        if np.linalg.norm(stationarity) <= tol * scale:
+            gradient = problem.hessian(x) - target  # confirm on the exact gradient
+            stationarity = problem.projected_gradient(x, gradient)
+            if np.linalg.norm(stationarity) <= tol * scale:
+                break
+        # Bertsekas' epsilon: cells this close to zero with a gradient pushing them down are
+        # held at zero, so a step cannot stall on a cell that the projection keeps clipping.
+        epsilon = min(1e-3, float(np.abs(stationarity).max()))
+        # inexact Newton: a loose solve while the zero set is still moving, tighter near the end
+        forcing = min(0.1, math.sqrt(float(np.linalg.norm(stationarity)) / scale))
+        step = problem.newton_direction(x, gradient, epsilon, cg_iter, forcing)
+        moved = problem.line_search(x, step, gradient)
+        if moved is None:
+            moved = problem.line_search(x, -stationarity, gradient)
+            if moved is None:
+                break
+        x, curvature = moved
+        # the gradient is updated by H times the step; recomputed now and then against drift
+        gradient = (gradient + curvature if iteration % 20
+                    else problem.hessian(x) - target)
+    return x
+
+
+def _weights(noise_variances: float | np.ndarray, rows: int) -> np.ndarray:
+    v = np.asarray(noise_variances, dtype=float)
+    if v.ndim == 0:
+        v = np.full(rows, float(v))
+    v = v.reshape(-1)
+    if v.size != rows:
+        raise SpecError(f"noise_variances: expected one variance or {rows:,}, got {v.size:,}")
+    if not np.all(np.isfinite(v)) or np.any(v <= 0):
+        raise SpecError("noise_variances: every variance must be a finite number > 0")
+    return 1.0 / v
+
+
+class _Problem:
+    """The weighted quadratic, its feasible set (orthant or scaled simplex) and the steps."""
+
+    def __init__(self, A: Matrix, y: np.ndarray, weights: np.ndarray,
+                 total: float | None) -> None:
+        self.A, self.y, self.w, self.total = A, y, weights, total
+        self.gram, self.gram_pinv = _structured_gram(A, weights)
+
+    def initial(self, start: np.ndarray | None) -> np.ndarray:
+        cells = self.A.shape[1]
+        if start is not None:
+            x = np.asarray(start, dtype=float).reshape(-1)
+            if x.size != cells:
+                raise SpecError(f"start: expected {cells:,} values, got {x.size:,}")
+            return x
+        try:
+            return np.asarray(self.A.pinv().matvec(self.y), dtype=float).reshape(-1)
+        except (ValueError, NotImplementedError):
+            # no structured pseudo-inverse above the size guard: start from the uniform guess
+            return np.full(cells, (self.total or 0.0) / cells)
+
+    def hessian(self, p: np.ndarray) -> np.ndarray:
+        if self.gram is not None:
+            return self.w[0] * self.gram.matvec(p)
+        return self.A.rmatvec(self.w * self.A.matvec(p))
+
+    def precondition(self, p: np.ndarray) -> np.ndarray:
+        """``H^+ p`` where the strategy has a structured pseudo-inverse, else p."""
+        if self.gram_pinv is None:
+            return p
+        return self.gram_pinv.matvec(p) / self.w[0]
+
+    def project(self, v: np.ndarray) -> np.ndarray:
+        if self.total is None:
+            return np.maximum(v, 0.0)
+        return simplex_projection(v, self.total)
+
+    def multiplier(self, x: np.ndarray, gradient: np.ndarray, epsilon: float) -> float:
+        """The Lagrange multiplier of the total: the mean gradient over positive cells."""
+        if self.total is None:
+            return 0.0
+        positive = x > epsilon
+        if not positive.any():
+            positive = x > 0
+        return float(gradient[positive].mean())
+
+    def projected_gradient(self, x: np.ndarray, gradient: np.ndarray) -> np.ndarray:
+        """Zero exactly at the optimum: the reduced gradient on positive cells, its negative
+        part on cells at zero."""
+        reduced = gradient - self.multiplier(x, gradient, 0.0)
+        return np.where(x > 0, reduced, np.minimum(reduced, 0.0))
+
+    def newton_direction(self, x: np.ndarray, gradient: np.ndarray, epsilon: float,
+                         iterations: int, forcing: float) -> np.ndarray:
+        reduced = gradient - self.multiplier(x, gradient, epsilon)
+        held = (x <= epsilon) & (reduced > 0)
+        free = ~held
+        step = np.where(held, -x, 0.0)
+        if free.any():
+            step[free] = self.conjugate_gradients(free, -reduced, iterations, forcing)
+        return step
+
+    def conjugate_gradients(self, free: np.ndarray, rhs: np.ndarray, iterations: int,
+                            forcing: float) -> np.ndarray:
+        """Solve ``H_FF d = rhs_F`` to a relative residual of ``forcing`` (on the sum-zero
+        subspace when there is a total) by
+        conjugate gradients preconditioned with the restriction of ``H^+`` to the free cells
+        (exact when no cell is held; its projection onto the subspace is in the ``H^+``
+        metric)."""
+        full = np.zeros(free.size)
+
+        def on_free(v: np.ndarray, apply) -> np.ndarray:
+            full[free] = v
+            full[~free] = 0.0
+            return apply(full)[free]
+
+        def restrict(v: np.ndarray) -> np.ndarray:
+            return v - v.mean() if self.total is not None else v
+
+        ones = on_free(np.ones(int(free.sum())), self.precondition)
+
+        def preconditioned(v: np.ndarray) -> np.ndarray:
+            z = on_free(v, self.precondition)
+            if self.total is not None:
+                z = z - ones * (z.sum() / ones.sum())
+            return z
+
+        r = restrict(rhs[free])
+        d = np.zeros_like(r)
+        z = preconditioned(r)
+        rz = float(r @ z)
+        if rz <= 0.0:  # the preconditioner is singular here: plain CG
+            preconditioned, z = restrict, r.copy()
+            rz = float(r @ r)
+        p = z.copy()
+        stop = forcing**2 * float(r @ r)
+        for _ in range(iterations):
+            if float(r @ r) <= stop or rz <= 0.0:
+                break
+            hp = restrict(on_free(p, self.hessian))
+            curvature = float(p @ hp)
+            if curvature <= 0.0:  # a flat direction: the step so far is a descent step
+                break
+            alpha = rz / curvature
+            d += alpha * p
+            r -= alpha * hp
+            z = preconditioned(r)
+            rz_next = float(r @ z)
+            p = z + (rz_next / rz) * p
+            rz = rz_next
+        return d
+
+    def line_search(self, x: np.ndarray, direction: np.ndarray, gradient: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The first halving of the step along the projection arc with Armijo decrease, as
+        (new x, H times the move); None when no halving decreases the objective."""
+        alpha = 1.0
+        for _ in range(MAX_HALVINGS):
+            candidate = self.project(x + alpha * direction)
+            move = candidate - x
+            slope = float(gradient @ move)
+            if slope < 0.0:
+                curvature = self.hessian(move)
+                # the exact change of the quadratic, free of cancellation near the optimum
+                decrease = slope + 0.5 * float(move @ curvature)
+                if decrease <= ARMIJO * slope:
+                    return candidate, curvature
+            alpha *= 0.5
+        return None
+
+
+def _structured_gram(A: Matrix, weights: np.ndarray) -> tuple[Matrix | None, Matrix | None]:
+    """``A^T A`` and its pseudo-inverse when the noise is uniform and A has structured ones
+    (Kronecker: factor by factor; marginals: closed form); (None, None) otherwise."""
+    if weights.size == 0 or not np.all(weights == weights[0]):
+        return None, None
+    try:
+        gram = A.gram()
+        return gram, gram.pinv()
+    except (ValueError, NotImplementedError):
+        return None, None
+
+
+def simplex_projection(v: np.ndarray, total: float) -> np.ndarray:
+    """The Euclidean projection of v onto ``{x >= 0, sum(x) = total}`` (sort-based).
+
+    Example:
+        >>> simplex_projection(np.array([2.0, 0.0, 1.0]), 2.0)
+        array([1.5, 0. , 0.5])
+    """
+    v = np.asarray(v, dtype=float)
+    if total == 0:
+        return np.zeros_like(v)
+    u = np.sort(v)[::-1]
+    excess = np.cumsum(u) - total
+    k = np.arange(1, u.size + 1)
+    last = int(np.flatnonzero(u - excess / k > 0)[-1])
+    return np.maximum(v - excess[last] / (last + 1), 0.0)
+
+
+def round_preserving_total(x: np.ndarray, total: int) -> np.ndarray:
+    """Whole non-negative counts within 1 of x that sum exactly to ``total``.
+
+    Largest remainders: every cell gets ``floor(x)``, and the cells with the largest fractional
+    parts (ties: the first cell) one more, until the total is reached.
+
+    Args:
+        x: non-negative estimates (tiny negative round-off, above -1e-9, counts as zero).
+        total: the whole count the result sums to, between ``sum(floor(x))`` and
+            ``sum(floor(x)) + len(x)``.
+
+    Returns:
+        int64 counts, each ``floor(x)`` or ``floor(x) + 1``.
+
+    Raises:
+        SpecError: a negative estimate, or a total that cannot be reached within 1 of x.
+    """
+    x = np.asarray(x, dtype=float).reshape(-1)
+    if x.size and (not np.all(np.isfinite(x)) or x.min() < -1e-9):
+        raise SpecError("estimate: rounding needs finite non-negative values")
+    x = np.maximum(x, 0.0)
+    floors = np.floor(x)
+    fractions = x - floors
+    counts = floors.astype(np.int64)
+    missing = int(total) - int(counts.sum())
+    if missing < 0 or missing > x.size:
+        raise SpecError(f"total: {int(total):,} cannot be reached by rounding each value "
+                        f"within 1 (the floors sum to {int(counts.sum()):,} over "
+                        f"{x.size:,} cells)")
+    if missing:
+        order = np.argsort(-fractions, kind="stable")[:missing]
+        counts[order] += 1
+    return counts

@@ -1,0 +1,339 @@
+"""Publishable tables: cells named in the domain's own values, whole non-negative counts that
+agree across tables, and the 95 % margin of every cell.
+
+The census TopDown route: one non-negative estimate of the data vector is fitted to the noisy
+measurements (:func:`engine.linalg.nonnegative.nonnegative_least_squares`, with the public
+total when there is one), rounded to whole counts that keep the total, and every table is a
+sum of that one integer vector -- so a 1-way table equals the sums of every 2-way table that
+contains it and every table has the same total. This is post-processing of the released
+measurements: it costs no privacy.
+
+The margins come from the plan's per-query variance and hold for the *unbiased* raw estimate
+``W A^+ y`` (kept in the ``raw`` column when asked), not for the rounded counts, which trade a
+small bias (non-negativity) for consistency.
+
+Example:
+    >>> from engine.domain import Domain
+    >>> from engine.linalg.matrix import Identity
+    >>> from engine.workloads.workload import Workload
+    >>> domain = Domain.from_spec({"sex": {"labels": ["female", "male"]}, "smoker": 2})
+    >>> workload = Workload.marginals(domain, k=1)
+    >>> tables = publishable_tables(workload, strategy=Identity(4),
+    ...     measurements=np.array([3.2, -0.4, 5.1, 2.0]), noise_variances=1.0, total=10,
+    ...     per_query_variance=np.ones(4))
+    >>> tables.frames["sex"]
+          sex  estimate  margin_95
+    0  female         3   1.959964
+    1    male         7   1.959964
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from engine.analysis.cost_model import FLOAT, format_bytes, memory_limit
+from engine.errors import SpecError
+from engine.linalg.matrix import DENSE_GUARD, Matrix
+from engine.linalg.nonnegative import nonnegative_least_squares, round_preserving_total
+from engine.workloads.labels import (
+    DESCRIBED_BLOCK_ENTRIES,
+    readable_labels,
+    row_value,
+    run_value,
+)
+from engine.workloads.term import Term
+from engine.workloads.workload import Workload
+
+#: The post-processings :func:`publishable_tables` knows.
+POST_PROCESSING = ("consistent", "raw")
+#: Half-width of the 95 % interval in standard deviations, per noise family: the normal
+#: quantile for Gaussian noise; for Laplace noise the exact 95 % interval of one Laplace
+#: variable, ln(20)/sqrt(2) = 2.12 sd (an answer combining several Laplace draws is closer to
+#: Gaussian, whose interval is narrower).
+MARGIN_Z = {"gaussian": 1.959963984540054, "zcdp": 1.959963984540054,
+            "laplace": math.log(20.0) / math.sqrt(2.0)}
+#: Full-domain vectors the consistent post-processing holds at its peak (the solver's iterate,
+#: gradient, Newton step, conjugate-gradient vectors and temporaries).
+VECTOR_COPIES = 24
+
+
+@dataclass(frozen=True)
+class PublishedTables:
+    """The tables of one release.
+
+    Attributes:
+        frames: one table per workload term, keyed by a readable name (``"age x sex"``):
+            a column per attribute holding the domain's values (``total`` where the term sums
+            an attribute), or a ``query`` column of readable labels for terms that are not
+            products; then ``estimate`` (whole counts; absent for ``raw``), ``margin_95`` and,
+            when asked, ``raw``.
+        method: in plain words, which post-processing ran and for which estimate the margins
+            hold.
+    """
+
+    frames: dict[str, pd.DataFrame]
+    method: str
+
+    def write(self, directory: str | os.PathLike[str]) -> list[Path]:
+        """Write one CSV per table (and a Parquet file when ``pyarrow`` is installed) into
+        ``directory``, atomically: every file is written under a temporary name and renamed
+        into place only when all are complete.
+
+        Returns:
+            The paths written, CSVs first.
+
+        Raises:
+            SpecError: naming the directory when it cannot be created or written.
+        """
+        out = Path(directory)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SpecError(f"tables: cannot create {str(out)!r} ({exc.strerror})") from None
+        try:
+            import pyarrow  # noqa: F401 -- optional: Parquet only when it is installed
+        except ImportError:
+            formats = ("csv",)
+        else:
+            formats = ("csv", "parquet")
+        stems = file_stems(list(self.frames))
+        temps: list[tuple[Path, Path]] = []
+        try:
+            for suffix in formats:
+                for stem, frame in zip(stems, self.frames.values(), strict=True):
+                    fd, name = tempfile.mkstemp(prefix=f".{stem}-", suffix=".tmp", dir=out)
+                    os.close(fd)
+                    temps.append((Path(name), out / f"{stem}.{suffix}"))
+                    if suffix == "csv":
+                        frame.to_csv(name, index=False)
+                    else:
+                        frame.to_parquet(name, index=False)
+            for tmp, final in temps:
+                os.replace(tmp, final)
+            written = [final for _, final in temps]
+            temps.clear()
+        except OSError as exc:
+            raise SpecError(f"tables: cannot write into {str(out)!r} "
+                            f"({exc.strerror or exc})") from None
+        finally:
+            for tmp, _ in temps:
+                tmp.unlink(missing_ok=True)
+        return written
+
+
+def file_stems(names: list[str]) -> list[str]:
+    """A distinct file-name stem per table name: ``age x sex`` -> ``age_x_sex``."""
+    stems: list[str] = []
+    for name in names:
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.") or "table"
+        candidate, n = stem, 1
+        while candidate in stems:
+            n += 1
+            candidate = f"{stem}_{n}"
+        stems.append(candidate)
+    return stems
+
+
+def max_cells() -> int:
+    """The largest domain (cells) whose data vector the consistent post-processing holds:
+    the dense guard, or fewer when ``VECTOR_COPIES`` vectors would exceed the memory limit."""
+    return int(min(DENSE_GUARD, memory_limit() / (FLOAT * VECTOR_COPIES)))
+
+
+def publishable_tables(workload: Workload, *, strategy: Matrix | None,
+                       measurements: np.ndarray, noise_variances: float | np.ndarray,
+                       total: int | None, per_query_variance: np.ndarray,
+                       post_process: str = "consistent", noise: str = "gaussian",
+                       raw: np.ndarray | None = None, raw_column: bool = False
+                       ) -> PublishedTables:
+    """Labelled tables of a release, one per workload term.
+
+    Args:
+        workload: the released workload.
+        strategy: the measured matrix A; None when ``measurements`` are the workload's own
+            (weighted) answers, e.g. from a mechanism that reconstructs in its own way (then
+            they are fitted with ``per_query_variance`` as their variances).
+        measurements: the noisy answers y to A (counts).
+        noise_variances: the noise variance of every measurement, or one for all (squared
+            counts).
+        total: the public number of records, which every table then sums to; None when it is
+            not public (the tables then share the fitted total, rounded).
+        per_query_variance: the variance of every (weighted) workload answer of the raw
+            estimate, as ``Plan.variances()`` gives it (squared counts).
+        post_process: ``consistent`` (whole non-negative counts that agree across tables) or
+            ``raw`` (the unbiased estimates only, fractional and possibly negative).
+        noise: the noise family (``gaussian``, ``zcdp`` or ``laplace``), for the margins.
+        raw: the unbiased workload answers when the plan reconstructs them its own way
+            (``Plan.reconstruct``); default ``W A^+ y``.
+        raw_column: also keep the raw estimate beside the counts.
+
+    Returns:
+        The tables and the method in words.
+
+    Raises:
+        SpecError: one line naming the field: an unknown post-processing or noise, a length
+            that does not match the workload, or a domain too large to hold a data vector.
+    """
+    if post_process not in POST_PROCESSING:
+        raise SpecError(f"post_process: unknown {post_process!r}; allowed: "
+                        f"{', '.join(POST_PROCESSING)}")
+    if noise not in MARGIN_Z:
+        raise SpecError(f"noise: unknown {noise!r}; allowed: {', '.join(MARGIN_Z)}")
+    queries = workload.num_queries
+    variance = np.asarray(per_query_variance, dtype=float).reshape(-1)
+    if variance.size != queries:
+        raise SpecError(f"per_query_variance: expected {queries:,} values (one per query), "
+                        f"got {variance.size:,}")
+    y = np.asarray(measurements, dtype=float).reshape(-1)
+    fitted = workload.matrix if strategy is None else strategy
+    needs_vector = post_process == "consistent" or (raw is None and strategy is not None)
+    if needs_vector:
+        check_domain(workload)
+    if raw is None:
+        raw = y if strategy is None else workload.answer(least_squares(strategy, y))
+    raw = np.asarray(raw, dtype=float).reshape(-1)
+    if raw.size != queries:
+        raise SpecError(f"raw: expected {queries:,} answers, got {raw.size:,}")
+    counts = None
+    if post_process == "consistent":
+        variances = variance if strategy is None else noise_variances
+        x = nonnegative_least_squares(fitted, y, variances, total=total)
+        counts = round_preserving_total(x, int(total) if total is not None
+                                        else int(round(float(x.sum()))))
+    frames = _frames(workload, counts, raw, MARGIN_Z[noise] * np.sqrt(variance),
+                     raw_column or counts is None)
+    return PublishedTables(frames, _method(post_process, noise, total, strategy is None))
+
+
+def check_domain(workload: Workload) -> None:
+    """A one-line SpecError when the domain is too large to hold a data vector."""
+    cells, limit = workload.domain.size, max_cells()
+    if cells > limit:
+        raise SpecError(f"tables: the domain has {cells:.3g} cells; consistent counts hold one "
+                        f"estimate per cell, at most {limit:,} cells (memory limit "
+                        f"{format_bytes(memory_limit())}); publish post_process='raw' or "
+                        f"coarsen the domain")
+
+
+def least_squares(strategy: Matrix, y: np.ndarray) -> np.ndarray:
+    """``A^+ y`` by the strategy's structured pseudo-inverse, else by LSQR on products."""
+    try:
+        return np.asarray(strategy.pinv().matvec(y), dtype=float)
+    except (ValueError, NotImplementedError):
+        import scipy.sparse.linalg as spla
+
+        operator = spla.LinearOperator(strategy.shape, matvec=strategy.matvec,
+                                       rmatvec=strategy.rmatvec, dtype=float)
+        return spla.lsqr(operator, y, atol=1e-12, btol=1e-12, iter_lim=10_000)[0]
+
+
+def _frames(workload: Workload, counts: np.ndarray | None, raw: np.ndarray,
+            margins: np.ndarray, keep_raw: bool) -> dict[str, pd.DataFrame]:
+    frames: dict[str, pd.DataFrame] = {}
+    cells = None if counts is None else counts.astype(float)
+    labels: list[str] | None = None
+    start = 0
+    for term in workload.terms:
+        stop = start + term.num_queries
+        # tables show plain counts: the term's weight only ranks its queries in the planning
+        weight = term.weight if term.weight else 1.0
+        if term.is_product:
+            columns = _value_columns(term)
+        else:
+            if labels is None:
+                labels = readable_labels(workload)
+            columns = {"query": labels[start:stop]}
+        table = pd.DataFrame(columns)
+        if cells is not None:
+            table["estimate"] = _whole(term.full_matrix().matvec(cells))
+        table["margin_95"] = margins[start:stop] / abs(weight)
+        if keep_raw:
+            table["raw"] = raw[start:stop] / weight
+        frames[_distinct_name(_table_name(term), frames)] = table
+        start = stop
+    return frames
+
+
+def _whole(values: np.ndarray) -> np.ndarray:
+    """Sums of whole counts as int64 (exact below 2**53); weighted queries stay real."""
+    rounded = np.rint(values)
+    return rounded.astype(np.int64) if np.array_equal(rounded, values) else values
+
+
+def _value_columns(term: Term) -> dict[str, np.ndarray]:
+    """One column per attribute of a product term, rows in the term's (C) order."""
+    domain = term.domain
+    factors = term.factors or ()
+    values = [_factor_values(domain.attributes[a], f) for a, f in zip(term.attrs, factors,
+                                                                       strict=True)]
+    sizes = [len(v) for v in values]
+    columns: dict[str, np.ndarray] = {}
+    for i, (a, v) in enumerate(zip(term.attrs, values, strict=True)):
+        inner, outer = math.prod(sizes[i + 1:]), math.prod(sizes[:i])
+        columns[domain.attributes[a].name] = np.tile(np.repeat(np.asarray(v, dtype=object),
+                                                               inner), outer)
+    if not columns:  # the grand total
+        columns["total"] = np.array(["total"], dtype=object)
+    return columns
+
+
+def _factor_values(attribute, factor: Matrix) -> list[str]:
+    rows, cols = factor.shape
+    if factor.is_identity():
+        return [run_value(attribute, v, v) for v in range(cols)]
+    if factor.is_total():
+        return ["total"]
+    name = str(getattr(factor, "name", "") or "block")
+    if rows * cols > DESCRIBED_BLOCK_ENTRIES:
+        return [f"query {i} of {name}" for i in range(rows)]
+    dense = np.asarray(factor.dense(), dtype=float)
+    return [row_value(attribute, dense[i], i, name) for i in range(rows)]
+
+
+def _table_name(term: Term) -> str:
+    names = [term.domain.attributes[a].name for a in term.attrs]
+    marginal = term.is_product and all(f.is_identity() for f in term.factors or ())
+    if marginal:
+        return " x ".join(names) or "total"
+    return term.label or " x ".join(names) or "total"
+
+
+def _distinct_name(name: str, known: dict[str, pd.DataFrame]) -> str:
+    candidate, n = name, 1
+    while candidate in known:
+        n += 1
+        candidate = f"{name} ({n})"
+    return candidate
+
+
+def _method(post_process: str, noise: str, total: int | None, own_answers: bool) -> str:
+    z = MARGIN_Z[noise]
+    if noise == "laplace":
+        margin = (f"margin_95: half-width of the 95 % interval, {z:.2f} standard deviations "
+                  "(the exact interval of one Laplace variable; wider than needed for answers "
+                  "combining several draws)")
+    else:
+        margin = (f"margin_95: half-width of the 95 % interval, {z:.2f} standard deviations "
+                  "of the Gaussian noise")
+    margin += (", from the plan's per-query variance; it holds for the unbiased raw estimate"
+               + (" (W A^+ y)" if not own_answers else "") + ", not for the rounded counts")
+    if post_process == "raw":
+        return ("raw: the unbiased least-squares estimates, unrounded (fractional, possibly "
+                f"negative; tables may disagree). {margin}.")
+    fitted = ("the released workload answers" if own_answers
+              else "the noisy measurements")
+    kept = (f"summing exactly to the public total {int(total):,}" if total is not None
+            else "summing to its own fitted total")
+    return ("consistent: one non-negative estimate of the data (one count per cell) fitted to "
+            f"{fitted} by variance-weighted least squares, {kept}, then rounded to whole "
+            "counts by largest remainders (each within 1, total kept); every table sums that "
+            "one estimate, so tables agree and share one total. Post-processing only: it "
+            f"costs no privacy. {margin}.")

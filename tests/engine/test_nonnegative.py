@@ -1,0 +1,165 @@
+"""Non-negative least squares over implicit strategies, and rounding that keeps a total:
+exact against scipy's NNLS and a brute-force KKT solve, on dense, Kronecker and marginal
+strategies."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.optimize as so
+
+from engine.errors import SpecError
+from engine.linalg.marginals import MarginalStrategy, key_of
+from engine.linalg.matrix import Dense, Identity, Kron
+from engine.linalg.nonnegative import (
+    nonnegative_least_squares,
+    round_preserving_total,
+    simplex_projection,
+)
+
+
+def _weighted_nnls(A: np.ndarray, y: np.ndarray, v: np.ndarray) -> np.ndarray:
+    s = 1.0 / np.sqrt(v)
+    return so.nnls(A * s[:, None], y * s, maxiter=10_000)[0]
+
+
+def _constrained_brute_force(A: np.ndarray, y: np.ndarray, v: np.ndarray,
+                             total: float) -> np.ndarray:
+    """The optimum with sum(x) = total: the best feasible solution of the equality-
+    constrained least squares over every support (exact for full column rank A)."""
+    n, w = A.shape[1], 1.0 / v
+    best, best_x = np.inf, None
+    for k in range(1, n + 1):
+        for support in itertools.combinations(range(n), k):
+            S = list(support)
+            H = A[:, S].T @ (w[:, None] * A[:, S])
+            kkt = np.block([[H, np.ones((k, 1))], [np.ones((1, k)), np.zeros((1, 1))]])
+            sol = np.linalg.solve(kkt, np.concatenate([A[:, S].T @ (w * y), [total]]))
+            if sol[:k].min() >= -1e-12:
+                x = np.zeros(n)
+                x[S] = sol[:k]
+                f = float(w @ (A @ x - y) ** 2)
+                if f < best:
+                    best, best_x = f, x
+    return best_x
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_matches_scipy_nnls_on_dense_full_rank(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 15))
+    m = int(rng.integers(n, 30))
+    A = rng.normal(size=(m, n))
+    y = rng.normal(size=m) * 5
+    v = rng.uniform(0.5, 3.0, size=m)
+    x = nonnegative_least_squares(Dense(A), y, v)
+    ref = _weighted_nnls(A, y, v)
+    assert x.min() >= 0.0
+    assert np.abs(x - ref).max() <= 1e-8
+
+
+def test_most_draws_hold_cells_at_zero():
+    rng = np.random.default_rng(0)
+    zeros = 0
+    for _ in range(20):
+        A = rng.normal(size=(12, 6))
+        zeros += int((_weighted_nnls(A, rng.normal(size=12) * 5, np.ones(12)) == 0).any())
+    assert 10 <= zeros <= 20
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_matches_brute_force_with_a_total(seed):
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(2, 7))
+    m = int(rng.integers(n, 14))
+    A = rng.normal(size=(m, n))
+    y = rng.normal(size=m) * 5
+    v = rng.uniform(0.5, 3.0, size=m)
+    total = float(rng.uniform(0.5, 10.0))
+    x = nonnegative_least_squares(Dense(A), y, v, total=total)
+    assert x.min() >= 0.0
+    assert x.sum() == pytest.approx(total, rel=1e-12)
+    assert np.abs(x - _constrained_brute_force(A, y, v, total)).max() <= 1e-8
+
+
+def test_identity_with_total_is_the_simplex_projection():
+    y = np.array([3.2, -0.4, 5.1, 2.0])
+    x = nonnegative_least_squares(Identity(4), y, 2.0, total=10)
+    np.testing.assert_allclose(x, [3.1, 0.0, 5.0, 1.9], atol=1e-12)
+    np.testing.assert_allclose(simplex_projection(y, 10.0), x, atol=1e-12)
+
+
+def test_kronecker_strategy_matches_dense_nnls():
+    rng = np.random.default_rng(7)
+    factors = [np.vstack([np.eye(n), np.ones((1, n))]) for n in (3, 4, 2)]
+    A = Kron([Dense(f) for f in factors])
+    dense = A.dense()
+    truth = rng.poisson(1.0, size=24).astype(float)
+    y = dense @ truth + rng.normal(size=dense.shape[0]) * 3
+    x = nonnegative_least_squares(A, y, 9.0)
+    np.testing.assert_allclose(x, _weighted_nnls(dense, y, np.full(dense.shape[0], 9.0)),
+                               atol=1e-8)
+
+
+def test_heterogeneous_variances_on_a_kronecker_strategy():
+    rng = np.random.default_rng(8)
+    A = Kron([Dense(np.vstack([np.eye(4), np.ones((1, 4))])) for _ in range(2)])
+    dense = A.dense()
+    v = rng.uniform(1.0, 10.0, size=dense.shape[0])
+    y = dense @ rng.poisson(2.0, size=16) + rng.normal(size=dense.shape[0]) * np.sqrt(v)
+    np.testing.assert_allclose(nonnegative_least_squares(A, y, v),
+                               _weighted_nnls(dense, y, v), atol=1e-8)
+
+
+def test_marginal_strategy_fits_the_measured_marginals():
+    # 2-way marginals of a 3x3x3 domain do not determine the cells, but the fitted
+    # marginals (A x) are unique: compare those with the dense NNLS.
+    shape = (3, 3, 3)
+    theta = np.zeros(8)
+    for axes in itertools.combinations(range(3), 2):
+        theta[key_of(axes, 3)] = 1.0
+    A = MarginalStrategy(theta, shape)
+    dense = A.dense()
+    rng = np.random.default_rng(9)
+    y = dense @ rng.poisson(1.0, size=27) + rng.normal(size=dense.shape[0]) * 2
+    x = nonnegative_least_squares(A, y, 4.0, total=30)
+    ref = _weighted_nnls(np.vstack([dense, 1e4 * np.ones((1, 27))]),
+                         np.concatenate([y, [1e4 * 30]]), np.full(dense.shape[0] + 1, 4.0))
+    assert x.min() >= 0.0 and x.sum() == pytest.approx(30, rel=1e-12)
+    np.testing.assert_allclose(dense @ x, dense @ ref, atol=1e-5)
+
+
+def test_zero_total_and_bad_input():
+    assert np.array_equal(nonnegative_least_squares(Identity(3), np.ones(3), 1.0, total=0),
+                          np.zeros(3))
+    with pytest.raises(SpecError, match="measurements: expected 3"):
+        nonnegative_least_squares(Identity(3), np.ones(2), 1.0)
+    with pytest.raises(SpecError, match="noise_variances"):
+        nonnegative_least_squares(Identity(3), np.ones(3), 0.0)
+    with pytest.raises(SpecError, match="total"):
+        nonnegative_least_squares(Identity(3), np.ones(3), 1.0, total=-1)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_rounding_keeps_the_total_and_stays_within_one(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.exponential(2.0, size=500) * (rng.random(500) < 0.6)
+    total = int(round(x.sum()))
+    counts = round_preserving_total(x, total)
+    assert counts.dtype == np.int64
+    assert int(counts.sum()) == total
+    assert counts.min() >= 0
+    assert np.abs(counts - x).max() < 1.0
+    assert np.array_equal(counts, np.floor(x) + (counts > np.floor(x)))
+
+
+def test_rounding_gives_the_largest_remainders():
+    np.testing.assert_array_equal(round_preserving_total(np.array([0.2, 0.7, 1.6, 2.5]), 5),
+                                  [0, 1, 2, 2])
+    np.testing.assert_array_equal(round_preserving_total(np.array([2.0, 3.0]), 5), [2, 3])
+    with pytest.raises(SpecError, match="total: 9"):
+        round_preserving_total(np.array([2.0, 3.0]), 9)
+    with pytest.raises(SpecError, match="non-negative"):
+        round_preserving_total(np.array([-0.5, 3.0]), 3)
