@@ -60,7 +60,15 @@ import pandas as pd
 from engine.analysis.cost_model import require
 from engine.errors import NotApplicable, SpecError
 from engine.executor import map_ordered
-from engine.ledger import BudgetStatus, Cost, Ledger, default_url, sqlite_file
+from engine.ledger import (
+    BudgetStatus,
+    Cost,
+    Ledger,
+    Spent,
+    composed,
+    default_url,
+    sqlite_file,
+)
 from engine.ledger.charge import release_cost
 from engine.mechanisms import get
 from engine.mechanisms.base import Mechanism, Plan
@@ -180,9 +188,7 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
             stack.enter_context(holder)
         entry = None if holder is None else holder.dataset(fingerprint)
         if note is None and entry is None:
-            note = (f"data set not registered in the budget ledger: this release "
-                    f"({step.cost.describe()}) is not budgeted; register it with `python -m "
-                    f"engine budget init --data FILE --name NAME --rho R` or on the Budget page")
+            note = _UNREGISTERED.format(cost=step.cost.describe())
         if note is not None:
             notes.append(note)
         charge: Any = nullcontext(None) if entry is None else holder.reserve(
@@ -212,6 +218,75 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
                      f"{status.spent.spent:.6g} of {entry.budget.describe()}")
     return Release(record, tables, written, status, None if reservation is None else step.cost,
                    tuple(notes), result, step.records)
+
+
+@dataclass(frozen=True)
+class Quote:
+    """What a release would cost and leave, before it is made (:func:`quote`).
+
+    Attributes:
+        cost: the release's privacy cost.
+        dataset: the registered data set it would be charged to (None: not charged).
+        note: why it would not be charged (None: it would be).
+        refusal: the ledger's refusal, with what still fits (None: it fits).
+        before: the data set's budget composition now (None: not charged).
+        after: the composition with this release (None: not charged).
+        at_delta: the delta the remaining budget is stated at as eps.
+    """
+
+    cost: Cost
+    dataset: str | None
+    note: str | None
+    refusal: str | None
+    before: Spent | None
+    after: Spent | None
+    at_delta: float
+
+    def line(self) -> str:
+        """One line for a page: the note, the refusal, or the cost and what remains after."""
+        if self.note is not None:
+            return f"Not charged ({self.cost.describe()}): {self.note}."
+        if self.refusal is not None:
+            return self.refusal
+        budget = self.after.budget
+        return (f"This release costs {self.cost.describe()}, charged to {self.dataset} "
+                f"({budget.describe()} in all); remaining after it: {self.after.remaining:.6g} "
+                f"(rho {self.after.remaining_rho:.6g} = eps "
+                f"{self.after.remaining_epsilon(self.at_delta):.6g} at delta "
+                f"{self.at_delta:.3g}).")
+
+
+def quote(cost: Cost, *, fingerprint: str | None, bundled: bool = False,
+          teaching: bool = False, seed: int | None = None, ledger: str | None = None,
+          at_delta: float | None = None) -> Quote:
+    """What a release of ``cost`` (e.g. :func:`engine.ledger.charge.release_cost`) from the
+    data with ``fingerprint`` would be charged and leave, by the rules of :func:`release`
+    (a release that writes its files). Reads the ledger; writes nothing, creates nothing.
+
+    Raises:
+        LedgerError: the ledger cannot be used.
+    """
+    delta = _delta(cost, at_delta)
+    note = _not_charged(seed, seed is not None or bundled or teaching, True, fingerprint)
+    holder = None if note is not None else _open_ledger(ledger)
+    if holder is None:
+        return Quote(cost, None, note or _UNREGISTERED.format(cost=cost.describe()), None,
+                     None, None, delta)
+    with holder:
+        entry = holder.dataset(fingerprint)
+        if entry is None:
+            return Quote(cost, None, _UNREGISTERED.format(cost=cost.describe()), None, None,
+                         None, delta)
+        refusal = holder.refusal(entry.name, cost, delta)
+        costs = [r.cost for r in holder.history(entry.name)]
+    before = composed(entry.budget, costs)
+    after = before if refusal is not None else composed(entry.budget, [*costs, cost])
+    return Quote(cost, entry.name, None, refusal, before, after, delta)
+
+
+_UNREGISTERED = ("data set not registered in the budget ledger: this release ({cost}) is not "
+                 "budgeted; register it with `python -m engine budget init --data FILE --name "
+                 "NAME --rho R` or on the Budget page")
 
 
 def _not_charged(seed: int | None, sandbox: bool, writes: bool, fingerprint: str | None

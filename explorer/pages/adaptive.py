@@ -52,12 +52,13 @@ from engine.ledger import (
     fingerprint_file,
     sqlite_file,
 )
+from engine.ledger.charge import release_cost
 from engine.noise import SEEDED_LABEL, release_rng
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.specfile import load_text
 from engine.workflows.evaluate import AIM_GREM, compare_adaptive, pgm_available
-from engine.workflows.release import Release, release
+from engine.workflows.release import Release, quote, release
 from engine.workflows.release_files import data_file, stamped_csv
 from engine.workloads import Workload
 from explorer.components.exports import csv_download, scenario_columns, text_download
@@ -245,6 +246,8 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
     budget_line = param.String(default="", doc="The data set's budget after the last run.")
     budget_share = param.Number(default=0.0, bounds=(0.0, 100.0),
                                 doc="Share of the data set's budget spent (percent).")
+    quote_line = param.String(default="", doc="What the next run's release would cost and "
+                              "leave (or why it is not charged).")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -345,6 +348,18 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
             return fingerprint_file(path), bundled
         return fingerprint_bytes(self.csv_file or b""), False
 
+    def update_quote(self) -> None:
+        """Put what a run would cost and leave in ``quote_line`` (reads the ledger, writes
+        nothing)."""
+        try:
+            fingerprint, bundled = self.fingerprint()
+            line = quote(release_cost(self.privacy()), fingerprint=fingerprint, bundled=bundled,
+                         seed=self.seed, ledger=self.ledger_url,
+                         at_delta=float(self.delta)).line()
+        except LedgerError as exc:
+            line = str(exc)
+        self.quote_line = line
+
     def _job(self) -> None:
         fingerprint, bundled = None, False
         privacy = self._run_privacy
@@ -439,6 +454,7 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         return stamped_csv(released.tables.frames["answers"], released.record)
 
     def _finish(self, rows: list[dict[str, Any]], status: str, error: str) -> None:
+        self.update_quote()
         self._flush()
         self.param.update(results=rows, status=status, error=error, running=False)
         if error and pn.state.notifications is not None:
@@ -522,6 +538,9 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                 self.param.attributes.objects = adult_attributes()
 
         upload_csv.param.watch(take_csv, "value")
+        self.update_quote()
+        self.param.watch(lambda _: self.update_quote(),
+                         ["dataset", "csv_file", "epsilon", "delta", "seed", "ledger_url"])
         upload_domain.param.watch(take_domain, "value")
         self.param.watch(take_dataset, "dataset")
 
@@ -594,6 +613,7 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                 "negative output unless a post-processing is chosen."),
             learn_note(NOTE),
             pn.pane.Markdown(self.param.status, css_classes=["adaptive-status"]),
+            pn.pane.Markdown(self.param.quote_line, css_classes=["adaptive-quote"]),
             pn.pane.Alert(self.param.error, alert_type="danger",
                           visible=self.param.error.rx.bool(), css_classes=["adaptive-error"]),
             pn.Column(pn.pane.Markdown(self.param.budget_line),

@@ -38,7 +38,7 @@ import panel as pn
 import param
 
 from engine.errors import Cancelled, SpecError, one_line
-from engine.ledger import BudgetExceeded, fingerprint_bytes
+from engine.ledger import BudgetExceeded, Cost, LedgerError, fingerprint_bytes
 from engine.noise import SEEDED_LABEL
 from engine.privacy import Privacy
 from engine.progress import Progress
@@ -51,7 +51,7 @@ from engine.workflows.evaluate import (
     load_hierarchy,
     synthetic_hierarchy,
 )
-from engine.workflows.release import Release, release
+from engine.workflows.release import Release, quote, release
 from engine.workflows.release_files import stamped_csv
 from explorer.components.exports import SCENARIO_COLUMNS, csv_download, text_download
 from explorer.components.notes import learn_note
@@ -163,6 +163,8 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
     ledger_url = param.String(default=None, allow_None=True, doc="SQLAlchemy URL of the budget "
                               "ledger (None: $DPWB_LEDGER_URL or the SQLite default).")
     release_status = param.String(default="", doc="What the last Release did (one line).")
+    quote_line = param.String(default="", doc="What Release would cost and leave (or why it "
+                              "is not charged).")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -254,6 +256,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
                 seed=self.seed, store=True, ledger=self.ledger_url, user=pn.state.user)
         except BudgetExceeded as exc:
             self.param.update(release_status="Refused: nothing was released.", error=str(exc))
+            self.update_quote()
             return
         except Exception as exc:  # shown on the page: the user fixes the input
             self.param.update(release_status="Not released.", error=one_line(exc))
@@ -266,6 +269,19 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         self.param.update(error="", release_status=(
             f"Released {self.release_variant} at eps = {self.epsilon:g} "
             f"({checks} consistency violations); {charged}."))
+        self.update_quote()
+
+    def update_quote(self) -> None:
+        """Put what Release would cost and leave in ``quote_line`` (reads the ledger, writes
+        nothing; an uploaded hierarchy is charged, a synthetic one is not)."""
+        upload = self.source == UPLOAD and self.csv_file
+        try:
+            line = quote(Cost.pure(float(self.epsilon)),
+                         fingerprint=fingerprint_bytes(self.csv_file) if upload else None,
+                         seed=self.seed, ledger=self.ledger_url).line()
+        except LedgerError as exc:
+            line = str(exc)
+        self.quote_line = line
 
     def released_csv(self) -> str:
         """The last release's table as CSV with its provenance lines.
@@ -456,6 +472,9 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         release_button = pn.widgets.Button(label="Release", color="success",
                                            css_classes=["census-release"])
         release_button.on_click(lambda event: self.make_release())
+        self.update_quote()
+        self.param.watch(lambda _: self.update_quote(),
+                         ["source", "csv_file", "epsilon", "seed", "ledger_url"])
         release_download = text_download(self.released_csv, "census-release.csv",
                                          "Download the released table",
                                          css_class="census-release-csv")
@@ -491,6 +510,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             pn.pane.Markdown("**Release** (one draw, through the budget ledger)",
                              margin=(0, 10)),
             pn.widgets.Select.from_param(self.param.release_variant, label="Variant to release"),
+            pn.pane.Markdown(self.param.quote_line, css_classes=["census-quote"]),
             release_button,
             pn.pane.Markdown(self.param.release_status, css_classes=["census-release-status"]),
             release_download,

@@ -43,6 +43,11 @@ def test_register_release_twice_then_refused_with_what_remains(url: str) -> None
     assert [(r["data set"], r["owner"]) for r in budget.datasets] == [("people survey",
                                                                        "anonymous")]
     page = upload_page(url)
+    page.update_quote()
+    assert page.quote_line == (f"This release costs rho={rho:.6g}, charged to people survey "
+                               f"(rho={2.5 * rho:.6g} in all); remaining after it: "
+                               f"{1.5 * rho:.6g} (rho {1.5 * rho:.6g} = eps "
+                               f"{cdp_eps(1.5 * rho, 1e-9):.6g} at delta 1e-09).")
     for n in (1, 2):
         page.run()
         assert page.error == "", page.error
@@ -60,6 +65,7 @@ def test_register_release_twice_then_refused_with_what_remains(url: str) -> None
                           f"{cdp_eps(left, 1e-9):.6g} at delta = 1e-09")
     assert 0.65 < cdp_eps(left, 1e-9) < 0.75  # eps grows like sqrt(rho): half of eps=1 is ~0.7
     assert page.budget_share == pytest.approx(80.0, abs=0.01)
+    assert page.quote_line == page.error  # the next run would be refused the same way
     budget.refresh()
     (row,) = budget.datasets
     assert row["spent"] == pytest.approx(2 * rho, rel=1e-12) and row["releases"] == 2

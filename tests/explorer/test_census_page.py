@@ -233,6 +233,9 @@ def test_release_is_charged_recorded_downloadable_and_refused_with_what_remains(
         ledger.register("towns", fingerprint_bytes(content), Budget("epsilon", 1.5))
     page = CensusPage(source=UPLOAD, csv_file=content, max_size=6, epsilon=1.0,
                       release_variant="dp", ledger_url=url)
+    page.update_quote()
+    assert page.quote_line == ("This release costs eps=1, charged to towns (eps=1.5 in all); "
+                               "remaining after it: 0.5 (rho 0.125 = eps 0.5 at delta 1e-06).")
     page.make_release()
     assert page.error == "", page.error
     assert page.release_status == ("Released dp at eps = 1 (0 consistency violations); charged "

@@ -18,11 +18,12 @@ from engine.data import Dataset
 from engine.domain import Domain
 from engine.errors import Cancelled, SpecError
 from engine.ledger import Budget, BudgetExceeded, Ledger
+from engine.ledger.charge import release_cost
 from engine.mechanisms import get
 from engine.noise import SEEDED_LABEL
 from engine.privacy import Privacy, cdp_eps
 from engine.progress import Progress
-from engine.workflows.release import release
+from engine.workflows.release import quote, release
 from engine.workflows.release_files import TEACHING_LABEL, Tables
 from engine.workloads import Workload
 
@@ -196,3 +197,27 @@ def test_only_the_ledger_and_the_pipeline_charge() -> None:
                       for path in (root / folder).rglob("*.py")
                       if ".reserve(" in path.read_text(encoding="utf-8"))
     assert charging == ["engine/ledger/store.py", "engine/workflows/release.py"]
+
+
+def test_a_quote_says_what_the_release_costs_and_leaves(data, url, tmp_path) -> None:
+    cost = release_cost(ZCDP)
+    before = quote(cost, fingerprint=FINGERPRINT, ledger=url)
+    assert (before.dataset, before.note, before.refusal) == ("people", None, None)
+    assert before.after.remaining_rho == pytest.approx(0.7, rel=1e-12)
+    assert before.line() == (f"This release costs rho=0.5, charged to people (rho=1.2 in all); "
+                             f"remaining after it: 0.7 (rho 0.7 = eps {cdp_eps(0.7, 1e-6):.6g} "
+                             "at delta 1e-06).")
+    for _ in range(2):
+        release("identity", data=data, workload=WORKLOAD, privacy=ZCDP,
+                fingerprint=FINGERPRINT, store=True, ledger=url)
+    refused = quote(cost, fingerprint=FINGERPRINT, ledger=url, at_delta=1e-9)
+    assert refused.line() == refused.refusal and refused.refusal.endswith(
+        f"remaining: rho = 0.2 = eps {cdp_eps(0.2, 1e-9):.6g} at delta = 1e-09")
+    assert len(history(url)) == 2  # a quote writes nothing
+    assert quote(cost, fingerprint=FINGERPRINT, ledger=url, bundled=True).line() == (
+        "Not charged (rho=0.5): teaching: not a private release: the teaching sandbox (bundled "
+        "demo data) is never charged to the budget ledger.")
+    missing = f"sqlite:///{tmp_path / 'missing.sqlite'}"
+    assert quote(cost, fingerprint=FINGERPRINT, ledger=missing).note.startswith(
+        "data set not registered in the budget ledger")
+    assert not (tmp_path / "missing.sqlite").exists()
