@@ -34,6 +34,7 @@ from explorer.pages.census import CensusPage
 from explorer.pages.compare import ComparePage
 from explorer.pages.learn import LearnPage
 from explorer.pages.overview import OverviewPage
+from explorer.pages.release import ReleasePage
 from explorer.pages.strategy import StrategyPage
 from explorer.pages.tradeoff import TradeoffPage
 from explorer.server import process as serverprocess
@@ -53,6 +54,7 @@ VIEWS: dict[str, Callable[[Session, str], pn.viewable.Viewable]] = {
     "/learn": lambda session, sid: LearnPage(session=session, sid=sid),
     "/adaptive": lambda session, sid: AdaptivePage(),
     "/census": lambda session, sid: CensusPage(),
+    "/release": lambda session, sid: ReleasePage(session=session, sid=sid),
     "/budget": lambda session, sid: BudgetPage(),
 }
 

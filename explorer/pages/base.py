@@ -29,6 +29,7 @@ PAGES: tuple[tuple[str, str, str], ...] = (
     ("/learn", "Learn", "a guided tour of the classic example"),
     ("/adaptive", "Adaptive (AIM+GReM)", "data-dependent marginals on your own data"),
     ("/census", "Census hierarchy", "noisy counts that add up across geographic levels"),
+    ("/release", "Release", "publish counts from your data with a planned mechanism"),
     ("/budget", "Budget", "what each data set has spent of its privacy budget, and its releases"),
 )
 

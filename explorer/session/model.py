@@ -24,12 +24,23 @@ Example:
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field
 from typing import Any
+
+import param
 
 from engine.scenario import Scenario
 from explorer.planning.store import PlanStore
 from explorer.session.editing import DEFAULT_SPEC
 from explorer.session.queue import PlanningQueue
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A data file a user uploaded in this session: its name and its bytes."""
+
+    name: str
+    content: bytes = field(repr=False)
 
 
 class Session(PlanningQueue):
@@ -39,6 +50,11 @@ class Session(PlanningQueue):
         spec: the scenario to start from (default :data:`DEFAULT_SPEC`).
         store: the plan store (default: the process-wide :data:`explorer.planning.store.STORE`).
     """
+
+    upload = param.ClassSelector(
+        class_=Upload, default=None, allow_None=True,
+        doc="The records file uploaded in this session, kept (on every page) until replaced.",
+    )
 
     def __init__(
         self, spec: dict[str, Any] | None = None, store: PlanStore | None = None, **params: Any
