@@ -125,6 +125,8 @@ ROUND_COLUMNS: dict[str, tuple[str, str]] = {
                                   "measured because earlier rounds already pin them down; the "
                                   "round's budget is spent all the same"),
 }
+#: Rows of the released table shown on the page (the download has every cell).
+RELEASED_SHOWN = 20
 #: Rows of the per-round log shown on the page (the CSV has every round).
 ROUNDS_SHOWN = 50
 #: The explanation shown above the per-round log.
@@ -248,6 +250,8 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                                 doc="Share of the data set's budget spent (percent).")
     quote_line = param.String(default="", doc="What the next run's release would cost and "
                               "leave (or why it is not charged).")
+    released_rows = param.List(default=[], doc="The first rows of the last released table "
+                               "(marginal, cell, answer in records).")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -311,8 +315,8 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         self._run_privacy, self._run_workload = self.privacy(), None
         self._run_release = SEEDED_LABEL if self.seed is not None else "OS entropy"
         self.released = None
-        self.param.update(running=True, error="", progress=0.0, rounds=[], results=[],
-                          status="Loading data...")
+        self.param.update(released_rows=[], running=True, error="", progress=0.0, rounds=[],
+                          results=[], status="Loading data...")
 
     def _on_round(self, record: Any, share: float, label: Callable[[Any], str]) -> None:
         row = {"round": record.round, "marginal": label(record.marginal),
@@ -425,6 +429,9 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                            on_round=lambda r: self._on_round(r, min(1.0, r.rho_used / rho),
                                                              label))
         self.released = released
+        frame = released.tables.frames["answers"]
+        rows = frame.head(RELEASED_SHOWN).to_dict("records")
+        self._dispatch(lambda: setattr(self, "released_rows", rows))
         self._run_release = released.record["notice"] or "private release (OS entropy)"
         comparison = compare_adaptive(
             data, workload, privacy, residual_planner=self.compare_rp, pgm=self.compare_pgm,
@@ -597,6 +604,12 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                               sizing_mode="stretch_width", css_classes=["adaptive-rounds"],
                               styles=wide),
             sizing_mode="stretch_width")
+        released = pn.Column(
+            pn.pane.Markdown(f"### Released (AIM+GReM estimates, first {RELEASED_SHOWN} cells; "
+                             "the download has every cell and its provenance)"),
+            pn.pane.DataFrame(self.param.released_rows.rx.pipe(pd.DataFrame), index=False,
+                              sizing_mode="stretch_width", css_classes=["adaptive-released"]),
+            visible=self.param.released_rows.rx.bool())
         chart = pn.pane.HoloViews(pn.bind(lambda _: self.chart(), self.param.rounds),
                                   sizing_mode="stretch_width")
         # Before a run there is nothing to chart: say what to do instead of empty axes.
@@ -625,7 +638,7 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
             bar,
             pn.pane.Markdown(EMPTY_STATE, css_classes=["adaptive-empty"],
                              visible=no_results),
-            pn.Column(table, download, chart, rounds, sizing_mode="stretch_width",
+            pn.Column(table, download, released, chart, rounds, sizing_mode="stretch_width",
                       visible=has_results),
             sizing_mode="stretch_width",
         )

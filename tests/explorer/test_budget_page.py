@@ -53,6 +53,7 @@ def test_register_release_twice_then_refused_with_what_remains(url: str) -> None
         assert page.error == "", page.error
         assert "Released: charged rho=" in page.status
         assert page.budget_share == pytest.approx(100 * n / 2.5, abs=0.01)
+    assert page.released_rows[0]["marginal"] == "a x b" and len(page.released_rows) == 16
     released = pd.read_csv(io.StringIO(page.released_csv()), comment="#")
     assert list(released.columns) == ["marginal", "cell", "answer"]
     assert len(released) == 3 * 2 + 3 * 2 + 2 * 2
