@@ -38,8 +38,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.sparse.linalg as spla
 
 from engine.analysis.cost_model import FLOAT, format_bytes, memory_limit
+from engine.domain import Attribute
 from engine.errors import SpecError
 from engine.linalg.matrix import DENSE_GUARD, Matrix
 from engine.linalg.nonnegative import nonnegative_least_squares, round_preserving_total
@@ -228,8 +230,6 @@ def least_squares(strategy: Matrix, y: np.ndarray) -> np.ndarray:
     try:
         return np.asarray(strategy.pinv().matvec(y), dtype=float)
     except (ValueError, NotImplementedError):
-        import scipy.sparse.linalg as spla
-
         operator = spla.LinearOperator(strategy.shape, matvec=strategy.matvec,
                                        rmatvec=strategy.rmatvec, dtype=float)
         return spla.lsqr(operator, y, atol=1e-12, btol=1e-12, iter_lim=10_000)[0]
@@ -285,7 +285,7 @@ def _value_columns(term: Term) -> dict[str, np.ndarray]:
     return columns
 
 
-def _factor_values(attribute, factor: Matrix) -> list[str]:
+def _factor_values(attribute: Attribute, factor: Matrix) -> list[str]:
     rows, cols = factor.shape
     if factor.is_identity():
         return [run_value(attribute, v, v) for v in range(cols)]
