@@ -15,8 +15,11 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-#: Largest matrix (rows x columns) drawn as a shaded HTML grid.
+#: Largest matrix (rows x columns) drawn as a picture.
 GRID_LIMIT = (64, 128)
+#: Most rectangles in one picture (a matrix without runs of equal entries draws one per cell;
+#: past this the page would carry hundreds of kilobytes for a thumbnail).
+RECT_LIMIT = 2_000
 
 _TABLE_STYLE = "border-collapse:collapse;font-size:0.9em"
 _CELL_STYLE = "padding:2px 8px;border-bottom:1px solid #ddd;text-align:left"
@@ -64,7 +67,7 @@ def grid(matrix: np.ndarray, *, title: str = "") -> str:
 
     Each run of equal entries in a row is one rectangle, so structured matrices (prefixes,
     trees, marginals) stay a few kilobytes. Returns "" when the matrix is larger than
-    :data:`GRID_LIMIT`.
+    :data:`GRID_LIMIT` or needs more than :data:`RECT_LIMIT` rectangles.
     """
     M = np.abs(np.asarray(matrix, dtype=float))
     if M.ndim != 2 or M.shape[0] > GRID_LIMIT[0] or M.shape[1] > GRID_LIMIT[1] or M.size == 0:
@@ -80,6 +83,8 @@ def grid(matrix: np.ndarray, *, title: str = "") -> str:
                     rects.append(f'<rect x="{start}" y="{i}" width="{j - start}" height="1" '
                                  f'fill-opacity="{line[start] / top:.2f}"/>')
                 start = j
+    if len(rects) > RECT_LIMIT:
+        return ""
     scale = max(2, min(8, 480 // max(rows, cols)))
     caption = f'<br><span style="font-size:0.8em">{escape(title)}</span>' if title else ""
     return (f'<div><svg width="{cols * scale}" height="{rows * scale}" '

@@ -189,7 +189,7 @@ class Comparison:
         rows: list[tuple[str, ...]] = [(
             "SVD lower bound", html.number(self.bound_rmse),
             f"+/- {html.number(self.bound_error())}" if self.bound_rmse is not None else "n/a",
-            "1", self.bound.reason or self.bound.method)]
+            "1" if self.bound_rmse is not None else "", self.bound.reason or self.bound.method)]
         methods = set()
         for r in table.itertuples():
             applicable = r.rmse is not None and np.isfinite(r.rmse)

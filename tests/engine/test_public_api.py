@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import holoviews as hv
+import numpy as np
 import pytest
 from scipy import stats
 
@@ -121,3 +122,12 @@ def test_workload_privacy_and_domain_show_themselves() -> None:
     assert "gaussian eps=1 delta=1e-06" in privacy and "4.225" in privacy
     assert "0.5" in engine.Privacy(noise="laplace", epsilon=1.0)._repr_html_()  # eps**2 / 2
     assert "age" in scenario.domain._repr_html_()
+
+
+def test_the_matrix_picture_stays_small() -> None:
+    from engine.html_tables import RECT_LIMIT, grid
+
+    assert grid(np.eye(64)).count("<rect") == 64
+    checkerboard = np.indices((64, 64)).sum(axis=0) % 2  # 32 runs of ones in every row
+    assert RECT_LIMIT < 64 * 32 and grid(checkerboard) == ""
+    assert grid(np.ones((65, 8))) == ""  # more rows than GRID_LIMIT
