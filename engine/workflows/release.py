@@ -71,14 +71,13 @@ from engine.ledger import (
 )
 from engine.ledger.charge import release_cost
 from engine.mechanisms import get
-from engine.mechanisms.base import Mechanism, Plan
+from engine.mechanisms.base import Measurement, Mechanism, Plan
 from engine.mechanisms.hierarchical.level_noise import LAPLACE_GRID_EXPONENT
 from engine.noise import SEEDED_LABEL, release_rng
 from engine.privacy import DEFAULT_DELTA, Privacy
 from engine.progress import Progress
 from engine.workflows.release_files import (
     TEACHING_LABEL,
-    Tables,
     check_out_dir,
     package_version,
     release_directory,
@@ -86,6 +85,7 @@ from engine.workflows.release_files import (
     workload_summary,
     write_release,
 )
+from engine.workflows.tables import PublishedTables, max_cells, publishable_tables
 
 RECORD_UNIT = "one record (add/remove) of the data"
 INDIVIDUAL_UNIT = "one individual joining or leaving a group"
@@ -112,7 +112,7 @@ class Release:
     """
 
     record: dict[str, Any]
-    tables: Tables
+    tables: PublishedTables
     out_dir: Path | None
     status: BudgetStatus | None
     charged: Cost | None
@@ -331,7 +331,7 @@ class _Step:
     describe: dict[str, Any]
     records: int
     run: Callable[[np.random.Generator, Progress | None, Callable[[Any], None] | None],
-                  tuple[Any, Tables, dict[str, Any]]]
+                  tuple[Any, PublishedTables, dict[str, Any]]]
 
 
 def _prepare(mechanism: str | Plan, data: Any, workload: Any, privacy: Privacy | None,
@@ -391,7 +391,7 @@ def _linear(plan: Plan, data: Any, grid: int | None, knobs: dict[str, Any] | Non
     cost = release_cost(plan.privacy, guarantee)
 
     def run(rng: np.random.Generator, _progress: Any, _on_round: Any
-            ) -> tuple[Any, Tables, dict[str, Any]]:
+            ) -> tuple[Any, PublishedTables, dict[str, Any]]:
         measurement = plan.measure(data, rng, grid_exponent=grid)
         estimate = plan.reconstruct(measurement)
         drawn: dict[str, Any] = {}
@@ -410,17 +410,29 @@ def _linear(plan: Plan, data: Any, grid: int | None, knobs: dict[str, Any] | Non
                  {"workload": workload_summary(workload.domain, workload)}, _records(data), run)
 
 
-def publishable(plan: Plan, measurement: Any, estimate: np.ndarray) -> Tables:
-    """The published tables of a data-independent release: one row per workload query
-    (``query``, ``term``, ``answer``), the unbiased least-squares estimates.
+def publishable(plan: Plan, measurement: Measurement, estimate: np.ndarray, *,
+                post_process: str = "consistent") -> PublishedTables:
+    """The published tables of a data-independent release (one call site of the
+    post-processing, which costs no privacy): one table per workload term in the domain's own
+    values, ``estimate`` (whole non-negative counts derived from one non-negative integer
+    estimate of the data, so they agree across tables), ``margin_95`` (the 95 % half-width of
+    the unbiased estimate, from the plan's per-query variance at the noise actually drawn) and
+    ``raw`` (that unbiased least-squares estimate, ``estimate`` here).
 
-    The one call site of the post-processing (publishable consistent tables go here).
+    Where the domain is too large to hold one estimate per cell, or ``post_process`` is
+    ``raw``, the tables carry the raw estimates only and the method says so.
     """
-    labels = [t.label for t in plan.workload.terms for _ in range(t.num_queries)]
-    frame = pd.DataFrame({"query": np.arange(len(labels)), "term": labels,
-                          "answer": np.asarray(estimate, float)})
-    return Tables({"answers": frame}, "none: the raw least-squares estimates (unbiased; "
-                                      "fractional and possibly negative)")
+    factor = 1.0 if measurement.noise is None else float(measurement.noise.variance_factor)
+    variance = np.asarray(plan.variances(), float) * factor
+    strategy = plan.strategy if plan.measurer is None else None
+    if post_process == "consistent" and plan.workload.domain.size > max_cells():
+        post_process = "raw"
+    return publishable_tables(
+        plan.workload, strategy=strategy,
+        measurements=measurement.y if strategy is not None else estimate,
+        noise_variances=np.square(measurement.noise_std), total=None,
+        per_query_variance=variance, post_process=post_process, noise=plan.privacy.noise,
+        raw=estimate, raw_column=True)
 
 
 def _adaptive(mech: Mechanism, data: Any, workload: Any, privacy: Privacy) -> _Step:
@@ -428,14 +440,14 @@ def _adaptive(mech: Mechanism, data: Any, workload: Any, privacy: Privacy) -> _S
     cost = release_cost(privacy)
 
     def run(rng: np.random.Generator, progress: Progress | None,
-            on_round: Callable[[Any], None] | None) -> tuple[Any, Tables, dict[str, Any]]:
+            on_round: Callable[[Any], None] | None) -> tuple[Any, PublishedTables, dict[str, Any]]:
         result = mech.run(workload, privacy, data, rng, progress=progress, on_round=on_round)
         rows = [(result.label(g), i, float(v)) for g, est in result.estimates.items()
                 for i, v in enumerate(np.asarray(est, float).ravel())]
         frame = pd.DataFrame(rows, columns=["marginal", "cell", "answer"])
         drawn = {"noise": dict(result.details["noise"]), "rho_spent": result.rho_spent,
                  "ledger": [{"charge": what, "rho": c} for what, c in result.ledger]}
-        return result, Tables({"answers": frame}, "none: GReM-MLE estimates (raw)"), drawn
+        return result, PublishedTables({"answers": frame}, "none: GReM-MLE estimates (raw)"), drawn
 
     return _Step(mech.name, mechanism_knobs(mech), cost, RECORD_UNIT, privacy.to_spec(),
                  {"workload": workload_summary(workload.domain, workload)}, _records(data), run)
@@ -452,7 +464,7 @@ def _hierarchical(mech: Mechanism, hierarchy: Any, privacy: Privacy | None) -> _
     exponent = 0 if mech.noise == "geometric" else LAPLACE_GRID_EXPONENT
 
     def run(rng: np.random.Generator, progress: Progress | None, _on_round: Any
-            ) -> tuple[Any, Tables, dict[str, Any]]:
+            ) -> tuple[Any, PublishedTables, dict[str, Any]]:
         released = mech.release(hierarchy, epsilon, rng, progress)
         labels = released.sizes.labels
         rows = [(lev, name, labels[b], value.item() if hasattr(value, "item") else value)
@@ -465,7 +477,7 @@ def _hierarchical(mech: Mechanism, hierarchy: Any, privacy: Privacy | None) -> _
                            "grid_exponent": exponent, "grid_spacing": 2.0**-exponent,
                            "scale_by_level": noise_plan.scales.tolist()},
                  "consistency_violations": int(released.violations)}
-        return released, Tables({"answers": frame}, f"{mech.variant}: the variant's own "
+        return released, PublishedTables({"answers": frame}, f"{mech.variant}: the variant's own "
                                                     "post-processing"), drawn
 
     describe = {"domain": {"regions_by_level": list(hierarchy.tree.level_sizes),

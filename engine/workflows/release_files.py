@@ -19,7 +19,8 @@ Example:
     >>> import tempfile, os
     >>> import pandas as pd
     >>> d = tempfile.mkdtemp()
-    >>> tables = Tables({"answers": pd.DataFrame({"query": [0], "answer": [1.5]})}, "none")
+    >>> tables = PublishedTables({"answers": pd.DataFrame({"query": [0], "answer": [1.5]})},
+    ...                          "none")
     >>> out = write_release(d, tables, {"mechanism": "identity", "notice": None})
     >>> sorted(os.listdir(d))
     ['answers.csv', 'release.json']
@@ -34,7 +35,6 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ import pandas as pd
 from engine.data.bundled import BUNDLED, DATA_DIR
 from engine.errors import SpecError
 from engine.ledger import data_dir
+from engine.workflows.tables import PublishedTables
 
 RECORD_FILE = "release.json"
 #: The notice of a run on bundled demo data or marked as teaching (never charged).
@@ -51,25 +52,6 @@ TEACHING_LABEL = "teaching: not a private release"
 #: Record keys repeated as comment lines at the top of every CSV table, in this order.
 PROVENANCE_KEYS = ("notice", "time", "package_version", "mechanism", "knobs", "privacy",
                    "privacy_unit", "noise", "post_processing", "data_sha256", "budget")
-
-
-@dataclass(frozen=True)
-class Tables:
-    """Released tables, ready to publish.
-
-    Attributes:
-        frames: table name -> its rows (the file is ``<name>.csv``).
-        method: the post-processing that produced them, and for which estimate any margins
-            hold (post-processing costs no privacy).
-    """
-
-    frames: dict[str, pd.DataFrame]
-    method: str
-
-    def write(self, directory: str | os.PathLike[str]) -> None:
-        """One CSV per table into ``directory``."""
-        for name, frame in self.frames.items():
-            frame.to_csv(Path(directory) / f"{name}.csv", index=False)
 
 
 def package_version() -> str:
@@ -142,7 +124,7 @@ def stamped_csv(frame: pd.DataFrame, record: dict[str, Any]) -> str:
     return header + frame.to_csv(index=False)
 
 
-def write_release(out_dir: str | os.PathLike[str], tables: Tables,
+def write_release(out_dir: str | os.PathLike[str], tables: PublishedTables,
                   record: dict[str, Any]) -> Path:
     """Write ``tables`` (CSV, with :func:`provenance_lines` on top) and ``release.json`` into
     ``out_dir`` atomically: staged, then moved into place, the record last. Returns the

@@ -24,7 +24,8 @@ from engine.noise import SEEDED_LABEL
 from engine.privacy import Privacy, cdp_eps
 from engine.progress import Progress
 from engine.workflows.release import quote, release
-from engine.workflows.release_files import TEACHING_LABEL, Tables
+from engine.workflows.release_files import TEACHING_LABEL
+from engine.workflows.tables import PublishedTables
 from engine.workloads import Workload
 
 FINGERPRINT = "ef" * 32
@@ -136,7 +137,7 @@ def test_a_crash_while_writing_keeps_the_old_release_whole(data, url, tmp_path,
         (Path(directory) / "answers.csv").write_text("query,term,answer\n0,")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(Tables, "write", half_then_crash)
+    monkeypatch.setattr(PublishedTables, "write", half_then_crash)
     with pytest.raises(SpecError, match="^--out: cannot write the release into .*No space"):
         release("identity", data=data, workload=WORKLOAD, privacy=ZCDP,
                 fingerprint=FINGERPRINT, out=out, ledger=url)
