@@ -79,8 +79,8 @@ def add_teaching_flag(p: argparse.ArgumentParser) -> None:
 
 
 def add_release_flags(p: argparse.ArgumentParser) -> None:
-    """``--seed`` and ``--teaching`` (teaching only), ``--grid``, ``--out`` and ``--ledger``
-    of ``run``."""
+    """``--seed`` and ``--teaching`` (teaching only), ``--grid``, ``--out``, ``--raw`` and
+    ``--ledger`` of ``run``."""
     p.add_argument("--seed", default=None, help="integer seed for a reproducible run (teaching "
                    "and tests: the output is then labelled not a private release); default: "
                    "OS entropy")
@@ -88,8 +88,17 @@ def add_release_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grid", default=None, help="exponent k of the release grid 2**-k for "
                    "real-valued strategy answers (0..40; default: the coarsest grid that "
                    "enlarges the sensitivity by at most 2**-10)")
-    p.add_argument("--out", default=None, metavar="DIR", help="write the released tables "
-                   "(answers.csv) and release.json (the release record) into DIR")
+    p.add_argument("--out", default=None, metavar="DIR", help="write the released tables and "
+                   "release.json (the release record) into DIR: one CSV per workload term "
+                   "with a column per attribute in the domain's values, estimate (whole "
+                   "non-negative counts that agree across tables), margin_95 (half-width of "
+                   "the 95%% interval of the unbiased estimate) and raw (that estimate); a "
+                   "Parquet copy beside each CSV when pyarrow is installed (aim-grem writes "
+                   "answers.csv)")
+    p.add_argument("--raw", action="store_true", help="publish the unbiased least-squares "
+                   "estimates only (margin_95 and raw: fractional, possibly negative, tables "
+                   "may disagree) instead of consistent whole counts; post-processing costs "
+                   "no privacy either way")
     add_ledger_flag(p)
 
 

@@ -211,7 +211,8 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
                            fingerprint=fingerprint_file(path), bundled=bundled, seed=seed,
                            teaching=args.teaching,
                            out=args.out, ledger=args.ledger, user=local_user(), grid=grid,
-                           executor=executor)
+                           executor=executor,
+                           post_process="raw" if args.raw else "consistent")
     for note in released.notes:
         print(f"note: {note}", file=sys.stderr)
     record = released.record

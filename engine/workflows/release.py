@@ -85,7 +85,12 @@ from engine.workflows.release_files import (
     workload_summary,
     write_release,
 )
-from engine.workflows.tables import PublishedTables, max_cells, publishable_tables
+from engine.workflows.tables import (
+    POST_PROCESSING,
+    PublishedTables,
+    max_cells,
+    publishable_tables,
+)
 
 RECORD_UNIT = "one record (add/remove) of the data"
 INDIVIDUAL_UNIT = "one individual joining or leaving a group"
@@ -128,7 +133,8 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
             store: bool = False, ledger: str | None = None, user: str | None = None,
             at_delta: float | None = None, grid: int | None = None,
             executor: Executor | None = None, progress: Progress | None = None,
-            on_round: Callable[[Any], None] | None = None) -> Release:
+            on_round: Callable[[Any], None] | None = None,
+            post_process: str = "consistent") -> Release:
     """Release ``data`` through ``mechanism`` (module docstring: the order and who is charged).
 
     Args:
@@ -158,6 +164,10 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
         progress: reported and cancellable (``engine.errors.Cancelled``) by the data-dependent
             mechanisms.
         on_round: called with every ``aim-grem`` round record (live charts).
+        post_process: the post-processing of a data-independent release's tables
+            (:func:`publishable`): ``consistent`` (whole non-negative counts that agree across
+            tables, with the raw column) or ``raw`` (the unbiased estimates only).
+            ``aim-grem`` and ``hierarchical-pgsr`` publish their own estimates either way.
 
     Returns:
         The :class:`Release`.
@@ -169,9 +179,13 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
         LedgerError: the ledger cannot be used, or the data set is archived.
         Cancelled: ``progress`` was cancelled (the charge is marked failed; nothing written).
     """
+    if post_process not in POST_PROCESSING:
+        raise SpecError(f"post_process: unknown {post_process!r}; allowed: "
+                        f"{', '.join(POST_PROCESSING)}")
     if out is not None:
         check_out_dir(out)
-    step = _prepare(mechanism, data, workload, privacy, knobs or {}, grid, executor)
+    step = _prepare(mechanism, data, workload, privacy, knobs or {}, grid, executor,
+                    post_process)
     sandbox = seed is not None or bundled or teaching
     notice = SEEDED_LABEL if seed is not None else (TEACHING_LABEL if sandbox else None)
     record: dict[str, Any] = {
@@ -335,11 +349,12 @@ class _Step:
 
 
 def _prepare(mechanism: str | Plan, data: Any, workload: Any, privacy: Privacy | None,
-             knobs: dict[str, Any], grid: int | None, executor: Executor | None) -> _Step:
+             knobs: dict[str, Any], grid: int | None, executor: Executor | None,
+             post_process: str) -> _Step:
     """Check the input and price the release (no data is read for the noise yet)."""
     if isinstance(mechanism, Plan):
         plan = mechanism if privacy is None else mechanism.with_privacy(privacy)
-        return _linear(plan, data, grid)
+        return _linear(plan, data, grid, post_process)
     mech = get(mechanism, **knobs)
     if mechanism == HIERARCHICAL:
         return _hierarchical(mech, data, privacy)
@@ -349,7 +364,8 @@ def _prepare(mechanism: str | Plan, data: Any, workload: Any, privacy: Privacy |
         return _adaptive(mech, data, workload, privacy)
     mech.check(workload, privacy)
     require(mech.estimate(workload, privacy), mechanism, "run")
-    return _linear(plan_on(mech, workload, privacy, executor), data, grid, mechanism_knobs(mech))
+    return _linear(plan_on(mech, workload, privacy, executor), data, grid, post_process,
+                   mechanism_knobs(mech))
 
 
 def plan_on(mech: Mechanism, workload: Any, privacy: Privacy, executor: Executor | None
@@ -380,8 +396,8 @@ def mechanism_knobs(mech: Mechanism) -> dict[str, Any]:
             and isinstance(v, int | float | str | bool | type(None) | list | tuple)}
 
 
-def _linear(plan: Plan, data: Any, grid: int | None, knobs: dict[str, Any] | None = None
-            ) -> _Step:
+def _linear(plan: Plan, data: Any, grid: int | None, post_process: str,
+            knobs: dict[str, Any] | None = None) -> _Step:
     """A data-independent plan: exact noise on the strategy answers, least squares, tables."""
     workload = plan.workload
     guarantee = None
@@ -404,7 +420,8 @@ def _linear(plan: Plan, data: Any, grid: int | None, knobs: dict[str, Any] | Non
             drawn["noise"] = {"sampler": plan.mechanism, "scale": plan.noise_std(),
                               "exact": False}
             drawn["rho_spent"] = plan.privacy.zcdp_rho()
-        return estimate, publishable(plan, measurement, estimate), drawn
+        return estimate, publishable(plan, measurement, estimate,
+                                     post_process=post_process), drawn
 
     return _Step(plan.mechanism, knobs or {}, cost, RECORD_UNIT, plan.privacy.to_spec(),
                  {"workload": workload_summary(workload.domain, workload)}, _records(data), run)
