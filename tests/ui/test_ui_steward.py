@@ -1,0 +1,186 @@
+"""The data steward in the browser (issue 28): register their own CSV under their own name on
+the Budget page, plan a two-attribute workload on Compare, release the recommended plan on the
+Release page from the same CSV, download the zip and find labelled, whole, non-negative,
+consistent counts with margins, then release again until the ledger refuses and says what
+remains."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import save_screenshot, start_server, wait_for_panel
+from playwright.sync_api import expect
+
+from engine.privacy import DEFAULT_DELTA, cdp_eps
+from engine.scenario import Scenario
+from engine.workflows.compare import compare
+
+pytestmark = [pytest.mark.ui, pytest.mark.slow]
+
+PLAN_TIMEOUT_MS = 120_000
+NAME = "clinic visits 2026"
+RHO, TOTAL = 0.25, 0.6  # two releases fit, the third does not
+AGES = ["0-29", "30-39", "40-49", "50-64", "65-99"]
+SCENARIO = yaml.safe_dump({
+    "domain": {"sex": {"labels": ["female", "male"]},
+               "age": {"kind": "numeric", "bin_edges": [0, 30, 40, 50, 65, 100]}},
+    "workload": [{"marginals": {"k": 2}}, {"marginals": {"k": 1}}],
+    "privacy": {"noise": "zcdp", "rho": RHO},
+    "mechanisms": ["identity", "hdmm"],
+}, sort_keys=False)
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[str]:
+    """An explorer of its own: its own data directory, so its own empty ledger."""
+    with start_server("explorer-server-steward.log") as base:
+        yield base
+
+
+def records(path: Path) -> Path:
+    """400 seeded visits in their raw values: sex as words, age in years."""
+    rng = np.random.default_rng(28)
+    sex = rng.choice(["female", "male"], 400)
+    age = rng.integers(18, 95, 400)
+    path.write_text("sex,age\n" + "".join(f"{s},{a}\n" for s, a in zip(sex, age, strict=True)))
+    return path
+
+
+def remaining_text(rho: float) -> str:
+    return f"remaining: rho = {rho:.6g} = eps {cdp_eps(rho, DEFAULT_DELTA):.6g} at delta"
+
+
+def published(zip_bytes: bytes) -> tuple[dict[str, pd.DataFrame], dict, dict[str, str]]:
+    """The zip's tables (read past their ``#`` provenance lines), its record, and the first
+    line of every CSV."""
+    archive = zipfile.ZipFile(io.BytesIO(zip_bytes))
+    tables, first = {}, {}
+    for name in archive.namelist():
+        if name.endswith(".csv"):
+            text = archive.read(name).decode()
+            first[name] = text.splitlines()[0]
+            tables[name[:-4]] = pd.read_csv(io.StringIO(text), comment="#",
+                                            dtype={"sex": str, "age": str})
+    return tables, json.loads(archive.read("release.json")), first
+
+
+def test_steward_registers_releases_downloads_and_is_refused(browser, served: str,
+                                                             tmp_path: Path) -> None:
+    csv_file = records(tmp_path / "clinic.csv")
+    context = browser.new_context(viewport={"width": 1280, "height": 900},
+                                  accept_downloads=True)
+    context.set_default_timeout(60_000)
+    errors: list[str] = []
+    page = context.new_page()
+    page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
+
+    # 1. the Budget page: their own CSV under their own name, with their own budget
+    page.goto(f"{served}/app?page=budget", wait_until="load")
+    wait_for_panel(page, ".budget-total")
+    page.locator("input[type=file]").set_input_files(str(csv_file))
+    name = page.locator(".budget-name input")
+    expect(name).to_have_value("clinic")  # the file's name until the steward types theirs
+    name.fill(NAME)
+    name.press("Enter")
+    total = page.locator(".budget-total input")
+    total.fill(str(TOTAL))
+    total.press("Enter")
+    page.get_by_role("button", name="Register").click()
+    expect(page.get_by_text(f"Registered {NAME} (owner anonymous) with rho={TOTAL:g}")
+           ).to_be_visible()
+
+    # 2. Compare: a two-attribute workload, planned
+    page.goto(f"{served}/app?page=builder", wait_until="load")
+    wait_for_panel(page, ".workload-stats")
+    page.locator(".spec-upload input[type=file]").first.set_input_files(
+        files=[{"name": "clinic.yaml", "mimeType": "text/yaml", "buffer": SCENARIO.encode()}])
+    expect(page.locator(".workload-stats").first).to_contain_text("17 queries over 10 cells")
+    page.locator(".site-nav").get_by_role("link", name="Compare").click()
+    headline = page.locator(".compare-headline").first
+    expect(headline).to_contain_text("most accurate", timeout=PLAN_TIMEOUT_MS)
+    expect(headline).not_to_contain_text("still planning", timeout=PLAN_TIMEOUT_MS)
+    scenario = Scenario.from_spec(yaml.safe_load(SCENARIO))
+    best = compare(scenario.workload, scenario.privacy, scenario.mechanisms).best().mechanism
+    expect(headline).to_contain_text(f"the most accurate mechanism is {best} ")
+
+    # 3. Release: the recommended plan, the same CSV, what it costs and leaves
+    page.locator(".site-nav").get_by_role("link", name="Release").click()
+    wait_for_panel(page, ".release-page")
+    expect(page.locator(".release-plan select").first).to_have_value(best)
+    page.locator(".release-upload input[type=file]").set_input_files(str(csv_file))
+    expect(page.locator(".release-data").first).to_contain_text(
+        "clinic.csv: 400 records over sex, age.")
+    quote = page.locator(".release-quote").first
+    expect(quote).to_contain_text(
+        f"This release costs rho={RHO:g}, charged to {NAME} (rho={TOTAL:g} in all); remaining "
+        f"after it: {TOTAL - RHO:.6g} (rho {TOTAL - RHO:.6g} = eps "
+        f"{cdp_eps(TOTAL - RHO, DEFAULT_DELTA):.6g} at delta 1e-06).")
+    button = page.get_by_role("button", name="Release", exact=True)
+    status = page.locator(".release-status").first
+    button.click()
+    expect(status).to_contain_text(f"charged rho={RHO:g} to {NAME}: spent {RHO:g} of "
+                                   f"rho={TOTAL:g}", timeout=PLAN_TIMEOUT_MS)
+
+    # the first published table on the page: the domain's values, whole counts
+    shown = page.locator(".release-table .tabulator-row")
+    expect(shown.first).to_be_visible()
+    first_row = [shown.first.locator(f'[tabulator-field="{c}"]').inner_text().strip()
+                 for c in ("sex", "age", "estimate")]
+    assert first_row[:2] == ["female", "0-29"] and first_row[2].isdigit(), first_row
+    save_screenshot(page, "steward-release")
+
+    with page.expect_download() as info:
+        page.locator(".release-zip button").first.click()
+    assert info.value.suggested_filename == "release.zip"
+    tables, record, first_lines = published(Path(info.value.path()).read_bytes())
+    assert sorted(tables) == ["age", "sex", "sex_x_age"]
+    assert set(first_lines.values()) == {"# release: private release"}
+    assert record["mechanism"] == best and record["notice"] is None
+    assert record["budget"]["spent"] == pytest.approx(RHO, abs=1e-12)
+    assert record["budget"]["remaining"] == pytest.approx(TOTAL - RHO, abs=1e-12)
+    assert record["post_processing"].startswith("consistent: one non-negative estimate")
+    pair = tables["sex_x_age"]
+    assert list(pair.columns) == ["sex", "age", "estimate", "margin_95", "raw"]
+    assert pair["sex"].tolist() == ["female"] * 5 + ["male"] * 5
+    assert pair["age"].tolist() == AGES * 2
+    assert first_row[2] == str(pair["estimate"].iloc[0])  # the page shows the download's
+    for attr, values in (("sex", ["female", "male"]), ("age", AGES)):
+        one_way = tables[attr]
+        assert one_way[attr].tolist() == values
+        # consistent: the 1-way table is the sum of the 2-way one
+        assert pair.groupby(attr, sort=False)["estimate"].sum().tolist() == \
+            one_way["estimate"].tolist()
+    totals = set()
+    for table in tables.values():
+        assert table["estimate"].dtype == np.int64 and (table["estimate"] >= 0).all()
+        assert (table["margin_95"] > 0).all()
+        totals.add(int(table["estimate"].sum()))
+    assert len(totals) == 1 and abs(totals.pop() - 400) <= 3 * tables["sex"]["margin_95"].sum()
+
+    # 4. again: the second release fits, the third is refused and says what remains
+    button.click()
+    expect(status).to_contain_text(f"spent {2 * RHO:g} of rho={TOTAL:g}",
+                                   timeout=PLAN_TIMEOUT_MS)
+    button.click()
+    expect(status).to_contain_text("Refused: nothing was drawn or released.",
+                                   timeout=PLAN_TIMEOUT_MS)
+    refusal = page.locator(".release-error").first
+    expect(refusal).to_contain_text(f"data set '{NAME}' has spent {2 * RHO:.6g}")
+    expect(refusal).to_contain_text(remaining_text(TOTAL - 2 * RHO))
+    save_screenshot(page, "steward-refused")
+
+    page.goto(f"{served}/app?page=budget", wait_until="load")
+    wait_for_panel(page, ".budget-bar")
+    expect(page.get_by_text("(rho; 2 releases)").first).to_be_visible()
+    expect(page.locator(".budget-bar progress").first).to_have_attribute(
+        "value", str(round(100 * 2 * RHO / TOTAL)))
+    context.close()
+    assert errors == []
