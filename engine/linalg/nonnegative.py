@@ -27,6 +27,8 @@ Example:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -39,28 +41,63 @@ ARMIJO = 1e-4
 MAX_HALVINGS = 40
 
 
+@dataclass(frozen=True)
+class NonnegativeFit:
+    """The result of :func:`nonnegative_fit`.
+
+    Attributes:
+        x: the estimate (>= 0, one entry per cell; summing to the total when one was given).
+        converged: True when the projected gradient reached the tolerance (x is the optimum).
+        iterations: Newton steps taken.
+        products: products with ``A^T A`` (or its pseudo-inverse) spent.
+        stationarity: the projected gradient's norm relative to the gradient at zero (0 at
+            the optimum).
+    """
+
+    x: np.ndarray
+    converged: bool
+    iterations: int
+    products: int
+    stationarity: float
+
+
 def nonnegative_least_squares(strategy: Matrix, measurements: np.ndarray,
                               noise_variances: float | np.ndarray, *,
-                              total: float | None = None, start: np.ndarray | None = None,
-                              tol: float = 1e-12, max_iter: int = 100,
-                              cg_iter: int = 500) -> np.ndarray:
+                              total: float | None = None, **options: Any) -> np.ndarray:
     """The non-negative data vector closest to the measurements in variance-weighted L2.
 
+    ``nonnegative_fit(...).x``; see :func:`nonnegative_fit` for the arguments and options.
+    """
+    return nonnegative_fit(strategy, measurements, noise_variances, total=total,
+                           **options).x
+
+
+def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
+                    noise_variances: float | np.ndarray, *, total: float | None = None,
+                    start: np.ndarray | None = None, tol: float = 1e-12,
+                    max_iter: int = 100, cg_iter: int = 500,
+                    max_products: int | None = None) -> NonnegativeFit:
+    """The non-negative data vector closest to the measurements in variance-weighted L2,
+    with how far the solver got.
+
     Args:
-        strategy: the measurement matrix A (implicit; only ``matvec``/``rmatvec`` are used,
-            and ``pinv`` for the starting point where the matrix has a structured one).
+        strategy: the measurement matrix A (implicit; only ``matvec``/``rmatvec``, and
+            ``gram``/``pinv`` where A has structured ones, are used).
         measurements: the noisy answers y (one per row of A), in counts.
         noise_variances: the noise variance of every measurement (squared counts), or one
             variance for all.
         total: when given, the estimate also sums exactly to it (a public total, in counts).
         start: a starting estimate (default: the least-squares ``A^+ y`` where A has a
-            structured pseudo-inverse, else zeros), projected onto the feasible set.
+            structured pseudo-inverse, else the uniform one), projected onto the feasible set.
         tol: stop when the projected gradient is below ``tol`` times the gradient at zero.
         max_iter: largest number of Newton steps.
         cg_iter: largest number of conjugate-gradient iterations per Newton step.
+        max_products: a work budget in products with ``A^T A`` (None: none). Every iterate is
+            feasible and lowers the objective, so a budgeted fit is a valid estimate that is
+            at least as close as the projected start; 0 keeps the projected start.
 
     Returns:
-        x >= 0 (float, one entry per cell), summing to ``total`` when given.
+        The fit (see :class:`NonnegativeFit`).
 
     Raises:
         SpecError: a measurement count that does not match A, a non-positive variance or a
@@ -74,36 +111,47 @@ def nonnegative_least_squares(strategy: Matrix, measurements: np.ndarray,
     weights = _weights(noise_variances, rows)
     if total is not None and not (math.isfinite(total) and total >= 0):
         raise SpecError(f"total: must be a finite count >= 0, got {total!r}")
-    problem = _Problem(strategy, y, weights, total)
     if total == 0:
-        return np.zeros(cells)
+        return NonnegativeFit(np.zeros(cells), True, 0, 0, 0.0)
+    problem = _Problem(strategy, y, weights, total)
+    budget = math.inf if max_products is None else max_products
     x = problem.project(problem.initial(start))
     target = strategy.rmatvec(weights * y)
     scale = float(np.linalg.norm(target)) or 1.0
     gradient = problem.hessian(x) - target
+    stationarity = problem.projected_gradient(x, gradient)
+    converged, iterations = False, 0
     for iteration in range(1, max_iter + 1):
-        stationarity = problem.projected_gradient(x, gradient)
         if np.linalg.norm(stationarity) <= tol * scale:
             gradient = problem.hessian(x) - target  # confirm on the exact gradient
             stationarity = problem.projected_gradient(x, gradient)
             if np.linalg.norm(stationarity) <= tol * scale:
+                converged = True
                 break
+        room = int(min(cg_iter, (budget - problem.products - 2) // 2))
+        if room < 1:
+            break
         # Bertsekas' epsilon: cells this close to zero with a gradient pushing them down are
         # held at zero, so a step cannot stall on a cell that the projection keeps clipping.
         epsilon = min(1e-3, float(np.abs(stationarity).max()))
         # inexact Newton: a loose solve while the zero set is still moving, tighter near the end
         forcing = min(0.1, math.sqrt(float(np.linalg.norm(stationarity)) / scale))
-        step = problem.newton_direction(x, gradient, epsilon, cg_iter, forcing)
+        step = problem.newton_direction(x, gradient, epsilon, room, forcing)
         moved = problem.line_search(x, step, gradient)
         if moved is None:
             moved = problem.line_search(x, -stationarity, gradient)
             if moved is None:
                 break
         x, curvature = moved
+        iterations = iteration
         # the gradient is updated by H times the step; recomputed now and then against drift
         gradient = (gradient + curvature if iteration % 20
                     else problem.hessian(x) - target)
-    return x
+        stationarity = problem.projected_gradient(x, gradient)
+    else:
+        converged = bool(np.linalg.norm(stationarity) <= tol * scale)
+    return NonnegativeFit(x, converged, iterations, problem.products,
+                          float(np.linalg.norm(stationarity)) / scale)
 
 
 def _weights(noise_variances: float | np.ndarray, rows: int) -> np.ndarray:
@@ -125,6 +173,8 @@ class _Problem:
                  total: float | None) -> None:
         self.A, self.y, self.w, self.total = A, y, weights, total
         self.gram, self.gram_pinv = _structured_gram(A, weights)
+        #: products with the Gram or its pseudo-inverse so far (the solver's work)
+        self.products = 0
 
     def initial(self, start: np.ndarray | None) -> np.ndarray:
         cells = self.A.shape[1]
@@ -140,6 +190,7 @@ class _Problem:
             return np.full(cells, (self.total or 0.0) / cells)
 
     def hessian(self, p: np.ndarray) -> np.ndarray:
+        self.products += 1
         if self.gram is not None:
             return self.w[0] * self.gram.matvec(p)
         return self.A.rmatvec(self.w * self.A.matvec(p))
@@ -148,6 +199,7 @@ class _Problem:
         """``H^+ p`` where the strategy has a structured pseudo-inverse, else p."""
         if self.gram_pinv is None:
             return p
+        self.products += 1
         return self.gram_pinv.matvec(p) / self.w[0]
 
     def project(self, v: np.ndarray) -> np.ndarray:
@@ -262,7 +314,9 @@ def _structured_gram(A: Matrix, weights: np.ndarray) -> tuple[Matrix | None, Mat
 
 
 def simplex_projection(v: np.ndarray, total: float) -> np.ndarray:
-    """The Euclidean projection of v onto ``{x >= 0, sum(x) = total}`` (sort-based).
+    """The Euclidean projection of v onto ``{x >= 0, sum(x) = total}`` (Michelot's algorithm:
+    a threshold raised until it is consistent with the cells it keeps; linear passes, no
+    sort).
 
     Example:
         >>> simplex_projection(np.array([2.0, 0.0, 1.0]), 2.0)
@@ -271,11 +325,15 @@ def simplex_projection(v: np.ndarray, total: float) -> np.ndarray:
     v = np.asarray(v, dtype=float)
     if total == 0:
         return np.zeros_like(v)
-    u = np.sort(v)[::-1]
-    excess = np.cumsum(u) - total
-    k = np.arange(1, u.size + 1)
-    last = int(np.flatnonzero(u - excess / k > 0)[-1])
-    return np.maximum(v - excess[last] / (last + 1), 0.0)
+    kept = v
+    threshold = (kept.sum() - total) / kept.size
+    while True:
+        above = kept[kept > threshold]
+        if above.size == kept.size:
+            break
+        kept = above
+        threshold = (kept.sum() - total) / kept.size
+    return np.maximum(v - threshold, 0.0)
 
 
 def round_preserving_total(x: np.ndarray, total: int) -> np.ndarray:

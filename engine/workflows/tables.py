@@ -44,7 +44,7 @@ from engine.analysis.cost_model import FLOAT, format_bytes, memory_limit
 from engine.domain import Attribute
 from engine.errors import SpecError
 from engine.linalg.matrix import DENSE_GUARD, Matrix
-from engine.linalg.nonnegative import nonnegative_least_squares, round_preserving_total
+from engine.linalg.nonnegative import NonnegativeFit, nonnegative_fit, round_preserving_total
 from engine.workloads.labels import (
     DESCRIBED_BLOCK_ENTRIES,
     readable_labels,
@@ -62,6 +62,10 @@ POST_PROCESSING = ("consistent", "raw")
 #: Gaussian, whose interval is narrower).
 MARGIN_Z = {"gaussian": 1.959963984540054, "zcdp": 1.959963984540054,
             "laplace": math.log(20.0) / math.sqrt(2.0)}
+#: Default work limit of the non-negative fit, in cell-products (products with the strategy's
+#: Gram times cells): exact fits on domains up to ~1e5 cells; on 1e6 cells about 100 products
+#: (seconds), after which the best feasible estimate so far is used and the method says so.
+WORK_LIMIT = 1e8
 #: Full-domain vectors the consistent post-processing holds at its peak (the solver's iterate,
 #: gradient, Newton step, conjugate-gradient vectors and temporaries).
 VECTOR_COPIES = 24
@@ -154,8 +158,8 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                        measurements: np.ndarray, noise_variances: float | np.ndarray,
                        total: int | None, per_query_variance: np.ndarray,
                        post_process: str = "consistent", noise: str = "gaussian",
-                       raw: np.ndarray | None = None, raw_column: bool = False
-                       ) -> PublishedTables:
+                       raw: np.ndarray | None = None, raw_column: bool = False,
+                       work_limit: float | None = WORK_LIMIT) -> PublishedTables:
     """Labelled tables of a release, one per workload term.
 
     Args:
@@ -176,6 +180,10 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
         raw: the unbiased workload answers when the plan reconstructs them its own way
             (``Plan.reconstruct``); default ``W A^+ y``.
         raw_column: also keep the raw estimate beside the counts.
+        work_limit: the non-negative fit's budget in cell-products (None: until it
+            converges; 0: the least-squares estimate projected onto non-negative vectors with
+            the total, the fastest consistent route). Every budget gives whole,
+            non-negative, consistent counts; the method says whether the fit converged.
 
     Returns:
         The tables and the method in words.
@@ -204,15 +212,16 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     raw = np.asarray(raw, dtype=float).reshape(-1)
     if raw.size != queries:
         raise SpecError(f"raw: expected {queries:,} answers, got {raw.size:,}")
-    counts = None
+    counts, fit = None, None
     if post_process == "consistent":
         variances = variance if strategy is None else noise_variances
-        x = nonnegative_least_squares(fitted, y, variances, total=total)
-        counts = round_preserving_total(x, int(total) if total is not None
-                                        else int(round(float(x.sum()))))
+        products = None if work_limit is None else int(work_limit // workload.domain.size)
+        fit = nonnegative_fit(fitted, y, variances, total=total, max_products=products)
+        counts = round_preserving_total(fit.x, int(total) if total is not None
+                                        else int(round(float(fit.x.sum()))))
     frames = _frames(workload, counts, raw, MARGIN_Z[noise] * np.sqrt(variance),
                      raw_column or counts is None)
-    return PublishedTables(frames, _method(post_process, noise, total, strategy is None))
+    return PublishedTables(frames, _method(post_process, noise, total, strategy is None, fit))
 
 
 def check_domain(workload: Workload) -> None:
@@ -238,7 +247,7 @@ def least_squares(strategy: Matrix, y: np.ndarray) -> np.ndarray:
 def _frames(workload: Workload, counts: np.ndarray | None, raw: np.ndarray,
             margins: np.ndarray, keep_raw: bool) -> dict[str, pd.DataFrame]:
     frames: dict[str, pd.DataFrame] = {}
-    cells = None if counts is None else counts.astype(float)
+    marginals = _Marginals(workload.domain.shape, counts) if counts is not None else None
     labels: list[str] | None = None
     start = 0
     for term in workload.terms:
@@ -246,20 +255,44 @@ def _frames(workload: Workload, counts: np.ndarray | None, raw: np.ndarray,
         # tables show plain counts: the term's weight only ranks its queries in the planning
         weight = term.weight if term.weight else 1.0
         if term.is_product:
-            columns = _value_columns(term)
+            columns: dict[str, np.ndarray | list[str]] = dict(_value_columns(term))
         else:
             if labels is None:
                 labels = readable_labels(workload)
             columns = {"query": labels[start:stop]}
-        table = pd.DataFrame(columns)
-        if cells is not None:
-            table["estimate"] = _whole(term.full_matrix().matvec(cells))
-        table["margin_95"] = margins[start:stop] / abs(weight)
+        if marginals is not None:
+            columns["estimate"] = _estimate(term, marginals.over(term.attrs))
+        columns["margin_95"] = margins[start:stop] / abs(weight)
         if keep_raw:
-            table["raw"] = raw[start:stop] / weight
-        frames[_distinct_name(_table_name(term), frames)] = table
+            columns["raw"] = raw[start:stop] / weight
+        frames[_distinct_name(_table_name(term), frames)] = pd.DataFrame(columns)
         start = stop
     return frames
+
+
+class _Marginals:
+    """Integer marginals of the one count vector, each summed from the smallest one known
+    that contains it (exact: int64 sums)."""
+
+    def __init__(self, shape: tuple[int, ...], counts: np.ndarray) -> None:
+        self.shape = shape
+        self.known: dict[tuple[int, ...], np.ndarray] = {
+            tuple(range(len(shape))): counts.reshape(shape)}
+
+    def over(self, attrs: tuple[int, ...]) -> np.ndarray:
+        if attrs not in self.known:
+            source = min((s for s in self.known if set(attrs) <= set(s)),
+                         key=lambda s: self.known[s].size)
+            drop = tuple(i for i, a in enumerate(source) if a not in attrs)
+            self.known[attrs] = self.known[source].sum(axis=drop)
+        return self.known[attrs]
+
+
+def _estimate(term: Term, marginal: np.ndarray) -> np.ndarray:
+    """The term's queries on the integer marginal over its attributes."""
+    if term.is_product and all(f.is_identity() for f in term.factors or ()):
+        return marginal.reshape(-1)
+    return _whole(term.query.matvec(marginal.reshape(-1).astype(float)))
 
 
 def _whole(values: np.ndarray) -> np.ndarray:
@@ -314,7 +347,8 @@ def _distinct_name(name: str, known: dict[str, pd.DataFrame]) -> str:
     return candidate
 
 
-def _method(post_process: str, noise: str, total: int | None, own_answers: bool) -> str:
+def _method(post_process: str, noise: str, total: int | None, own_answers: bool,
+            fit: NonnegativeFit | None) -> str:
     z = MARGIN_Z[noise]
     if noise == "laplace":
         margin = (f"margin_95: half-width of the 95 % interval, {z:.2f} standard deviations "
@@ -332,8 +366,19 @@ def _method(post_process: str, noise: str, total: int | None, own_answers: bool)
               else "the noisy measurements")
     kept = (f"summing exactly to the public total {int(total):,}" if total is not None
             else "summing to its own fitted total")
+    if fit is not None and fit.converged:
+        solved = f"(converged in {fit.iterations} Newton steps)"
+    elif fit is not None and fit.iterations == 0:
+        solved = ("(at the work limit: the least-squares estimate projected onto non-negative "
+                  "counts with that total, not refined)")
+    else:
+        stationarity = fit.stationarity if fit is not None else math.nan
+        solved = (f"(stopped at the work limit after {fit.iterations if fit else 0} Newton "
+                  f"steps, relative projected gradient {stationarity:.1e}: close to, not at, "
+                  "the optimum)")
     return ("consistent: one non-negative estimate of the data (one count per cell) fitted to "
-            f"{fitted} by variance-weighted least squares, {kept}, then rounded to whole "
+            f"{fitted} by variance-weighted least squares {solved}, {kept}, then rounded to "
+            "whole "
             "counts by largest remainders (each within 1, total kept); every table sums that "
             "one estimate, so tables agree and share one total. Post-processing only: it "
             f"costs no privacy. {margin}.")
