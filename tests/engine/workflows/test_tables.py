@@ -224,3 +224,17 @@ def test_a_domain_too_large_for_a_data_vector_is_refused():
                            per_query_variance=np.ones(4 * 10**5))
     assert 0 < max_cells() <= 50_000_000
     assert math.isfinite(max_cells())
+
+
+def test_every_work_limit_gives_consistent_counts_and_says_how_far_the_fit_went():
+    workload = Workload.marginals(DOMAIN, upto=2)
+    x = _data(13)
+    _, exact = _release(workload, "hdmm-kron", x, seed=14, work_limit=None)
+    _, quick = _release(workload, "hdmm-kron", x, seed=14, work_limit=0)
+    assert "converged in" in exact.method
+    assert "projected onto non-negative counts" in quick.method
+    for tables in (exact, quick):
+        assert {int(f["estimate"].sum()) for f in tables.frames.values()} == {int(x.sum())}
+        sex = tables.frames["sex"].set_index("sex")["estimate"]
+        by_sex = tables.frames["sex x race"].groupby("sex")["estimate"].sum()
+        assert by_sex.reindex(sex.index).tolist() == sex.tolist()
