@@ -51,7 +51,7 @@ class NonnegativeFit:
         iterations: Newton steps taken.
         products: products with ``A^T A`` (or its pseudo-inverse) spent.
         stationarity: the projected gradient's norm relative to the gradient at zero (0 at
-            the optimum).
+            the optimum; NaN when the budget was 0 and it was not computed).
     """
 
     x: np.ndarray
@@ -116,6 +116,8 @@ def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
     problem = _Problem(strategy, y, weights, total)
     budget = math.inf if max_products is None else max_products
     x = problem.project(problem.initial(start))
+    if budget <= 0:
+        return NonnegativeFit(x, False, 0, 0, math.nan)
     target = strategy.rmatvec(weights * y)
     scale = float(np.linalg.norm(target)) or 1.0
     gradient = problem.hessian(x) - target
@@ -366,6 +368,10 @@ def round_preserving_total(x: np.ndarray, total: int) -> np.ndarray:
                         f"within 1 (the floors sum to {int(counts.sum()):,} over "
                         f"{x.size:,} cells)")
     if missing:
-        order = np.argsort(-fractions, kind="stable")[:missing]
-        counts[order] += 1
+        # the `missing` largest fractions; among equal ones at the cut, the first cells
+        cut = np.partition(fractions, x.size - missing)[x.size - missing]
+        above = np.flatnonzero(fractions > cut)
+        at_cut = np.flatnonzero(fractions == cut)[:missing - above.size]
+        counts[above] += 1
+        counts[at_cut] += 1
     return counts

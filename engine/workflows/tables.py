@@ -63,9 +63,9 @@ POST_PROCESSING = ("consistent", "raw")
 MARGIN_Z = {"gaussian": 1.959963984540054, "zcdp": 1.959963984540054,
             "laplace": math.log(20.0) / math.sqrt(2.0)}
 #: Default work limit of the non-negative fit, in cell-products (products with the strategy's
-#: Gram times cells): exact fits on domains up to ~1e5 cells; on 1e6 cells about 100 products
+#: Gram times cells): exact fits on domains up to ~1e4 cells; about 20 products on 1e6 cells
 #: (seconds), after which the best feasible estimate so far is used and the method says so.
-WORK_LIMIT = 1e8
+WORK_LIMIT = 2e7
 #: Full-domain vectors the consistent post-processing holds at its peak (the solver's iterate,
 #: gradient, Newton step, conjugate-gradient vectors and temporaries).
 VECTOR_COPIES = 24
