@@ -88,10 +88,16 @@ class PublishedTables:
     frames: dict[str, pd.DataFrame]
     method: str
 
-    def write(self, directory: str | os.PathLike[str]) -> list[Path]:
+    def write(self, directory: str | os.PathLike[str], *, notice: str | None = None
+              ) -> list[Path]:
         """Write one CSV per table (and a Parquet file when ``pyarrow`` is installed) into
         ``directory``, atomically: every file is written under a temporary name and renamed
         into place only when all are complete.
+
+        Args:
+            directory: created if missing.
+            notice: a line each CSV opens with, as a ``#`` comment (e.g.
+                :data:`engine.noise.SEEDED_LABEL` for a seeded run).
 
         Returns:
             The paths written, CSVs first.
@@ -119,7 +125,10 @@ class PublishedTables:
                     os.close(fd)
                     temps.append((Path(name), out / f"{stem}.{suffix}"))
                     if suffix == "csv":
-                        frame.to_csv(name, index=False)
+                        with open(name, "w", newline="", encoding="utf-8") as fh:
+                            if notice:
+                                fh.write(f"# {notice}\n")
+                            frame.to_csv(fh, index=False)
                     else:
                         frame.to_parquet(name, index=False)
             for tmp, final in temps:

@@ -14,6 +14,7 @@ from engine.domain import Domain
 from engine.errors import SpecError
 from engine.linalg.matrix import Identity
 from engine.mechanisms import get
+from engine.noise import SEEDED_LABEL
 from engine.privacy import Privacy
 from engine.workflows.tables import (
     MARGIN_Z,
@@ -184,6 +185,9 @@ def test_write_is_atomic_csv_with_labels(tmp_path):
     assert back.columns.tolist() == ["age", "sex", "estimate", "margin_95"]
     assert back["estimate"].tolist() == tables.frames["age x sex"]["estimate"].tolist()
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
+    tables.write(tmp_path / "seeded", notice=SEEDED_LABEL)
+    text = (tmp_path / "seeded" / "sex.csv").read_text().splitlines()
+    assert text[:2] == [f"# {SEEDED_LABEL}", "sex,estimate,margin_95"]
 
 
 def test_write_refuses_a_file_as_directory(tmp_path):
