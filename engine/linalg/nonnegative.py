@@ -368,10 +368,13 @@ def round_preserving_total(x: np.ndarray, total: int) -> np.ndarray:
                         f"within 1 (the floors sum to {int(counts.sum()):,} over "
                         f"{x.size:,} cells)")
     if missing:
-        # the `missing` largest fractions; among equal ones at the cut, the first cells
-        cut = np.partition(fractions, x.size - missing)[x.size - missing]
-        above = np.flatnonzero(fractions > cut)
-        at_cut = np.flatnonzero(fractions == cut)[:missing - above.size]
-        counts[above] += 1
-        counts[at_cut] += 1
+        # the largest fractions (ties: the first cell); only cells with a fraction compete,
+        # which keeps the sort small on sparse estimates
+        candidates = np.flatnonzero(fractions > 0.0)
+        if missing >= candidates.size:
+            counts[candidates] += 1
+            counts[np.flatnonzero(fractions == 0.0)[:missing - candidates.size]] += 1
+        else:
+            order = np.argsort(-fractions[candidates], kind="stable")[:missing]
+            counts[candidates[order]] += 1
     return counts

@@ -292,6 +292,13 @@ class _Marginals:
         if attrs not in self.known:
             source = min((s for s in self.known if set(attrs) <= set(s)),
                          key=lambda s: self.known[s].size)
+            extra = [a for a in source if a not in attrs]
+            if len(extra) > 1:
+                # through the marginal without the largest extra attribute: the next table
+                # that shares the rest sums a smaller array
+                largest = max(extra, key=lambda a: self.shape[a])
+                self.over(tuple(a for a in source if a != largest))
+                return self.over(attrs)
             drop = tuple(i for i, a in enumerate(source) if a not in attrs)
             self.known[attrs] = self.known[source].sum(axis=drop)
         return self.known[attrs]
