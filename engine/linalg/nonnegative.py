@@ -116,6 +116,9 @@ def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
     problem = _Problem(strategy, y, weights, total)
     budget = math.inf if max_products is None else max_products
     x = problem.project(problem.initial(start))
+    if strategy.is_identity() and problem.gram is not None:
+        # measured cells with one noise level: the projection is the fit itself
+        return NonnegativeFit(x, True, 0, 0, 0.0)
     if budget <= 0:
         return NonnegativeFit(x, False, 0, 0, math.nan)
     target = strategy.rmatvec(weights * y)

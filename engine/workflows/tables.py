@@ -63,9 +63,9 @@ POST_PROCESSING = ("consistent", "raw")
 MARGIN_Z = {"gaussian": 1.959963984540054, "zcdp": 1.959963984540054,
             "laplace": math.log(20.0) / math.sqrt(2.0)}
 #: Default work limit of the non-negative fit, in cell-products (products with the strategy's
-#: Gram times cells): exact fits on domains up to ~1e4 cells; about 20 products on 1e6 cells
-#: (seconds), after which the best feasible estimate so far is used and the method says so.
-WORK_LIMIT = 2e7
+#: Gram times cells): exact fits on domains up to ~1e4 cells; about 10 products on 1e6 cells,
+#: after which the best feasible estimate so far is used and the method says so.
+WORK_LIMIT = 1e7
 #: Full-domain vectors the consistent post-processing holds at its peak (the solver's iterate,
 #: gradient, Newton step, conjugate-gradient vectors and temporaries).
 VECTOR_COPIES = 24
@@ -187,7 +187,8 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
             ``raw`` (the unbiased estimates only, fractional and possibly negative).
         noise: the noise family (``gaussian``, ``zcdp`` or ``laplace``), for the margins.
         raw: the unbiased workload answers when the plan reconstructs them its own way
-            (``Plan.reconstruct``); default ``W A^+ y``.
+            (``Plan.reconstruct``, recommended: the margins are that estimate's); default
+            ``W A^+ y`` (weighted by the noise variances when they differ).
         raw_column: also keep the raw estimate beside the counts.
         work_limit: the non-negative fit's budget in cell-products (None: until it
             converges; 0: the least-squares estimate projected onto non-negative vectors with
@@ -217,7 +218,8 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     if needs_vector:
         check_domain(workload)
     if raw is None:
-        raw = y if strategy is None else workload.answer(least_squares(strategy, y))
+        raw = (y if strategy is None
+               else workload.answer(least_squares(strategy, y, noise_variances)))
     raw = np.asarray(raw, dtype=float).reshape(-1)
     if raw.size != queries:
         raise SpecError(f"raw: expected {queries:,} answers, got {raw.size:,}")
@@ -243,14 +245,22 @@ def check_domain(workload: Workload) -> None:
                         f"coarsen the domain")
 
 
-def least_squares(strategy: Matrix, y: np.ndarray) -> np.ndarray:
-    """``A^+ y`` by the strategy's structured pseudo-inverse, else by LSQR on products."""
-    try:
-        return np.asarray(strategy.pinv().matvec(y), dtype=float)
-    except (ValueError, NotImplementedError):
-        operator = spla.LinearOperator(strategy.shape, matvec=strategy.matvec,
-                                       rmatvec=strategy.rmatvec, dtype=float)
-        return spla.lsqr(operator, y, atol=1e-12, btol=1e-12, iter_lim=10_000)[0]
+def least_squares(strategy: Matrix, y: np.ndarray,
+                  noise_variances: float | np.ndarray = 1.0) -> np.ndarray:
+    """The (variance-weighted) least-squares data vector: ``A^+ y`` by the strategy's
+    structured pseudo-inverse when the noise is uniform, else LSQR on products with the rows
+    scaled by their noise's standard deviation."""
+    v = np.asarray(noise_variances, dtype=float).reshape(-1)
+    if v.size <= 1 or np.all(v == v[0]):
+        try:
+            return np.asarray(strategy.pinv().matvec(y), dtype=float)
+        except (ValueError, NotImplementedError):
+            pass
+    scale = 1.0 / np.sqrt(np.broadcast_to(v, (strategy.shape[0],)))
+    operator = spla.LinearOperator(
+        strategy.shape, dtype=float, matvec=lambda p: scale * strategy.matvec(p),
+        rmatvec=lambda q: strategy.rmatvec(scale * q))
+    return spla.lsqr(operator, scale * y, atol=1e-12, btol=1e-12, iter_lim=10_000)[0]
 
 
 def _frames(workload: Workload, counts: np.ndarray | None, raw: np.ndarray,

@@ -12,7 +12,7 @@ import pytest
 
 from engine.domain import Domain
 from engine.errors import SpecError
-from engine.linalg.matrix import Identity
+from engine.linalg.matrix import Dense, Identity
 from engine.mechanisms import get
 from engine.noise import SEEDED_LABEL
 from engine.privacy import Privacy
@@ -22,6 +22,7 @@ from engine.workflows.tables import (
     max_cells,
     publishable_tables,
 )
+from engine.workloads.blocks import IdentityBlock
 from engine.workloads.spec import parse_workload
 from engine.workloads.workload import Workload
 
@@ -242,3 +243,15 @@ def test_every_work_limit_gives_consistent_counts_and_says_how_far_the_fit_went(
         sex = tables.frames["sex"].set_index("sex")["estimate"]
         by_sex = tables.frames["sex x race"].groupby("sex")["estimate"].sum()
         assert by_sex.reindex(sex.index).tolist() == sex.tolist()
+
+
+def test_default_raw_weights_measurements_by_their_noise():
+    # two measurements of one cell, the second 100 times noisier: the raw estimate is the
+    # inverse-variance mean, not the plain one
+    workload = Workload.one_dim(IdentityBlock(1))
+    A = Dense(np.array([[1.0], [1.0]]))
+    tables = publishable_tables(workload, strategy=A, measurements=np.array([10.0, 20.0]),
+                                noise_variances=np.array([1.0, 100.0]), total=None,
+                                per_query_variance=np.array([100 / 101]), post_process="raw")
+    frame = next(iter(tables.frames.values()))
+    assert frame["raw"].iloc[0] == pytest.approx((10 + 20 / 100) / (1 + 1 / 100), rel=1e-9)
