@@ -378,6 +378,10 @@ def round_preserving_total(x: np.ndarray, total: int) -> np.ndarray:
             counts[candidates] += 1
             counts[np.flatnonzero(fractions == 0.0)[:missing - candidates.size]] += 1
         else:
-            order = np.argsort(-fractions[candidates], kind="stable")[:missing]
-            counts[candidates[order]] += 1
+            competing = fractions[candidates]
+            keep = competing.size - missing
+            cut = np.partition(competing, keep)[keep]  # the smallest fraction rounded up
+            above = candidates[competing > cut]
+            counts[above] += 1
+            counts[candidates[competing == cut][:missing - above.size]] += 1
     return counts

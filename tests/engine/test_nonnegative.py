@@ -217,3 +217,13 @@ def test_labels_name_runs_of_values():
     assert row_value(sex, np.array([1.0, 1.0]), 0, "total") == "total"
     assert row_value(n, np.array([0, 1, 1, 0, 0.0]), 2, "range") == "1-2"
     assert row_value(n, np.array([0, 2, 1, 0, 0.0]), 4, "random") == "query 4 of random"
+
+
+def test_an_identity_strategy_is_fitted_by_the_projection_alone():
+    y = np.random.default_rng(12).normal(size=1000) * 4 + 1
+    fit = nonnegative_fit(Kron([Identity(10), Identity(100)]), y, 16.0, total=700)
+    assert fit.converged and fit.products == 0
+    np.testing.assert_allclose(fit.x, _sorted_simplex_projection(y, 700), atol=1e-12)
+    scipy_fit = _weighted_nnls(np.eye(1000), y, np.full(1000, 16.0))
+    np.testing.assert_allclose(nonnegative_least_squares(Identity(1000), y, 16.0), scipy_fit,
+                               atol=1e-12)
