@@ -16,6 +16,14 @@ with an Armijo line search. On a quadratic the step is exact once the zero set i
 few outer steps reach machine precision. With a total, the set is the scaled simplex and the
 Newton system is solved on the sum-zero subspace.
 
+Projected Newton needs many steps when most cells end at zero on a large domain (tens of steps,
+each dozens of products: minutes on 1e6 cells). Where ``A^T A + rho I`` can be inverted
+exactly and cheaply -- a Kronecker strategy with one noise level, through the eigenvectors of
+its small factor Grams -- an ADMM stage first (Boyd et al. 2011, section 5; splitting
+``x = z`` with z in the feasible set) reaches the fit's accuracy in tens of iterations of two
+Kronecker products each; projected Newton then polishes to machine precision if the budget
+allows.
+
 Example:
     >>> from engine.linalg.matrix import Identity
     >>> nonnegative_least_squares(Identity(3), np.array([4.0, -1.0, 2.0]), 1.0)
@@ -33,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import SpecError
-from engine.linalg.matrix import Matrix
+from engine.linalg.matrix import Matrix, kmatvec
 
 #: Armijo sufficient-decrease constant of the line search.
 ARMIJO = 1e-4
@@ -74,9 +82,10 @@ def nonnegative_least_squares(strategy: Matrix, measurements: np.ndarray,
 
 def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
                     noise_variances: float | np.ndarray, *, total: float | None = None,
-                    start: np.ndarray | None = None, tol: float = 1e-12,
+                    start: np.ndarray | None = None, tol: float = 1e-10,
                     max_iter: int = 100, cg_iter: int = 500,
-                    max_products: int | None = None) -> NonnegativeFit:
+                    max_products: int | None = None, admm_tol: float = 1e-6,
+                    admm_iter: int = 300) -> NonnegativeFit:
     """The non-negative data vector closest to the measurements in variance-weighted L2,
     with how far the solver got.
 
@@ -92,9 +101,12 @@ def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
         tol: stop when the projected gradient is below ``tol`` times the gradient at zero.
         max_iter: largest number of Newton steps.
         cg_iter: largest number of conjugate-gradient iterations per Newton step.
-        max_products: a work budget in products with ``A^T A`` (None: none). Every iterate is
-            feasible and lowers the objective, so a budgeted fit is a valid estimate that is
-            at least as close as the projected start; 0 keeps the projected start.
+        max_products: a work budget in products with ``A^T A`` or its factors (None: none).
+            Every iterate is feasible, so a budgeted fit is a valid estimate; 0 keeps the
+            projected start.
+        admm_tol: relative primal and dual residual at which the ADMM stage stops (Kronecker
+            strategies with one noise level; see :class:`ShiftedGramSolver`).
+        admm_iter: largest number of ADMM iterations.
 
     Returns:
         The fit (see :class:`NonnegativeFit`).
@@ -116,6 +128,7 @@ def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
     problem = _Problem(strategy, y, weights, total)
     budget = math.inf if max_products is None else max_products
     x = problem.project(problem.initial(start))
+    problem.admm_iter = admm_iter
     if strategy.is_identity() and problem.gram is not None:
         # measured cells with one noise level: the projection is the fit itself
         return NonnegativeFit(x, True, 0, 0, 0.0)
@@ -123,6 +136,9 @@ def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
         return NonnegativeFit(x, False, 0, 0, math.nan)
     target = strategy.rmatvec(weights * y)
     scale = float(np.linalg.norm(target)) or 1.0
+    shifted = ShiftedGramSolver.of(strategy, weights)
+    if shifted is not None:
+        x = _admm(problem, shifted, target, x, budget, admm_tol)
     gradient = problem.hessian(x) - target
     stationarity = problem.projected_gradient(x, gradient)
     converged, iterations = False, 0
@@ -178,8 +194,10 @@ class _Problem:
                  total: float | None) -> None:
         self.A, self.y, self.w, self.total = A, y, weights, total
         self.gram, self.gram_pinv = _structured_gram(A, weights)
-        #: products with the Gram or its pseudo-inverse so far (the solver's work)
+        #: products with the Gram, its pseudo-inverse or its eigenvectors so far (the work)
         self.products = 0
+        #: largest number of ADMM iterations
+        self.admm_iter = 0
 
     def initial(self, start: np.ndarray | None) -> np.ndarray:
         cells = self.A.shape[1]
@@ -304,6 +322,75 @@ class _Problem:
                     return candidate, curvature
             alpha *= 0.5
         return None
+
+
+class ShiftedGramSolver:
+    """``(H + rho I)^{-1} v`` for ``H = w A^T A`` with A a Kronecker product of small factors:
+    ``H = (U_1 kron ... kron U_d) diag(lam) (...)^T`` from the factor Grams' eigenvectors, so
+    every shift rho costs two Kronecker products with the eigenvector factors."""
+
+    #: Largest factor (columns) whose Gram is eigendecomposed.
+    MAX_FACTOR = 4096
+
+    def __init__(self, vectors: list[np.ndarray], eigenvalues: np.ndarray) -> None:
+        self.vectors = vectors
+        self.transposed = [u.T.copy() for u in vectors]
+        self.eigenvalues = eigenvalues
+
+    @classmethod
+    def of(cls, A: Matrix, weights: np.ndarray) -> ShiftedGramSolver | None:
+        """The solver for a Kronecker strategy with one noise level, else None."""
+        factors = getattr(A, "factors", None)
+        if (factors is None or not weights.size or not np.all(weights == weights[0])
+                or any(f.shape[1] > cls.MAX_FACTOR for f in factors)):
+            return None
+        try:
+            grams = [np.asarray(f.gram().dense(), dtype=float) for f in factors]
+        except (ValueError, NotImplementedError):
+            return None
+        vectors, eigenvalues = [], np.ones(1)
+        for g in grams:
+            lam, u = np.linalg.eigh((g + g.T) / 2.0)
+            vectors.append(u)
+            eigenvalues = np.kron(eigenvalues, np.maximum(lam, 0.0))
+        return cls(vectors, weights[0] * eigenvalues)
+
+    def rho(self) -> float:
+        """A shift balancing the spectrum: the geometric mean of its extreme eigenvalues."""
+        lam = self.eigenvalues
+        top = float(lam.max())
+        low = float(lam[lam > 1e-12 * top].min()) if top > 0 else 1.0
+        return math.sqrt(low * top) if top > 0 else 1.0
+
+    def solve(self, v: np.ndarray, rho: float) -> np.ndarray:
+        return kmatvec(self.vectors, kmatvec(self.transposed, v) / (self.eigenvalues + rho))
+
+
+def _admm(problem: _Problem, shifted: ShiftedGramSolver, target: np.ndarray,
+          start: np.ndarray, budget: float, tol: float) -> np.ndarray:
+    """ADMM on ``min 0.5 x^T H x - target^T x`` with ``x = z``, z feasible; returns the last
+    feasible z. Two products per iteration; the shift is rebalanced when the primal and dual
+    residuals drift apart by more than tenfold (Boyd et al. 2011, section 3.4.1)."""
+    rho = shifted.rho()
+    z, u = start, np.zeros_like(start)
+    for iteration in range(1, problem.admm_iter + 1):
+        if problem.products + 2 > budget:
+            break
+        x = shifted.solve(target + rho * (z - u), rho)
+        problem.products += 2
+        previous, z = z, problem.project(x + u)
+        u += x - z
+        primal = float(np.linalg.norm(x - z))
+        dual = rho * float(np.linalg.norm(z - previous))
+        size = max(float(np.linalg.norm(z)), 1e-300)
+        if primal <= tol * size and dual <= tol * max(rho * float(np.linalg.norm(u)), 1e-300):
+            break
+        if iteration % 5 == 0:
+            if primal > 10.0 * dual:
+                rho, u = 2.0 * rho, u / 2.0
+            elif dual > 10.0 * primal:
+                rho, u = rho / 2.0, u * 2.0
+    return z
 
 
 def _structured_gram(A: Matrix, weights: np.ndarray) -> tuple[Matrix | None, Matrix | None]:

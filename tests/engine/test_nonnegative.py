@@ -196,7 +196,7 @@ def test_fit_reports_convergence_and_honours_the_work_budget():
         return float(((dense @ x - y) ** 2).sum())
 
     exact = nonnegative_fit(A, y, 9.0, total=60)
-    assert exact.converged and exact.stationarity <= 1e-12 and exact.iterations >= 2
+    assert exact.converged and exact.stationarity <= 1e-10 and exact.products > 10
     start = nonnegative_fit(A, y, 9.0, total=60, max_products=0)
     assert not start.converged and start.iterations == 0
     np.testing.assert_allclose(start.x, simplex_projection(A.pinv().matvec(y), 60), atol=1e-9)
