@@ -138,7 +138,7 @@ def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
     scale = float(np.linalg.norm(target)) or 1.0
     shifted = ShiftedGramSolver.of(strategy, weights)
     if shifted is not None:
-        x = _admm(problem, shifted, target, x, budget, admm_tol)
+        x = _admm(problem, shifted, target, x, budget - 1, admm_tol)  # 1: the gradient
     gradient = problem.hessian(x) - target
     stationarity = problem.projected_gradient(x, gradient)
     converged, iterations = False, 0

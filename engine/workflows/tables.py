@@ -395,15 +395,15 @@ def _method(post_process: str, noise: str, total: int | None, own_answers: bool,
     kept = (f"summing exactly to the public total {int(total):,}" if total is not None
             else "summing to its own fitted total")
     if fit is not None and fit.converged:
-        solved = f"(converged in {fit.iterations} Newton steps)"
-    elif fit is not None and fit.iterations == 0:
+        solved = "(converged to the optimum)"
+    elif fit is not None and fit.products == 0:
         solved = ("(at the work limit: the least-squares estimate projected onto non-negative "
                   "counts with that total, not refined)")
     else:
         stationarity = fit.stationarity if fit is not None else math.nan
-        solved = (f"(stopped at the work limit after {fit.iterations if fit else 0} Newton "
-                  f"steps, relative projected gradient {stationarity:.1e}: close to, not at, "
-                  "the optimum)")
+        solved = (f"(stopped at the work limit after {fit.products if fit else 0} Gram "
+                  f"products, relative projected gradient {stationarity:.1e}: close to, not "
+                  "at, the optimum)")
     return ("consistent: one non-negative estimate of the data (one count per cell) fitted to "
             f"{fitted} by variance-weighted least squares {solved}, {kept}, then rounded to "
             "whole "
