@@ -128,7 +128,6 @@ def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
     problem = _Problem(strategy, y, weights, total)
     budget = math.inf if max_products is None else max_products
     x = problem.project(problem.initial(start))
-    problem.admm_iter = admm_iter
     if strategy.is_identity() and problem.gram is not None:
         # measured cells with one noise level: the projection is the fit itself
         return NonnegativeFit(x, True, 0, 0, 0.0)
@@ -138,7 +137,8 @@ def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
     scale = float(np.linalg.norm(target)) or 1.0
     shifted = ShiftedGramSolver.of(strategy, weights)
     if shifted is not None:
-        x = _admm(problem, shifted, target, x, budget - 1, admm_tol)  # 1: the gradient
+        # one product of the budget is kept for the gradient below
+        x = _admm(problem, shifted, target, x, budget - 1, admm_tol, admm_iter)
     gradient = problem.hessian(x) - target
     stationarity = problem.projected_gradient(x, gradient)
     converged, iterations = False, 0
@@ -196,8 +196,6 @@ class _Problem:
         self.gram, self.gram_pinv = _structured_gram(A, weights)
         #: products with the Gram, its pseudo-inverse or its eigenvectors so far (the work)
         self.products = 0
-        #: largest number of ADMM iterations
-        self.admm_iter = 0
 
     def initial(self, start: np.ndarray | None) -> np.ndarray:
         cells = self.A.shape[1]
@@ -367,13 +365,13 @@ class ShiftedGramSolver:
 
 
 def _admm(problem: _Problem, shifted: ShiftedGramSolver, target: np.ndarray,
-          start: np.ndarray, budget: float, tol: float) -> np.ndarray:
+          start: np.ndarray, budget: float, tol: float, iterations: int) -> np.ndarray:
     """ADMM on ``min 0.5 x^T H x - target^T x`` with ``x = z``, z feasible; returns the last
     feasible z. Two products per iteration; the shift is rebalanced when the primal and dual
     residuals drift apart by more than tenfold (Boyd et al. 2011, section 3.4.1)."""
     rho = shifted.rho()
     z, u = start, np.zeros_like(start)
-    for iteration in range(1, problem.admm_iter + 1):
+    for iteration in range(1, iterations + 1):
         if problem.products + 2 > budget:
             break
         x = shifted.solve(target + rho * (z - u), rho)
