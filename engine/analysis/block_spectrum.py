@@ -36,6 +36,8 @@ from engine.workloads.blocks import Block
 
 #: Largest attribute whose factor Grams are formed to find its orbits (8 bytes x n**2 each).
 ORBIT_LIMIT = 4096
+#: Largest attribute whose factor Gram is formed to check that it is marginal-like.
+MARGINAL_CHECK_LIMIT = 16384
 #: Most blocks enumerated for one workload (each costs at least one pass over the terms).
 BLOCK_LIMIT = 200_000
 #: Most work (sum of the cubed sides of the blocks) in units of one block at the dense limit.
@@ -86,7 +88,7 @@ def is_marginal_factor(factor: Matrix) -> bool:
     """True when the factor's Gram is ``a I + b 1 1^T`` (identity, total, ``[I; T]``, ...)."""
     if isinstance(factor, Identity) or (isinstance(factor, Ones) and factor.shape[0] == 1):
         return True
-    if factor.shape[1] > ORBIT_LIMIT:
+    if factor.shape[1] > MARGINAL_CHECK_LIMIT:
         return False
     diag = factor.column_norms(2)
     if diag.size > 1 and not np.allclose(diag, diag[0], rtol=1e-12, atol=0.0):
