@@ -110,16 +110,18 @@ def orbits(grams: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The classes of exchangeable values: c ~ c' when swapping c and c' keeps every Gram.
 
     A swap keeps V exactly when ``V[c, c] = V[c', c']`` and ``V[c, x] = V[c', x]`` for every
-    other x. Candidates share their diagonal and sorted rows; each is checked against one
-    member of every class found so far (the relation is an equivalence). Index arrays, sorted,
-    in order of their smallest value.
+    other x. Candidates share their diagonal and sorted rows (compared through one random
+    projection of the sorted row: equal rows give bitwise equal projections); each is checked
+    against one member of every class found so far (the relation is an equivalence). A pair
+    missed by round-off only makes the classes finer, which the blocks allow too. Index
+    arrays, sorted, in order of their smallest value.
     """
     n = grams[0].shape[0]
     scale = max(max(float(np.abs(V).max(initial=0.0)) for V in grams), 1e-300)
     tol = 1e-12 * scale
-    signature = np.hstack([np.hstack([np.diag(V)[:, None], np.sort(V, axis=1)])
-                           for V in grams])
-    signature = np.round(signature / tol) if tol > 0 else signature
+    probe = np.random.default_rng(0).standard_normal(n)
+    signature = np.column_stack([np.diag(V) for V in grams]
+                                + [np.sort(V, axis=1) @ probe for V in grams])
     _, group = np.unique(signature, axis=0, return_inverse=True)
     classes: list[list[int]] = []
     open_classes: dict[int, list[int]] = {}  # signature group -> indices into classes
