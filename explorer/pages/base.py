@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 import panel as pn
 import param
 
+from explorer.components.messages import plain
 from explorer.components.notes import learn_note
 from explorer.session import Session
 
@@ -73,7 +74,7 @@ class Page(pn.viewable.Viewer):
             except Exception as exc:
                 LOG.exception("page watcher failed")
                 if pn.state.notifications is not None:
-                    pn.state.notifications.error(f"{type(exc).__name__}: {exc}",
+                    pn.state.notifications.error(plain(exc),
                                                  duration=8000)
 
         watcher = owner.param.watch(guarded, names)

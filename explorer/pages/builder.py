@@ -17,11 +17,11 @@ import panel as pn
 import param
 
 from engine.domain import Attribute, Domain
-from engine.errors import one_line
 from engine.workloads import BLOCKS, GROUPS, Marginals, PairQueries, Product
 from engine.workloads.spec import parse_group
 from explorer.components.exports import text_download
 from explorer.components.heatmap import matrix_heatmap, too_big
+from explorer.components.messages import plain
 from explorer.components.notes import caption
 from explorer.components.progress import served
 from explorer.components.spec_editor import SpecEditor, error_alert
@@ -272,7 +272,7 @@ class WorkloadBuilder(param.Parameterized):
         try:
             Attribute.from_spec(key, spec)
         except Exception as exc:  # the engine's validator names the field
-            self.attribute_error = one_line(exc)
+            self.attribute_error = plain(exc)
             return self.attribute_error
         self.attribute_error = ""
         draft = self.draft()
@@ -308,7 +308,7 @@ class WorkloadBuilder(param.Parameterized):
             domain = Domain.from_spec(self.domain_spec())
             parse_group(copy.deepcopy(item), domain, len(items))
         except Exception as exc:  # the engine's validator names the field
-            self.group_error = one_line(exc)
+            self.group_error = plain(exc)
             return self.group_error
         self.group_error = ""
         draft = self.draft()

@@ -13,7 +13,7 @@ from engine.privacy import Privacy, cdp_rho
 from explorer.components.charts import BOUND_LABEL, FADED_ALPHA, LiveBarsChart, same_curves
 from explorer.components.privacy import PrivacyControls, budget_problem
 from explorer.pages.compare import ComparePage
-from explorer.pages.tradeoff import TradeoffModel, TradeoffPage, curve_frame, readout_frame
+from explorer.pages.tradeoff import TradeoffPage, curve_frame, readout_frame
 from explorer.planning.store import PlanStore
 from explorer.session import Session
 
@@ -88,28 +88,21 @@ def test_eps_slider_is_logarithmic_and_follows_the_level_both_ways():
     assert isinstance(controls.__panel__(), pn.viewable.Viewable)
 
 
-@pytest.mark.parametrize("typed", [0.0, -5.0, None])
-def test_invalid_target_error_is_refused_and_the_last_target_kept(typed):
-    model = TradeoffModel(target=2.0)
-    model.type_target(typed)
-    assert model.target == 2.0
-    assert model.problem.startswith("Target RMSE must be greater than 0")
-    assert model.problem.endswith("the table still answers for 2.")
-    model.type_target(0.5)
-    assert model.target == 0.5 and model.problem == ""
-
-
-def test_an_emptied_target_box_shows_the_target_in_use_and_the_message(session):
+@pytest.mark.parametrize(("typed", "message"), [
+    ("0", 'must be more than 0 (got 0)'), ("-5", "must be more than 0 (got -5)"),
+    ("abc", '"abc" is not a number'), ("", "the box is empty: type a number")])
+def test_a_refused_target_keeps_the_typed_text_and_says_why(session, typed, message):
     page = TradeoffPage(session=session)
-    layout = page.__panel__()
-    box = next(w for w in layout.select(pn.widgets.FloatInput)
-               if "target-rmse" in w.css_classes)
+    page.__panel__()
+    box = page.target_box
     in_use = page.model.target
-    assert in_use is not None and box.value == in_use
-    box.value = None
-    assert box.value == in_use and page.model.target == in_use
-    assert page.model.problem == (f"Target RMSE must be greater than 0 (got nothing); the "
-                                  f"table still answers for {in_use:g}.")
+    assert in_use is not None and box.input.value == f"{in_use:g}"
+    box.input.value = typed
+    assert page.model.target == in_use and box.input.value == typed  # no silent revert
+    assert box.problem == (f"Target error (+/- people, 95 %): {message}; still using "
+                           f"{in_use:g}.")
+    box.input.value = "1,000"  # a thousands separator is read, not refused
+    assert page.model.target == 1000.0 and box.problem == ""
 
 
 def curve_glyphs(page: TradeoffPage) -> dict:
@@ -133,7 +126,7 @@ def test_identity_and_hb_share_a_line_and_are_told_apart(session):
 
     page = TradeoffPage(session=session)
     page.__panel__()
-    page._chart(session.plans, "laplace", session.privacy.delta, "analytic")
+    page._chart(session.plans, "laplace", session.privacy.delta, "analytic", "rmse")
     styles = {name: glyph.line_dash for name, glyph in curve_glyphs(page).items()}
     assert styles["identity"] == [] and styles["hb"] == [2, 4]  # solid, dotted
     labels = [item.label.value for item in page._live.figure.legend[0].items]
@@ -152,7 +145,7 @@ def test_identity_and_hb_share_a_line_and_are_told_apart(session):
 def test_a_chosen_row_highlights_one_mechanism(session):
     page = TradeoffPage(session=session)
     page.__panel__()
-    page._chart(session.plans, "laplace", session.privacy.delta, "analytic")
+    page._chart(session.plans, "laplace", session.privacy.delta, "analytic", "rmse")
 
     def alphas() -> dict[str, float]:
         return {name: glyph.line_alpha for name, glyph in curve_glyphs(page).items()
@@ -161,7 +154,7 @@ def test_a_chosen_row_highlights_one_mechanism(session):
     page.highlight("h2")
     assert page.model.highlighted == "h2"
     assert alphas() == {"identity": FADED_ALPHA, "hb": FADED_ALPHA, "h2": 1.0}
-    page._chart(session.plans, "laplace", session.privacy.delta, "analytic")  # redrawn
+    page._chart(session.plans, "laplace", session.privacy.delta, "analytic", "rmse")  # redrawn
     assert alphas()["h2"] == 1.0 and alphas()["identity"] == FADED_ALPHA
     page.highlight(None)
     assert set(alphas().values()) == {1.0}
