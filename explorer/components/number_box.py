@@ -82,12 +82,14 @@ class NumberBox(pn.viewable.Viewer):
     def __init__(self, *, label: str, value: float | None, low: float | None = None,
                  high: float | None = None, low_inclusive: bool = True,
                  high_inclusive: bool = True, integer: bool = False, css_class: str = "",
-                 width: int = 160, on_value: Callable[[float], None] | None = None) -> None:
+                 width: int = 160, on_value: Callable[[float], None] | None = None,
+                 problem_class: str = "box-problem") -> None:
         super().__init__(value=value, text=format_number(value))
         self.label = label
         self._range = {"low": low, "high": high, "low_inclusive": low_inclusive,
                        "high_inclusive": high_inclusive, "integer": integer}
         self._on_value = on_value
+        self._problem_class = problem_class
         self._typing = False
         self.input = pn.widgets.TextInput(label=label, value=self.text, width=width,
                                           css_classes=[css_class] if css_class else [])
@@ -142,6 +144,6 @@ class NumberBox(pn.viewable.Viewer):
 
     def __panel__(self) -> pn.viewable.Viewable:
         message = pn.pane.Markdown(self.param.problem, visible=pn.bind(bool, self.param.problem),
-                                   css_classes=["box-problem"], margin=(0, 5),
+                                   css_classes=[self._problem_class], margin=(0, 5),
                                    styles={"color": "#a94400"})
         return pn.Column(self.input, message, margin=0)

@@ -23,6 +23,7 @@ from explorer.components.exports import text_download
 from explorer.components.heatmap import matrix_heatmap, too_big
 from explorer.components.messages import plain
 from explorer.components.notes import caption
+from explorer.components.number_box import NumberBox
 from explorer.components.progress import served
 from explorer.components.spec_editor import SpecEditor, error_alert
 from explorer.pages.base import Page
@@ -446,21 +447,26 @@ class BuilderPage(Page):
     # ----- cards ------------------------------------------------------------------------------
     def _attributes_card(self) -> pn.viewable.Viewable:
         model = self.model
-        form = pn.Param(model.attribute, parameters=["attr_name", "size", "kind", "labels"],
+        attribute = model.attribute
+        low, high = attribute.param.size.bounds
+        size = NumberBox(label=attribute.param.size.label, value=attribute.size, low=low,
+                         high=high, integer=True, css_class="attr-size", width=200,
+                         on_value=lambda value: setattr(attribute, "size", int(value)))
+        attribute.param.watch(lambda event: setattr(size, "value", event.new), "size")
+        self.size_box = size
+        name = pn.widgets.TextInput.from_param(attribute.param.attr_name, placeholder="e.g. age",
+                                               css_classes=["attr-name"])
+        rest = pn.Param(attribute, parameters=["kind", "labels"],
                         widgets={"kind": {"type": pn.widgets.RadioButtonGroup,
                                           "css_classes": ["attr-kind"]},
-                                 "size": {"type": pn.widgets.IntInput,
-                                          "css_classes": ["attr-size"]},
                                  "labels": {"type": pn.widgets.TextInput,
-                                            "css_classes": ["attr-labels"]},
-                                 "attr_name": {"type": pn.widgets.TextInput,
-                                               "placeholder": "e.g. age",
-                                               "css_classes": ["attr-name"]}},
-                        show_name=False, css_classes=["attribute-form"],
-                        sizing_mode="stretch_width")
+                                            "css_classes": ["attr-labels"]}},
+                        show_name=False, sizing_mode="stretch_width")
+        form = pn.Column(name, size, rest, css_classes=["attribute-form"],
+                         sizing_mode="stretch_width")
         add = pn.widgets.Button(label="Add attribute", color="primary",
                                 css_classes=["add-attribute"])
-        add.on_click(lambda event: model.add_attribute())
+        add.on_click(lambda event: self.add_attribute())
         empty = pn.widgets.Button(label="Start empty", color="light",
                                   css_classes=["start-empty"])
         empty.on_click(lambda event: model.start_empty())
@@ -484,6 +490,15 @@ class BuilderPage(Page):
             pn.Row(remove, remove_button),
             title="1. Attributes", sizing_mode="stretch_width", css_classes=["attributes-card"],
         )
+
+    def add_attribute(self) -> str:
+        """What "Add attribute" does: nothing but say why while the size box holds a refused
+        entry (the form's last good size would be used silently), else add it."""
+        if self.size_box.problem:
+            self.model.attribute_error = (f"{self.size_box.problem} The attribute was not "
+                                          "added.")
+            return self.model.attribute_error
+        return self.model.add_attribute()
 
     def _groups_card(self) -> pn.viewable.Viewable:
         model, group = self.model, self.model.group
