@@ -223,9 +223,12 @@ class WorkloadBuilder(param.Parameterized):
         super().__init__(**params)
         self.session = session
         self._pending: Callable[[], Any] | None = None
-        self._undo: tuple[dict[str, Any], str] | None = None
+        self._undo: tuple[dict[str, Any], str, bool] | None = None
+        self._edited = False  # the draft was changed by hand since it was last loaded
+        self._loading = False
         self.param.preset.names = {p.title: key for key, p in PRESETS.items()}
         session.param.watch(lambda event: self._draft_changed(), "draft")
+        session.param.watch(lambda *events: self._hand_edit(), ["draft", "draft_text"])
         self._draft_changed()
 
     # ----- reading the draft ------------------------------------------------------------------
@@ -333,11 +336,16 @@ class WorkloadBuilder(param.Parameterized):
         self._apply(draft, f"Removed query group {index + 1}.")
 
     # ----- replacing the workload: confirm first, one step back -------------------------------
+    def _hand_edit(self) -> None:
+        if not self._loading:
+            self._edited = True
+
     def ask(self, action: Callable[[], Any], what: str) -> None:
-        """Run ``action`` (which replaces the workload) at once when there is nothing to lose,
-        else hold it until :meth:`confirm`, saying what it replaces (:attr:`pending`)."""
-        if not self.domain_spec():
-            action()
+        """Run ``action`` (which replaces the workload) at once when there is no hand-made
+        work to lose (the draft is as last loaded: the default, a preset, a file), else hold
+        it until :meth:`confirm`, saying what it replaces (:attr:`pending`)."""
+        if not self._edited or not self.domain_spec():
+            self._replacing(action)
             return
         self._pending = action
         self.pending = (f"{what} replaces your workload ({self.current_workload()}). "
@@ -347,7 +355,18 @@ class WorkloadBuilder(param.Parameterized):
         """Run the replacement waiting in :attr:`pending`."""
         action, self._pending, self.pending = self._pending, None, ""
         if action is not None:
+            self._replacing(action)
+
+    def _replacing(self, action: Callable[[], Any]) -> None:
+        """Run a replacement: what it loads is not a hand edit."""
+        before, edited = self.draft(), self._edited
+        self._loading = True
+        try:
             action()
+        finally:
+            self._loading = False
+        # a refused file replaced nothing: hand edits stay hand edits
+        self._edited = edited and self.draft() == before
 
     def cancel(self) -> None:
         """Drop the replacement waiting in :attr:`pending`; the workload stays."""
@@ -360,16 +379,21 @@ class WorkloadBuilder(param.Parameterized):
 
     def _remember(self) -> None:
         """Keep the draft (and its text) for :meth:`undo` before it is replaced."""
-        self._undo = (self.draft(), self.session.draft_text)
+        self._undo = (self.draft(), self.session.draft_text, self._edited)
         self.undo_label = f"Undo: back to {self.current_workload()}"
 
     def undo(self) -> None:
         """Bring back the draft the last replacement (preset, upload, start empty) replaced."""
         if self._undo is None:
             return
-        draft, text = self._undo
+        draft, text, edited = self._undo
         self._undo, self.undo_label = None, ""
-        self.session.apply_draft(draft, text=text)
+        self._loading = True
+        try:
+            self.session.apply_draft(draft, text=text)
+        finally:
+            self._loading = False
+        self._edited = edited
         self.message = "Undone: your previous workload is back."
 
     def load_preset(self) -> str:

@@ -20,8 +20,12 @@ MINE = "domain: {x: 8, y: 3}\nworkload: [{marginals: {k: 2}}]\n"
 @pytest.fixture
 def builder() -> WorkloadBuilder:
     b = WorkloadBuilder(Session(store=PlanStore()))
-    assert b.upload(MINE, "mine.yaml") == ""
-    assert b.session.workload.num_queries == 24
+    b.ask(lambda: b.upload(MINE, "mine.yaml"), "Loading mine.yaml")  # the default: no question
+    assert b.pending == "" and b.session.workload.num_queries == 24
+    # work by hand: a third attribute (2-way tables of x, y, z: 24 + 16 + 6 queries)
+    b.attribute.param.update(attr_name="z", size=2, kind="categorical")
+    assert b.add_attribute() == ""
+    assert b.session.workload.describe().startswith("46 queries over 48 cells")
     return b
 
 
@@ -30,19 +34,30 @@ def test_a_preset_asks_first_and_can_be_undone(builder):
     builder.preset = "cps_marginals"
     builder.ask(builder.load_preset, "Loading the preset 'CPS'")
     # nothing replaced yet: the question names what would be lost
-    assert session.workload.num_queries == 24
+    assert session.workload.num_queries == 46
     assert builder.pending == (f"Loading the preset 'CPS' replaces your workload "
                                f"({session.workload.describe()}). Replace it? (Undo brings it "
                                "back.)")
     builder.cancel()
-    assert builder.pending == "" and session.workload.num_queries == 24
+    assert builder.pending == "" and session.workload.num_queries == 46
     builder.ask(builder.load_preset, "Loading the preset 'CPS'")
     builder.confirm()
     assert session.workload.num_queries == 618_120
-    assert builder.undo_label.startswith("Undo: back to 24 queries over 24 cells")
+    assert builder.undo_label.startswith("Undo: back to 46 queries over 48 cells")
     builder.undo()
-    assert session.workload.num_queries == 24 and builder.undo_label == ""
-    assert "x: 8" in session.draft_text  # the user's own text, as they wrote it
+    assert session.workload.num_queries == 46 and builder.undo_label == ""
+    assert "z:" in session.draft_text  # the user's own work
+    # the hand work is back, so the next replacement asks again
+    builder.ask(builder.load_preset, "Loading")
+    assert builder.pending.startswith("Loading replaces your workload (46 queries")
+    builder.confirm()
+    # what was loaded is not hand work: replacing it asks nothing (Undo goes one step back)
+    builder.ask(builder.start_empty, "Starting empty")
+    assert builder.pending == "" and session.draft["domain"] == {}
+    builder.undo()
+    assert session.workload.num_queries == 618_120
+    builder.ask(builder.load_preset, "Loading")
+    assert builder.pending == ""
 
 
 def test_a_refused_upload_keeps_the_undo_and_start_empty_can_be_undone(builder):
@@ -50,9 +65,9 @@ def test_a_refused_upload_keeps_the_undo_and_start_empty_can_be_undone(builder):
     builder.start_empty()
     assert session.draft["domain"] == {}
     assert builder.upload("domain: {x: 4}\nworkload: [{product: {x: prefx}}]\n", "bad.yaml")
-    assert builder.undo_label.startswith("Undo: back to 24 queries")
+    assert builder.undo_label.startswith("Undo: back to 46 queries")
     builder.undo()
-    assert session.draft["domain"] == {"x": 8, "y": 3}
+    assert session.draft["domain"] == {"x": 8, "y": 3, "z": 2}
     # with nothing to lose (an empty draft) there is no question
     builder.start_empty()
     builder.ask(builder.load_preset, "Loading")
@@ -66,7 +81,7 @@ def test_an_invalid_draft_is_announced_on_every_page(builder):
     assert session.draft_error
     text = workload_status(session)
     assert text.startswith("**Draft not applied:** ")
-    assert "Every page still uses the last valid workload: **24 queries" in text
+    assert "Every page still uses the last valid workload: **46 queries" in text
     assert "Error:" not in text
     for page in (BuilderPage(session=session), ComparePage(session=session),
                  TradeoffPage(session=session)):
