@@ -9,7 +9,8 @@ anything in the script runs per page load; :func:`prepare` is the part that must
 * the planner worker processes (:class:`explorer.planning.workers.PlannerPool`) start in the
   background, so the first comparison of the first user does not wait 2-3 s for them;
 * :func:`expire_sessions`: sessions without a tab are dropped once idle for
-  ``EXPLORER_SESSION_IDLE_SECONDS``, whether or not anybody opens a page later.
+  ``EXPLORER_SESSION_IDLE_SECONDS``, whether or not anybody opens a page later; the shared
+  store is told which sessions have a tab here and forgets those idle everywhere.
 
 The once-only guard lives here, in an imported module, because the script's own globals are
 new in every session (a check on them would redo the work on every page).
@@ -65,6 +66,7 @@ def expire_sessions(
         while not stop.wait(interval):
             try:
                 registry.expire()
+                registry.keep_alive()
             except Exception:  # a failed sweep must not end the sweeping
                 LOG.exception("expiring idle sessions failed")
 
