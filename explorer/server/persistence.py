@@ -11,6 +11,9 @@ A store that cannot be opened or written (a read-only or full data directory, an
 database) never stops the server: the problem is logged once (one line), kept in
 :attr:`SessionPersistence.error` for the page to show, and the sessions go on in memory; the
 next successful write clears it.
+
+It is also the planning board of the process's plan store (:mod:`explorer.planning.board`):
+jobs' status rows and cancel flags go to the same store.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.errors import one_line
-from explorer.server.session_store import SessionStore, StoreError
+from explorer.server.session_store import JobRow, SessionStore, StoreError
 from explorer.server.uploads import UploadFiles
 from explorer.session import Session
 from explorer.session.model import Upload
@@ -198,6 +201,27 @@ class SessionPersistence:
         """Mark ``sids`` (sessions with a tab in this process) as in use, and forget stored
         sessions idle for longer than ``idle_seconds``."""
         self._call(lambda store: (store.touch(sids), store.forget_idle(idle_seconds)))
+
+    # ----- the planning board (explorer.planning.board.JobBoard) -------------------------
+    def _board_store(self) -> SessionStore:
+        store = self.store()
+        if store is None:
+            raise StoreError(self.error or "session store: not available")
+        return store
+
+    def put_job(self, key: str, noise: str, *, state: str, total: int, done: int,
+                current: str | None, message: str, process: str) -> None:
+        """Write a planning job's status to the store (for every process to see)."""
+        self._board_store().put_job(key, noise, state=state, total=total, done=done,
+                                    current=current, message=message, process=process)
+
+    def job(self, key: str, noise: str) -> JobRow | None:
+        """A planning job's status row in the store."""
+        return self._board_store().job(key, noise)
+
+    def cancel_job(self, key: str, noise: str) -> bool:
+        """Set a planning job's cancel flag in the store (any process)."""
+        return self._board_store().cancel_job(key, noise)
 
     def forget(self, sid: str) -> None:
         """Stop tracking ``sid`` in this process (it left its memory; the store keeps it,

@@ -8,6 +8,8 @@ anything in the script runs per page load; :func:`prepare` is the part that must
   registries) is exempted from garbage collection, so a collection does not walk it;
 * the planner worker processes (:class:`explorer.planning.workers.PlannerPool`) start in the
   background, so the first comparison of the first user does not wait 2-3 s for them;
+* the plan store's jobs report to the shared store (:func:`share_planning`), so any process
+  sees them and may cancel them;
 * :func:`expire_sessions`: sessions without a tab are dropped once idle for
   ``EXPLORER_SESSION_IDLE_SECONDS``, whether or not anybody opens a page later; the shared
   store is told which sessions have a tab here and forgets those idle everywhere.
@@ -53,6 +55,12 @@ def start_planners() -> None:
         ).start()
 
 
+def share_planning(registry: SessionRegistry = REGISTRY) -> None:
+    """Make the registry's shared store the planning board of this process's plan store."""
+    if registry.persistence is not None:
+        STORE.board = registry.persistence
+
+
 def expire_sessions(
     registry: SessionRegistry = REGISTRY, stop: threading.Event | None = None
 ) -> threading.Thread:
@@ -77,9 +85,10 @@ def expire_sessions(
 
 @functools.cache
 def prepare() -> None:
-    """Configure the log, freeze the startup heap, start the planners and the sweep for idle
-    sessions, once per process (later calls return at once)."""
+    """Configure the log, freeze the startup heap, share planning, start the planners and the
+    sweep for idle sessions, once per process (later calls return at once)."""
     serverlog.configure()
     freeze_startup_heap()
+    share_planning()
     start_planners()
     expire_sessions()
