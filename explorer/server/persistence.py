@@ -143,10 +143,13 @@ class SessionPersistence:
         return self._call(lambda store: store.shared(token)) if token else None
 
     # ----- writing ----------------------------------------------------------------------
-    def watch(self, sid: str, owner: str | None, session: Session) -> None:
-        """Write ``session`` now and after each of its changes (debounced)."""
+    def watch(self, sid: str, owner: str | None, session: Session, fresh: bool) -> None:
+        """Write ``session`` after each of its changes (debounced), and at once when it is
+        ``fresh`` (a session loaded from the store is not written back unchanged: that could
+        put an older state over a change another process is about to write)."""
         session.on_change(lambda: self.changed(sid, owner, session))
-        self.changed(sid, owner, session)
+        if fresh:
+            self.changed(sid, owner, session)
 
     def changed(self, sid: str, owner: str | None, session: Session) -> None:
         """``session`` changed: write it within ``debounce`` seconds."""

@@ -151,7 +151,8 @@ class SessionRegistry:
                 return sid, held.session
             loaded = self.persistence.load(sid, user) if self.persistence is not None else None
             if loaded is not None:
-                self._hold(sid, user, loaded, tabs=held.tabs if held is not None else 0)
+                self._hold(sid, user, loaded, tabs=held.tabs if held is not None else 0,
+                           fresh=False)
                 return sid, loaded
             if held is not None:
                 return sid, held.session
@@ -164,12 +165,15 @@ class SessionRegistry:
         self._hold(sid, user, session)
         return sid, session
 
-    def _hold(self, sid: str, user: str | None, session: Session, tabs: int = 0) -> None:
-        """Keep ``session`` as ``sid`` in this process (and write its changes to the store)."""
+    def _hold(
+        self, sid: str, user: str | None, session: Session, tabs: int = 0, fresh: bool = True
+    ) -> None:
+        """Keep ``session`` as ``sid`` in this process (and write its changes to the store;
+        a ``fresh`` one at once)."""
         with self._lock:
             self._held[sid] = _Held(session, user, tabs=tabs, last_seen=self._clock())
         if self.persistence is not None:
-            self.persistence.watch(sid, user, session)
+            self.persistence.watch(sid, user, session, fresh)
 
     def flush(self) -> None:
         """Write every changed session to the store now (no store: nothing)."""
