@@ -375,14 +375,21 @@ def test_run_planned_on_a_scheduler_releases_the_serial_answers(
         out = tmp_path / f"out{len(docs)}"
         assert main([*args, *flags, "--json", "--out", str(out)]) == 0
         docs.append(json.loads(capsys.readouterr().out))
-        docs[-1]["answers"] = pd.read_csv(out / "answers.csv", comment="#")["answer"].to_numpy()
+        docs[-1]["tables"] = [
+            pd.read_csv(out / f"{name}.csv", comment="#")
+            for name in ("prefix_age_x_identity_sex", "age", "sex")
+        ]
     serial = docs[0]
-    assert serial["answers"].size == 8 * 2 + 8 + 2  # age x sex prefixes, then the 1-way
+    # age x sex prefixes, then the 1-way tables
+    assert [len(t) for t in serial["tables"]] == [8 * 2, 8, 2]
     for remote in docs[1:]:
         assert remote["release"]["expected_rmse"] == pytest.approx(
             serial["release"]["expected_rmse"], rel=1e-12, abs=0
         )
-        assert np.allclose(remote["answers"], serial["answers"], rtol=1e-12, atol=1e-9)
+        for mine, theirs in zip(remote["tables"], serial["tables"], strict=True):
+            assert np.allclose(mine["raw"], theirs["raw"], rtol=1e-12, atol=1e-9)
+            assert np.allclose(mine["margin_95"], theirs["margin_95"], rtol=1e-9, atol=0)
+            assert mine["estimate"].tolist() == theirs["estimate"].tolist()
         assert remote["errors"] == pytest.approx(serial["errors"], rel=1e-9)
 
 

@@ -134,8 +134,9 @@ def test_bundled_demo_data_is_never_registered_nor_charged(capsys, scenario, tmp
                            "(bundled demo data) is never charged to the budget ledger")
     record = json.loads((tmp_path / "demo" / "release.json").read_text())
     assert record["notice"] == "teaching: not a private release" and record["teaching"]
-    first = (tmp_path / "demo" / "answers.csv").read_text().splitlines()[0]
-    assert first == "# release: teaching: not a private release"
+    for table in ("sex.csv", "race.csv"):
+        first = (tmp_path / "demo" / table).read_text().splitlines()[0]
+        assert first == "# release: teaching: not a private release"
     assert not (tmp_path / "ledger.sqlite").exists()
 
 

@@ -29,6 +29,10 @@ def provenance(path) -> dict[str, str]:
                 if line.startswith("# "))
 
 
+#: The one table of AGE_SEX_SPEC's workload (prefix(age) x identity(sex)).
+TABLE = "prefix_age_x_identity_sex.csv"
+
+
 def run_json(capsys, *argv: str) -> dict:
     assert main([*argv, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
@@ -64,16 +68,21 @@ def test_seeded_runs_repeat_and_say_they_are_not_private(capsys, scenario, tmp_p
     out = tmp_path / "seeded"
     assert main([*argv, "--out", str(out)]) == 0
     capsys.readouterr()
-    assert (out / "answers.csv").read_text().splitlines()[0] == f"# release: {SEEDED_LABEL}"
+    assert (out / TABLE).read_text().splitlines()[0] == f"# release: {SEEDED_LABEL}"
     assert json.loads((out / "release.json").read_text())["notice"] == SEEDED_LABEL
+    again = tmp_path / "again"
+    assert main([*argv, "--out", str(again)]) == 0
+    capsys.readouterr()
+    assert table_lines(again / TABLE) == table_lines(out / TABLE)  # the same seeded tables
 
 
-def test_out_writes_the_answers_and_the_record(capsys, scenario, tmp_path) -> None:
+def test_out_writes_the_tables_and_the_record(capsys, scenario, tmp_path) -> None:
     spec, data = scenario
     out = tmp_path / "release"
     doc = run_json(capsys, "run", str(spec), "--data", str(data), "--mechanism", "identity",
                    "--out", str(out))
-    assert sorted(os.listdir(out)) == ["answers.csv", "release.json"]
+    assert sorted(n for n in os.listdir(out) if not n.endswith(".parquet")) == [
+        TABLE, "release.json"]
     record = json.loads((out / "release.json").read_text())
     assert record == json.loads(json.dumps(doc["release"]))
     assert record["workload"]["queries"] == 16 and len(record["workload"]["sha256"]) == 64
@@ -84,20 +93,32 @@ def test_out_writes_the_answers_and_the_record(capsys, scenario, tmp_path) -> No
     assert record["seeded"] is False and record["package_version"]
     plan = get("identity").plan(Scenario.load(spec).workload, Privacy(noise="zcdp", rho=0.5))
     assert record["expected_rmse"] == pytest.approx(plan.rmse(), rel=1e-12)  # factor 1
-    rows = list(csv.reader(table_lines(out / "answers.csv")))
-    assert rows[0] == ["query", "term", "answer"] and len(rows) == 17
-    stamp = provenance(out / "answers.csv")
+    rows = list(csv.reader(table_lines(out / TABLE)))
+    assert rows[0] == ["age", "sex", "estimate", "margin_95", "raw"] and len(rows) == 17
+    # prefixes of the numeric age (the last one covers every age) by sex
+    ages = ["0", "0-1", "0-2", "0-3", "0-4", "0-5", "0-6", "total"]
+    assert [r[0] for r in rows[1:]] == [a for a in ages for _ in range(2)]
+    assert [r[1] for r in rows[1:]] == ["0", "1"] * 8
+    stamp = provenance(out / TABLE)
     assert stamp["release"] == "private release" and stamp["mechanism"] == "identity"
     assert stamp["time"] == record["time"] and stamp["time"].endswith("+00:00")  # UTC
     assert stamp["package_version"] == record["package_version"]
     assert json.loads(stamp["privacy"]) == {"noise": "zcdp", "rho": 0.5}
     assert stamp["privacy_unit"] == "one record (add/remove) of the data"
     assert json.loads(stamp["noise"])["scale"] == record["noise"]["scale"] > 0
-    assert stamp["post_processing"].startswith("none: the raw least-squares estimates")
+    assert stamp["post_processing"] == record["post_processing"]
+    assert stamp["post_processing"].startswith("consistent: one non-negative estimate")
     assert stamp["data_sha256"] == record["data_sha256"] and len(record["data_sha256"]) == 64
     assert json.loads(stamp["budget"])["charged"] is False
-    answers = np.array([float(r[2]) for r in rows[1:]])
-    assert np.array_equal(answers, np.round(answers))  # on the integer grid
+    raw = np.array([float(r[4]) for r in rows[1:]]).reshape(8, 2)
+    assert np.array_equal(raw, np.round(raw))  # on the integer grid
+    estimate = np.array([int(r[2]) for r in rows[1:]]).reshape(8, 2)
+    # whole prefix counts of one non-negative vector: they never decrease along the ages
+    assert (estimate[0] >= 0).all() and (np.diff(estimate, axis=0) >= 0).all()
+    # identity's prefix of k ages sums k counts of noise sd 1: margin 1.96 sqrt(k)
+    margins = np.array([float(r[3]) for r in rows[1:]]).reshape(8, 2)
+    assert np.allclose(margins, 1.959963984540054 * np.sqrt(np.arange(1, 9))[:, None],
+                       rtol=1e-12, atol=0)
 
 
 def test_measurements_lie_on_the_stated_grid(scenario) -> None:

@@ -61,6 +61,12 @@ def draws(monkeypatch) -> list:
     return seen
 
 
+def csv_files(out: Path) -> list[str]:
+    """The CSV tables of a release directory, sorted (Parquet copies appear beside them when
+    pyarrow is installed)."""
+    return sorted(name for name in os.listdir(out) if name.endswith(".csv"))
+
+
 def history(url: str) -> list:
     with Ledger(url) as ledger:
         return ledger.history("people", all_statuses=True)
@@ -74,7 +80,8 @@ def test_charged_release_record_and_tables_say_everything(data, url, tmp_path) -
     assert r.charged is not None and r.charged.rho == pytest.approx(0.5, rel=1e-12)
     assert r.notes == ("charged rho=0.5 to people: spent 0.5 of rho=1.2",)
     assert r.status.spent.spent == pytest.approx(0.5, rel=1e-12) and r.status.releases == 1
-    assert r.out_dir == out and sorted(os.listdir(out)) == ["answers.csv", "release.json"]
+    assert r.out_dir == out and csv_files(out) == ["a1_x_a2.csv", "a1_x_a3.csv", "a2_x_a3.csv"]
+    assert (out / "release.json").is_file()
     record = json.loads((out / "release.json").read_text())
     assert record == json.loads(json.dumps(r.record))
     assert before - dt.timedelta(seconds=1) <= dt.datetime.fromisoformat(record["time"]) \
@@ -85,15 +92,37 @@ def test_charged_release_record_and_tables_say_everything(data, url, tmp_path) -
     assert record["privacy_unit"] == "one record (add/remove) of the data"
     assert record["noise"]["sampler"] == "discrete_gaussian"
     assert record["noise"]["scale"] == pytest.approx(1.0, rel=1e-8)  # sigma = 1/sqrt(2 rho)
-    assert record["post_processing"].startswith("none: the raw least-squares estimates")
+    assert record["post_processing"].startswith("consistent: one non-negative estimate of "
+                                                 "the data")
+    assert record["post_processing"] == r.tables.method
     assert record["data_sha256"] == FINGERPRINT and record["notice"] is None
     budget = record["budget"]
     assert budget["spent"] == pytest.approx(0.5) and budget["remaining"] == pytest.approx(0.7)
     assert budget["remaining_epsilon"] == pytest.approx(cdp_eps(0.7, 1e-6), rel=1e-12)
-    table = pd.read_csv(out / "answers.csv", comment="#")
-    assert list(table.columns) == ["query", "term", "answer"] and len(table) == 3 * 4 + 3 * 2 \
-        + 4 * 2
-    assert np.array_equal(table["answer"].to_numpy(), r.result)
+    tables = {name: pd.read_csv(out / f"{name.replace(' x ', '_x_')}.csv", comment="#")
+              for name in ("a1 x a2", "a1 x a3", "a2 x a3")}
+    assert list(r.tables.frames) == list(tables)
+    raw = []
+    for name, table in tables.items():
+        first, second = name.split(" x ")
+        sizes = (DOMAIN.shape[int(first[1]) - 1], DOMAIN.shape[int(second[1]) - 1])
+        assert list(table.columns) == [first, second, "estimate", "margin_95", "raw"]
+        assert len(table) == sizes[0] * sizes[1]
+        assert table[first].tolist() == np.repeat(np.arange(sizes[0]), sizes[1]).tolist()
+        assert table[second].tolist() == np.tile(np.arange(sizes[1]), sizes[0]).tolist()
+        assert table["estimate"].dtype == np.int64 and (table["estimate"] >= 0).all()
+        # identity at rho 0.5: sigma 1 per cell, and a cell of a 2-way table sums the cells
+        # of the attribute left out: margin 1.96 sqrt(its size)
+        summed = DOMAIN.size // (sizes[0] * sizes[1])
+        assert np.allclose(table["margin_95"], 1.959963984540054 * np.sqrt(summed), rtol=1e-12,
+                           atol=0)
+        raw.append(table["raw"].to_numpy())
+    assert np.array_equal(np.concatenate(raw), r.result)  # the unbiased estimates, unchanged
+    totals = {int(t["estimate"].sum()) for t in tables.values()}
+    assert len(totals) == 1 and abs(totals.pop() - 400) <= 3 * 1.96 * np.sqrt(24)
+    # consistent: a1's counts are the same summed from a1 x a2 and from a1 x a3
+    assert tables["a1 x a2"].groupby("a1")["estimate"].sum().tolist() == \
+        tables["a1 x a3"].groupby("a1")["estimate"].sum().tolist()
     (row,) = history(url)
     assert (row.status, row.user, row.record_path) == ("released", "alice", str(out))
 
@@ -134,7 +163,7 @@ def test_a_crash_while_writing_keeps_the_old_release_whole(data, url, tmp_path,
     old = {name: (out / name).read_text() for name in os.listdir(out)}
 
     def half_then_crash(self, directory) -> None:
-        (Path(directory) / "answers.csv").write_text("query,term,answer\n0,")
+        (Path(directory) / "a1_x_a2.csv").write_text("a1,a2,estimate\n0,")
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(PublishedTables, "write", half_then_crash)
@@ -156,7 +185,9 @@ def test_the_teaching_sandbox_is_never_charged(data, url, tmp_path, flags, notic
                 fingerprint=FINGERPRINT, out=out, ledger=url, **flags)
     assert r.charged is None and r.status is None and history(url) == []
     assert r.record["notice"] == notice and r.record["budget"]["charged"] is False
-    assert (out / "answers.csv").read_text().splitlines()[0] == f"# release: {notice}"
+    assert csv_files(out) == ["a1_x_a2.csv", "a1_x_a3.csv", "a2_x_a3.csv"]
+    for name in csv_files(out):
+        assert (out / name).read_text().splitlines()[0] == f"# release: {notice}"
 
 
 def test_seeded_releases_repeat(data) -> None:
