@@ -28,8 +28,8 @@ import time
 import numpy as np
 
 from engine.mechanisms.hierarchical import HierarchicalPGSR, synthetic_census
-from engine.mechanisms.hierarchical.evaluate import release_errors
 from engine.mechanisms.hierarchical.model import Release, check_release
+from engine.mechanisms.hierarchical.monte_carlo import release_errors
 from engine.mechanisms.hierarchical.relaxed import relaxed_postprocess
 from engine.mechanisms.hierarchical.topdown import topdown_postprocess
 

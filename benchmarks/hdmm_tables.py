@@ -50,7 +50,7 @@ from engine.mechanisms.hdmm.union import (  # noqa: E402
 from engine.privacy import Privacy  # noqa: E402
 
 # the paper's workloads and plain baseline are test fixtures (tests/hdmm_paper.py)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
 from hdmm_paper import WORKLOADS, plain_rmse  # noqa: E402
 
 LAPLACE = Privacy(noise="laplace", epsilon=1.0)

@@ -120,6 +120,15 @@ def share_control(sid: str) -> pn.Column:
     return pn.Column(button, link)
 
 
+def store_problem() -> pn.pane.Alert:
+    """One line on the page while the shared session store cannot be written (a read-only or
+    full data directory, an unreachable database): the page works, from this process only."""
+    return pn.pane.Alert(
+        REGISTRY.store_error, alert_type="warning", visible=bool(REGISTRY.store_error),
+        css_classes=["store-error"],
+    )
+
+
 def query_arg(name: str) -> str:
     """The first value of the URL query parameter ``name`` ('' when absent)."""
     values = (pn.state.session_args or {}).get(name) or [b""]
@@ -148,7 +157,7 @@ def page_app(path: str | None = None) -> pn.template.BaseTemplate:
     with watchers_added(session, session.privacy) as page_watchers:
         template = pn.template.BootstrapTemplate(
             title=f"{TITLE} · {label}" if path != "/" else TITLE,
-            sidebar=[navigation(path, sid), share_control(sid)],
+            sidebar=[navigation(path, sid), share_control(sid), store_problem()],
             main=[build_page(path, session, sid)],
             sidebar_width=230,
         )

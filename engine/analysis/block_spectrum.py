@@ -36,6 +36,8 @@ from engine.workloads.blocks import Block
 
 #: Largest attribute whose factor Grams are formed to find its orbits (8 bytes x n**2 each).
 ORBIT_LIMIT = 4096
+#: Largest attribute whose factor Gram is formed to check that it is marginal-like.
+MARGINAL_CHECK_LIMIT = 16384
 #: Most blocks enumerated for one workload (each costs at least one pass over the terms).
 BLOCK_LIMIT = 200_000
 #: Most work (sum of the cubed sides of the blocks) in units of one block at the dense limit.
@@ -86,7 +88,7 @@ def is_marginal_factor(factor: Matrix) -> bool:
     """True when the factor's Gram is ``a I + b 1 1^T`` (identity, total, ``[I; T]``, ...)."""
     if isinstance(factor, Identity) or (isinstance(factor, Ones) and factor.shape[0] == 1):
         return True
-    if factor.shape[1] > ORBIT_LIMIT:
+    if factor.shape[1] > MARGINAL_CHECK_LIMIT:
         return False
     diag = factor.column_norms(2)
     if diag.size > 1 and not np.allclose(diag, diag[0], rtol=1e-12, atol=0.0):
@@ -108,16 +110,18 @@ def orbits(grams: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The classes of exchangeable values: c ~ c' when swapping c and c' keeps every Gram.
 
     A swap keeps V exactly when ``V[c, c] = V[c', c']`` and ``V[c, x] = V[c', x]`` for every
-    other x. Candidates share their diagonal and sorted rows; each is checked against one
-    member of every class found so far (the relation is an equivalence). Index arrays, sorted,
-    in order of their smallest value.
+    other x. Candidates share their diagonal and sorted rows (compared through one random
+    projection of the sorted row: equal rows give bitwise equal projections); each is checked
+    against one member of every class found so far (the relation is an equivalence). A pair
+    missed by round-off only makes the classes finer, which the blocks allow too. Index
+    arrays, sorted, in order of their smallest value.
     """
     n = grams[0].shape[0]
     scale = max(max(float(np.abs(V).max(initial=0.0)) for V in grams), 1e-300)
     tol = 1e-12 * scale
-    signature = np.hstack([np.hstack([np.diag(V)[:, None], np.sort(V, axis=1)])
-                           for V in grams])
-    signature = np.round(signature / tol) if tol > 0 else signature
+    probe = np.random.default_rng(0).standard_normal(n)
+    signature = np.column_stack([np.diag(V) for V in grams]
+                                + [np.sort(V, axis=1) @ probe for V in grams])
     _, group = np.unique(signature, axis=0, return_inverse=True)
     classes: list[list[int]] = []
     open_classes: dict[int, list[int]] = {}  # signature group -> indices into classes

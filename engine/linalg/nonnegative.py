@@ -16,6 +16,14 @@ with an Armijo line search. On a quadratic the step is exact once the zero set i
 few outer steps reach machine precision. With a total, the set is the scaled simplex and the
 Newton system is solved on the sum-zero subspace.
 
+Projected Newton needs many steps when most cells end at zero on a large domain (tens of steps,
+each dozens of products: minutes on 1e6 cells). Where ``A^T A + rho I`` can be inverted
+exactly and cheaply -- a Kronecker strategy with one noise level, through the eigenvectors of
+its small factor Grams -- an ADMM stage first (Boyd et al. 2011, section 5; splitting
+``x = z`` with z in the feasible set) reaches the fit's accuracy in tens of iterations of two
+Kronecker products each; projected Newton then polishes to machine precision if the budget
+allows.
+
 Example:
     >>> from engine.linalg.matrix import Identity
     >>> nonnegative_least_squares(Identity(3), np.array([4.0, -1.0, 2.0]), 1.0)
@@ -27,11 +35,13 @@ Example:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from engine.errors import SpecError
-from engine.linalg.matrix import Matrix
+from engine.linalg.matrix import Matrix, kmatvec
 
 #: Armijo sufficient-decrease constant of the line search.
 ARMIJO = 1e-4
@@ -39,28 +49,67 @@ ARMIJO = 1e-4
 MAX_HALVINGS = 40
 
 
+@dataclass(frozen=True)
+class NonnegativeFit:
+    """The result of :func:`nonnegative_fit`.
+
+    Attributes:
+        x: the estimate (>= 0, one entry per cell; summing to the total when one was given).
+        converged: True when the projected gradient reached the tolerance (x is the optimum).
+        iterations: Newton steps taken.
+        products: products with ``A^T A`` (or its pseudo-inverse) spent.
+        stationarity: the projected gradient's norm relative to the gradient at zero (0 at
+            the optimum; NaN when the budget was 0 and it was not computed).
+    """
+
+    x: np.ndarray
+    converged: bool
+    iterations: int
+    products: int
+    stationarity: float
+
+
 def nonnegative_least_squares(strategy: Matrix, measurements: np.ndarray,
                               noise_variances: float | np.ndarray, *,
-                              total: float | None = None, start: np.ndarray | None = None,
-                              tol: float = 1e-12, max_iter: int = 100,
-                              cg_iter: int = 500) -> np.ndarray:
+                              total: float | None = None, **options: Any) -> np.ndarray:
     """The non-negative data vector closest to the measurements in variance-weighted L2.
 
+    ``nonnegative_fit(...).x``; see :func:`nonnegative_fit` for the arguments and options.
+    """
+    return nonnegative_fit(strategy, measurements, noise_variances, total=total,
+                           **options).x
+
+
+def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
+                    noise_variances: float | np.ndarray, *, total: float | None = None,
+                    start: np.ndarray | None = None, tol: float = 1e-10,
+                    max_iter: int = 100, cg_iter: int = 500,
+                    max_products: int | None = None, admm_tol: float = 1e-6,
+                    admm_iter: int = 300) -> NonnegativeFit:
+    """The non-negative data vector closest to the measurements in variance-weighted L2,
+    with how far the solver got.
+
     Args:
-        strategy: the measurement matrix A (implicit; only ``matvec``/``rmatvec`` are used,
-            and ``pinv`` for the starting point where the matrix has a structured one).
+        strategy: the measurement matrix A (implicit; only ``matvec``/``rmatvec``, and
+            ``gram``/``pinv`` where A has structured ones, are used).
         measurements: the noisy answers y (one per row of A), in counts.
         noise_variances: the noise variance of every measurement (squared counts), or one
             variance for all.
         total: when given, the estimate also sums exactly to it (a public total, in counts).
         start: a starting estimate (default: the least-squares ``A^+ y`` where A has a
-            structured pseudo-inverse, else zeros), projected onto the feasible set.
+            structured pseudo-inverse, else the uniform one), projected onto the feasible set.
         tol: stop when the projected gradient is below ``tol`` times the gradient at zero.
         max_iter: largest number of Newton steps.
         cg_iter: largest number of conjugate-gradient iterations per Newton step.
+        max_products: a work budget in products with ``A^T A`` or its factors (None: none).
+            Every iterate is feasible, so a budgeted fit is a valid estimate; 0 keeps the
+            projected start.
+        admm_tol: relative primal and dual residual at which the ADMM stage stops (Kronecker
+            strategies with one noise level; see :class:`ShiftedGramSolver`).
+        admm_iter: largest number of ADMM iterations.
 
     Returns:
-        x >= 0 (float, one entry per cell), summing to ``total`` when given.
+        The fit (see :class:`NonnegativeFit`).
 
     Raises:
         SpecError: a measurement count that does not match A, a non-positive variance or a
@@ -74,36 +123,56 @@ def nonnegative_least_squares(strategy: Matrix, measurements: np.ndarray,
     weights = _weights(noise_variances, rows)
     if total is not None and not (math.isfinite(total) and total >= 0):
         raise SpecError(f"total: must be a finite count >= 0, got {total!r}")
-    problem = _Problem(strategy, y, weights, total)
     if total == 0:
-        return np.zeros(cells)
+        return NonnegativeFit(np.zeros(cells), True, 0, 0, 0.0)
+    problem = _Problem(strategy, y, weights, total)
+    budget = math.inf if max_products is None else max_products
     x = problem.project(problem.initial(start))
+    if strategy.is_identity() and problem.gram is not None:
+        # measured cells with one noise level: the projection is the fit itself
+        return NonnegativeFit(x, True, 0, 0, 0.0)
+    if budget <= 0:
+        return NonnegativeFit(x, False, 0, 0, math.nan)
     target = strategy.rmatvec(weights * y)
     scale = float(np.linalg.norm(target)) or 1.0
+    shifted = ShiftedGramSolver.of(strategy, weights)
+    if shifted is not None:
+        # one product of the budget is kept for the gradient below
+        x = _admm(problem, shifted, target, x, budget - 1, admm_tol, admm_iter)
     gradient = problem.hessian(x) - target
+    stationarity = problem.projected_gradient(x, gradient)
+    converged, iterations = False, 0
     for iteration in range(1, max_iter + 1):
-        stationarity = problem.projected_gradient(x, gradient)
         if np.linalg.norm(stationarity) <= tol * scale:
             gradient = problem.hessian(x) - target  # confirm on the exact gradient
             stationarity = problem.projected_gradient(x, gradient)
             if np.linalg.norm(stationarity) <= tol * scale:
+                converged = True
                 break
+        room = int(min(cg_iter, (budget - problem.products - 2) // 2))
+        if room < 1:
+            break
         # Bertsekas' epsilon: cells this close to zero with a gradient pushing them down are
         # held at zero, so a step cannot stall on a cell that the projection keeps clipping.
         epsilon = min(1e-3, float(np.abs(stationarity).max()))
         # inexact Newton: a loose solve while the zero set is still moving, tighter near the end
         forcing = min(0.1, math.sqrt(float(np.linalg.norm(stationarity)) / scale))
-        step = problem.newton_direction(x, gradient, epsilon, cg_iter, forcing)
+        step = problem.newton_direction(x, gradient, epsilon, room, forcing)
         moved = problem.line_search(x, step, gradient)
         if moved is None:
             moved = problem.line_search(x, -stationarity, gradient)
             if moved is None:
                 break
         x, curvature = moved
+        iterations = iteration
         # the gradient is updated by H times the step; recomputed now and then against drift
         gradient = (gradient + curvature if iteration % 20
                     else problem.hessian(x) - target)
-    return x
+        stationarity = problem.projected_gradient(x, gradient)
+    else:
+        converged = bool(np.linalg.norm(stationarity) <= tol * scale)
+    return NonnegativeFit(x, converged, iterations, problem.products,
+                          float(np.linalg.norm(stationarity)) / scale)
 
 
 def _weights(noise_variances: float | np.ndarray, rows: int) -> np.ndarray:
@@ -125,6 +194,8 @@ class _Problem:
                  total: float | None) -> None:
         self.A, self.y, self.w, self.total = A, y, weights, total
         self.gram, self.gram_pinv = _structured_gram(A, weights)
+        #: products with the Gram, its pseudo-inverse or its eigenvectors so far (the work)
+        self.products = 0
 
     def initial(self, start: np.ndarray | None) -> np.ndarray:
         cells = self.A.shape[1]
@@ -140,6 +211,7 @@ class _Problem:
             return np.full(cells, (self.total or 0.0) / cells)
 
     def hessian(self, p: np.ndarray) -> np.ndarray:
+        self.products += 1
         if self.gram is not None:
             return self.w[0] * self.gram.matvec(p)
         return self.A.rmatvec(self.w * self.A.matvec(p))
@@ -148,6 +220,7 @@ class _Problem:
         """``H^+ p`` where the strategy has a structured pseudo-inverse, else p."""
         if self.gram_pinv is None:
             return p
+        self.products += 1
         return self.gram_pinv.matvec(p) / self.w[0]
 
     def project(self, v: np.ndarray) -> np.ndarray:
@@ -249,6 +322,75 @@ class _Problem:
         return None
 
 
+class ShiftedGramSolver:
+    """``(H + rho I)^{-1} v`` for ``H = w A^T A`` with A a Kronecker product of small factors:
+    ``H = (U_1 kron ... kron U_d) diag(lam) (...)^T`` from the factor Grams' eigenvectors, so
+    every shift rho costs two Kronecker products with the eigenvector factors."""
+
+    #: Largest factor (columns) whose Gram is eigendecomposed.
+    MAX_FACTOR = 4096
+
+    def __init__(self, vectors: list[np.ndarray], eigenvalues: np.ndarray) -> None:
+        self.vectors = vectors
+        self.transposed = [u.T.copy() for u in vectors]
+        self.eigenvalues = eigenvalues
+
+    @classmethod
+    def of(cls, A: Matrix, weights: np.ndarray) -> ShiftedGramSolver | None:
+        """The solver for a Kronecker strategy with one noise level, else None."""
+        factors = getattr(A, "factors", None)
+        if (factors is None or not weights.size or not np.all(weights == weights[0])
+                or any(f.shape[1] > cls.MAX_FACTOR for f in factors)):
+            return None
+        try:
+            grams = [np.asarray(f.gram().dense(), dtype=float) for f in factors]
+        except (ValueError, NotImplementedError):
+            return None
+        vectors, eigenvalues = [], np.ones(1)
+        for g in grams:
+            lam, u = np.linalg.eigh((g + g.T) / 2.0)
+            vectors.append(u)
+            eigenvalues = np.kron(eigenvalues, np.maximum(lam, 0.0))
+        return cls(vectors, weights[0] * eigenvalues)
+
+    def rho(self) -> float:
+        """A shift balancing the spectrum: the geometric mean of its extreme eigenvalues."""
+        lam = self.eigenvalues
+        top = float(lam.max())
+        low = float(lam[lam > 1e-12 * top].min()) if top > 0 else 1.0
+        return math.sqrt(low * top) if top > 0 else 1.0
+
+    def solve(self, v: np.ndarray, rho: float) -> np.ndarray:
+        return kmatvec(self.vectors, kmatvec(self.transposed, v) / (self.eigenvalues + rho))
+
+
+def _admm(problem: _Problem, shifted: ShiftedGramSolver, target: np.ndarray,
+          start: np.ndarray, budget: float, tol: float, iterations: int) -> np.ndarray:
+    """ADMM on ``min 0.5 x^T H x - target^T x`` with ``x = z``, z feasible; returns the last
+    feasible z. Two products per iteration; the shift is rebalanced when the primal and dual
+    residuals drift apart by more than tenfold (Boyd et al. 2011, section 3.4.1)."""
+    rho = shifted.rho()
+    z, u = start, np.zeros_like(start)
+    for iteration in range(1, iterations + 1):
+        if problem.products + 2 > budget:
+            break
+        x = shifted.solve(target + rho * (z - u), rho)
+        problem.products += 2
+        previous, z = z, problem.project(x + u)
+        u += x - z
+        primal = float(np.linalg.norm(x - z))
+        dual = rho * float(np.linalg.norm(z - previous))
+        size = max(float(np.linalg.norm(z)), 1e-300)
+        if primal <= tol * size and dual <= tol * max(rho * float(np.linalg.norm(u)), 1e-300):
+            break
+        if iteration % 5 == 0:
+            if primal > 10.0 * dual:
+                rho, u = 2.0 * rho, u / 2.0
+            elif dual > 10.0 * primal:
+                rho, u = rho / 2.0, u * 2.0
+    return z
+
+
 def _structured_gram(A: Matrix, weights: np.ndarray) -> tuple[Matrix | None, Matrix | None]:
     """``A^T A`` and its pseudo-inverse when the noise is uniform and A has structured ones
     (Kronecker: factor by factor; marginals: closed form); (None, None) otherwise."""
@@ -262,7 +404,9 @@ def _structured_gram(A: Matrix, weights: np.ndarray) -> tuple[Matrix | None, Mat
 
 
 def simplex_projection(v: np.ndarray, total: float) -> np.ndarray:
-    """The Euclidean projection of v onto ``{x >= 0, sum(x) = total}`` (sort-based).
+    """The Euclidean projection of v onto ``{x >= 0, sum(x) = total}`` (Michelot's algorithm:
+    a threshold raised until it is consistent with the cells it keeps; linear passes, no
+    sort).
 
     Example:
         >>> simplex_projection(np.array([2.0, 0.0, 1.0]), 2.0)
@@ -271,11 +415,15 @@ def simplex_projection(v: np.ndarray, total: float) -> np.ndarray:
     v = np.asarray(v, dtype=float)
     if total == 0:
         return np.zeros_like(v)
-    u = np.sort(v)[::-1]
-    excess = np.cumsum(u) - total
-    k = np.arange(1, u.size + 1)
-    last = int(np.flatnonzero(u - excess / k > 0)[-1])
-    return np.maximum(v - excess[last] / (last + 1), 0.0)
+    kept = v
+    threshold = (kept.sum() - total) / kept.size
+    while True:
+        above = kept[kept > threshold]
+        if above.size == kept.size:
+            break
+        kept = above
+        threshold = (kept.sum() - total) / kept.size
+    return np.maximum(v - threshold, 0.0)
 
 
 def round_preserving_total(x: np.ndarray, total: int) -> np.ndarray:
@@ -308,6 +456,17 @@ def round_preserving_total(x: np.ndarray, total: int) -> np.ndarray:
                         f"within 1 (the floors sum to {int(counts.sum()):,} over "
                         f"{x.size:,} cells)")
     if missing:
-        order = np.argsort(-fractions, kind="stable")[:missing]
-        counts[order] += 1
+        # the largest fractions (ties: the first cell); only cells with a fraction compete,
+        # which keeps the sort small on sparse estimates
+        candidates = np.flatnonzero(fractions > 0.0)
+        if missing >= candidates.size:
+            counts[candidates] += 1
+            counts[np.flatnonzero(fractions == 0.0)[:missing - candidates.size]] += 1
+        else:
+            competing = fractions[candidates]
+            keep = competing.size - missing
+            cut = np.partition(competing, keep)[keep]  # the smallest fraction rounded up
+            above = candidates[competing > cut]
+            counts[above] += 1
+            counts[candidates[competing == cut][:missing - above.size]] += 1
     return counts

@@ -79,27 +79,15 @@ Example:
 
 from __future__ import annotations
 
-from engine.noise.batches import (
-    BATCH,
-)
-from engine.noise.bernoulli import (
-    bernoulli_exp,
-    bernoulli_exp1,
-    bernoulli_exp_fast,
-)
+from engine.noise.batches import BATCH
+from engine.noise.bernoulli import bernoulli_exp, bernoulli_exp1, bernoulli_exp_fast
 from engine.noise.calibration import (
     discrete_gaussian_delta,
     discrete_gaussian_sigma,
     zcdp_gaussian_sigma,
 )
-from engine.noise.exact import (
-    ExactNoise,
-    exact_noise,
-)
-from engine.noise.exponential import (
-    SCORE_GRID_EXPONENT,
-    exponential_mechanism,
-)
+from engine.noise.exact import ExactNoise, exact_noise
+from engine.noise.exponential import SCORE_GRID_EXPONENT, exponential_mechanism
 from engine.noise.gaussian import (
     MAX_SIGMA,
     GaussianParameter,
@@ -115,17 +103,8 @@ from engine.noise.grid import (
     grid_sensitivity,
     is_integral,
 )
-from engine.noise.laplace import (
-    MAX_LAPLACE_SCALE,
-    discrete_laplace,
-    laplace_parameter,
-)
-from engine.noise.seeds import (
-    SEEDED_LABEL,
-    release_rng,
-    seed_from_text,
-    seeded_label,
-)
+from engine.noise.laplace import MAX_LAPLACE_SCALE, discrete_laplace, laplace_parameter
+from engine.noise.seeds import SEEDED_LABEL, release_rng, seed_from_text, seeded_label
 
 __all__ = [
     "BATCH",

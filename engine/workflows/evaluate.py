@@ -59,7 +59,8 @@ from engine.mechanisms.hierarchical import (
     running_example,
     synthetic_census,
 )
-from engine.mechanisms.hierarchical.evaluate import (
+from engine.mechanisms.hierarchical.io import load_hierarchy_csv
+from engine.mechanisms.hierarchical.monte_carlo import (
     Evaluation,
     TrialBatch,
     evaluate,
@@ -67,7 +68,6 @@ from engine.mechanisms.hierarchical.evaluate import (
     run_trials_task,
     summarise,
 )
-from engine.mechanisms.hierarchical.io import load_hierarchy_csv
 from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workloads.workload import Workload

@@ -44,7 +44,7 @@ from engine.analysis.cost_model import FLOAT, format_bytes, memory_limit
 from engine.domain import Attribute
 from engine.errors import SpecError
 from engine.linalg.matrix import DENSE_GUARD, Matrix
-from engine.linalg.nonnegative import nonnegative_least_squares, round_preserving_total
+from engine.linalg.nonnegative import NonnegativeFit, nonnegative_fit, round_preserving_total
 from engine.workloads.labels import (
     DESCRIBED_BLOCK_ENTRIES,
     readable_labels,
@@ -62,6 +62,12 @@ POST_PROCESSING = ("consistent", "raw")
 #: Gaussian, whose interval is narrower).
 MARGIN_Z = {"gaussian": 1.959963984540054, "zcdp": 1.959963984540054,
             "laplace": math.log(20.0) / math.sqrt(2.0)}
+#: Default work limit of the non-negative fit, in cell-products (products with the strategy's
+#: Gram or its factors, times cells): exact fits up to ~1e5 cells; on 1e6 cells 100 products
+#: (50 ADMM iterations on a Kronecker strategy: seconds, more accurate than the raw estimate
+#: on sparse data), after which the best feasible estimate so far is used and the method
+#: says so.
+WORK_LIMIT = 1e8
 #: Full-domain vectors the consistent post-processing holds at its peak (the solver's iterate,
 #: gradient, Newton step, conjugate-gradient vectors and temporaries).
 VECTOR_COPIES = 24
@@ -84,10 +90,16 @@ class PublishedTables:
     frames: dict[str, pd.DataFrame]
     method: str
 
-    def write(self, directory: str | os.PathLike[str]) -> list[Path]:
+    def write(self, directory: str | os.PathLike[str], *, notice: str | None = None
+              ) -> list[Path]:
         """Write one CSV per table (and a Parquet file when ``pyarrow`` is installed) into
         ``directory``, atomically: every file is written under a temporary name and renamed
         into place only when all are complete.
+
+        Args:
+            directory: created if missing.
+            notice: a line each CSV opens with, as a ``#`` comment (e.g.
+                :data:`engine.noise.SEEDED_LABEL` for a seeded run).
 
         Returns:
             The paths written, CSVs first.
@@ -115,7 +127,10 @@ class PublishedTables:
                     os.close(fd)
                     temps.append((Path(name), out / f"{stem}.{suffix}"))
                     if suffix == "csv":
-                        frame.to_csv(name, index=False)
+                        with open(name, "w", newline="", encoding="utf-8") as fh:
+                            if notice:
+                                fh.write(f"# {notice}\n")
+                            frame.to_csv(fh, index=False)
                     else:
                         frame.to_parquet(name, index=False)
             for tmp, final in temps:
@@ -154,8 +169,8 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                        measurements: np.ndarray, noise_variances: float | np.ndarray,
                        total: int | None, per_query_variance: np.ndarray,
                        post_process: str = "consistent", noise: str = "gaussian",
-                       raw: np.ndarray | None = None, raw_column: bool = False
-                       ) -> PublishedTables:
+                       raw: np.ndarray | None = None, raw_column: bool = False,
+                       work_limit: float | None = WORK_LIMIT) -> PublishedTables:
     """Labelled tables of a release, one per workload term.
 
     Args:
@@ -174,8 +189,13 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
             ``raw`` (the unbiased estimates only, fractional and possibly negative).
         noise: the noise family (``gaussian``, ``zcdp`` or ``laplace``), for the margins.
         raw: the unbiased workload answers when the plan reconstructs them its own way
-            (``Plan.reconstruct``); default ``W A^+ y``.
+            (``Plan.reconstruct``, recommended: the margins are that estimate's); default
+            ``W A^+ y`` (weighted by the noise variances when they differ).
         raw_column: also keep the raw estimate beside the counts.
+        work_limit: the non-negative fit's budget in cell-products (None: until it
+            converges; 0: the least-squares estimate projected onto non-negative vectors with
+            the total, the fastest consistent route). Every budget gives whole,
+            non-negative, consistent counts; the method says whether the fit converged.
 
     Returns:
         The tables and the method in words.
@@ -200,19 +220,21 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     if needs_vector:
         check_domain(workload)
     if raw is None:
-        raw = y if strategy is None else workload.answer(least_squares(strategy, y))
+        raw = (y if strategy is None
+               else workload.answer(least_squares(strategy, y, noise_variances)))
     raw = np.asarray(raw, dtype=float).reshape(-1)
     if raw.size != queries:
         raise SpecError(f"raw: expected {queries:,} answers, got {raw.size:,}")
-    counts = None
+    counts, fit = None, None
     if post_process == "consistent":
         variances = variance if strategy is None else noise_variances
-        x = nonnegative_least_squares(fitted, y, variances, total=total)
-        counts = round_preserving_total(x, int(total) if total is not None
-                                        else int(round(float(x.sum()))))
+        products = None if work_limit is None else int(work_limit // workload.domain.size)
+        fit = nonnegative_fit(fitted, y, variances, total=total, max_products=products)
+        counts = round_preserving_total(fit.x, int(total) if total is not None
+                                        else int(round(float(fit.x.sum()))))
     frames = _frames(workload, counts, raw, MARGIN_Z[noise] * np.sqrt(variance),
                      raw_column or counts is None)
-    return PublishedTables(frames, _method(post_process, noise, total, strategy is None))
+    return PublishedTables(frames, _method(post_process, noise, total, strategy is None, fit))
 
 
 def check_domain(workload: Workload) -> None:
@@ -225,20 +247,28 @@ def check_domain(workload: Workload) -> None:
                         f"coarsen the domain")
 
 
-def least_squares(strategy: Matrix, y: np.ndarray) -> np.ndarray:
-    """``A^+ y`` by the strategy's structured pseudo-inverse, else by LSQR on products."""
-    try:
-        return np.asarray(strategy.pinv().matvec(y), dtype=float)
-    except (ValueError, NotImplementedError):
-        operator = spla.LinearOperator(strategy.shape, matvec=strategy.matvec,
-                                       rmatvec=strategy.rmatvec, dtype=float)
-        return spla.lsqr(operator, y, atol=1e-12, btol=1e-12, iter_lim=10_000)[0]
+def least_squares(strategy: Matrix, y: np.ndarray,
+                  noise_variances: float | np.ndarray = 1.0) -> np.ndarray:
+    """The (variance-weighted) least-squares data vector: ``A^+ y`` by the strategy's
+    structured pseudo-inverse when the noise is uniform, else LSQR on products with the rows
+    scaled by their noise's standard deviation."""
+    v = np.asarray(noise_variances, dtype=float).reshape(-1)
+    if v.size <= 1 or np.all(v == v[0]):
+        try:
+            return np.asarray(strategy.pinv().matvec(y), dtype=float)
+        except (ValueError, NotImplementedError):
+            pass
+    scale = 1.0 / np.sqrt(np.broadcast_to(v, (strategy.shape[0],)))
+    operator = spla.LinearOperator(
+        strategy.shape, dtype=float, matvec=lambda p: scale * strategy.matvec(p),
+        rmatvec=lambda q: strategy.rmatvec(scale * q))
+    return spla.lsqr(operator, scale * y, atol=1e-12, btol=1e-12, iter_lim=10_000)[0]
 
 
 def _frames(workload: Workload, counts: np.ndarray | None, raw: np.ndarray,
             margins: np.ndarray, keep_raw: bool) -> dict[str, pd.DataFrame]:
     frames: dict[str, pd.DataFrame] = {}
-    cells = None if counts is None else counts.astype(float)
+    marginals = _Marginals(workload.domain.shape, counts) if counts is not None else None
     labels: list[str] | None = None
     start = 0
     for term in workload.terms:
@@ -246,20 +276,51 @@ def _frames(workload: Workload, counts: np.ndarray | None, raw: np.ndarray,
         # tables show plain counts: the term's weight only ranks its queries in the planning
         weight = term.weight if term.weight else 1.0
         if term.is_product:
-            columns = _value_columns(term)
+            columns: dict[str, np.ndarray | list[str]] = dict(_value_columns(term))
         else:
             if labels is None:
                 labels = readable_labels(workload)
             columns = {"query": labels[start:stop]}
-        table = pd.DataFrame(columns)
-        if cells is not None:
-            table["estimate"] = _whole(term.full_matrix().matvec(cells))
-        table["margin_95"] = margins[start:stop] / abs(weight)
+        if marginals is not None:
+            columns["estimate"] = _estimate(term, marginals.over(term.attrs))
+        columns["margin_95"] = margins[start:stop] / abs(weight)
         if keep_raw:
-            table["raw"] = raw[start:stop] / weight
-        frames[_distinct_name(_table_name(term), frames)] = table
+            columns["raw"] = raw[start:stop] / weight
+        frames[_distinct_name(_table_name(term), frames)] = pd.DataFrame(columns)
         start = stop
     return frames
+
+
+class _Marginals:
+    """Integer marginals of the one count vector, each summed from the smallest one known
+    that contains it (exact: int64 sums)."""
+
+    def __init__(self, shape: tuple[int, ...], counts: np.ndarray) -> None:
+        self.shape = shape
+        self.known: dict[tuple[int, ...], np.ndarray] = {
+            tuple(range(len(shape))): counts.reshape(shape)}
+
+    def over(self, attrs: tuple[int, ...]) -> np.ndarray:
+        if attrs not in self.known:
+            source = min((s for s in self.known if set(attrs) <= set(s)),
+                         key=lambda s: self.known[s].size)
+            extra = [a for a in source if a not in attrs]
+            if len(extra) > 1:
+                # through the marginal without the largest extra attribute: the next table
+                # that shares the rest sums a smaller array
+                largest = max(extra, key=lambda a: self.shape[a])
+                self.over(tuple(a for a in source if a != largest))
+                return self.over(attrs)
+            drop = tuple(i for i, a in enumerate(source) if a not in attrs)
+            self.known[attrs] = self.known[source].sum(axis=drop)
+        return self.known[attrs]
+
+
+def _estimate(term: Term, marginal: np.ndarray) -> np.ndarray:
+    """The term's queries on the integer marginal over its attributes."""
+    if term.is_product and all(f.is_identity() for f in term.factors or ()):
+        return marginal.reshape(-1)
+    return _whole(term.query.matvec(marginal.reshape(-1).astype(float)))
 
 
 def _whole(values: np.ndarray) -> np.ndarray:
@@ -314,7 +375,8 @@ def _distinct_name(name: str, known: dict[str, pd.DataFrame]) -> str:
     return candidate
 
 
-def _method(post_process: str, noise: str, total: int | None, own_answers: bool) -> str:
+def _method(post_process: str, noise: str, total: int | None, own_answers: bool,
+            fit: NonnegativeFit | None) -> str:
     z = MARGIN_Z[noise]
     if noise == "laplace":
         margin = (f"margin_95: half-width of the 95 % interval, {z:.2f} standard deviations "
@@ -332,8 +394,19 @@ def _method(post_process: str, noise: str, total: int | None, own_answers: bool)
               else "the noisy measurements")
     kept = (f"summing exactly to the public total {int(total):,}" if total is not None
             else "summing to its own fitted total")
+    if fit is not None and fit.converged:
+        solved = "(converged to the optimum)"
+    elif fit is not None and fit.products == 0:
+        solved = ("(at the work limit: the least-squares estimate projected onto non-negative "
+                  "counts with that total, not refined)")
+    else:
+        stationarity = fit.stationarity if fit is not None else math.nan
+        solved = (f"(stopped at the work limit after {fit.products if fit else 0} Gram "
+                  f"products, relative projected gradient {stationarity:.1e}: close to, not "
+                  "at, the optimum)")
     return ("consistent: one non-negative estimate of the data (one count per cell) fitted to "
-            f"{fitted} by variance-weighted least squares, {kept}, then rounded to whole "
+            f"{fitted} by variance-weighted least squares {solved}, {kept}, then rounded to "
+            "whole "
             "counts by largest remainders (each within 1, total kept); every table sums that "
             "one estimate, so tables agree and share one total. Post-processing only: it "
             f"costs no privacy. {margin}.")

@@ -32,6 +32,7 @@ import panel as pn
 import param
 from panel.io.state import set_curdoc
 
+from explorer.components.messages import plain
 from explorer.components.progress import served
 
 LOG = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ class BackgroundView(pn.viewable.Viewer):
                 return self._build(*[getattr(p.owner, p.name) for p in self._inputs])
         except Exception as exc:  # a view must never take its page down
             LOG.exception("building a view failed")
-            return pn.pane.Alert(f"{type(exc).__name__}: {exc}", alert_type="danger")
+            return pn.pane.Alert(plain(exc), alert_type="danger")
 
     def _changed(self, *events: param.parameterized.Event) -> None:
         self.refresh()

@@ -147,17 +147,21 @@ LIVE_TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
 class LiveTradeoffChart:
     """The trade-off chart as a Bokeh figure whose current-point layer moves in place.
 
+    The curves' ``rmse`` column is the error in the unit the y axis names (``y_label``; its
+    short name ``y_name`` in the tooltips): the RMSE, or a typical count's error in people.
+
     Drawn with Bokeh directly (curves, bound, markers; a HoloViews render cost several times
     as much on every page load); afterwards :meth:`move` rewrites only the markers' data
     source and the vertical line, which is what keeps a slider release fast: no new figure.
     """
 
     def __init__(self, curves: pd.DataFrame, points: pd.DataFrame, x_now: float,
-                 noise: str, height: int = 420) -> None:
+                 noise: str, height: int = 420, y_label: str = RMSE_LABEL,
+                 y_name: str = "RMSE") -> None:
         _, xlabel = privacy_knob(noise)
         self.figure = figure(
             x_axis_type="log", y_axis_type="log", height=height, sizing_mode="stretch_width",
-            title=f"Error as {xlabel} changes", x_axis_label=xlabel, y_axis_label=RMSE_LABEL,
+            title=f"Error as {xlabel} changes", x_axis_label=xlabel, y_axis_label=y_label,
             tools=LIVE_TOOLS)
         colors = mechanism_colors(m for m in curves["mechanism"].unique() if m != BOUND_LABEL)
         copies = same_curves(curves)
@@ -195,10 +199,10 @@ class LiveTradeoffChart:
         self.figure.add_layout(self.span)
         self.figure.add_tools(
             HoverTool(renderers=lines, tooltips=[("mechanism", "@mechanism"), (xlabel, "@x"),
-                                                 ("RMSE", "@rmse")]),
+                                                 (y_name, "@rmse{0,0.00}")]),
             HoverTool(renderers=[dots], tooltips=[("mechanism", "@mechanism"),
                                                   (xlabel, f"@{MARKER_X}"),
-                                                  ("RMSE", f"@{MARKER_Y}")]))
+                                                  (y_name, f"@{MARKER_Y}{{0,0.00}}")]))
         if items:
             self.figure.add_layout(Legend(items=items, location="top_left"), "right")
         self._lines = lines

@@ -16,6 +16,7 @@ import param
 
 from engine.privacy import Privacy, cdp_eps, cdp_rho
 from explorer.components.background import BackgroundView
+from explorer.components.number_box import NumberBox
 
 
 @lru_cache(maxsize=1024)
@@ -52,21 +53,13 @@ def rounded(value: float, digits: int = 3) -> float:
     return float(f"{value:.{digits}g}")
 
 
-def budget_problem(name: str, value: float | None) -> str:
-    """Why a typed budget (eps or rho) is not usable, or '' when it is (> 0 and finite)."""
-    if value is None or not math.isfinite(value):
-        return f"{name} must be a positive number"
-    if value <= 0:
-        return f"{name} must be greater than 0 (got {value:g})"
-    return ""
-
-
 class PrivacyControls(pn.viewable.Viewer):
     """Noise type, eps and rho (typed, and on log sliders), delta (log slider), editing
     ``privacy`` in place.
 
-    A typed value that is not a valid budget is not passed on: the field keeps it, a message
-    next to it says what is wrong and which value the charts still use (:attr:`problem`).
+    A typed value that is not a valid budget ("abc", "0", "-5") is not passed on: the field
+    keeps it as typed, a message next to it says what is wrong and which value the charts
+    still use (:attr:`problem`); "1,000" is read as 1000 (:class:`NumberBox`).
     """
 
     privacy = param.ClassSelector(class_=Privacy, instantiate=False, doc="The level edited.")
@@ -81,12 +74,13 @@ class PrivacyControls(pn.viewable.Viewer):
 
     def __init__(self, **params) -> None:
         super().__init__(**params)
-        self._inputs = {name: pn.widgets.FloatInput(
-            label=name, value=float(getattr(self.privacy, name)), start=None, width=110,
-            css_classes=[f"{'eps' if name == 'epsilon' else name}-input"])
-            for name in ("epsilon", "rho")}
-        for name, box in self._inputs.items():
-            box.param.watch(lambda event, name=name: self.type_value(name, event.new), "value")
+        self._inputs = {name: NumberBox(
+            label=short, value=float(getattr(self.privacy, name)), low=0, low_inclusive=False,
+            width=110, css_class=f"{short}-input", problem_class="privacy-problem",
+            on_value=lambda value, name=name: self.type_value(name, value))
+            for name, short in (("epsilon", "eps"), ("rho", "rho"))}
+        for box in self._inputs.values():
+            box.param.watch(lambda *events: self._collect_problems(), "problem")
         self._from_privacy()
         self.privacy.param.watch(lambda *events: self._from_privacy(), ["delta", "epsilon", "rho"])
 
@@ -102,7 +96,6 @@ class PrivacyControls(pn.viewable.Viewer):
             value = float(getattr(self.privacy, name))
             if box.value is None or not math.isclose(box.value, value, rel_tol=1e-12):
                 box.value = value
-        self.problem = ""
 
     @param.depends("delta_exponent", watch=True)
     def _to_privacy(self) -> None:
@@ -122,19 +115,13 @@ class PrivacyControls(pn.viewable.Viewer):
                 continue  # the slider only followed the privacy level
             setattr(self.privacy, name, rounded(10.0**exponent))
 
-    def type_value(self, name: str, value: float | None) -> None:
-        """A value typed into the eps or rho box: used if valid, else refused with a message."""
-        problem = budget_problem("eps" if name == "epsilon" else name, value)
-        if problem:
-            current = float(getattr(self.privacy, name))
-            if value is None:  # an emptied box shows "NaN": show the value in use instead
-                self._inputs[name].value = current
-            self.problem = (f"{problem}; the charts still use "
-                            f"{'eps' if name == 'epsilon' else name} = {current:g}.")
-            return
+    def type_value(self, name: str, value: float) -> None:
+        """A valid budget typed into the eps or rho box (> 0, checked by the box)."""
         if not math.isclose(value, float(getattr(self.privacy, name)), rel_tol=1e-12):
             setattr(self.privacy, name, float(value))
-        self.problem = ""
+
+    def _collect_problems(self) -> None:
+        self.problem = " ".join(box.problem for box in self._inputs.values() if box.problem)
 
     def conversion(self) -> str:
         """The (eps, delta) <-> rho conversion at the current level, in words."""
@@ -161,16 +148,13 @@ class PrivacyControls(pn.viewable.Viewer):
             self.param.delta_exponent, throttled=True, format="0.00",
             css_classes=["delta-slider"], width=260,
             visible=pn.bind(lambda n: n != "laplace", p.param.noise))
-        refused = pn.pane.Alert(self.param.problem, alert_type="warning",
-                                visible=pn.bind(bool, self.param.problem),
-                                css_classes=["privacy-problem"], margin=(0, 10))
         # Off the event loop, and after the charts: the conversion search is pure Python, so
         # running it at once would compete with the slider's own update for the interpreter.
         shown = BackgroundView(self._conversion, p.param.noise, p.param.epsilon,
                                p.param.delta, p.param.rho, delay=CONVERSION_DELAY_S,
                                css_classes=["privacy-conversion"])
         layout = pn.Row if self.compact else pn.Column
-        return pn.Column(layout(noise, knobs["epsilon"], delta, knobs["rho"]), refused, shown,
+        return pn.Column(layout(noise, knobs["epsilon"], delta, knobs["rho"]), shown,
                          sizing_mode="stretch_width", css_classes=["privacy-controls"])
 
     def _conversion(self, noise: str, epsilon: float, delta: float, rho: float) -> str:

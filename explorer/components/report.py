@@ -6,7 +6,8 @@ from __future__ import annotations
 import html
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -73,7 +74,7 @@ def _table(frame: pd.DataFrame, css_class: str) -> str:
 
 def html_report(*, headline: str, table: pd.DataFrame, bound: float | None,
                 worst: pd.DataFrame | None, worst_of: str | None, privacy: str,
-                workload: str, scenario_yaml: str) -> str:
+                workload: str, scenario_yaml: str, made: Mapping[str, Any]) -> str:
     """The report page.
 
     Args:
@@ -85,6 +86,8 @@ def html_report(*, headline: str, table: pd.DataFrame, bound: float | None,
         privacy: the privacy level in words (``gaussian eps=1 delta=1e-06``).
         workload: the workload in words.
         scenario_yaml: the scenario, as the YAML that reproduces the comparison.
+        made: :func:`explorer.components.exports.provenance` (date, version, workload hash,
+            privacy unit).
     """
     planned = table[table["rmse"].notna()]
     chart = rmse_svg(list(planned["mechanism"]), [float(v) for v in planned["rmse"]], bound)
@@ -92,7 +95,9 @@ def html_report(*, headline: str, table: pd.DataFrame, bound: float | None,
                   else f"<p>The queries with the largest expected error under "
                        f"<strong>{html.escape(worst_of or '')}</strong>; <em>error_95</em>: "
                        "the answer is within +/- this many people of the truth with 95 % "
-                       "probability.</p>" + _table(worst, "worst-queries"))
+                       "probability (the compare page's per-query table for this mechanism, "
+                       f"and its CSV per-query-{html.escape(worst_of or '')}.csv).</p>"
+                  + _table(worst, "worst-queries"))
     statement = (f"Every mechanism in this comparison is differentially private at "
                  f"<strong>{html.escape(privacy)}</strong>, for the privacy unit of one record "
                  "(adding or removing one person's row). The errors are expected values "
@@ -103,8 +108,13 @@ def html_report(*, headline: str, table: pd.DataFrame, bound: float | None,
         "<title>Comparison of mechanisms</title>", f"<style>{STYLE}</style></head><body>",
         "<h1>Comparison of mechanisms</h1>",
         f'<p class="headline">{_markdown_bold(headline)}</p>',
-        f"<p>Workload: {html.escape(workload)}.</p>",
-        "<h2>Typical error per count (RMSE)</h2>", chart,
+        f"<p>Workload: {html.escape(workload)} (SHA-256 of its spec: "
+        f"<code class=\"workload-hash\">{html.escape(str(made['workload_sha256']))}</code>)."
+        "</p>",
+        f"<p class=\"made\">Made {html.escape(str(made['created_utc']))} with dpworkbench "
+        f"{html.escape(str(made['version']))}; privacy unit: "
+        f"{html.escape(str(made['privacy_unit']))}.</p>",
+        "<h2>Typical error per count (RMSE, in people)</h2>", chart,
         "<h2>Every mechanism</h2>", _table(table, "comparison"),
         "<h2>Worst queries</h2>", worst_html,
         "<h2>Privacy</h2>", f'<p class="privacy">{statement}</p>',

@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 import panel as pn
 import param
 
+from explorer.components.messages import plain
 from explorer.components.notes import learn_note
 from explorer.session import Session
 
@@ -45,6 +46,16 @@ def page_url(path: str, sid: str = "") -> str:
     return "?" + urlencode(query) if query else "?"
 
 
+def workload_status(session: Session, builder_link: str = "the workload page") -> str:
+    """Which workload the pages use, in one line; when the builder's draft is invalid, that it
+    is *not* applied and why (the pages keep the last valid workload)."""
+    workload = session.workload.describe()
+    if session.draft_error:
+        return (f"**Draft not applied:** {plain(session.draft_error)}. Every page still uses "
+                f"the last valid workload: **{workload}**. Fix the draft on {builder_link}.")
+    return f"Workload in use: **{workload}**."
+
+
 class Page(pn.viewable.Viewer):
     """Base of the explorer pages: a session, its id for links, a title and a learn note."""
 
@@ -73,13 +84,21 @@ class Page(pn.viewable.Viewer):
             except Exception as exc:
                 LOG.exception("page watcher failed")
                 if pn.state.notifications is not None:
-                    pn.state.notifications.error(f"{type(exc).__name__}: {exc}",
+                    pn.state.notifications.error(plain(exc),
                                                  duration=8000)
 
         watcher = owner.param.watch(guarded, names)
         doc = pn.state.curdoc
         if doc is not None and doc.session_context is not None:
             pn.state.on_session_destroyed(lambda context: owner.param.unwatch(watcher))
+
+    def _workload_status(self, scenario: object, draft_error: str) -> pn.viewable.Viewable:
+        text = workload_status(self.session, self.link("/builder", "the workload page"))
+        if draft_error:
+            return pn.pane.Alert(text, alert_type="warning", css_classes=["draft-banner"],
+                                 margin=(0, 10), sizing_mode="stretch_width")
+        return pn.pane.Markdown(text, css_classes=["workload-in-use"], margin=(0, 10),
+                                sizing_mode="stretch_width", styles={"color": "#444"})
 
     def href(self, path: str) -> str:
         """A link to another page of the app that keeps this session."""
@@ -90,9 +109,12 @@ class Page(pn.viewable.Viewer):
         return f"[{text}]({self.href(path)})"
 
     def header(self, intro: str = "") -> pn.viewable.Viewable:
-        """The page title, an optional intro line and the collapsible learn note."""
+        """The page title, which workload the page uses (or the "draft not applied" banner),
+        an optional intro line and the collapsible learn note."""
         parts: list[pn.viewable.Viewable] = [
-            pn.pane.Markdown(f"# {self.title}", css_classes=["page-title"], margin=(0, 10))]
+            pn.pane.Markdown(f"# {self.title}", css_classes=["page-title"], margin=(0, 10)),
+            pn.bind(self._workload_status, self.session.param.scenario,
+                    self.session.param.draft_error)]
         if intro:
             parts.append(pn.pane.Markdown(intro, sizing_mode="stretch_width", margin=(0, 10)))
         if self.note:

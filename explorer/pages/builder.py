@@ -9,6 +9,7 @@ valid workload stays current until the draft is fixed.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -17,12 +18,13 @@ import panel as pn
 import param
 
 from engine.domain import Attribute, Domain
-from engine.errors import one_line
 from engine.workloads import BLOCKS, GROUPS, Marginals, PairQueries, Product
 from engine.workloads.spec import parse_group
 from explorer.components.exports import text_download
 from explorer.components.heatmap import matrix_heatmap, too_big
+from explorer.components.messages import plain
 from explorer.components.notes import caption
+from explorer.components.number_box import NumberBox
 from explorer.components.progress import served
 from explorer.components.spec_editor import SpecEditor, error_alert
 from explorer.pages.base import Page
@@ -211,14 +213,22 @@ class WorkloadBuilder(param.Parameterized):
     remove_name = param.Selector(default=None, objects=[], allow_None=True,
                                  label="Remove attribute")
     remove_index = param.Integer(default=1, bounds=(1, None), label="Remove group #")
+    pending = param.String(default="", doc="A replacement of the workload waiting to be "
+                                           "confirmed, in words ('' when none).")
+    undo_label = param.String(default="", doc="What Undo brings back ('' when nothing).")
 
     def __init__(self, session, **params: Any) -> None:
         params.setdefault("attribute", AttributeForm())
         params.setdefault("group", GroupForm())
         super().__init__(**params)
         self.session = session
+        self._pending: Callable[[], Any] | None = None
+        self._undo: tuple[dict[str, Any], str, bool] | None = None
+        self._edited = False  # the draft was changed by hand since it was last loaded
+        self._loading = False
         self.param.preset.names = {p.title: key for key, p in PRESETS.items()}
         session.param.watch(lambda event: self._draft_changed(), "draft")
+        session.param.watch(lambda *events: self._hand_edit(), ["draft", "draft_text"])
         self._draft_changed()
 
     # ----- reading the draft ------------------------------------------------------------------
@@ -272,7 +282,7 @@ class WorkloadBuilder(param.Parameterized):
         try:
             Attribute.from_spec(key, spec)
         except Exception as exc:  # the engine's validator names the field
-            self.attribute_error = one_line(exc)
+            self.attribute_error = plain(exc)
             return self.attribute_error
         self.attribute_error = ""
         draft = self.draft()
@@ -308,7 +318,7 @@ class WorkloadBuilder(param.Parameterized):
             domain = Domain.from_spec(self.domain_spec())
             parse_group(copy.deepcopy(item), domain, len(items))
         except Exception as exc:  # the engine's validator names the field
-            self.group_error = one_line(exc)
+            self.group_error = plain(exc)
             return self.group_error
         self.group_error = ""
         draft = self.draft()
@@ -325,18 +335,83 @@ class WorkloadBuilder(param.Parameterized):
         draft["workload"] = items[:index] + items[index + 1:]
         self._apply(draft, f"Removed query group {index + 1}.")
 
+    # ----- replacing the workload: confirm first, one step back -------------------------------
+    def _hand_edit(self) -> None:
+        if not self._loading:
+            self._edited = True
+
+    def ask(self, action: Callable[[], Any], what: str) -> None:
+        """Run ``action`` (which replaces the workload) at once when there is no hand-made
+        work to lose (the draft is as last loaded: the default, a preset, a file), else hold
+        it until :meth:`confirm`, saying what it replaces (:attr:`pending`)."""
+        if not self._edited or not self.domain_spec():
+            self._replacing(action)
+            return
+        self._pending = action
+        self.pending = (f"{what} replaces your workload ({self.current_workload()}). "
+                        "Replace it? (Undo brings it back.)")
+
+    def confirm(self) -> None:
+        """Run the replacement waiting in :attr:`pending`."""
+        action, self._pending, self.pending = self._pending, None, ""
+        if action is not None:
+            self._replacing(action)
+
+    def _replacing(self, action: Callable[[], Any]) -> None:
+        """Run a replacement: what it loads is not a hand edit."""
+        before, edited = self.draft(), self._edited
+        self._loading = True
+        try:
+            action()
+        finally:
+            self._loading = False
+        # a refused file replaced nothing: hand edits stay hand edits
+        self._edited = edited and self.draft() == before
+
+    def cancel(self) -> None:
+        """Drop the replacement waiting in :attr:`pending`; the workload stays."""
+        self._pending, self.pending = None, ""
+        self.message = "Kept your workload."
+
+    def current_workload(self) -> str:
+        """The workload in use, in words ("1,014 queries over 1,400 cells ...")."""
+        return self.session.workload.describe()
+
+    def _remember(self) -> None:
+        """Keep the draft (and its text) for :meth:`undo` before it is replaced."""
+        self._undo = (self.draft(), self.session.draft_text, self._edited)
+        self.undo_label = f"Undo: back to {self.current_workload()}"
+
+    def undo(self) -> None:
+        """Bring back the draft the last replacement (preset, upload, start empty) replaced."""
+        if self._undo is None:
+            return
+        draft, text, edited = self._undo
+        self._undo, self.undo_label = None, ""
+        self._loading = True
+        try:
+            self.session.apply_draft(draft, text=text)
+        finally:
+            self._loading = False
+        self._edited = edited
+        self.message = "Undone: your previous workload is back."
+
     def load_preset(self) -> str:
-        """Replace the draft with the chosen preset (generic presets keep your attributes)."""
+        """Replace the draft with the chosen preset (generic presets keep your attributes);
+        :meth:`undo` brings the replaced one back."""
         spec = build_preset(self.preset, self.domain_spec() or None, self.preset_k)
         draft = self.draft()
         spec["privacy"] = draft.get("privacy", spec["privacy"])
+        self._remember()
         return self._apply(spec, f"Loaded preset: {PRESETS[self.preset].title}.")
 
     def start_empty(self) -> None:
-        """Clear attributes and groups to build a workload from scratch (privacy is kept)."""
+        """Clear attributes and groups to build a workload from scratch (privacy is kept;
+        :meth:`undo` brings the cleared workload back)."""
         draft = {"domain": {}, "workload": []}
         if "privacy" in self.draft():
             draft["privacy"] = self.draft()["privacy"]
+        self._remember()
         self.session.apply_draft(draft)
         self.message = "Cleared. Add attributes, then query groups."
 
@@ -350,8 +425,12 @@ class WorkloadBuilder(param.Parameterized):
         except UnicodeDecodeError:
             self.upload_error = f"{filename}: not a text file (expected YAML or JSON)"
             return self.upload_error
+        kept = self._undo, self.undo_label
+        self._remember()
         self.upload_error = self.session.load_text(text, filename)
-        if not self.upload_error:
+        if self.upload_error:  # nothing was replaced: the earlier undo stays
+            self._undo, self.undo_label = kept
+        else:
             self.message = f"Loaded {filename}."
         return self.upload_error
 
@@ -436,8 +515,26 @@ class BuilderPage(Page):
                          pn.bind(lambda m: pn.pane.Alert(m, alert_type="info",
                                                          css_classes=["builder-message"])
                                  if m else None, model.param.message),
+                         self._safety_row(),
                          pn.Row(left, right, sizing_mode="stretch_width"),
                          sizing_mode="stretch_width", css_classes=["builder-page"])
+
+    def _safety_row(self) -> pn.viewable.Viewable:
+        """The confirmation a replacement waits for, and the one-step Undo."""
+        model = self.model
+        replace = pn.widgets.Button(label="Replace my workload", color="warning",
+                                    css_classes=["confirm-replace"])
+        replace.on_click(lambda event: model.confirm())
+        keep = pn.widgets.Button(label="Keep mine", color="light", css_classes=["cancel-replace"])
+        keep.on_click(lambda event: model.cancel())
+        ask = pn.Row(pn.pane.Alert(model.param.pending, alert_type="warning",
+                                   css_classes=["replace-question"], margin=(0, 10)),
+                     replace, keep, visible=pn.bind(bool, model.param.pending))
+        undo = pn.widgets.Button(label=model.param.undo_label, color="light",
+                                 css_classes=["undo-replace"],
+                                 visible=pn.bind(bool, model.param.undo_label))
+        undo.on_click(lambda event: model.undo())
+        return pn.Column(ask, undo, sizing_mode="stretch_width")
 
     def _start_bound(self) -> None:
         """Compute the current workload's SVD bound in the background unless stored."""
@@ -446,24 +543,29 @@ class BuilderPage(Page):
     # ----- cards ------------------------------------------------------------------------------
     def _attributes_card(self) -> pn.viewable.Viewable:
         model = self.model
-        form = pn.Param(model.attribute, parameters=["attr_name", "size", "kind", "labels"],
+        attribute = model.attribute
+        low, high = attribute.param.size.bounds
+        size = NumberBox(label=attribute.param.size.label, value=attribute.size, low=low,
+                         high=high, integer=True, css_class="attr-size", width=200,
+                         on_value=lambda value: setattr(attribute, "size", int(value)))
+        attribute.param.watch(lambda event: setattr(size, "value", event.new), "size")
+        self.size_box = size
+        name = pn.widgets.TextInput.from_param(attribute.param.attr_name, placeholder="e.g. age",
+                                               css_classes=["attr-name"])
+        rest = pn.Param(attribute, parameters=["kind", "labels"],
                         widgets={"kind": {"type": pn.widgets.RadioButtonGroup,
                                           "css_classes": ["attr-kind"]},
-                                 "size": {"type": pn.widgets.IntInput,
-                                          "css_classes": ["attr-size"]},
                                  "labels": {"type": pn.widgets.TextInput,
-                                            "css_classes": ["attr-labels"]},
-                                 "attr_name": {"type": pn.widgets.TextInput,
-                                               "placeholder": "e.g. age",
-                                               "css_classes": ["attr-name"]}},
-                        show_name=False, css_classes=["attribute-form"],
-                        sizing_mode="stretch_width")
+                                            "css_classes": ["attr-labels"]}},
+                        show_name=False, sizing_mode="stretch_width")
+        form = pn.Column(name, size, rest, css_classes=["attribute-form"],
+                         sizing_mode="stretch_width")
         add = pn.widgets.Button(label="Add attribute", color="primary",
                                 css_classes=["add-attribute"])
-        add.on_click(lambda event: model.add_attribute())
+        add.on_click(lambda event: self.add_attribute())
         empty = pn.widgets.Button(label="Start empty", color="light",
                                   css_classes=["start-empty"])
-        empty.on_click(lambda event: model.start_empty())
+        empty.on_click(lambda event: model.ask(model.start_empty, "Starting empty"))
         remove = pn.widgets.Select.from_param(model.param.remove_name, width=180,
                                               css_classes=["remove-attribute-choice"])
         remove_button = pn.widgets.Button(label="Remove", color="light", align="end")
@@ -484,6 +586,15 @@ class BuilderPage(Page):
             pn.Row(remove, remove_button),
             title="1. Attributes", sizing_mode="stretch_width", css_classes=["attributes-card"],
         )
+
+    def add_attribute(self) -> str:
+        """What "Add attribute" does: nothing but say why while the size box holds a refused
+        entry (the form's last good size would be used silently), else add it."""
+        if self.size_box.problem:
+            self.model.attribute_error = (f"{self.size_box.problem} The attribute was not "
+                                          "added.")
+            return self.model.attribute_error
+        return self.model.add_attribute()
 
     def _groups_card(self) -> pn.viewable.Viewable:
         model, group = self.model, self.model.group
@@ -548,7 +659,8 @@ class BuilderPage(Page):
                         sizing_mode="stretch_width", css_classes=["preset-form"])
         load = pn.widgets.Button(label="Load preset", color="primary",
                                  css_classes=["load-preset"])
-        load.on_click(lambda event: model.load_preset())
+        load.on_click(lambda event: model.ask(
+            model.load_preset, f"Loading the preset '{PRESETS[model.preset].title}'"))
         describe = pn.bind(lambda key: pn.pane.Markdown(PRESETS[key].description,
                                                         margin=(0, 10)), model.param.preset)
         return pn.Card(form, describe, load, title="Presets", collapsed=False,
@@ -560,9 +672,15 @@ class BuilderPage(Page):
                                       label="Upload a scenario")
 
         def on_upload(event: Any) -> None:
-            error = model.upload(upload.value, upload.filename)
-            if error and pn.state.notifications is not None:
-                pn.state.notifications.error(error, duration=8000)
+            content, filename = upload.value, upload.filename
+
+            def load() -> None:
+                error = model.upload(content, filename)
+                if error and pn.state.notifications is not None:
+                    pn.state.notifications.error(error, duration=8000)
+
+            if content is not None:
+                model.ask(load, f"Loading {filename or 'the file'}")
 
         upload.param.watch(on_upload, "value")
         download = text_download(self.session.export_yaml, "scenario.yaml",

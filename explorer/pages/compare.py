@@ -11,8 +11,6 @@ changing the privacy level only re-scales them.
 from __future__ import annotations
 
 import json
-import threading
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -22,16 +20,22 @@ import panel as pn
 import param
 from bokeh.models.widgets.tables import NumberFormatter
 
-from engine.analysis.per_query_error import METHODS, PerQueryErrors
-from engine.errors import one_line
-from engine.mechanisms import Plan
+from engine.analysis.per_query_error import METHODS
 from engine.workflows.compare import Comparison
 from explorer.components.background import BackgroundView, change_page
 from explorer.components.charts import LiveBarsChart, color_of
-from explorer.components.exports import csv_download, scenario_columns, text_download
+from explorer.components.exports import csv_download, described, provenance, text_download
 from explorer.components.histogram import ScaledHistogram
 from explorer.components.mechanism_choice import mechanism_choice
+from explorer.components.messages import plain
 from explorer.components.notes import caption
+from explorer.components.people import (
+    GAUSSIAN_FACTOR,
+    TYPICAL_MEANING,
+    people,
+    people_factor,
+    plan_errors,
+)
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, served
 from explorer.components.report import html_report
@@ -41,20 +45,25 @@ from explorer.session import Session
 from explorer.snippet import comparison_snippet
 
 #: Columns of the comparison table and of its CSV export.
-TABLE_COLUMNS = ("mechanism", "title", "rmse", "ratio_to_bound", "plan_seconds", "note")
+TABLE_COLUMNS = ("mechanism", "title", "error_95", "rmse", "ratio_to_bound", "plan_seconds",
+                 "note", "error_95_method")
 #: The comparison table's numeric columns and their type (missing numbers are NaN).
-NUMBER_COLUMNS = {"rmse": "float64", "ratio_to_bound": "float64", "plan_seconds": "float64"}
+NUMBER_COLUMNS = {"error_95": "float64", "rmse": "float64", "ratio_to_bound": "float64",
+                  "plan_seconds": "float64"}
 #: What each column of comparison.csv means (written into its JSON sidecar).
 COLUMN_MEANINGS = {
     "mechanism": "registered mechanism name", "title": "its display name",
-    "rmse": "root mean squared error per query at the privacy level (counts)",
+    "error_95": f"typical error in people at 95 %: {TYPICAL_MEANING}",
+    "rmse": "root mean squared error per query at the privacy level (people)",
     "ratio_to_bound": "rmse / the SVD lower bound (1.0 is the best possible)",
-    "plan_seconds": "seconds spent planning", "note": "why a mechanism does not apply"}
+    "plan_seconds": "seconds spent planning", "note": "why a mechanism does not apply",
+    "error_95_method": "how error_95 was obtained (exact quantile, or a bound)"}
 #: Share of the comparison table's width per column (titles and notes wrap).
-COLUMN_WIDTHS = {"mechanism": "17%", "title": "17%", "rmse": "10%", "ratio_to_bound": "19%",
-                 "plan_seconds": "12%", "note": "25%"}
-#: Shorter headers shown for CSV columns (the CSV keeps the names).
-COLUMN_TITLES = {"plan_seconds": "plan (s)"}
+COLUMN_WIDTHS = {"mechanism": "15%", "title": "15%", "error_95": "15%", "rmse": "9%",
+                 "ratio_to_bound": "12%", "plan_seconds": "9%", "note": "25%"}
+#: Headers shown for the table's columns (the CSV keeps the names).
+COLUMN_TITLES = {"error_95": "typical error (+/- people, 95 %)", "rmse": "RMSE",
+                 "ratio_to_bound": "ratio to bound", "plan_seconds": "plan (s)"}
 #: Seconds a served compare page waits for the SVD bound before it is built without it.
 BOUND_WAIT = 1.0
 #: How many of the worst queries are listed.
@@ -72,9 +81,12 @@ Every **mechanism** here answers your queries by measuring some set of counts wi
 noise added (the *strategy*), then combining those noisy counts into answers. They differ in
 *which* counts they measure, so they differ in accuracy.
 
-* **RMSE** is the typical size of the error on one of your counts: the square root of the
-  average squared error, in the same units as the counts (people, records). Smaller is better.
-  It does not depend on your data, only on the queries and the privacy level.
+* **Typical error (+/- people, 95 %)**: a typical one of your counts is within this many
+  people of the truth, 95 % of the time. Smaller is better. It does not depend on your data,
+  only on the queries and the privacy level.
+* **RMSE** (for researchers) is the same typical error as a standard deviation: the square
+  root of the average squared error, in people. For Gaussian noise the 95 % error is
+  1.96 x RMSE.
 * The **SVD lower bound** (dashed line) is a floor: no mechanism of this kind (a fixed set of
   noisy linear measurements, combined by least squares) can have a smaller RMSE on this
   workload. *Ratio to bound* says how far a mechanism is from that floor; 1.0 is perfect.
@@ -86,9 +98,17 @@ noise added (the *strategy*), then combining those noisy counts into answers. Th
 
 
 def comparison_frame(comparison: Comparison | None) -> pd.DataFrame:
-    """One row per mechanism (best first): the table shown and the CSV written."""
+    """One row per mechanism (best first): the table shown and the CSV written; the error in
+    people at 95 % (``error_95``) first, the RMSE beside it."""
     records = comparison.to_records() if comparison is not None else []
+    plans = {r.mechanism: r.plan for r in comparison.rows} if comparison is not None else {}
     for record in records:
+        plan = plans.get(record["mechanism"])
+        record["error_95"], record["error_95_method"] = None, ""
+        if record["rmse"] is not None and plan is not None:
+            factor, method = people_factor(plan)
+            record["error_95"] = factor * record["rmse"]
+            record["error_95_method"] = METHODS[method]
         if record["rmse"] is None and is_data_dependent(record["mechanism"]):
             record["note"] += " (this mechanism has its own page in the explorer)"
     # Fixed dtypes: with every RMSE still missing the numbers would be an object column, and
@@ -103,12 +123,12 @@ def comparison_description(session: Session) -> dict[str, Any]:
     comparison = session.comparison
     privacy = session.privacy
     workload = session.workload
+    bound = comparison.bound_rmse if comparison is not None else None
     return {"file": "comparison.csv", "privacy": privacy.to_spec(),
             "privacy_text": privacy.describe(), "noise": privacy.noise,
-            "privacy_unit": "one record (add/remove)", "workload": workload.describe(),
+            "workload": workload.describe(),
             "queries": workload.num_queries, "cells": workload.domain.size,
-            "svd_bound_rmse": comparison.bound_rmse if comparison is not None else None,
-            "columns": COLUMN_MEANINGS}
+            **provenance(workload, bound), "columns": COLUMN_MEANINGS}
 
 
 def comparison_table(comparison: Comparison | None) -> pn.widgets.Tabulator:
@@ -127,7 +147,9 @@ def comparison_table(comparison: Comparison | None) -> pn.widgets.Tabulator:
         layout="fit_columns", widths=COLUMN_WIDTHS, titles=COLUMN_TITLES,
         sizing_mode="stretch_width",
         css_classes=["comparison-table"],
-        formatters={"rmse": NumberFormatter(format="0,0.0000"),
+        hidden_columns=["error_95_method"],
+        formatters={"error_95": NumberFormatter(format="0,0.0"),
+                    "rmse": NumberFormatter(format="0,0.0000"),
                     "ratio_to_bound": NumberFormatter(format="0.000"),
                     "plan_seconds": NumberFormatter(format="0.000"),
                     "title": {"type": "textarea"}, "note": {"type": "textarea"}})
@@ -141,13 +163,29 @@ def bound_line(comparison: Comparison | None) -> str:
     value = comparison.bound_rmse
     if value is None:
         return f"**No SVD bound:** {bound.reason or 'it cannot be computed for this workload'}."
+    typical = people(GAUSSIAN_FACTOR * value)
     if bound.kind == "floor":
         return (f"**SVD lower bound (certified floor):** {value:.4g} per count: the exact bound "
                 "is too large to compute here, so this is a floor under it (the sum of the "
                 "exact bounds of parts of the workload); no mechanism of this kind can have a "
-                "smaller RMSE on these queries.")
+                f"smaller RMSE on these queries, nor a typical count better than **{typical}** "
+                "at 95 %.")
     return (f"**SVD lower bound:** {value:.4g} per count (exact): no mechanism of this kind "
-            "can have a smaller RMSE on these queries.")
+            f"can have a smaller RMSE on these queries, nor a typical count better than "
+            f"**{typical}** at 95 %.")
+
+
+def bars_caption(comparison: Comparison | None) -> str:
+    """What the bar chart draws, and only that (the dashed line only when there is a bound)."""
+    bound = ("Dashed line: the SVD lower bound, the smallest RMSE any mechanism of this kind "
+             "could reach on these queries. " if comparison is not None
+             and comparison.bound_rmse is not None else
+             "No lower bound line: none is computed for this workload (the line above says "
+             "why). ")
+    return ("Bars: each mechanism's RMSE, the typical error per count as a standard deviation "
+            "(smaller is better; the table gives it in people at 95 %), best first. " + bound
+            + "Click a legend entry or a table row to highlight one mechanism (again to show "
+            "all alike). Use the toolbar's save button for a PNG.")
 
 
 def queue_table(queue: list[tuple[str, str, str]]) -> str:
@@ -178,37 +216,15 @@ def headline(comparison: Comparison | None, privacy_text: str, complete: bool) -
                 f"{privacy_text}{pending}.")
     if best is None:
         return f"No mechanism applies to this workload at {privacy_text}."
+    typical = people_factor(best.plan)[0] * best.rmse if best.plan is not None else None
     text = (f"At **{privacy_text}**, the most accurate mechanism is **{best.mechanism}** "
-            f"({best.title}): a typical error of **{best.rmse:.4g}** per count{pending}.")
+            f"({best.title}): a typical count is within **{people(typical)}**, 95 % of the "
+            f"time (RMSE {best.rmse:.4g} per count){pending}.")
     if bound:
-        text += (f" No mechanism of this kind can go below **{bound:.4g}** (the SVD bound), "
-                 f"so it is within **{best.rmse / bound:.2f}x** of the best possible.")
+        text += (f" No mechanism of this kind can go below **{people(GAUSSIAN_FACTOR * bound)}"
+                 f"** (the SVD bound, RMSE {bound:.4g}), so it is within "
+                 f"**{best.rmse / bound:.2f}x** of the best possible.")
     return text
-
-
-def plan_errors(session: Session, name: str | None = None) -> PerQueryErrors:
-    """The per-query errors of ``name``'s stored plan (default: the selected mechanism),
-    shared by every page and session showing that plan: computed once, re-scaled per level.
-
-    Raises:
-        ValueError: when the mechanism has no plan.
-    """
-    name = name or session.selected
-    rows = {} if session.plans is None else {r.mechanism: r for r in session.plans.rows}
-    row = rows.get(name)
-    if row is None or row.plan is None:
-        raise ValueError(f"{name or 'no mechanism'}: no plan (not applicable or not planned)")
-    with _ERRORS_LOCK:
-        errors = _ERRORS.get(row.plan)
-        if errors is None:
-            # the session's workload: equal to the plan's, and its labels are already built
-            errors = _ERRORS[row.plan] = PerQueryErrors(row.plan, session.workload)
-    return errors
-
-
-#: Per-query errors of each stored plan (dropped with the plan).
-_ERRORS: weakref.WeakKeyDictionary[Plan, PerQueryErrors] = weakref.WeakKeyDictionary()
-_ERRORS_LOCK = threading.Lock()
 
 
 def query_error_frame(session: Session, name: str | None = None,
@@ -251,24 +267,35 @@ def query_error_frame(session: Session, name: str | None = None,
         "variance": std * std})
 
 
+def per_query_mechanism(session: Session) -> str | None:
+    """The mechanism whose per-query errors the page, its CSV and the report show: the
+    selected one when it has a plan, else the most accurate (None: no plan yet)."""
+    if session.selected is not None and session.plan(session.selected) is not None:
+        return session.selected
+    best = session.comparison.best() if session.comparison is not None else None
+    return best.mechanism if best is not None else None
+
+
 def comparison_report(session: Session) -> str:
-    """The one-page HTML report: headline, chart, table, the best mechanism's worst queries,
-    the privacy statement and the scenario (opens offline)."""
+    """The one-page HTML report: headline, chart, table, the worst queries of the mechanism
+    the per-query view shows (:func:`per_query_mechanism`), the privacy statement, the
+    scenario, and when, with which version and for which workload it was made (opens
+    offline)."""
     comparison = session.comparison
-    best = comparison.best() if comparison is not None else None
+    shown = per_query_mechanism(session)
     worst = None
-    if best is not None:
+    if shown is not None:
         try:
-            frame = query_error_frame(session, best.mechanism, WORST)
+            frame = query_error_frame(session, shown, WORST)
             worst = frame[["description", "query", "expected_error", "error_95"]]
         except ValueError:  # too many queries to list
             worst = None
+    bound = comparison.bound_rmse if comparison else None
     return html_report(
         headline=headline(comparison, session.privacy.describe(), session.complete),
-        table=comparison_frame(comparison), bound=comparison.bound_rmse if comparison else None,
-        worst=worst, worst_of=best.mechanism if best is not None else None,
+        table=comparison_frame(comparison), bound=bound, worst=worst, worst_of=shown,
         privacy=session.privacy.describe(), workload=session.workload.describe(),
-        scenario_yaml=session.export_yaml())
+        scenario_yaml=session.export_yaml(), made=provenance(session.workload, bound))
 
 
 class ComparePage(Page):
@@ -330,13 +357,13 @@ class ComparePage(Page):
                              styles={"font-size": "1.1em"}),
             # On a wrapper: a Bokeh pane gives its figure the class only when it is replaced.
             pn.Column(self._bars_pane, sizing_mode="stretch_width", css_classes=["rmse-chart"]),
-            caption("Bars: the typical error per count of each mechanism (smaller is better), "
-                    "best first. Dashed line: the SVD lower bound, the smallest error any "
-                    "mechanism of this kind could reach on these queries. Click a legend entry "
-                    "or a table row to highlight one mechanism (again to show all alike). Use "
-                    "the toolbar's save button for a PNG."),
+            caption(pn.bind(bars_caption, session.param.comparison)),
             self._table,
-            pn.Row(csv_download(lambda: comparison_frame(session.comparison), "comparison.csv",
+            pn.Row(csv_download(lambda: described(comparison_frame(session.comparison),
+                                                  session.privacy, session.workload,
+                                                  session.comparison.bound_rmse
+                                                  if session.comparison else None),
+                                "comparison.csv",
                                 "Download table (CSV)", css_class="comparison-csv"),
                    text_download(lambda: json.dumps(comparison_description(session), indent=1),
                                  "comparison.json", "Download what it describes (JSON)",
@@ -360,7 +387,7 @@ class ComparePage(Page):
                                             include_slow=include_skipped or include_slow)
         except Exception as exc:  # nothing a user does may take the server down
             if pn.state.notifications is not None:
-                pn.state.notifications.error(f"Planning could not start: {one_line(exc)}")
+                pn.state.notifications.error(f"Planning could not start: {plain(exc)}")
 
     # ----- the chart and its highlight ------------------------------------------------------
     @property
@@ -472,7 +499,7 @@ class ComparePage(Page):
             query = text if text.strip() else errors.worst()
             error = errors.query(query, self.session.privacy.with_())
         except Exception as exc:  # an unknown label, too many queries
-            return pn.pane.Alert(one_line(exc), alert_type="warning",
+            return pn.pane.Alert(plain(exc), alert_type="warning",
                                  css_classes=["query-error-message"])
         lead = "" if text.strip() else "The worst query, "
         return pn.pane.Markdown(
@@ -510,7 +537,7 @@ class ComparePage(Page):
             unit = plan_errors(self.session, name).unit_std()
         except Exception as exc:  # too many queries, no explicit strategy, ...
             return pn.pane.Alert(f"Per-query errors of {name} are not available: "
-                                 f"{one_line(exc)}", alert_type="secondary")
+                                 f"{plain(exc)}", alert_type="secondary")
         histogram = ScaledHistogram(unit, scale, color_of(name), f"Per-query error of {name}")
         text = pn.pane.Markdown(spread, margin=(0, 10), css_classes=["per-query-spread"])
         pane = pn.pane.Bokeh(histogram.figure, sizing_mode="stretch_width")
@@ -532,9 +559,11 @@ class ComparePage(Page):
             table,
             caption(f"error_95: the error is within +/- this many counts with 95 % probability "
                     f"({frame['error_95_method'].iloc[0] if len(frame) else ''})."),
-            csv_download(lambda: scenario_columns(
+            csv_download(lambda: described(
                              query_error_frame(self.session, name).assign(mechanism=name),
-                             self.session.privacy, self.session.workload),
+                             self.session.privacy, self.session.workload,
+                             self.session.comparison.bound_rmse
+                             if self.session.comparison else None),
                          f"per-query-{name}.csv", "Download all queries (CSV)",
                          css_class="per-query-csv"),
             sizing_mode="stretch_width")

@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 import panel as pn
 
-from engine.errors import one_line
 from engine.mechanisms import mechanism_class, registry_names
+from explorer.components.messages import plain
 from explorer.pages.base import PAGES, Page
 from explorer.planning.schedule import is_data_dependent
 
@@ -92,7 +92,7 @@ class OverviewPage(Page):
         try:
             frame = mechanism_frame()
         except Exception as exc:  # an engine problem is shown instead of crashing the page
-            return pn.pane.Alert(f"Engine not ready: {one_line(exc)}", alert_type="warning")
+            return pn.pane.Alert(f"Engine not ready: {plain(exc)}", alert_type="warning")
         if frame.empty:
             return pn.pane.Markdown("No mechanisms are registered.")
         return pn.widgets.Tabulator(frame, show_index=False, disabled=True,

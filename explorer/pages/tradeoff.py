@@ -9,7 +9,7 @@ release only moves the markers and the numbers (measured in the browser tests).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -18,19 +18,27 @@ import panel as pn
 import param
 from bokeh.models.widgets.tables import NumberFormatter
 
-from engine.errors import SpecError, one_line
+from engine.errors import SpecError
 from engine.privacy import Privacy
 from engine.workflows.compare import Comparison
 from explorer.components.background import BackgroundView, change_page
 from explorer.components.charts import BOUND_LABEL, LiveTradeoffChart, privacy_knob
-from explorer.components.exports import csv_download, scenario_columns
+from explorer.components.exports import csv_download, described
+from explorer.components.messages import plain
 from explorer.components.notes import caption
+from explorer.components.number_box import NumberBox
+from explorer.components.people import GAUSSIAN_FACTOR, people, people_factor, worst_people
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, served
 from explorer.pages.base import Page
+from explorer.pages.compare import QUERY_LIST_LIMIT
+from explorer.session import Session
 
 #: The sweep of each privacy knob (log-spaced).
 GRIDS = {"epsilon": np.logspace(-2, 1, 31), "rho": np.logspace(-3, 1, 33)}
+#: The units the chart can show its errors in: (axis label, short name for tooltips).
+UNITS = {"people": ("typical error, +/- people at 95 %", "+/- people (95 %)"),
+         "rmse": ("RMSE (typical error per query)", "RMSE")}
 #: Where the inverse question searches (a knob outside this range is reported as such).
 SEARCH = (1e-4, 1e4)
 
@@ -39,7 +47,9 @@ NOTE = """
 eps (or rho) means stronger privacy, which needs more noise, so every count gets less
 accurate. The question is *how much* less accurate, and whether it is worth it.
 
-* Each line is one mechanism: its typical error per count (RMSE) at every budget. Both axes
+* Each line is one mechanism: how far a typical count is from the truth at every budget, in
+  people at 95 % (switch the axis to RMSE, the root mean squared error, if you prefer). Both
+  axes
   are logarithmic, so a straight line going down means "double the budget, cut the error by
   a fixed factor" (half the error for Laplace and for Gaussian with fixed delta, roughly).
 * The dashed black line is the **lower bound**: no mechanism of this kind can be below it.
@@ -52,8 +62,9 @@ accurate. The question is *how much* less accurate, and whether it is worth it.
 * **delta** (Gaussian noise) is the small probability that the guarantee fails; it should be
   much smaller than one over the number of people. **rho** is the zCDP budget, another way to
   count privacy loss that adds up neatly over many releases; the page converts between them.
-* **What budget do I need?** Type the error you can live with: the table says, for each
-  mechanism, the smallest eps (or rho) that reaches it.
+* **What budget do I need?** Type the error you can live with, in people: the table says,
+  for each mechanism, the smallest eps (or rho) at which a typical count is within +/- that
+  many people 95 % of the time, and the smallest at which every count (the worst one too) is.
 """
 
 
@@ -69,43 +80,73 @@ def at_knob(privacy: Privacy, value: float) -> Privacy:
     return privacy.with_(**{name: float(value)})
 
 
-def curve_frame(comparison: Comparison | None, privacy: Privacy) -> pd.DataFrame:
-    """RMSE of every planned mechanism and of the bound across the knob's grid.
+def unit_factors(comparison: Comparison | None, unit: str) -> dict[str, float]:
+    """What multiplies each curve's RMSE to show it in ``unit`` (a key of :data:`UNITS`):
+    1 for RMSE; for people at 95 % each mechanism's :func:`people_factor` and 1.96 for the
+    bound."""
+    if comparison is None:
+        return {}
+    rows = [r for r in comparison.rows if r.plan is not None and r.rmse is not None]
+    if unit == "rmse":
+        return {**{r.mechanism: 1.0 for r in rows}, BOUND_LABEL: 1.0}
+    return {**{r.mechanism: people_factor(r.plan)[0] for r in rows},
+            BOUND_LABEL: GAUSSIAN_FACTOR}
 
-    Columns ``x`` (eps or rho), ``rmse``, ``mechanism`` (the bound as :data:`BOUND_LABEL`).
+
+def curve_frame(comparison: Comparison | None, privacy: Privacy, unit: str = "rmse"
+                ) -> pd.DataFrame:
+    """The error of every planned mechanism and of the bound across the knob's grid, in
+    ``unit`` (a key of :data:`UNITS`: RMSE, or a typical count's error in people at 95 %).
+
+    Columns ``x`` (eps or rho), ``rmse`` (the error in ``unit``), ``mechanism`` (the bound
+    as :data:`BOUND_LABEL`).
     """
     records: list[dict[str, Any]] = []
     if comparison is None:
         return pd.DataFrame(records, columns=["x", "rmse", "mechanism"])
     name, _ = privacy_knob(privacy.noise)
     levels = [(float(x), at_knob(privacy, x)) for x in GRIDS[name]]
+    factors = unit_factors(comparison, unit)
     plans = [r.plan for r in comparison.rows if r.plan is not None and r.rmse is not None]
     for plan in plans:
         for x, level in levels:
-            records.append({"x": x, "rmse": plan.rmse(level), "mechanism": plan.mechanism})
+            records.append({"x": x, "rmse": factors[plan.mechanism] * plan.rmse(level),
+                            "mechanism": plan.mechanism})
     if comparison.bound.value is not None:
         for x, level in levels:
-            records.append({"x": x, "rmse": comparison.bound.rmse(comparison.workload, level),
+            records.append({"x": x, "rmse": factors[BOUND_LABEL]
+                            * comparison.bound.rmse(comparison.workload, level),
                             "mechanism": BOUND_LABEL})
     return pd.DataFrame(records, columns=["x", "rmse", "mechanism"])
 
 
-def marker_frame(comparison: Comparison | None) -> pd.DataFrame:
-    """The current point of every planned mechanism and of the bound."""
+def marker_frame(comparison: Comparison | None, unit: str = "rmse") -> pd.DataFrame:
+    """The current point of every planned mechanism and of the bound, in ``unit``."""
     if comparison is None:
         return pd.DataFrame(columns=["x", "rmse", "mechanism"])
     x = knob_value(comparison.privacy)
-    rows = [{"x": x, "rmse": r.rmse, "mechanism": r.mechanism}
-            for r in comparison.rows if r.rmse is not None]
+    factors = unit_factors(comparison, unit)
+    rows = [{"x": x, "rmse": factors[r.mechanism] * r.rmse, "mechanism": r.mechanism}
+            for r in comparison.rows if r.rmse is not None and r.plan is not None]
     if comparison.bound_rmse is not None:
-        rows.append({"x": x, "rmse": comparison.bound_rmse, "mechanism": BOUND_LABEL})
+        rows.append({"x": x, "rmse": factors[BOUND_LABEL] * comparison.bound_rmse,
+                     "mechanism": BOUND_LABEL})
     return pd.DataFrame(rows, columns=["x", "rmse", "mechanism"])
 
 
+#: Columns of the "at your budget" table (and of tradeoff.csv before its scenario columns).
+READOUT_COLUMNS = ("mechanism", "error_95", "error_95_at_half_budget", "rmse",
+                   "ratio_to_bound", "note")
+
+
 def readout_frame(comparison: Comparison | None) -> pd.DataFrame:
-    """RMSE now, ratio to the bound, and the cost of halving the budget, per mechanism."""
-    columns = ["mechanism", "rmse", "ratio_to_bound", "rmse_at_half_budget", "increase",
-               "note"]
+    """Per mechanism and for the bound: a typical count's error in people at 95 % now and at
+    half the budget, the RMSE, and the ratio to the bound.
+
+    (How much halving the budget multiplies the error is the same for every mechanism, so it
+    is said once, in :func:`halving_sentence`, not repeated on every row.)
+    """
+    columns = list(READOUT_COLUMNS)
     # Fixed dtypes, empty or not: a column type changing with the rows makes the browser's
     # table rebuild itself, and it drops rows that arrive while it does.
     numbers = {c: "float64" for c in columns[1:-1]}
@@ -115,16 +156,24 @@ def readout_frame(comparison: Comparison | None) -> pd.DataFrame:
     bound = comparison.bound_rmse
     rows = []
     for r in comparison.rows:
-        if r.rmse is None:
+        if r.rmse is None or r.plan is None:
             continue
+        factor, _ = people_factor(r.plan)
         at_half = r.plan.rmse(half)
         twin = next((row["mechanism"] for row in rows
                      if math.isclose(row["rmse"], r.rmse, rel_tol=1e-9)
-                     and math.isclose(row["rmse_at_half_budget"], at_half, rel_tol=1e-9)), None)
-        rows.append({"mechanism": r.mechanism, "rmse": r.rmse,
+                     and math.isclose(row["error_95_at_half_budget"], factor * at_half,
+                                      rel_tol=1e-9)), None)
+        rows.append({"mechanism": r.mechanism, "error_95": factor * r.rmse,
+                     "error_95_at_half_budget": factor * at_half, "rmse": r.rmse,
                      "ratio_to_bound": r.rmse / bound if bound else None,
-                     "rmse_at_half_budget": at_half, "increase": at_half / r.rmse,
                      "note": f"same error as {twin}" if twin else ""})
+    if bound is not None:
+        rows.append({"mechanism": BOUND_LABEL, "error_95": GAUSSIAN_FACTOR * bound,
+                     "error_95_at_half_budget": GAUSSIAN_FACTOR
+                     * comparison.bound.rmse(comparison.workload, half),
+                     "rmse": bound, "ratio_to_bound": 1.0,
+                     "note": "no mechanism of this kind can do better"})
     return pd.DataFrame(rows, columns=columns).astype(numbers)
 
 
@@ -146,37 +195,81 @@ def required_knob(budget_for_rmse: Callable[[float, Privacy], float | None],
     return 0.0 if needed <= lo else needed
 
 
-def required_frame(comparison: Comparison | None, privacy: Privacy, target: float | None
-                   ) -> pd.DataFrame:
-    """For each planned mechanism, the budget needed to reach ``target`` RMSE."""
+def worst_ratios(session: Session, comparison: Comparison | None) -> dict[str, float]:
+    """For each planned mechanism: its worst query's error in people at 95 % over its RMSE
+    (the same at every budget). Mechanisms whose per-query errors cannot be computed (too
+    many queries, no plan) are left out."""
+    out: dict[str, float] = {}
+    if comparison is None or session.workload.num_queries > QUERY_LIST_LIMIT:
+        return out
+    for r in comparison.rows:
+        if r.plan is None or not r.rmse:
+            continue
+        try:
+            worst, _ = worst_people(session, r.mechanism, comparison.privacy)
+        except ValueError:  # the plan went away meanwhile
+            continue
+        out[r.mechanism] = worst / r.rmse
+    return out
+
+
+def _needed(budget_for_rmse: Callable[[float, Privacy], float | None], privacy: Privacy,
+            rmse: float, name: str) -> tuple[float | None, str]:
+    """:func:`required_knob` for an RMSE target, as (value or None, why none)."""
+    try:
+        needed = required_knob(budget_for_rmse, privacy, rmse)
+    except SpecError as exc:
+        return None, plain(exc)
+    if math.isinf(needed):
+        return None, f"not reachable with {name} <= {SEARCH[1]:g}"
+    if needed == 0.0:
+        return 0.0, f"reached already at {name} = {SEARCH[0]:g}"
+    return needed, ""
+
+
+def required_frame(comparison: Comparison | None, privacy: Privacy, target: float | None,
+                   worst: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """For each planned mechanism and for the bound, the budget at which a typical count
+    (``<knob>_typical``) and every count, the worst too (``<knob>_every``), is within
+    +/- ``target`` people at 95 %.
+
+    A typical count: the RMSE reaches ``target`` / the mechanism's :func:`people_factor`
+    (1.96 for Gaussian noise). Every count: the RMSE reaches ``target`` / ``worst[m]`` (the
+    worst query's error in people over the RMSE, :func:`worst_ratios`; empty for a mechanism
+    not in ``worst``). The bound's row uses 1.96 for both: no query can do better than the
+    typical one, so it is a floor for both columns. Sorted by the typical budget.
+    """
     name, _ = privacy_knob(privacy.noise)
-    column = f"{name}_needed"
-    columns = ["mechanism", column, "note"]
+    typical_column, every_column = f"{name}_typical", f"{name}_every"
+    columns = ["mechanism", typical_column, every_column, "note"]
     if comparison is None or not target or target <= 0:
         return pd.DataFrame(columns=columns)
+    worst = worst or {}
     rows = []
     for r in comparison.rows:
         if r.plan is None:
             continue
-        note = ""
-        try:
-            needed = required_knob(r.plan.budget_for_rmse, privacy, target)
-        except SpecError as exc:
-            needed, note = math.inf, one_line(exc)
-        if not note and math.isinf(needed):
-            note = f"not reachable with {name} <= {SEARCH[1]:g}"
-        elif needed == 0.0:
-            note = f"reached already at {name} = {SEARCH[0]:g}"
-        rows.append({"mechanism": r.mechanism, column: needed if math.isfinite(needed)
-                     else None, "note": note})
+        factor, _ = people_factor(r.plan)
+        typical, note = _needed(r.plan.budget_for_rmse, privacy, target / factor, name)
+        every, every_note = None, f"per-query errors are listed up to {QUERY_LIST_LIMIT:,} queries"
+        if r.mechanism in worst:
+            every, every_note = _needed(r.plan.budget_for_rmse, privacy,
+                                        target / worst[r.mechanism], name)
+        notes = [note] if note else []
+        if every_note and every_note != note:
+            notes.append(f"every count: {every_note}")
+        rows.append({"mechanism": r.mechanism, typical_column: typical, every_column: every,
+                     "note": "; ".join(notes)})
     if comparison.bound.value is not None:
-        needed = required_knob(
+        needed, note = _needed(
             lambda t, p: comparison.bound.budget_for_rmse(comparison.workload, t, p),
-            privacy, target)
-        rows.append({"mechanism": BOUND_LABEL, column: needed if math.isfinite(needed)
-                     else None, "note": "no mechanism of this kind can need less"})
-    frame = pd.DataFrame(rows, columns=columns)
-    return frame.sort_values(column, na_position="last", kind="stable").reset_index(drop=True)
+            privacy, target / GAUSSIAN_FACTOR, name)
+        rows.append({"mechanism": BOUND_LABEL, typical_column: needed, every_column: needed,
+                     "note": note or "no mechanism of this kind can need less"})
+    frame = pd.DataFrame(rows, columns=columns).astype({typical_column: "float64",
+                                                         every_column: "float64"})
+    return frame.sort_values(typical_column, na_position="last", kind="stable").reset_index(
+        drop=True)
 
 
 def halving_sentence(comparison: Comparison | None) -> str:
@@ -189,9 +282,11 @@ def halving_sentence(comparison: Comparison | None) -> str:
     name, _ = privacy_knob(comparison.privacy.noise)
     now = knob_value(comparison.privacy)
     half = best.plan.rmse(at_knob(comparison.privacy, now / 2))
+    factor, _ = people_factor(best.plan)
     return (f"With the best mechanism (**{best.mechanism}**), halving {name} from {now:.4g} "
-            f"to {now / 2:.4g} raises the typical error from **{best.rmse:.4g}** to "
-            f"**{half:.4g}** (x{half / best.rmse:.2f}).")
+            f"to {now / 2:.4g} widens a typical count's error from **{people(factor * best.rmse)}"
+            f"** to **{people(factor * half)}** at 95 % (x{half / best.rmse:.2f}, the same for "
+            f"every mechanism; RMSE {best.rmse:.4g} to {half:.4g}).")
 
 
 class TradeoffModel(param.Parameterized):
@@ -199,21 +294,12 @@ class TradeoffModel(param.Parameterized):
     mechanism highlighted on the chart."""
 
     target = param.Number(default=None, allow_None=True, bounds=(0, None),
-                          inclusive_bounds=(False, True), label="Target RMSE",
-                          doc="The largest typical error per count you accept.")
-    problem = param.String(default="", doc="Why the last typed target was refused ('' if not).")
+                          inclusive_bounds=(False, True), label="Target error (+/- people)",
+                          doc="The largest error in people at 95 % you accept.")
     highlighted = param.String(default=None, allow_None=True,
                                doc="The mechanism drawn bold on the chart (None: all alike).")
-
-    def type_target(self, value: float | None) -> None:
-        """A typed target: used when positive and finite, else refused with a message."""
-        if value is not None and math.isfinite(value) and value > 0:
-            self.target, self.problem = float(value), ""
-            return
-        still = (f"the table still answers for {self.target:g}" if self.target
-                 else "type a positive number")
-        shown = "nothing" if value is None else f"{value:g}"
-        self.problem = f"Target RMSE must be greater than 0 (got {shown}); {still}."
+    unit = param.Selector(default="people", objects=list(UNITS),
+                          doc="What the chart's y axis shows (a key of UNITS).")
 
 
 def _round_sig(value: float, digits: int = 2) -> float:
@@ -233,7 +319,7 @@ class TradeoffPage(Page):
         self.model = TradeoffModel()
         best = self.session.comparison.best() if self.session.comparison else None
         if best is not None:
-            self.model.target = _round_sig(best.rmse / 2)
+            self.model.target = _round_sig(people_factor(best.plan)[0] * best.rmse / 2)
         self._live: LiveTradeoffChart | None = None
         self._drawn: Comparison | None = None  # the comparison the chart was drawn from
 
@@ -248,33 +334,30 @@ class TradeoffPage(Page):
         self._doc = pn.state.curdoc
         self._chart_pane = pn.pane.Bokeh(
             pn.bind(self._chart, session.param.plans, p.param.noise, p.param.delta,
-                    p.param.calibration),
+                    p.param.calibration, self.model.param.unit),
             sizing_mode="stretch_width")
         # The class goes on a wrapper: a Bokeh pane puts its css_classes on a figure only when
         # the figure is replaced, so a page opened on stored plans would have no class at all.
         chart = pn.Column(self._chart_pane, sizing_mode="stretch_width",
                           css_classes=["tradeoff-chart"])
-        target = pn.widgets.FloatInput(label="Target RMSE", value=self.model.target, step=0.1,
-                                       start=None, css_classes=["target-rmse"], width=200)
-
-        def typed(event: param.parameterized.Event) -> None:
-            self.model.type_target(event.new)
-            if event.new is None and self.model.target is not None:
-                # an emptied box shows "NaN": show the target in use, keep the message
-                refused = self.model.problem
-                target.value = self.model.target
-                self.model.problem = refused
-
-        target.param.watch(typed, "value")
+        target = NumberBox(label="Target error (+/- people, 95 %)", value=self.model.target,
+                           low=0, low_inclusive=False, css_class="target-people", width=240,
+                           on_value=lambda value: setattr(self.model, "target", value))
         self.model.param.watch(lambda event: setattr(target, "value", event.new), "target")
-        refused = pn.pane.Alert(self.model.param.problem, alert_type="warning",
-                                visible=pn.bind(bool, self.model.param.problem),
-                                css_classes=["target-problem"], margin=(0, 10))
+        self.target_box = target
+        unit = pn.widgets.RadioButtonGroup.from_param(
+            self.model.param.unit, options={"+/- people (95 %)": "people", "RMSE": "rmse"},
+            label="Chart's error axis", css_classes=["tradeoff-unit"])
         readout = pn.widgets.Tabulator(
             pn.bind(readout_frame, session.param.comparison), show_index=False, disabled=True,
             selectable=1, layout="fit_data_stretch", sizing_mode="stretch_width",
-            formatters={c: NumberFormatter(format="0,0.0000") for c in
-                        ("rmse", "ratio_to_bound", "rmse_at_half_budget", "increase")},
+            titles={"error_95": "typical error (+/- people, 95 %)",
+                    "error_95_at_half_budget": "at half the budget (+/- people)",
+                    "rmse": "RMSE", "ratio_to_bound": "ratio to bound"},
+            formatters={"error_95": NumberFormatter(format="0,0.0"),
+                        "error_95_at_half_budget": NumberFormatter(format="0,0.0"),
+                        "rmse": NumberFormatter(format="0,0.0000"),
+                        "ratio_to_bound": NumberFormatter(format="0.000")},
             css_classes=["tradeoff-readout"])
         readout.param.watch(lambda event: self._select_row(readout), "selection")
         intro = (f"How the error of each planned mechanism ({self.link('/compare', 'compare')}"
@@ -286,10 +369,9 @@ class TradeoffPage(Page):
             pn.pane.Markdown(pn.bind(halving_sentence, session.param.comparison),
                              css_classes=["halving"], margin=(0, 10),
                              sizing_mode="stretch_width"),
+            pn.Row(pn.pane.Markdown("Chart's error axis:", margin=(8, 10)), unit),
             chart,
-            caption("Log-log: each line is a mechanism's typical error per count across "
-                    "budgets; the dashed line is the lower bound; dots mark your current "
-                    "budget. The toolbar's save button exports a PNG."),
+            caption(pn.bind(self._caption, session.param.comparison, self.model.param.unit)),
             pn.pane.Markdown("### At your budget", margin=(0, 10)),
             # Panes whose *content* is bound: a slider release updates text in place instead
             # of replacing panes (which would re-process the whole page).
@@ -298,12 +380,14 @@ class TradeoffPage(Page):
             caption("Click a row to highlight that mechanism's line on the chart (click it "
                     "again to show all alike)."),
             readout,
-            csv_download(lambda: scenario_columns(readout_frame(session.comparison),
-                                                  session.privacy, session.workload),
+            csv_download(lambda: described(readout_frame(session.comparison),
+                                           session.privacy, session.workload,
+                                           session.comparison.bound_rmse
+                                           if session.comparison else None),
                          "tradeoff.csv",
                          "Download table (CSV)", css_class="tradeoff-csv"),
             pn.pane.Markdown("### What budget do I need?", margin=(0, 10)),
-            pn.Row(target, refused),
+            target,
             BackgroundView(self._required, self.model.param.target, session.param.plans,
                            p.param.noise, p.param.delta, p.param.calibration),
             sizing_mode="stretch_width", css_classes=["tradeoff-page"],
@@ -330,22 +414,24 @@ class TradeoffPage(Page):
             self.session.request_comparison(background=True)
         except Exception as exc:  # nothing a user does may take the server down
             if pn.state.notifications is not None:
-                pn.state.notifications.error(f"Planning could not start: {one_line(exc)}")
+                pn.state.notifications.error(f"Planning could not start: {plain(exc)}")
 
     def _comparison_changed(self, event: param.parameterized.Event) -> None:
         self._move_markers(event.new)
         if self.model.target is None and event.new is not None:
             best = event.new.best()
-            if best is not None:
-                self.model.target = _round_sig(best.rmse / 2)
+            if best is not None and best.plan is not None:
+                self.model.target = _round_sig(people_factor(best.plan)[0] * best.rmse / 2)
 
-    def _chart(self, plans: Comparison | None, noise: str, delta: float, calibration: str):
+    def _chart(self, plans: Comparison | None, noise: str, delta: float, calibration: str,
+               unit: str):
         session = self.session
         comparison = session.comparison
         privacy = comparison.privacy if comparison is not None else session.privacy
-        self._live = LiveTradeoffChart(curve_frame(comparison, session.privacy),
-                                       marker_frame(comparison), knob_value(privacy),
-                                       privacy.noise)
+        y_label, y_name = UNITS[unit]
+        self._live = LiveTradeoffChart(curve_frame(comparison, session.privacy, unit),
+                                       marker_frame(comparison, unit), knob_value(privacy),
+                                       privacy.noise, y_label=y_label, y_name=y_name)
         self._drawn = comparison
         if self.model.highlighted is not None:
             self._live.highlight(self.model.highlighted)
@@ -359,7 +445,7 @@ class TradeoffPage(Page):
             live = self._live
             if live is None or comparison is self._drawn:
                 return  # a chart drawn from this comparison shows its markers already
-            live.move(marker_frame(comparison), knob_value(comparison.privacy))
+            live.move(marker_frame(comparison, self.model.unit), knob_value(comparison.privacy))
             if self._doc is None:  # notebook: push the changed models explicitly
                 self._chart_pane.param.trigger("object")
 
@@ -367,6 +453,17 @@ class TradeoffPage(Page):
         # session, and a figure drawn in this same callback may not have reached the browser
         # yet (moving its markers now would reach it first: "reference ... isn't known").
         change_page(self._doc, move)
+
+    def _caption(self, comparison: Comparison | None, unit: str) -> str:
+        """What the chart draws, and only that (no dashed bound line when there is none)."""
+        what = ("how far a typical count is from the truth, +/- people at 95 %"
+                if unit == "people" else "the typical error per count (RMSE)")
+        bound = ("the dashed black line is the SVD lower bound" if comparison is not None
+                 and comparison.bound_rmse is not None
+                 else "no lower bound is drawn (none is computable for this workload)")
+        return (f"Log-log: each line is a mechanism's error across budgets, as {what}; "
+                f"{bound}; dots mark your current budget. The toolbar's save button exports "
+                "a PNG.")
 
     def _level(self, comparison: Comparison | None) -> str:
         privacy = comparison.privacy if comparison is not None else self.session.privacy
@@ -376,24 +473,36 @@ class TradeoffPage(Page):
                   calibration: str) -> pn.viewable.Viewable:
         # A BackgroundView: one root search per mechanism for the analytic Gaussian.
         if not target:
-            return pn.pane.Markdown("Type the typical error per count you can accept.")
+            return pn.pane.Markdown("Type the error, in people, you can accept.")
         comparison = self.session.comparison
         privacy = self.session.privacy.with_()
         try:
-            frame = required_frame(comparison, privacy, target)
+            frame = required_frame(comparison, privacy, target,
+                                   worst_ratios(self.session, comparison))
         except Exception as exc:  # a failed search must not take the page down
-            return pn.pane.Alert(f"Could not answer: {one_line(exc)}", alert_type="warning")
+            return pn.pane.Alert(f"Could not answer: {plain(exc)}", alert_type="warning")
         name, _ = privacy_knob(noise)
+        shown = f"{target:,g}"
         return pn.Column(
-            pn.pane.Markdown(f"The smallest **{name}** at which each mechanism's typical "
-                             f"error is at most **{target:g}**:", margin=(0, 10)),
+            pn.pane.Markdown(f"The smallest **{name}** at which a typical count is within "
+                             f"**+/- {shown} people** (95 %), and at which every count, the "
+                             "worst too, is:", margin=(0, 10), css_classes=["required-lead"]),
             pn.widgets.Tabulator(frame, show_index=False, disabled=True,
                                  layout="fit_data_stretch", sizing_mode="stretch_width",
                                  css_classes=["required-budget"],
-                                 formatters={f"{name}_needed": NumberFormatter(
-                                     format="0.0000")}),
-            csv_download(lambda: scenario_columns(frame.assign(target_rmse=target), privacy,
-                                                  self.session.workload),
+                                 titles={f"{name}_typical":
+                                         f"{name}: a typical count within +/- {shown}",
+                                         f"{name}_every": f"{name}: every count within +/- "
+                                                          f"{shown}"},
+                                 formatters={f"{name}_typical": NumberFormatter(format="0.000"),
+                                             f"{name}_every": NumberFormatter(format="0.000")}),
+            caption("Each count is within the target 95 % of the time. A typical count: one "
+                    "whose error has the mechanism's RMSE as its standard deviation. Every "
+                    "count: the mechanism's worst query meets the target too. The bound's row "
+                    "is a floor for both."),
+            csv_download(lambda: described(frame.assign(target_people_95=target), privacy,
+                                           self.session.workload,
+                                           comparison.bound_rmse if comparison else None),
                          "budget-needed.csv", "Download table (CSV)",
                          css_class="required-csv"),
             sizing_mode="stretch_width")

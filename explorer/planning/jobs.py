@@ -30,6 +30,7 @@ from engine.privacy import Privacy
 from engine.progress import Progress
 from engine.workflows.compare import ComparisonRow, compare, plan_row
 from engine.workloads.workload import Workload
+from explorer.planning.board import BoardReport, JobBoard
 from explorer.planning.schedule import (
     AUTO_START_SECONDS,
     Estimate,
@@ -50,6 +51,8 @@ class JobHost(Protocol):
 
     #: the worker processes that plan (None: plan through ``executor()`` or in this thread)
     pool: PlannerPool | None
+    #: where every process sees the job's status and may cancel it (None: this process only)
+    board: JobBoard | None
 
     def put_row(self, key: str, workload: Workload, noise: str, row: ComparisonRow) -> None:
         """Store one finished row."""
@@ -207,6 +210,19 @@ class PlanningJob:
         self._finished_at: float | None = None
         self._event = threading.Event()
         self._estimates: dict[str, Estimate] = {}  # the cost model's, computed when needed
+        board = getattr(store, "board", None)
+        self._report = BoardReport(board, key, self.privacy.noise) if board is not None else None
+        self._to_board(force=True)
+
+    def _to_board(self, force: bool = False) -> None:
+        """Write the job's status to the shared board (throttled unless ``force``d)."""
+        if self._report is not None:
+            self._report.write(self._state, len(self._names), self._done, self._current(),
+                               self._message, force=force)
+
+    def _cancelled_elsewhere(self, force: bool = False) -> bool:
+        """True when another process set the job's cancel flag on the board."""
+        return self._report is not None and self._report.cancel_requested(force)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -282,6 +298,7 @@ class PlanningJob:
                 self._finish("cancelled")
             elif self._state == "running":
                 self._state = "cancelling"
+        self._to_board(force=True)
         self.store.dequeue(self)
         progress.cancel()
 
@@ -289,6 +306,9 @@ class PlanningJob:
     def _on_progress(self, iteration: int, loss: float, message: str) -> None:
         with self._lock:
             self._iteration, self._loss, self._message = iteration, loss, message
+        self._to_board()
+        if self._cancelled_elsewhere():
+            self.cancel()
 
     def _current(self) -> str | None:
         return self._names[self._done] if self._done < len(self._names) else None
@@ -301,6 +321,7 @@ class PlanningJob:
                 return
             self._state = "running"
             self._started = time.perf_counter()
+        self._to_board(force=True)
         try:
             self._plan_all()
         except Cancelled:
@@ -320,6 +341,7 @@ class PlanningJob:
         self._subscribers.clear()
         self._finished_at = time.perf_counter()
         self._event.set()
+        self._to_board(force=True)
         LOG.info(
             "planning job %s/%s (%s): %s after %d of %d mechanism(s), %.1f s",
             self.key,
@@ -336,6 +358,9 @@ class PlanningJob:
         with self._lock:
             self._done += 1
             self._iteration, self._loss = 0, math.nan
+        self._to_board(force=True)
+        if self._cancelled_elsewhere(force=True):
+            self.cancel()
         if self._cancelled:
             raise Cancelled("cancelled between mechanisms")
 

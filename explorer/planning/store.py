@@ -15,6 +15,13 @@ checkpoint on a cancel. ``EXPLORER_PLANNING=threads`` plans in the planner threa
 With ``DPWB_SCHEDULER`` set to a Dask scheduler address (``tcp://host:port``), the jobs plan
 their mechanisms on that cluster (the ``dask`` extra), so planning leaves the web process; the
 planner threads then only wait, and a cancel drops the mechanisms that have not started.
+
+With a :class:`~explorer.planning.plan_cache.PlanCache` (the served app's ``STORE`` has one, in
+``$DPWB_DATA_DIR/plans``), every finished row and bound is also written to disk and a row this
+process lacks is read from there before anything is planned, so every serving process reuses
+every other's plans. With a :class:`~explorer.planning.board.JobBoard` (``board``, set by the
+served app), every job's status is written where every process sees it, and a cancel from any
+process stops it.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
@@ -42,7 +51,9 @@ from engine.privacy import Privacy
 from engine.workflows.compare import Comparison, ComparisonRow
 from engine.workloads.labels import readable_labels
 from engine.workloads.workload import Workload
-from explorer.planning.jobs import PlanningJob
+from explorer.planning.board import JobBoard
+from explorer.planning.jobs import JobStatus, PlanningJob
+from explorer.planning.plan_cache import BOUND, PlanCache
 from explorer.planning.schedule import mechanism_title
 from explorer.planning.settings import (
     DEFAULT_PLANNERS,
@@ -51,6 +62,8 @@ from explorer.planning.settings import (
     processes_from_environment,
 )
 from explorer.planning.workers import PlannerPool
+
+LOG = logging.getLogger("explorer.planning")
 
 
 def workload_key(workload: Workload) -> str:
@@ -76,7 +89,7 @@ def skipped_row(name: str) -> ComparisonRow:
 
 @dataclasses.dataclass
 class _Entry:
-    workload: Workload
+    workload: Workload | None
     bound: Bound | None = None
     rows: dict[str, dict[str, ComparisonRow]] = dataclasses.field(default_factory=dict)
 
@@ -92,6 +105,8 @@ class PlanStore:
         processes: without a scheduler, plan in a pool of ``planners`` worker processes
             (:class:`explorer.planning.workers.PlannerPool`) rather than in the planner threads
             themselves, so planning never holds the web process's interpreter lock.
+        cache: finished plans on disk, shared with other processes (None: memory only).
+        board: where jobs' status rows go, for every process to see and cancel (None: none).
     """
 
     def __init__(
@@ -100,12 +115,16 @@ class PlanStore:
         planners: int = DEFAULT_PLANNERS,
         scheduler: str | None = None,
         processes: bool = False,
+        cache: PlanCache | None = None,
+        board: JobBoard | None = None,
     ) -> None:
         if planners < 1:
             raise ValueError(f"planners: {planners} (allowed: 1 or more)")
         self.max_workloads = max_workloads
         self.planners = planners
         self.scheduler = scheduler
+        self.cache = cache
+        self.board = board
         #: the worker processes that plan (None: the planner threads or the cluster do)
         self.pool = PlannerPool(planners) if processes and scheduler is None else None
         self._client: Any = None  # a distributed.Client, imported lazily
@@ -117,25 +136,55 @@ class PlanStore:
         self._job_waiting = threading.Condition(self._lock)
         self._planners: list[threading.Thread] = []
 
-    def _entry(self, key: str, workload: Workload) -> _Entry:
+    def _entry(self, key: str, workload: Workload | None) -> _Entry:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
                 entry = self._entries[key] = _Entry(workload)
+            elif entry.workload is None:
+                entry.workload = workload
                 while len(self._entries) > self.max_workloads:
                     self._entries.popitem(last=False)
             self._entries.move_to_end(key)
             return entry
 
     def put_row(self, key: str, workload: Workload, noise: str, row: ComparisonRow) -> None:
-        """Store one finished row."""
+        """Store one finished row (in the shared cache too, unless it failed: a failure may
+        not recur)."""
         with self._lock:
             self._entry(key, workload).rows.setdefault(noise, {})[row.mechanism] = row
+        if self.cache is not None and not (row.error or "").startswith("failed"):
+            self.cache.put(key, noise, row.mechanism, row)
 
     def put_bound(self, key: str, workload: Workload, bound: Bound) -> None:
-        """Store the SVD bound of a workload."""
+        """Store the SVD bound of a workload (in the shared cache too)."""
         with self._lock:
             self._entry(key, workload).bound = bound
+        if self.cache is not None and bound.method not in ("pending", "none"):
+            self.cache.put(key, "", BOUND, bound)
+
+    def load_cached(self, key: str, noise: str, names: Iterable[str]) -> None:
+        """Take the rows among ``names`` that this process lacks, and the bound, from the
+        shared cache when another process (or an earlier run) made them."""
+        if self.cache is None:
+            return
+        with self._lock:
+            entry = self._entries.get(key)
+            have = entry.rows.get(noise, {}) if entry is not None else {}
+            lacking = [n for n in names if n not in have]
+            bound_lacking = entry is None or entry.bound is None
+        for name in lacking:
+            row = self.cache.get(key, noise, name)
+            if isinstance(row, ComparisonRow) and row.mechanism == name:
+                with self._lock:
+                    self._entry(key, None).rows.setdefault(noise, {}).setdefault(name, row)
+        if bound_lacking:
+            bound = self.cache.get(key, "", BOUND)
+            if isinstance(bound, Bound):
+                with self._lock:
+                    entry = self._entry(key, None)
+                    if entry.bound is None:
+                        entry.bound = bound
 
     def rows(self, key: str, noise: str) -> dict[str, ComparisonRow]:
         """Finished rows of a workload for one noise family (a copy)."""
@@ -160,6 +209,7 @@ class PlanStore:
         ``wait`` (seconds) blocks until it is stored or that time has passed, so a page being
         built can show it at once.
         """
+        self.load_cached(key, "", ())
         with self._lock:
             if self.bound(key) is not None:
                 return
@@ -213,7 +263,9 @@ class PlanStore:
         )
 
     def missing(self, key: str, noise: str, names: Iterable[str]) -> list[str]:
-        """The names among ``names`` with no finished row yet."""
+        """The names among ``names`` with no finished row yet (here or in the shared cache)."""
+        names = list(names)
+        self.load_cached(key, noise, names)
         have = self.rows(key, noise)
         return [n for n in names if n not in have]
 
@@ -230,6 +282,7 @@ class PlanStore:
         ``skipped`` (the caller's skips) appear as "skipped" rows unless planned meanwhile.
         None when there is nothing to show yet.
         """
+        self.load_cached(key, privacy.noise, names)
         rows = self.rows(key, privacy.noise)
         skipped = set(skipped)
         chosen = tuple(
@@ -339,6 +392,29 @@ class PlanStore:
         with self._lock:
             return [job for job in self._jobs.values() if not job.status().finished]
 
+    def board_status(self, key: str, noise: str) -> JobStatus | None:
+        """The status of the job planning ``key`` for ``noise`` as the board has it, whichever
+        process runs it (None without a board, or when none was recorded)."""
+        row = self._board_call(lambda board: board.job(key, noise))
+        if row is None:
+            return None
+        return JobStatus(row.state, row.total, row.done, row.current, 0, math.nan, row.message,
+                         0.0)
+
+    def cancel_everywhere(self, key: str, noise: str) -> bool:
+        """Ask the job planning ``key`` for ``noise`` to stop, in whichever process it runs;
+        False when the board knows of no unfinished job (or there is no board)."""
+        return bool(self._board_call(lambda board: board.cancel_job(key, noise)))
+
+    def _board_call(self, call: Any) -> Any:
+        if self.board is None:
+            return None
+        try:
+            return call(self.board)
+        except Exception as exc:  # noqa: BLE001 - a failing board must not break a page
+            LOG.warning("planning board: %s", one_line(exc))
+            return None
+
     def clear(self) -> None:
         """Forget every plan (running jobs finish, and store what they finish)."""
         with self._lock:
@@ -350,4 +426,5 @@ STORE = PlanStore(
     planners=planners_from_environment(),
     scheduler=scheduler_from_environment(),
     processes=processes_from_environment(),
+    cache=PlanCache(),
 )

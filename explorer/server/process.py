@@ -8,8 +8,11 @@ anything in the script runs per page load; :func:`prepare` is the part that must
   registries) is exempted from garbage collection, so a collection does not walk it;
 * the planner worker processes (:class:`explorer.planning.workers.PlannerPool`) start in the
   background, so the first comparison of the first user does not wait 2-3 s for them;
+* the plan store's jobs report to the shared store (:func:`share_planning`), so any process
+  sees them and may cancel them;
 * :func:`expire_sessions`: sessions without a tab are dropped once idle for
-  ``EXPLORER_SESSION_IDLE_SECONDS``, whether or not anybody opens a page later.
+  ``EXPLORER_SESSION_IDLE_SECONDS``, whether or not anybody opens a page later; the shared
+  store is told which sessions have a tab here and forgets those idle everywhere.
 
 The once-only guard lives here, in an imported module, because the script's own globals are
 new in every session (a check on them would redo the work on every page).
@@ -52,6 +55,12 @@ def start_planners() -> None:
         ).start()
 
 
+def share_planning(registry: SessionRegistry = REGISTRY) -> None:
+    """Make the registry's shared store the planning board of this process's plan store."""
+    if registry.persistence is not None:
+        STORE.board = registry.persistence
+
+
 def expire_sessions(
     registry: SessionRegistry = REGISTRY, stop: threading.Event | None = None
 ) -> threading.Thread:
@@ -65,6 +74,7 @@ def expire_sessions(
         while not stop.wait(interval):
             try:
                 registry.expire()
+                registry.keep_alive()
             except Exception:  # a failed sweep must not end the sweeping
                 LOG.exception("expiring idle sessions failed")
 
@@ -75,9 +85,10 @@ def expire_sessions(
 
 @functools.cache
 def prepare() -> None:
-    """Configure the log, freeze the startup heap, start the planners and the sweep for idle
-    sessions, once per process (later calls return at once)."""
+    """Configure the log, freeze the startup heap, share planning, start the planners and the
+    sweep for idle sessions, once per process (later calls return at once)."""
     serverlog.configure()
     freeze_startup_heap()
+    share_planning()
     start_planners()
     expire_sessions()

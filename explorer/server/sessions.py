@@ -7,6 +7,13 @@ can choose or guess their way into someone else's session. The one way to share 
 purpose is :meth:`SessionRegistry.share`, a read-only link that opens a copy of the scenario
 as it was when the link was made.
 
+With a :class:`~explorer.server.persistence.SessionPersistence` (the served app's
+:data:`REGISTRY` has one), sessions live in the shared store as well (see
+:mod:`explorer.server.session_store`): a process that does not hold a session in memory loads
+it from there, one that holds an older version than the store's (another process changed it)
+reloads it, and every change is written back. The owner check holds across processes: the
+store returns a session only to the user it was issued to.
+
 A session counts the browser tabs showing it. It is never dropped while a tab is connected;
 once its last tab closes it stops waiting for planning (a job nobody else waits for is
 cancelled) and it expires after ``idle_seconds`` without a tab.
@@ -35,6 +42,8 @@ from typing import Any
 
 import param
 
+from explorer.server.persistence import SessionPersistence
+from explorer.server.session_store import SessionStore
 from explorer.session import Session
 
 #: How long a session without any connected tab is kept (seconds).
@@ -99,6 +108,7 @@ class SessionRegistry:
         idle_seconds: how long a session with no connected tab is kept.
         factory: makes a session from a spec (None: the default scenario).
         clock: seconds on a monotonic clock (tests pass their own).
+        persistence: the shared store of the sessions (None: this process's memory only).
     """
 
     def __init__(
@@ -106,8 +116,10 @@ class SessionRegistry:
         idle_seconds: float = IDLE_SECONDS,
         factory: Callable[[dict[str, Any] | None], Session] = Session,
         clock: Callable[[], float] = time.monotonic,
+        persistence: SessionPersistence | None = None,
     ) -> None:
         self.idle_seconds = idle_seconds
+        self.persistence = persistence
         self._factory = factory
         self._clock = clock
         self._lock = threading.Lock()
@@ -123,20 +135,55 @@ class SessionRegistry:
     ) -> tuple[str, Session]:
         """The session ``sid`` of ``user``, or a fresh one with a new id.
 
-        A fresh session starts from the read-only link ``shared`` when it names one.
+        A fresh session starts from the read-only link ``shared`` when it names one. With a
+        store, a session this process does not hold (or holds in an older version than
+        another process wrote) is loaded from it.
         """
         self.expire()
         with self._lock:
             held = self._held.get(sid or "")
             if held is not None and held.owner == user:
                 held.last_seen = self._clock()
+        if sid and (held is None or held.owner == user):
+            stale = held is not None and self.persistence is not None and \
+                self.persistence.stale(sid)
+            if held is not None and not stale:
                 return sid, held.session
-            spec = copy.deepcopy(self._shared.get(shared or ""))
-        session = self._factory(spec)
+            loaded = self.persistence.load(sid, user) if self.persistence is not None else None
+            if loaded is not None:
+                self._hold(sid, user, loaded, tabs=held.tabs if held is not None else 0,
+                           fresh=False)
+                return sid, loaded
+            if held is not None:
+                return sid, held.session
         with self._lock:
-            sid = new_id()
-            self._held[sid] = _Held(session, user, last_seen=self._clock())
+            spec = copy.deepcopy(self._shared.get(shared or ""))
+        if spec is None and shared and self.persistence is not None:
+            spec = self.persistence.shared(shared)
+        session = self._factory(spec)
+        sid = new_id()
+        self._hold(sid, user, session)
         return sid, session
+
+    def _hold(
+        self, sid: str, user: str | None, session: Session, tabs: int = 0, fresh: bool = True
+    ) -> None:
+        """Keep ``session`` as ``sid`` in this process (and write its changes to the store;
+        a ``fresh`` one at once)."""
+        with self._lock:
+            self._held[sid] = _Held(session, user, tabs=tabs, last_seen=self._clock())
+        if self.persistence is not None:
+            self.persistence.watch(sid, user, session, fresh)
+
+    def flush(self) -> None:
+        """Write every changed session to the store now (no store: nothing)."""
+        if self.persistence is not None:
+            self.persistence.flush()
+
+    @property
+    def store_error(self) -> str:
+        """The store's last problem, one line ('' when it works or there is none)."""
+        return self.persistence.error if self.persistence is not None else ""
 
     def connect(self, sid: str) -> None:
         """A browser tab now shows session ``sid``."""
@@ -189,9 +236,20 @@ class SessionRegistry:
                 if held.tabs == 0 and now - held.last_seen > self.idle_seconds
             ]
             dropped = [self._held.pop(sid) for sid in gone]
-        for held in dropped:
+        for sid, held in zip(gone, dropped, strict=True):
             held.session.release()
+            if self.persistence is not None:
+                self.persistence.forget(sid)
         return gone
+
+    def keep_alive(self) -> None:
+        """Mark the sessions with a tab in this process as in use in the store, and forget
+        stored sessions idle for longer than ``idle_seconds`` (the expiry sweep calls it)."""
+        if self.persistence is None:
+            return
+        with self._lock:
+            shown = [sid for sid, held in self._held.items() if held.tabs]
+        self.persistence.keep(shown, self.idle_seconds)
 
     def share(self, sid: str) -> str:
         """A token for a read-only link to ``sid``'s scenario as it is now.
@@ -209,6 +267,8 @@ class SessionRegistry:
             self._shared[token] = spec
             while len(self._shared) > MAX_SHARED:
                 self._shared.popitem(last=False)
+        if self.persistence is not None:
+            self.persistence.share(token, spec)
         return token
 
 
@@ -230,5 +290,8 @@ def idle_seconds_from_environment() -> float:
     return value
 
 
-#: The sessions of this server process.
-REGISTRY = SessionRegistry(idle_seconds=idle_seconds_from_environment())
+#: The sessions of this server process, kept in the shared store (``$DPWB_SESSION_URL``,
+#: default the ledger's database) so any serving process can serve any of them.
+REGISTRY = SessionRegistry(
+    idle_seconds=idle_seconds_from_environment(), persistence=SessionPersistence(SessionStore)
+)

@@ -15,11 +15,12 @@ from typing import Any
 
 import param
 
-from engine.errors import SpecError, one_line
+from engine.errors import SpecError
 from engine.mechanisms import mechanism_class, registry_names
 from engine.privacy import Privacy
 from engine.scenario import Scenario
 from engine.workloads.workload import Workload
+from explorer.components.messages import plain
 from explorer.planning.store import workload_key
 from explorer.session.spec_text import dump_yaml, explicit_totals, parse_upload, parse_yaml
 
@@ -116,7 +117,7 @@ class ScenarioEditing(param.Parameterized):
         try:
             draft = parse_yaml(text)
         except SpecError as exc:
-            self.draft_error = one_line(exc)  # the text stays, as the user typed it
+            self.draft_error = plain(exc)  # the text stays, as the user typed it
             return
         if draft != self.draft:
             self.apply_draft(draft, text=text)
@@ -138,7 +139,7 @@ class ScenarioEditing(param.Parameterized):
         try:
             scenario = Scenario.from_spec(copy.deepcopy(draft))
         except Exception as exc:  # SpecError normally; anything else is shown the same way
-            message = one_line(exc)
+            message = plain(exc)
             self.param.update(
                 draft=copy.deepcopy(draft),
                 draft_error=message,
@@ -153,7 +154,7 @@ class ScenarioEditing(param.Parameterized):
         try:
             draft = parse_yaml(text)
         except SpecError as exc:
-            message = one_line(exc)
+            message = plain(exc)
             self.param.update(draft_text=text, draft_error=message)
             return message
         return self.apply_draft(draft, text=text)
@@ -168,7 +169,7 @@ class ScenarioEditing(param.Parameterized):
             draft = parse_upload(text, filename)  # parsed once: a census-sized file takes seconds
             scenario = Scenario.from_spec(copy.deepcopy(draft))
         except Exception as exc:  # SpecError normally; anything else is reported the same way
-            return f"{filename}: {one_line(exc)}"
+            return f"{filename}: {plain(exc)}"
         self.set_scenario(scenario, draft=draft, text=text)
         return ""
 

@@ -218,3 +218,18 @@ def test_generic_shapes_keep_the_users_domain_and_clip_k() -> None:
     assert catalog.prefix_marginals(DEMO_DOMAIN, -1)["workload"] == [{"prefix_marginals": {"k": 0}}]
     with pytest.raises(KeyError, match="unknown 'nope'"):
         catalog.spec("nope")
+
+
+def test_range_marginals_are_all_ranges_on_each_k_subset() -> None:
+    """Li & Miklau's Table 2 domain 8 x 16 x 16: n(n+1)/2 ranges per attribute, so the 1-way
+    range marginals are 36 + 136 + 136 queries and the 2-way ones 36*136*2 + 136**2."""
+    domain = {"age": 8, "occupation": 16, "income": 16}
+    one = catalog.build_workload(catalog.range_marginals(domain, 1))
+    two = catalog.build_workload(catalog.range_marginals(domain, 2))
+    assert one.num_queries == 308 and two.num_queries == 28288
+    spec = catalog.range_marginals(domain, 2)
+    assert spec["workload"][0] == {"product": {"age": "all_range", "occupation": "all_range"}}
+    assert len(spec["workload"]) == 3 and spec["domain"] == domain
+    # one row of a 2-way group: a range on each of its attributes, the third summed out
+    row = two.matrix.rmatvec(np.eye(two.num_queries)[0])
+    assert row.sum() == 16 and set(np.unique(row)) == {0.0, 1.0}

@@ -44,7 +44,7 @@ def test_start_page_shows_engine_failures_instead_of_raising(monkeypatch):
     monkeypatch.setattr("explorer.pages.overview.mechanism_frame", broken)
     view = OverviewPage(session=Session(store=PlanStore())).__panel__()
     alerts = [str(a.object) for a in view.select(pn.pane.Alert)]
-    assert alerts == ["Engine not ready: ImportError: cannot import name 'registry_names'"]
+    assert alerts == ["Engine not ready: cannot import name 'registry_names'"]
 
 
 def test_every_page_is_served_in_a_template():

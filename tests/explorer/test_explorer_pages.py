@@ -87,7 +87,8 @@ def test_the_comparison_tables_keep_their_column_configuration_as_rows_arrive(se
         for stage in stages:
             table.value = frame(stage)
             assert model.configuration == configuration
-        assert len(model.source.data["mechanism"]) == len(full.rows)
+        # every mechanism; the readout adds the bound's row
+        assert len(model.source.data["mechanism"]) == len(full.rows) + (frame is readout_frame)
 
 
 def test_headline_answers_the_analysts_questions(session):
@@ -95,7 +96,11 @@ def test_headline_answers_the_analysts_questions(session):
     best = session.comparison.best()
     bound = session.comparison.bound_rmse
     assert f"the most accurate mechanism is **{best.mechanism}**" in text
-    assert f"**{best.rmse:.4g}**" in text and f"**{bound:.4g}**" in text
+    # people at 95 % first (identity, Laplace eps=1: RMSE 4.123 -> +/- 8.2 people; the bound
+    # 2.303 -> 1.96 x 2.303 = +/- 4.5 people), the RMSE beside it
+    assert "a typical count is within **+/- 8.2 people**, 95 % of the time" in text
+    assert f"(RMSE {best.rmse:.4g} per count)" in text
+    assert "**+/- 4.5 people** (the SVD bound, RMSE 2.303)" in text
     assert f"**{best.rmse / bound:.2f}x**" in text
     assert "still planning" in headline(session.comparison, "x", False)
     assert headline(None, "x", True).startswith("No results yet")
@@ -268,10 +273,15 @@ def test_markers_and_readout_follow_the_live_privacy(session):
     markers = marker_frame(session.comparison)
     assert set(markers["x"]) == {2.0}
     readout = readout_frame(session.comparison)
-    # Laplace: halving eps doubles every error.
-    assert readout["increase"].tolist() == pytest.approx([2.0] * len(readout))
+    # Laplace: halving eps doubles every error (said once, not in a column equal on every row)
+    assert "increase" not in readout.columns
+    assert (readout["error_95_at_half_budget"] / readout["error_95"]).tolist() == pytest.approx(
+        [2.0] * len(readout))
+    assert readout["mechanism"].iloc[-1] == "SVD lower bound"
+    assert readout["error_95"].iloc[-1] == pytest.approx(1.959964 * session.comparison.bound_rmse)
     sentence = halving_sentence(session.comparison)
-    assert "halving epsilon from 2 to 1" in sentence and "(x2.00)" in sentence
+    assert "halving epsilon from 2 to 1" in sentence and "(x2.00" in sentence
+    assert "widens a typical count's error from **+/- " in sentence
 
 
 def test_required_budget_inverts_the_error(session):
@@ -280,8 +290,8 @@ def test_required_budget_inverts_the_error(session):
     needed = required_knob(plan.budget_for_rmse, session.privacy, 1.0)
     assert needed == pytest.approx(plan.rmse() / 1.0, rel=1e-8)
     frame = required_frame(session.comparison, session.privacy, 1.0)
-    assert frame["epsilon_needed"].iloc[0] == pytest.approx(
-        frame["epsilon_needed"].min())
+    assert frame["epsilon_typical"].iloc[0] == pytest.approx(
+        frame["epsilon_typical"].min())
     assert frame["mechanism"].iloc[0] == "SVD lower bound"  # the bound needs the least
     assert math.isinf(required_knob(plan.budget_for_rmse, session.privacy, 1e-9))
     assert required_knob(plan.budget_for_rmse, session.privacy, 1e9) == 0.0
@@ -299,7 +309,10 @@ def test_required_budget_for_gaussian_and_zcdp():
     plan = s.plan("h2")
     rho = required_knob(plan.budget_for_rmse, s.privacy, 2.0)
     assert plan.rmse(s.privacy.with_(rho=rho)) == pytest.approx(2.0, rel=1e-6)
-    assert "rho_needed" in required_frame(s.comparison, s.privacy, 2.0).columns
+    frame = required_frame(s.comparison, s.privacy, 2.0).set_index("mechanism")
+    # Gaussian: a typical count within +/- 2 people at 95 % is an RMSE of 2 / 1.96
+    rho = frame.loc["h2", "rho_typical"]
+    assert plan.rmse(s.privacy.with_(rho=rho)) == pytest.approx(2.0 / 1.959964, rel=1e-5)
 
 
 def test_privacy_controls_keep_delta_and_its_log_slider_equal():
@@ -328,8 +341,12 @@ def test_tradeoff_page_renders_and_moves_markers_in_place(session):
     page = TradeoffPage(session=session)
     view = page.__panel__()
     assert isinstance(view, pn.viewable.Viewable)
-    assert page.model.target == pytest.approx(float(f"{session.comparison.best().rmse / 2:.2g}"))
-    figure = page._chart(session.plans, "laplace", session.privacy.delta, "analytic")
+    best = session.comparison.best()
+    typical = comparison_frame(session.comparison).set_index("mechanism").loc[
+        best.mechanism, "error_95"]
+    assert page.model.target == pytest.approx(float(f"{typical / 2:.2g}"))
+    figure = page._chart(session.plans, "laplace", session.privacy.delta, "analytic",
+                         "people")
     source = page._live.source
     session.privacy.epsilon = 4.0
     assert page._live.figure is figure  # no new chart for a slider move
@@ -471,11 +488,14 @@ def test_tradeoff_csvs_carry_the_privacy_level_and_workload(session):
     table = pd.read_csv(io.StringIO(downloads["tradeoff.csv"].callback().getvalue()))
     assert set(table["epsilon"]) == {2.0} and set(table["noise"]) == {"laplace"}
     assert set(table["queries"]) == {16} and set(table["cells"]) == {16}
+    assert table["svd_bound_rmse"].tolist() == pytest.approx(
+        [session.comparison.bound_rmse] * len(table))
+    assert set(table["privacy_unit"]) == {"one record (add/remove one person's row)"}
     needed = page._required(4.0, session.plans, "laplace", session.privacy.delta, "analytic")
     button = next(w for w in needed.select(pn.widgets.FileDownload)
                   if w.filename == "budget-needed.csv")
     table = pd.read_csv(io.StringIO(button.callback().getvalue()))
-    assert set(table["target_rmse"]) == {4.0} and set(table["noise"]) == {"laplace"}
+    assert set(table["target_people_95"]) == {4.0} and set(table["noise"]) == {"laplace"}
     assert set(table["workload"]) == {session.workload.describe()}
 
 

@@ -11,9 +11,9 @@ from bokeh.models import GlyphRenderer, Line
 
 from engine.privacy import Privacy, cdp_rho
 from explorer.components.charts import BOUND_LABEL, FADED_ALPHA, LiveBarsChart, same_curves
-from explorer.components.privacy import PrivacyControls, budget_problem
+from explorer.components.privacy import PrivacyControls
 from explorer.pages.compare import ComparePage
-from explorer.pages.tradeoff import TradeoffModel, TradeoffPage, curve_frame, readout_frame
+from explorer.pages.tradeoff import TradeoffPage, curve_frame, readout_frame
 from explorer.planning.store import PlanStore
 from explorer.session import Session
 
@@ -52,24 +52,23 @@ def test_the_conversion_line_follows_every_control():
     assert f"rho = {cdp_rho(2.0, 1e-5):.4g}" in shown()
 
 
-@pytest.mark.parametrize("typed", [0.0, -5.0, None, math.inf])
-def test_invalid_eps_is_refused_with_a_message_and_the_last_valid_level_kept(typed):
+@pytest.mark.parametrize(("typed", "why"), [("0", "must be more than 0 (got 0)"),
+                                            ("-5", "must be more than 0 (got -5)"),
+                                            ("abc", '"abc" is not a number'),
+                                            ("", "the box is empty: type a number"),
+                                            ("inf", '"inf" is not a finite number')])
+def test_invalid_eps_is_refused_with_a_message_and_the_last_valid_level_kept(typed, why):
     privacy = Privacy(noise="laplace", epsilon=0.5)
     controls = PrivacyControls(privacy=privacy)
-    controls._inputs["epsilon"].value = typed
+    box = controls._inputs["epsilon"]
+    box.input.value = typed
     assert privacy.epsilon == 0.5
-    assert "eps must be" in controls.problem and "still use eps = 0.5" in controls.problem
-    # what was typed stays to be corrected; an emptied box (the browser shows "NaN") gets
-    # the value in use back
-    assert controls._inputs["epsilon"].value == (0.5 if typed is None else typed)
-    controls._inputs["epsilon"].value = 2.0
+    assert controls.problem == f"eps: {why}; still using 0.5."
+    # what was typed stays to be corrected
+    assert box.input.value == typed
+    box.input.value = "2"
     assert privacy.epsilon == 2.0 and controls.problem == ""
     assert controls.epsilon_exponent == pytest.approx(math.log10(2.0), abs=1e-12)
-
-
-def test_budget_problem_names_the_field():
-    assert budget_problem("rho", 0.0) == "rho must be greater than 0 (got 0)"
-    assert budget_problem("eps", 1e-3) == ""
 
 
 def test_eps_slider_is_logarithmic_and_follows_the_level_both_ways():
@@ -78,7 +77,7 @@ def test_eps_slider_is_logarithmic_and_follows_the_level_both_ways():
     assert controls.param.epsilon_exponent.bounds == (-2.0, 1.0)
     controls.epsilon_exponent = -1.5  # 10**-1.5 = 0.0316...
     assert privacy.epsilon == 0.0316
-    assert controls._inputs["epsilon"].value == 0.0316
+    assert controls._inputs["epsilon"].input.value == "0.0316"
     privacy.epsilon = 5.0
     assert controls.epsilon_exponent == pytest.approx(math.log10(5.0), abs=1e-12)
     privacy.epsilon = 100.0  # typed beyond the slider: the slider sits at its end
@@ -88,28 +87,21 @@ def test_eps_slider_is_logarithmic_and_follows_the_level_both_ways():
     assert isinstance(controls.__panel__(), pn.viewable.Viewable)
 
 
-@pytest.mark.parametrize("typed", [0.0, -5.0, None])
-def test_invalid_target_error_is_refused_and_the_last_target_kept(typed):
-    model = TradeoffModel(target=2.0)
-    model.type_target(typed)
-    assert model.target == 2.0
-    assert model.problem.startswith("Target RMSE must be greater than 0")
-    assert model.problem.endswith("the table still answers for 2.")
-    model.type_target(0.5)
-    assert model.target == 0.5 and model.problem == ""
-
-
-def test_an_emptied_target_box_shows_the_target_in_use_and_the_message(session):
+@pytest.mark.parametrize(("typed", "message"), [
+    ("0", 'must be more than 0 (got 0)'), ("-5", "must be more than 0 (got -5)"),
+    ("abc", '"abc" is not a number'), ("", "the box is empty: type a number")])
+def test_a_refused_target_keeps_the_typed_text_and_says_why(session, typed, message):
     page = TradeoffPage(session=session)
-    layout = page.__panel__()
-    box = next(w for w in layout.select(pn.widgets.FloatInput)
-               if "target-rmse" in w.css_classes)
+    page.__panel__()
+    box = page.target_box
     in_use = page.model.target
-    assert in_use is not None and box.value == in_use
-    box.value = None
-    assert box.value == in_use and page.model.target == in_use
-    assert page.model.problem == (f"Target RMSE must be greater than 0 (got nothing); the "
-                                  f"table still answers for {in_use:g}.")
+    assert in_use is not None and box.input.value == f"{in_use:g}"
+    box.input.value = typed
+    assert page.model.target == in_use and box.input.value == typed  # no silent revert
+    assert box.problem == (f"Target error (+/- people, 95 %): {message}; still using "
+                           f"{in_use:g}.")
+    box.input.value = "1,000"  # a thousands separator is read, not refused
+    assert page.model.target == 1000.0 and box.problem == ""
 
 
 def curve_glyphs(page: TradeoffPage) -> dict:
@@ -133,7 +125,7 @@ def test_identity_and_hb_share_a_line_and_are_told_apart(session):
 
     page = TradeoffPage(session=session)
     page.__panel__()
-    page._chart(session.plans, "laplace", session.privacy.delta, "analytic")
+    page._chart(session.plans, "laplace", session.privacy.delta, "analytic", "rmse")
     styles = {name: glyph.line_dash for name, glyph in curve_glyphs(page).items()}
     assert styles["identity"] == [] and styles["hb"] == [2, 4]  # solid, dotted
     labels = [item.label.value for item in page._live.figure.legend[0].items]
@@ -152,7 +144,7 @@ def test_identity_and_hb_share_a_line_and_are_told_apart(session):
 def test_a_chosen_row_highlights_one_mechanism(session):
     page = TradeoffPage(session=session)
     page.__panel__()
-    page._chart(session.plans, "laplace", session.privacy.delta, "analytic")
+    page._chart(session.plans, "laplace", session.privacy.delta, "analytic", "rmse")
 
     def alphas() -> dict[str, float]:
         return {name: glyph.line_alpha for name, glyph in curve_glyphs(page).items()
@@ -161,7 +153,7 @@ def test_a_chosen_row_highlights_one_mechanism(session):
     page.highlight("h2")
     assert page.model.highlighted == "h2"
     assert alphas() == {"identity": FADED_ALPHA, "hb": FADED_ALPHA, "h2": 1.0}
-    page._chart(session.plans, "laplace", session.privacy.delta, "analytic")  # redrawn
+    page._chart(session.plans, "laplace", session.privacy.delta, "analytic", "rmse")  # redrawn
     assert alphas()["h2"] == 1.0 and alphas()["identity"] == FADED_ALPHA
     page.highlight(None)
     assert set(alphas().values()) == {1.0}

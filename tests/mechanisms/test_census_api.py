@@ -18,11 +18,11 @@ from engine.mechanisms.hierarchical.bridge import (
     hierarchical_workload,
     individual_sensitivity,
 )
-from engine.mechanisms.hierarchical.evaluate import compare_variants, evaluate
 from engine.mechanisms.hierarchical.io import load_hierarchy_csv, write_hierarchy_csv
 from engine.mechanisms.hierarchical.level_noise import noise_plan, split_budget
 from engine.mechanisms.hierarchical.mechanism import HierarchicalPGSR
 from engine.mechanisms.hierarchical.model import Hierarchy, RegionTree, SizeSet
+from engine.mechanisms.hierarchical.monte_carlo import compare_variants, evaluate
 from engine.mechanisms.hierarchical.synthetic import (
     parse_spec,
     running_example,

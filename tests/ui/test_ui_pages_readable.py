@@ -78,7 +78,7 @@ def test_tradeoff_controls_refuse_nonsense_and_tell_equal_lines_apart(open_app, 
     # a typed eps of 0 is refused in words; the page keeps eps = 1
     type_into(page, ".eps-input", "0")
     expect(page.locator(".privacy-problem").first).to_contain_text(
-        "eps must be greater than 0 (got 0); the charts still use eps = 1.")
+        "eps: must be more than 0 (got 0); still using 1.")
     expect(level).to_contain_text("laplace eps=1")
     type_into(page, ".eps-input", "2")
     expect(level).to_contain_text("laplace eps=2", timeout=30_000)
@@ -90,13 +90,14 @@ def test_tradeoff_controls_refuse_nonsense_and_tell_equal_lines_apart(open_app, 
         "Pure eps = 2 (Laplace) implies rho = 2 zCDP.", timeout=30_000)
 
     # a target error of -5 is refused and the last target is still answered
-    type_into(page, ".target-rmse", "0.75")
-    expect(page.locator(".tradeoff-page").first).to_contain_text(
-        "typical error is at most 0.75", timeout=30_000)
+    type_into(page, ".target-people", "1.5")
+    expect(page.locator(".required-lead").first).to_contain_text(
+        "within +/- 1.5 people", timeout=30_000)
     expect(page.locator(".required-budget").first).to_contain_text("identity")
-    type_into(page, ".target-rmse", "-5")
-    expect(page.locator(".target-problem").first).to_contain_text(
-        "Target RMSE must be greater than 0 (got -5); the table still answers for 0.75.")
+    type_into(page, ".target-people", "-5")
+    expect(page.locator(".tradeoff-page .box-problem").first).to_contain_text(
+        "Target error (+/- people, 95 %): must be more than 0 (got -5); still using 1.5.")
+    expect(page.locator(".target-people input").first).to_have_value("-5")
     expect(page.locator(".required-budget").first).to_contain_text("identity")
 
     # clicking a row highlights that mechanism's line

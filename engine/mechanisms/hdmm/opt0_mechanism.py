@@ -95,8 +95,8 @@ class Opt0Mechanism(HdmmBase):
         "Most extra iterations refining the best p-Identity start at a tight tolerance (no "
         "more than half of what that start took)."))
     p = param.Integer(default=None, bounds=(1, None), allow_None=True, doc=(
-        "p-Identity rows (default n/16, or 1 when the workload only holds identity and total "
-        "queries)."))
+        "p-Identity rows (default n/16 up to 128, or 1 when the workload only holds identity "
+        "and total queries)."))
     tol = param.Number(default=1e-7, bounds=(0, None), inclusive_bounds=(False, True), doc=(
         "Certified relative optimality gap of the Gaussian convex problem."))
     max_domain = param.Integer(default=MAX_CELLS, bounds=(1, None), doc=(

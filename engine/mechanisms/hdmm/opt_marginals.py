@@ -165,6 +165,7 @@ def laplace_starts(restarts: int, d: int) -> int:
 
 def opt_marginals(w: np.ndarray, shape: Sequence[int], norm: int, *, restarts: int = 10,
                   seed: int = 0, maxiter: int = 3000, ftol: float = 1e-12,
+                  max_evaluations: int | None = None,
                   progress: Progress | Reporter | None = None,
                   executor: Executor | None = None) -> MarginalsResult:
     """OPT_M for Thm. 10 weights ``w`` in sensitivity norm ``norm`` (1 Laplace, 2 Gaussian).
@@ -178,6 +179,9 @@ def opt_marginals(w: np.ndarray, shape: Sequence[int], norm: int, *, restarts: i
         seed: seed of the starts.
         maxiter: L-BFGS-B iterations per start.
         ftol: L-BFGS-B relative tolerance (loose tolerances stop at worse local optima).
+        max_evaluations: Laplace: a further start is launched only while the starts before
+            it used fewer objective evaluations than this (the closed-form start always
+            runs; None: every start). The same starts run on an executor.
         progress: receives (iteration, loss) from every start (on an executor: one step per
             finished batch of starts; a cancel stops the batches not yet started).
         executor: runs the Laplace starts in batches (None: one after the other here); the
@@ -209,14 +213,21 @@ def opt_marginals(w: np.ndarray, shape: Sequence[int], norm: int, *, restarts: i
     rng = np.random.default_rng(seed)
     starts = [np.sqrt(np.clip(v0, 0.0, None))]
     starts += [rng.random(v0.size) for _ in range(laplace_starts(restarts, obj.d))]
+    budget = math.inf if max_evaluations is None else max_evaluations
+    results: list[tuple[float, np.ndarray, int]] = []
     if executor is None or isinstance(executor, SerialExecutor):
-        results = []
         for k, x0 in enumerate(starts):
+            if k and sum(used for _, _, used in results) >= budget:
+                break
             rep = reporter(progress, f"OPT_M laplace start {k + 1}/{len(starts)}")
             results.append(_laplace_start(obj, x0, rep, ftol, maxiter))
     else:
-        results = _laplace_starts_on(executor, obj, starts, ftol, maxiter, progress)
-    losses = [f for f, _ in results]
+        for k, result in enumerate(_laplace_starts_on(executor, obj, starts, ftol, maxiter,
+                                                      progress)):
+            if k and sum(used for _, _, used in results) >= budget:
+                break  # the serial loop launches no further start
+            results.append(result)
+    losses = [f for f, _, _ in results]
     best = int(np.argmin(losses))  # the first of equal losses, as a serial "f < best" keeps
     theta = results[best][1] / results[best][1].sum()
     info["start_losses"] = losses
@@ -224,15 +235,24 @@ def opt_marginals(w: np.ndarray, shape: Sequence[int], norm: int, *, restarts: i
 
 
 def _laplace_start(obj: MarginalObjective, x0: np.ndarray, rep: Reporter, ftol: float,
-                   maxiter: int) -> tuple[float, np.ndarray]:
-    """One Laplace start: L-BFGS-B from ``x0`` scaled to sum 1, ``(loss, theta)``."""
-    return minimize_reported(obj.laplace, x0 / max(float(x0.sum()), 1e-300), rep, ftol=ftol,
-                             maxiter=maxiter)
+                   maxiter: int) -> tuple[float, np.ndarray, int]:
+    """One Laplace start: L-BFGS-B from ``x0`` scaled to sum 1, ``(loss, theta,
+    evaluations)``."""
+    count = Reporter()
+
+    def fun(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        f, g = obj.laplace(theta)
+        count.step(f)
+        return f, g
+
+    f, theta = minimize_reported(fun, x0 / max(float(x0.sum()), 1e-300), rep, ftol=ftol,
+                                 maxiter=maxiter)
+    return f, theta, count.iteration
 
 
 def _laplace_starts_on(executor: Executor, obj: MarginalObjective, starts: list[np.ndarray],
                        ftol: float, maxiter: int, progress: Progress | Reporter | None
-                       ) -> list[tuple[float, np.ndarray]]:
+                       ) -> list[tuple[float, np.ndarray, int]]:
     """Every start on ``executor``, in contiguous batches (two per worker: a start costs
     milliseconds on small domains, less than sending it), results in start order."""
     edges = np.linspace(0, len(starts), min(len(starts), 2 * worker_count(executor)) + 1)
@@ -241,8 +261,8 @@ def _laplace_starts_on(executor: Executor, obj: MarginalObjective, starts: list[
     tasks = [(obj.w, obj.shape, starts[a:b], ftol, maxiter) for a, b in ranges]
     rep = reporter(progress, f"OPT_M laplace {len(starts)} starts on {len(tasks)} tasks")
 
-    def finished(_: int, batch: list[tuple[float, np.ndarray]]) -> None:
-        rep.step(min(f for f, _ in batch))
+    def finished(_: int, batch: list[tuple[float, np.ndarray, int]]) -> None:
+        rep.step(min(f for f, _, _ in batch))
 
     cancel = progress.progress if isinstance(progress, Reporter) else progress
     batches = map_ordered(executor, _laplace_starts_task, tasks, finished, cancel)
@@ -250,7 +270,7 @@ def _laplace_starts_on(executor: Executor, obj: MarginalObjective, starts: list[
 
 
 def _laplace_starts_task(task: tuple[np.ndarray, tuple[int, ...], list[np.ndarray], float, int]
-                         ) -> list[tuple[float, np.ndarray]]:
+                         ) -> list[tuple[float, np.ndarray, int]]:
     """A batch of Laplace starts on an executor (no progress crosses processes)."""
     w, shape, starts, ftol, maxiter = task
     obj = MarginalObjective(w, shape)
@@ -330,6 +350,10 @@ class MarginalsMechanism(HdmmBase):
         "Random starts of the (non-convex) Laplace weight optimisation."))
     maxiter = param.Integer(default=3000, bounds=(1, None), doc=(
         "L-BFGS-B iterations per start."))
+    max_evaluations = param.Integer(default=None, bounds=(1, None), allow_None=True, doc=(
+        "Laplace: further random starts are launched only while the starts so far used "
+        "fewer objective evaluations than this (None: every start; hdmm sets it from what "
+        "its other operators spent)."))
 
     def check(self, workload: Workload, privacy: Privacy) -> None:
         super().check(workload, privacy)
@@ -339,5 +363,6 @@ class MarginalsMechanism(HdmmBase):
         union = ProductUnion.of(workload)
         result = opt_marginals(union.marginal_weights, workload.domain.shape, privacy.norm,
                                restarts=self.restarts, seed=self.seed, maxiter=self.maxiter,
-                               progress=progress, executor=self.executor)
+                               max_evaluations=self.max_evaluations, progress=progress,
+                               executor=self.executor)
         return marginals_plan(self.name, workload, privacy, union, result, self.max_cells)

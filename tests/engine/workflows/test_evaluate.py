@@ -16,8 +16,8 @@ from engine.executor import SerialExecutor, local_pool
 from engine.mechanisms import get
 from engine.mechanisms.aim_grem import run_residual_planner
 from engine.mechanisms.hierarchical import HierarchicalPGSR
-from engine.mechanisms.hierarchical.evaluate import executor_batches
 from engine.mechanisms.hierarchical.io import write_hierarchy_csv
+from engine.mechanisms.hierarchical.monte_carlo import executor_batches
 from engine.privacy import Privacy, cdp_rho
 from engine.progress import Progress
 from engine.workflows.evaluate import (

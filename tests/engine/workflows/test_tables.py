@@ -12,8 +12,9 @@ import pytest
 
 from engine.domain import Domain
 from engine.errors import SpecError
-from engine.linalg.matrix import Identity
+from engine.linalg.matrix import Dense, Identity
 from engine.mechanisms import get
+from engine.noise import SEEDED_LABEL
 from engine.privacy import Privacy
 from engine.workflows.tables import (
     MARGIN_Z,
@@ -21,6 +22,7 @@ from engine.workflows.tables import (
     max_cells,
     publishable_tables,
 )
+from engine.workloads.blocks import IdentityBlock
 from engine.workloads.spec import parse_workload
 from engine.workloads.workload import Workload
 
@@ -184,6 +186,9 @@ def test_write_is_atomic_csv_with_labels(tmp_path):
     assert back.columns.tolist() == ["age", "sex", "estimate", "margin_95"]
     assert back["estimate"].tolist() == tables.frames["age x sex"]["estimate"].tolist()
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
+    tables.write(tmp_path / "seeded", notice=SEEDED_LABEL)
+    text = (tmp_path / "seeded" / "sex.csv").read_text().splitlines()
+    assert text[:2] == [f"# {SEEDED_LABEL}", "sex,estimate,margin_95"]
 
 
 def test_write_refuses_a_file_as_directory(tmp_path):
@@ -224,3 +229,29 @@ def test_a_domain_too_large_for_a_data_vector_is_refused():
                            per_query_variance=np.ones(4 * 10**5))
     assert 0 < max_cells() <= 50_000_000
     assert math.isfinite(max_cells())
+
+
+def test_every_work_limit_gives_consistent_counts_and_says_how_far_the_fit_went():
+    workload = Workload.marginals(DOMAIN, upto=2)
+    x = _data(13)
+    _, exact = _release(workload, "hdmm-kron", x, seed=14, work_limit=None)
+    _, quick = _release(workload, "hdmm-kron", x, seed=14, work_limit=0)
+    assert "converged to the optimum" in exact.method
+    assert "projected onto non-negative counts" in quick.method
+    for tables in (exact, quick):
+        assert {int(f["estimate"].sum()) for f in tables.frames.values()} == {int(x.sum())}
+        sex = tables.frames["sex"].set_index("sex")["estimate"]
+        by_sex = tables.frames["sex x race"].groupby("sex")["estimate"].sum()
+        assert by_sex.reindex(sex.index).tolist() == sex.tolist()
+
+
+def test_default_raw_weights_measurements_by_their_noise():
+    # two measurements of one cell, the second 100 times noisier: the raw estimate is the
+    # inverse-variance mean, not the plain one
+    workload = Workload.one_dim(IdentityBlock(1))
+    A = Dense(np.array([[1.0], [1.0]]))
+    tables = publishable_tables(workload, strategy=A, measurements=np.array([10.0, 20.0]),
+                                noise_variances=np.array([1.0, 100.0]), total=None,
+                                per_query_variance=np.array([100 / 101]), post_process="raw")
+    frame = next(iter(tables.frames.values()))
+    assert frame["raw"].iloc[0] == pytest.approx((10 + 20 / 100) / (1 + 1 / 100), rel=1e-9)

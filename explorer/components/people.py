@@ -1,0 +1,131 @@
+"""Errors in people at 95 %: the unit an analyst reads first, with RMSE beside it.
+
+A plan's *typical* error in people is the half-width at 95 % of a query whose error has the
+plan's RMSE as its standard deviation (:func:`engine.analysis.per_query_error.
+typical_half_width`: 1.96 x RMSE for Gaussian noise, the exact quantile of the nearest
+query's mix of Laplace terms for Laplace noise). Its *worst* error in people is the 95 %
+half-width of the query with the largest error. Both are proportional to the noise scale, so
+their ratio to the RMSE is the same at every privacy level: it is computed once per plan and
+multiplied by the live RMSE (a slider release costs a multiplication).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+from engine.analysis.per_query_error import (
+    METHODS,
+    PerQueryErrors,
+    chernoff_half_width,
+    gaussian_half_width,
+    typical_half_width,
+)
+from engine.mechanisms import Plan
+from engine.privacy import Privacy
+from engine.workflows.compare import Comparison
+from engine.workloads.workload import Workload
+from explorer.session import Session
+
+#: The confidence level of every "error in people".
+LEVEL = 0.95
+#: A Gaussian error's 95 % half-width over its standard deviation (1.96).
+GAUSSIAN_FACTOR = float(gaussian_half_width(1.0, LEVEL))
+#: Above this many queries the Laplace factor is the Chernoff bound (no per-query variances
+#: are computed for the table: on Adult's 21 million queries they take seconds per plan).
+EXACT_FACTOR_LIMIT = 100_000
+#: What "a typical count" means, for captions and exports.
+TYPICAL_MEANING = ("a count whose error has the mechanism's RMSE as its standard deviation is "
+                   "within +/- this many people of the truth, 95 % of the time")
+
+
+def people(value: float | None) -> str:
+    """``+/- 14 people`` (one decimal under 10; "n/a" for None)."""
+    if value is None:
+        return "n/a"
+    return f"+/- {value:,.1f} people" if value < 10 else f"+/- {value:,.0f} people"
+
+
+def people_factor(plan: Plan) -> tuple[float, str]:
+    """A typical count's 95 % half-width over the plan's RMSE, and how it was obtained (a key
+    of :data:`METHODS`): the same at every privacy level of the plan's noise family, so it is
+    computed once per (workload, mechanism, noise)."""
+    noise = plan.privacy.noise
+    if noise != "laplace":
+        return GAUSSIAN_FACTOR, "gaussian"
+    if plan.workload.num_queries > EXACT_FACTOR_LIMIT:
+        return float(chernoff_half_width(1.0, LEVEL)), "chernoff"
+    key = (plan.mechanism, noise, plan.rmse(plan.privacy.with_(epsilon=1.0)))
+    with _LOCK:
+        known = _FACTORS.setdefault(plan.workload, {}).get(key)
+    if known is not None:
+        return known
+    rmse = plan.rmse()
+    half_width, method = typical_half_width(plan, LEVEL)
+    found = (half_width / rmse if rmse > 0 else GAUSSIAN_FACTOR, method)
+    with _LOCK:
+        _FACTORS.setdefault(plan.workload, {})[key] = found
+    return found
+
+
+#: :func:`people_factor` per workload (dropped with it), by (mechanism, noise, RMSE at eps 1).
+_FACTORS: weakref.WeakKeyDictionary[Workload, dict[tuple, tuple[float, str]]] = \
+    weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def typical_people(plan: Plan, privacy: Privacy | None = None) -> float:
+    """A typical count's error in people at 95 % under ``plan`` at ``privacy`` (default:
+    the plan's level)."""
+    factor, _ = people_factor(plan)
+    return factor * plan.rmse(privacy)
+
+
+def bound_people(comparison: Comparison | None, privacy: Privacy | None = None
+                 ) -> float | None:
+    """The SVD bound as a typical error in people at 95 % (1.96 x the bound's RMSE; None
+    where there is no bound)."""
+    if comparison is None:
+        return None
+    if privacy is None:
+        return comparison.bound_error(LEVEL)
+    rmse = comparison.bound.rmse(comparison.workload, privacy)
+    return None if rmse is None else GAUSSIAN_FACTOR * rmse
+
+
+def plan_errors(session: Session, name: str | None = None) -> PerQueryErrors:
+    """The per-query errors of ``name``'s stored plan (default: the selected mechanism),
+    shared by every page and session showing that plan: computed once, re-scaled per level.
+
+    Raises:
+        ValueError: when the mechanism has no plan.
+    """
+    name = name or session.selected
+    rows = {} if session.plans is None else {r.mechanism: r for r in session.plans.rows}
+    row = rows.get(name)
+    if row is None or row.plan is None:
+        raise ValueError(f"{name or 'no mechanism'} has no plan (not applicable or not "
+                         "planned yet)")
+    with _ERRORS_LOCK:
+        errors = _ERRORS.get(row.plan)
+        if errors is None:
+            # the session's workload: equal to the plan's, and its labels are already built
+            errors = _ERRORS[row.plan] = PerQueryErrors(row.plan, session.workload)
+    return errors
+
+
+#: Per-query errors of each stored plan (dropped with the plan).
+_ERRORS: weakref.WeakKeyDictionary[Plan, PerQueryErrors] = weakref.WeakKeyDictionary()
+_ERRORS_LOCK = threading.Lock()
+
+
+def worst_people(session: Session, name: str, privacy: Privacy) -> tuple[float, str]:
+    """The worst query's error in people at 95 % under ``name``'s plan at ``privacy``, and
+    how it was obtained (a sentence of :data:`METHODS`).
+
+    Raises:
+        ValueError: when the mechanism has no plan.
+    """
+    errors = plan_errors(session, name)
+    error = errors.query(errors.worst(), privacy)
+    return error.half_width, METHODS[error.method]

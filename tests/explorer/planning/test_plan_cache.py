@@ -1,0 +1,118 @@
+"""The shared plan cache on disk and the planning board: any process reuses any plan, sees any
+job and can cancel it.
+
+Two :class:`PlanStore` objects over one folder stand for two serving processes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from engine.workflows.compare import Comparison, ComparisonRow
+from explorer.planning import jobs
+from explorer.planning.plan_cache import PlanCache, entry_name
+from explorer.planning.store import PlanStore, workload_key
+from explorer.server.session_store import SessionStore
+from explorer.session import Session
+
+PREFIX_SPEC = {
+    "domain": {"x": {"size": 16, "kind": "numeric"}},
+    "workload": [{"product": {"x": "prefix"}}],
+    "privacy": {"noise": "laplace", "epsilon": 1.0},
+    "mechanisms": ["identity", "h2"],
+}
+
+
+def test_an_entry_round_trips_and_a_corrupt_one_is_dropped(tmp_path):
+    cache = PlanCache(tmp_path, max_bytes=10**6)
+    assert cache.put("k", "laplace", "identity", {"rmse": 1.5})
+    assert cache.get("k", "laplace", "identity") == {"rmse": 1.5}
+    assert cache.get("k", "gaussian", "identity") is None
+    path = tmp_path / entry_name("k", "laplace", "identity")
+    blob = bytearray(path.read_bytes())
+    blob[-1] ^= 0xFF
+    path.write_bytes(bytes(blob))
+    assert cache.get("k", "laplace", "identity") is None
+    assert not path.exists()  # dropped, never served
+    path.write_bytes(b"short")
+    assert cache.get("k", "laplace", "identity") is None and not path.exists()
+
+
+def test_the_least_recently_used_entries_go_first(tmp_path):
+    payload = b"x" * 1000
+    cache = PlanCache(tmp_path, max_bytes=10**6)
+    cache.put("k", "n", "a", payload)
+    one = cache.size()
+    assert 1000 < one < 1100
+    cache.max_bytes = 3 * one
+    cache.put("k", "n", "b", payload)
+    cache.put("k", "n", "c", payload)
+    for name, when in (("a", 3), ("b", 1), ("c", 2)):  # a used last, b first
+        path = tmp_path / entry_name("k", "n", name)
+        os.utime(path, (1_000_000 + when, 1_000_000 + when))
+    cache.put("k", "n", "d", payload)  # one over: b goes
+    assert cache.get("k", "n", "b") is None
+    assert [cache.get("k", "n", x) == payload for x in "acd"] == [True, True, True]
+    assert cache.size() == 3 * one
+
+
+def test_an_unwritable_cache_is_one_line_and_a_miss(tmp_path, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cache = PlanCache(blocker / "plans", max_bytes=10**6)
+    assert not cache.put("k", "n", "a", 1)
+    assert not cache.put("k", "n", "b", 2)
+    assert cache.error.startswith("plan cache: cannot write")
+    assert sum("plan cache" in r.getMessage() for r in caplog.records) == 1
+    assert cache.get("k", "n", "a") is None
+
+
+def test_a_plan_made_in_one_process_is_reused_by_the_other(tmp_path):
+    first = PlanStore(cache=PlanCache(tmp_path, max_bytes=10**8))
+    second = PlanStore(cache=PlanCache(tmp_path, max_bytes=10**8))
+    planned = Session(PREFIX_SPEC, store=first)
+    planned.compare_now()
+    reader = Session(PREFIX_SPEC, store=second)
+    assert reader.missing() == []
+    assert second.start(reader, reader.workload, reader.privacy, ["identity", "h2"]) is None
+    for name in ("identity", "h2"):
+        assert reader.row(name).rmse == pytest.approx(planned.row(name).rmse, rel=1e-12, abs=0)
+    assert reader.plans.bound.value == pytest.approx(planned.plans.bound.value, rel=1e-12)
+
+
+def test_a_job_is_on_the_board_and_a_cancel_from_another_process_stops_it(
+    tmp_path, monkeypatch
+):
+    started = threading.Event()
+
+    def slow(workload, privacy, mechanisms, *args, progress=None, on_row=None, **kw):
+        for name in mechanisms:
+            if name == "identity":
+                on_row(ComparisonRow(name, name, None, "not applicable: x", 0.0))
+                continue
+            started.set()
+            for i in range(20_000):  # an optimiser reporting every iteration
+                threading.Event().wait(0.001)
+                progress.report(i, 1.0)
+            raise AssertionError("the cancel was ignored")
+        return Comparison(workload, privacy, None, ())
+
+    monkeypatch.setattr(jobs, "compare", slow)
+    board = SessionStore(f"sqlite:///{tmp_path / 'board.sqlite'}")
+    running = PlanStore(board=board)
+    elsewhere = PlanStore(board=SessionStore(board.url))
+    session = Session(PREFIX_SPEC, store=running)
+    job = session.request_comparison(background=True)
+    assert started.wait(10)
+    key = workload_key(session.workload)
+    seen = elsewhere.board_status(key, "laplace")
+    assert seen.state == "running" and seen.total == 2 and seen.done == 1
+    assert seen.current == "h2"
+    assert elsewhere.cancel_everywhere(key, "laplace")
+    assert job.wait(10)
+    assert job.status().state == "cancelled"
+    assert elsewhere.board_status(key, "laplace").state == "cancelled"
+    assert not elsewhere.cancel_everywhere(key, "laplace")  # nothing left to cancel
