@@ -63,11 +63,11 @@ POST_PROCESSING = ("consistent", "raw")
 MARGIN_Z = {"gaussian": 1.959963984540054, "zcdp": 1.959963984540054,
             "laplace": math.log(20.0) / math.sqrt(2.0)}
 #: Default work limit of the non-negative fit, in cell-products (products with the strategy's
-#: Gram or its factors, times cells): exact fits up to ~1e5 cells; on 1e6 cells 100 products
-#: (50 ADMM iterations on a Kronecker strategy: seconds, more accurate than the raw estimate
-#: on sparse data), after which the best feasible estimate so far is used and the method
-#: says so.
-WORK_LIMIT = 1e8
+#: Gram or its factors, times cells): exact fits up to ~1e5 cells; on 1e6 cells 60 products
+#: (30 ADMM iterations on a Kronecker strategy: seconds; published marginals more accurate
+#: than the raw estimate on sparse data), after which the best feasible estimate so far is used
+#: and the method says so.
+WORK_LIMIT = 6e7
 #: Full-domain vectors the consistent post-processing holds at its peak (the solver's iterate,
 #: gradient, Newton step, conjugate-gradient vectors and temporaries).
 VECTOR_COPIES = 24
