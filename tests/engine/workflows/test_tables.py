@@ -255,3 +255,14 @@ def test_default_raw_weights_measurements_by_their_noise():
                                 per_query_variance=np.array([100 / 101]), post_process="raw")
     frame = next(iter(tables.frames.values()))
     assert frame["raw"].iloc[0] == pytest.approx((10 + 20 / 100) / (1 + 1 / 100), rel=1e-9)
+
+
+def test_parquet_beside_csv_when_pyarrow_is_installed(tmp_path):
+    pytest.importorskip("pyarrow")
+    workload = Workload.marginals(DOMAIN, k=1)
+    _, tables = _release(workload, "identity", _data(), seed=15)
+    paths = tables.write(tmp_path)
+    assert sorted(p.suffix for p in paths) == [".csv"] * 3 + [".parquet"] * 3
+    back = pd.read_parquet(tmp_path / "sex.parquet")
+    assert back["sex"].tolist() == ["female", "male"]
+    assert back["estimate"].tolist() == tables.frames["sex"]["estimate"].tolist()
