@@ -268,6 +268,10 @@ def least_squares(strategy: Matrix, y: np.ndarray,
     return spla.lsqr(operator, scale * y, atol=1e-12, btol=1e-12, iter_lim=10_000)[0]
 
 
+#: Decimals of a published margin (people).
+MARGIN_DECIMALS = 2
+
+
 def _frames(workload: Workload, counts: np.ndarray | None, raw: np.ndarray,
             margins: np.ndarray, keep_raw: bool) -> dict[str, pd.DataFrame]:
     frames: dict[str, pd.DataFrame] = {}
@@ -286,7 +290,8 @@ def _frames(workload: Workload, counts: np.ndarray | None, raw: np.ndarray,
             columns = {"query": labels[start:stop]}
         if marginals is not None:
             columns["estimate"] = _estimate(term, marginals.over(term.attrs))
-        columns["margin_95"] = margins[start:stop] / abs(weight)
+        # published to the hundredth of a person: more digits state a precision it lacks
+        columns["margin_95"] = np.round(margins[start:stop] / abs(weight), MARGIN_DECIMALS)
         if keep_raw:
             columns["raw"] = raw[start:stop] / weight
         frames[_distinct_name(_table_name(term), frames)] = pd.DataFrame(columns)

@@ -112,7 +112,8 @@ def test_margins_are_the_plans_standard_deviations_in_counts():
     plan, tables = _release(workload, "hdmm-kron", _data(), seed=5)
     sd = np.sqrt(plan.variances())
     margins = np.concatenate([f["margin_95"].to_numpy() for f in tables.frames.values()])
-    np.testing.assert_allclose(margins, 1.959963984540054 * sd, rtol=1e-12)
+    # published to the hundredth of a person
+    np.testing.assert_array_equal(margins, np.round(1.959963984540054 * sd, 2))
     assert MARGIN_Z["laplace"] == pytest.approx(2.1183, abs=1e-4)
     assert "unbiased raw estimate" in tables.method and "no privacy" in tables.method
 
