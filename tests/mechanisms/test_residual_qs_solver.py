@@ -10,8 +10,8 @@ import pytest
 from engine.domain import Domain
 from engine.errors import Cancelled
 from engine.linalg.pinv import psd_pinv
-from engine.mechanisms.residual.decomposition import decompose, subquery
 from engine.mechanisms.residual import optimal
+from engine.mechanisms.residual.decomposition import decompose, subquery
 from engine.mechanisms.residual.optimal import solve_optimal
 from engine.progress import Progress
 from engine.workloads import Workload
