@@ -201,14 +201,46 @@ def _certified_floor(domain: Domain, products: Products, dense_limit: int, why: 
     ``X -> tr X^(1/2)`` is concave and homogeneous of degree 1/2 on PSD matrices, so for
     ``W^T W = sum_g G_g``: ``tr (sum_g G_g)^(1/2) >= sqrt(sum_g (tr G_g^(1/2))**2)``, i.e.
     ``SVDB(W) >= sum_g SVDB(W_g)`` for any partition of W's rows into sub-workloads ``W_g``
-    (with one part it is interlacing: a sub-workload's bound is a floor). The parts: terms
-    grouped by their factors on the attributes that are not marginal-like; then, largest
-    group (most queries) first, every group that still fits is merged into the first part,
-    so the first part is the largest computable sub-workload found this way; a group that
-    does not fit alone is split into single terms (closed form).
+    (with one part it is interlacing: a sub-workload's bound is a floor). The partition is
+    greedy (:func:`_floor_parts`), once with parts that fit ``dense_limit`` and once with parts
+    that fit half of it; the larger sum is returned (both are certified; which one is larger
+    depends on the workload: 1.6x apart on Adult's prefix-marginals, equal on Loans').
     """
-    d = len(domain)
-    free = [i for i in range(d) if not all(_marginal_like(fs[i]) for _, fs in products)]
+    best: tuple[float, list[list[int]]] | None = None
+    for limit in (dense_limit, max(dense_limit // 2, 1)):
+        parts = _floor_parts(domain, products, limit)
+        value = 0.0
+        for part in parts:
+            sub = _product_union_bound(domain, [products[j] for j in part], dense_limit)
+            if sub is None or sub.value is None:
+                return Bound(None, "none", f"{why}, and a part of it has no bound either")
+            value += sub.value
+        if best is None or value > best[0]:
+            best = (value, parts)
+    assert best is not None
+    value, parts = best
+
+    def queries(part: list[int]) -> int:
+        return sum(math.prod(f.shape[0] for f in products[j][1]) for j in part)
+
+    largest = max(parts, key=queries)
+    return Bound(value, "kronecker-blocks",
+                 f"a certified floor, not the exact bound: {why}; it is the sum of the exact "
+                 f"bounds of {len(parts)} parts of the workload (the largest: "
+                 f"{len(largest)} of the {len(products)} terms, {queries(largest):,} of "
+                 f"{queries(list(range(len(products)))):,} queries), which the bound of the "
+                 "whole workload is never below",
+                 floor_parts=tuple(tuple(p) for p in parts))
+
+
+def _floor_parts(domain: Domain, products: Products, limit: int) -> list[list[int]]:
+    """A partition of the terms into sub-workloads whose exact bounds fit ``limit``: terms
+    grouped by their factors on the attributes that are not marginal-like; then, group with
+    the most queries first, every group that still fits is merged into the first part (the
+    largest computable sub-workload found this way); a group that does not fit alone is split
+    into single terms (closed form)."""
+    free = [i for i in range(len(domain))
+            if not all(_marginal_like(fs[i]) for _, fs in products)]
     groups: dict[tuple, list[int]] = {}
     for j, (_, fs) in enumerate(products):
         groups.setdefault(tuple(factor_key(fs[i]) for i in free), []).append(j)
@@ -217,7 +249,7 @@ def _certified_floor(domain: Domain, products: Products, dense_limit: int, why: 
         return sum(math.prod(f.shape[0] for f in products[j][1]) for j in part)
 
     def fits(part: list[int]) -> bool:
-        return _fits(domain, [products[j] for j in part], dense_limit)
+        return _fits(domain, [products[j] for j in part], limit)
 
     parts: list[list[int]] = []
     for group in sorted(groups.values(), key=lambda g: (-queries(g), g[0])):
@@ -227,19 +259,7 @@ def _certified_floor(domain: Domain, products: Products, dense_limit: int, why: 
             parts.append(group)
         else:
             parts.extend([j] for j in group)
-    value = 0.0
-    for part in parts:
-        sub = _product_union_bound(domain, [products[j] for j in part], dense_limit)
-        if sub is None or sub.value is None:
-            return Bound(None, "none", f"{why}, and a part of it has no bound either")
-        value += sub.value
-    return Bound(value, "kronecker-blocks",
-                 f"a certified floor, not the exact bound: {why}; it is the sum of the exact "
-                 f"bounds of {len(parts)} parts of the workload (the largest: "
-                 f"{len(parts[0])} of the {len(products)} terms, {queries(parts[0]):,} of "
-                 f"{queries(list(range(len(products)))):,} queries), which the bound of the "
-                 "whole workload is never below",
-                 floor_parts=tuple(tuple(p) for p in parts))
+    return parts
 
 
 def svd_bound(workload: Workload, *, dense_limit: int | None = None) -> Bound:

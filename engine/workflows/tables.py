@@ -63,11 +63,11 @@ POST_PROCESSING = ("consistent", "raw")
 MARGIN_Z = {"gaussian": 1.959963984540054, "zcdp": 1.959963984540054,
             "laplace": math.log(20.0) / math.sqrt(2.0)}
 #: Default work limit of the non-negative fit, in cell-products (products with the strategy's
-#: Gram or its factors, times cells): exact fits up to ~1e5 cells; on 1e6 cells 100 products
-#: (50 ADMM iterations on a Kronecker strategy: seconds, more accurate than the raw estimate
-#: on sparse data), after which the best feasible estimate so far is used and the method
-#: says so.
-WORK_LIMIT = 1e8
+#: Gram or its factors, times cells): exact fits up to ~1e5 cells; on 1e6 cells 60 products
+#: (30 ADMM iterations on a Kronecker strategy: seconds; published marginals more accurate
+#: than the raw estimate on sparse data), after which the best feasible estimate so far is used
+#: and the method says so.
+WORK_LIMIT = 6e7
 #: Full-domain vectors the consistent post-processing holds at its peak (the solver's iterate,
 #: gradient, Newton step, conjugate-gradient vectors and temporaries).
 VECTOR_COPIES = 24
@@ -219,6 +219,7 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     needs_vector = post_process == "consistent" or (raw is None and strategy is not None)
     if needs_vector:
         check_domain(workload)
+    raw_given = raw is not None
     if raw is None:
         raw = (y if strategy is None
                else workload.answer(least_squares(strategy, y, noise_variances)))
@@ -234,7 +235,9 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                                         else int(round(float(fit.x.sum()))))
     frames = _frames(workload, counts, raw, MARGIN_Z[noise] * np.sqrt(variance),
                      raw_column or counts is None)
-    return PublishedTables(frames, _method(post_process, noise, total, strategy is None, fit))
+    estimator = ("the released answers" if strategy is None
+                 else "the plan's reconstruction" if raw_given else "W A^+ y")
+    return PublishedTables(frames, _method(post_process, noise, total, estimator, fit))
 
 
 def check_domain(workload: Workload) -> None:
@@ -265,6 +268,10 @@ def least_squares(strategy: Matrix, y: np.ndarray,
     return spla.lsqr(operator, scale * y, atol=1e-12, btol=1e-12, iter_lim=10_000)[0]
 
 
+#: Decimals of a published margin (people).
+MARGIN_DECIMALS = 2
+
+
 def _frames(workload: Workload, counts: np.ndarray | None, raw: np.ndarray,
             margins: np.ndarray, keep_raw: bool) -> dict[str, pd.DataFrame]:
     frames: dict[str, pd.DataFrame] = {}
@@ -283,7 +290,8 @@ def _frames(workload: Workload, counts: np.ndarray | None, raw: np.ndarray,
             columns = {"query": labels[start:stop]}
         if marginals is not None:
             columns["estimate"] = _estimate(term, marginals.over(term.attrs))
-        columns["margin_95"] = margins[start:stop] / abs(weight)
+        # published to the hundredth of a person: more digits state a precision it lacks
+        columns["margin_95"] = np.round(margins[start:stop] / abs(weight), MARGIN_DECIMALS)
         if keep_raw:
             columns["raw"] = raw[start:stop] / weight
         frames[_distinct_name(_table_name(term), frames)] = pd.DataFrame(columns)
@@ -375,7 +383,7 @@ def _distinct_name(name: str, known: dict[str, pd.DataFrame]) -> str:
     return candidate
 
 
-def _method(post_process: str, noise: str, total: int | None, own_answers: bool,
+def _method(post_process: str, noise: str, total: int | None, estimator: str,
             fit: NonnegativeFit | None) -> str:
     z = MARGIN_Z[noise]
     if noise == "laplace":
@@ -385,12 +393,12 @@ def _method(post_process: str, noise: str, total: int | None, own_answers: bool,
     else:
         margin = (f"margin_95: half-width of the 95 % interval, {z:.2f} standard deviations "
                   "of the Gaussian noise")
-    margin += (", from the plan's per-query variance; it holds for the unbiased raw estimate"
-               + (" (W A^+ y)" if not own_answers else "") + ", not for the rounded counts")
+    margin += (", from the plan's per-query variance; it holds for the unbiased raw estimate "
+               f"({estimator}), not for the rounded counts")
     if post_process == "raw":
         return ("raw: the unbiased least-squares estimates, unrounded (fractional, possibly "
                 f"negative; tables may disagree). {margin}.")
-    fitted = ("the released workload answers" if own_answers
+    fitted = ("the released workload answers" if estimator == "the released answers"
               else "the noisy measurements")
     kept = (f"summing exactly to the public total {int(total):,}" if total is not None
             else "summing to its own fitted total")
