@@ -180,6 +180,8 @@ def test_steward_registers_releases_downloads_and_is_refused(browser, served: st
     page.goto(f"{served}/app?page=budget", wait_until="load")
     wait_for_panel(page, ".budget-bar")
     expect(page.get_by_text("(rho; 2 releases)").first).to_be_visible()
+    expect(page.locator(".budget-history").get_by_role("cell", name=best, exact=True)
+           ).to_have_count(2)
     expect(page.locator(".budget-bar progress").first).to_have_attribute(
         "value", str(round(100 * 2 * RHO / TOTAL)))
     context.close()
