@@ -7,9 +7,10 @@ without sign-in). The bundled Adult data is not registered: it runs in the teach
 is never charged. See every registered data set's spent and remaining budget as a bar
 (remaining also as rho and as eps at a chosen delta); archive a data set (its history is kept
 as evidence; it takes no new release); list a data set's releases with downloads of each
-release record (``release.json``) and its table (``answers.csv``). Releases are charged only by
-the release pipeline (``engine.workflows.release``), which the Adaptive and Census pages and
-the CLI's ``run --out`` / ``census --out`` go through, all against the same database:
+release record (``release.json``) and its tables (a zip of every file the release wrote).
+Releases are charged only by the release pipeline (``engine.workflows.release``), which the
+Release, Adaptive and Census pages and the CLI's ``run --out`` / ``census --out`` go through,
+all against the same database:
 ``$DPWB_LEDGER_URL`` or a SQLite file under ``$DPWB_DATA_DIR``.
 
 Example:
@@ -22,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import io
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -155,12 +157,29 @@ class BudgetPage(pn.viewable.Viewer):
         self.refresh()
 
     def record_file(self, name: str) -> io.BytesIO | None:
-        """The selected release's ``release.json`` or ``answers.csv`` (None when absent)."""
-        row = next((r for r in self.releases if r["id"] == self.release_id), None)
-        if row is None or row["record"] == "-":
+        """A file of the selected release (``release.json``, a table's CSV; None when
+        absent)."""
+        folder = self._release_folder()
+        path = None if folder is None else folder / name
+        return io.BytesIO(path.read_bytes()) if path is not None and path.is_file() else None
+
+    def tables_zip(self) -> io.BytesIO | None:
+        """Every file of the selected release (its tables and ``release.json``) as one zip
+        (None when the release wrote nothing)."""
+        folder = self._release_folder()
+        if folder is None or not folder.is_dir():
             return None
-        path = Path(row["record"]) / name
-        return io.BytesIO(path.read_bytes()) if path.exists() else None
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(folder.iterdir()):
+                if path.is_file():
+                    archive.write(path, path.name)
+        buffer.seek(0)
+        return buffer
+
+    def _release_folder(self) -> Path | None:
+        row = next((r for r in self.releases if r["id"] == self.release_id), None)
+        return None if row is None or row["record"] == "-" else Path(row["record"])
 
     # ------------------------------------------------------------------------- view
     def _bars(self, rows: list[dict[str, Any]]) -> pn.viewable.Viewable:
@@ -216,8 +235,8 @@ class BudgetPage(pn.viewable.Viewer):
             callback=pn.bind(self.record_file, "release.json"), filename="release.json",
             label="Download release record", color="success")
         csv_download = pn.widgets.FileDownload(
-            callback=pn.bind(self.record_file, "answers.csv"), filename="answers.csv",
-            label="Download answers")
+            callback=self.tables_zip, filename="release.zip",
+            label="Download the release's tables (zip)")
         self.param.watch(lambda _: self.refresh(), ["at_delta"])
         body = pn.Column(
             pn.pane.Markdown(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -78,7 +79,10 @@ def test_register_release_twice_then_refused_with_what_remains(url: str) -> None
     assert record["budget"]["spent"] == pytest.approx(2 * rho, rel=1e-12)
     assert record["budget"]["remaining_rho"] == pytest.approx(left, rel=1e-9)
     assert math.fsum(c["rho"] for c in record["ledger"]) == pytest.approx(rho, rel=1e-12)
-    answers = budget.record_file("answers.csv").getvalue().decode()
+    archive = zipfile.ZipFile(budget.tables_zip())
+    assert sorted(archive.namelist()) == ["answers.csv", "release.json"]
+    answers = archive.read("answers.csv").decode()
+    assert budget.record_file("answers.csv").getvalue().decode() == answers
     lines = answers.splitlines()
     assert lines[0] == "# release: private release"
     assert [x for x in lines if not x.startswith("#")][0] == "marginal,cell,answer"
