@@ -33,6 +33,7 @@ from engine.workflows.evaluate import (
     compare_adaptive,
     synthetic_hierarchy,
 )
+from engine.workflows.release import Quote, Release, quote, release
 from engine.workloads import Workload
 
 try:
@@ -52,6 +53,8 @@ def mechanism_names() -> tuple[str, ...]:
 
 __all__ = ["AdaptiveComparison", "Attribute", "Bound", "Cancelled", "CensusTrials",
            "Comparison", "ComparisonRow", "Dataset", "Domain", "Ledger", "Measurement",
-           "NotApplicable", "Plan", "Privacy", "Scenario", "SpecError", "Workload",
+           "NotApplicable", "Plan", "Privacy", "Quote", "Release", "Scenario", "SpecError",
+           "Workload",
            "__version__", "census_trials", "compare", "compare_adaptive", "load_adult",
-           "mechanism_names", "plan", "svd_bound", "synthetic_hierarchy"]
+           "mechanism_names", "plan", "quote", "release", "svd_bound",
+           "synthetic_hierarchy"]
