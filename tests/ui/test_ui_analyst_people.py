@@ -1,0 +1,90 @@
+"""Issue 29 items 1, 2 and 4 in the served app: errors in people at 95 % on Compare and the
+trade-off page, the budget for a target in people, and boxes that say what is wrong. Each
+checks numbers on the page against the engine's for the same scenario."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from conftest import app_path
+from playwright.sync_api import expect
+
+from engine.scenario import Scenario
+from engine.workflows.compare import compare
+
+pytestmark = pytest.mark.ui
+
+PLAN_TIMEOUT_MS = 120_000
+Z95 = 1.959963984540054
+
+# Prefix sums over 8 cells, Gaussian noise: every error in people is 1.96 x its RMSE.
+SCENARIO = """domain:
+  x: {size: 8, kind: numeric}
+workload:
+  - product: {x: prefix}
+privacy: {noise: gaussian, epsilon: 1.0, delta: 1.0e-6}
+mechanisms: [identity, h2]
+"""
+
+
+def type_into(page, selector: str, text: str) -> None:
+    box = page.locator(f"{selector} input").first
+    box.fill(text)
+    box.press("Enter")
+
+
+def test_errors_and_budgets_in_people(open_app, console_errors, screenshot):
+    s = Scenario.from_spec(yaml.safe_load(SCENARIO))
+    engine_rows = {r.mechanism: r for r in compare(s.workload, s.privacy,
+                                                   ["identity", "h2"]).rows}
+    best = min(engine_rows.values(), key=lambda r: r.rmse)
+
+    page = open_app(app_path("/builder"), wait_for=".workload-stats")
+    page.locator(".spec-upload input[type=file]").first.set_input_files(
+        files=[{"name": "scenario.yaml", "mimeType": "text/yaml",
+                "buffer": SCENARIO.encode()}])
+    expect(page.locator(".workload-stats").first).to_contain_text("8 queries over 8 cells")
+    expect(page.locator(".workload-in-use").first).to_contain_text(
+        "Workload in use: 8 queries over 8 cells")
+
+    # Compare: the headline and the table speak people at 95 %, the RMSE beside it
+    page.locator(".site-nav").get_by_role("link", name="Compare").click()
+    headline = page.locator(".compare-headline").first
+    expect(headline).to_contain_text("most accurate", timeout=PLAN_TIMEOUT_MS)
+    expect(headline).not_to_contain_text("still planning", timeout=PLAN_TIMEOUT_MS)
+    typical = Z95 * best.rmse
+    shown = f"{typical:,.1f}" if typical < 10 else f"{typical:,.0f}"
+    expect(headline).to_contain_text(
+        f"the most accurate mechanism is {best.mechanism} ({best.title}): a typical count is "
+        f"within +/- {shown} people, 95 % of the time (RMSE {best.rmse:.4g} per count)")
+    row = page.locator(".comparison-table .tabulator-row").filter(
+        has=page.locator('[tabulator-field="mechanism"]', has_text=best.mechanism)).first
+    expect(row.locator('[tabulator-field="error_95"]')).to_have_text(f"{typical:,.1f}")
+
+    # the trade-off page: a target in people, refused text kept with the reason beside it
+    page.locator(".site-nav").get_by_role("link", name="Privacy trade-off").click()
+    expect(page.locator(".tradeoff-readout").first).to_contain_text("h2",
+                                                                    timeout=PLAN_TIMEOUT_MS)
+    type_into(page, ".target-people", "abc")
+    expect(page.locator(".tradeoff-page .box-problem").first).to_contain_text(
+        'Target error (+/- people, 95 %): "abc" is not a number; still using')
+    expect(page.locator(".target-people input").first).to_have_value("abc")
+    type_into(page, ".target-people", "1,000")
+    expect(page.locator(".required-lead").first).to_contain_text("within +/- 1,000 people",
+                                                                 timeout=30_000)
+    type_into(page, ".target-people", "3")
+    expect(page.locator(".required-lead").first).to_contain_text("within +/- 3 people",
+                                                                 timeout=30_000)
+    needed = engine_rows["identity"].plan.budget_for_rmse(3 / Z95, s.privacy)
+    table = page.locator(".required-budget").first
+    identity = table.locator(".tabulator-row").filter(
+        has=page.locator('[tabulator-field="mechanism"]', has_text="identity")).first
+    expect(identity.locator('[tabulator-field="epsilon_typical"]')).to_have_text(
+        f"{needed:.3f}", timeout=30_000)
+    # every count, the worst (the total, 8 cells) too: its error 1.96 x sqrt(8) sigma
+    worst_rmse = 3 / Z95 * engine_rows["identity"].rmse / (
+        engine_rows["identity"].plan.noise_std() * 8 ** 0.5)
+    every = engine_rows["identity"].plan.budget_for_rmse(worst_rmse, s.privacy)
+    expect(identity.locator('[tabulator-field="epsilon_every"]')).to_have_text(f"{every:.3f}")
+    screenshot("analyst-people-tradeoff")
+    assert console_errors == []
