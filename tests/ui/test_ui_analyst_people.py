@@ -4,6 +4,8 @@ checks numbers on the page against the engine's for the same scenario."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import yaml
 from conftest import app_path
@@ -87,4 +89,22 @@ def test_errors_and_budgets_in_people(open_app, console_errors, screenshot):
     every = engine_rows["identity"].plan.budget_for_rmse(worst_rmse, s.privacy)
     expect(identity.locator('[tabulator-field="epsilon_every"]')).to_have_text(f"{every:.3f}")
     screenshot("analyst-people-tradeoff")
+    assert console_errors == []
+
+
+def test_the_conversion_line_follows_the_typed_budget(open_app, console_errors):
+    page = open_app(app_path("/builder"), wait_for=".workload-stats")
+    page.locator(".spec-upload input[type=file]").first.set_input_files(
+        files=[{"name": "scenario.yaml", "mimeType": "text/yaml",
+                "buffer": SCENARIO.encode()}])
+    expect(page.locator(".workload-stats").first).to_contain_text("8 queries over 8 cells")
+    page.locator(".site-nav").get_by_role("link", name="Privacy trade-off").click()
+    conversion = page.locator(".privacy-conversion").first
+    expect(conversion).to_contain_text("(eps = 1, delta = 1.0e-06)", timeout=PLAN_TIMEOUT_MS)
+    for eps in ("2", "0.5", "3"):
+        started = time.monotonic()
+        type_into(page, ".eps-input", eps)
+        # its own thread: not queued behind the page's other views (it lagged ~5 s there)
+        expect(conversion).to_contain_text(f"(eps = {eps}, delta = 1.0e-06)", timeout=10_000)
+        print(f"conversion for eps={eps}: {time.monotonic() - started:.2f} s")
     assert console_errors == []
