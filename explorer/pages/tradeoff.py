@@ -367,11 +367,16 @@ class TradeoffPage(Page):
             label="Chart's error axis", css_classes=["tradeoff-unit"])
         readout = pn.widgets.Tabulator(
             pn.bind(readout_frame, session.param.comparison), show_index=False, disabled=True,
-            selectable=1, layout="fit_data_stretch", sizing_mode="stretch_width",
+            # columns share the page's width and notes wrap (sized to their data, the notes
+            # were cut at the page's right edge)
+            selectable=1, layout="fit_columns", sizing_mode="stretch_width",
+            widths={"mechanism": "18%", "error_95": "17%", "error_95_at_half_budget": "17%",
+                    "rmse": "10%", "ratio_to_bound": "11%", "note": "27%"},
             titles={"error_95": "typical error (+/- people, 95 %)",
                     "error_95_at_half_budget": "at half the budget (+/- people)",
                     "rmse": "RMSE", "ratio_to_bound": "ratio to bound"},
-            formatters={"error_95": NumberFormatter(format="0,0.0"),
+            formatters={"note": {"type": "textarea"},
+                        "error_95": NumberFormatter(format="0,0.0"),
                         "error_95_at_half_budget": NumberFormatter(format="0,0.0"),
                         "rmse": NumberFormatter(format="0,0.0000"),
                         "ratio_to_bound": NumberFormatter(format="0.000")},
@@ -505,13 +510,16 @@ class TradeoffPage(Page):
                              f"**+/- {shown} people** (95 %), and at which every count, the "
                              "worst too, is:", margin=(0, 10), css_classes=["required-lead"]),
             pn.widgets.Tabulator(frame, show_index=False, disabled=True,
-                                 layout="fit_data_stretch", sizing_mode="stretch_width",
+                                 layout="fit_columns", sizing_mode="stretch_width",
+                                 widths={"mechanism": "18%", f"{name}_typical": "22%",
+                                         f"{name}_every": "22%", "note": "38%"},
                                  css_classes=["required-budget"],
                                  titles={f"{name}_typical":
                                          f"{name}: a typical count within +/- {shown}",
                                          f"{name}_every": f"{name}: every count within +/- "
                                                           f"{shown}"},
-                                 formatters={f"{name}_typical": NumberFormatter(format="0.000"),
+                                 formatters={"note": {"type": "textarea"},
+                                             f"{name}_typical": NumberFormatter(format="0.000"),
                                              f"{name}_every": NumberFormatter(format="0.000")}),
             caption("Each count is within the target 95 % of the time. A typical count: one "
                     "whose error has the mechanism's RMSE as its standard deviation. Every "
