@@ -508,9 +508,12 @@ class ComparePage(Page):
                    ready: bool = True) -> pn.viewable.Viewable:
         """One query's error in people at 95 % under the selected mechanism (``ready``:
         :attr:`per_query_ready`, an input only so that the view is rebuilt when it flips)."""
-        plan = self.session.plan(name)
+        plan = self.session.plan(name) if name is not None else None
         if plan is None:
-            return pn.pane.Markdown("")
+            why = ("no mechanism is picked yet" if name is None else
+                   f"{name} has no plan (not applicable here, or not planned yet)")
+            return pn.pane.Markdown(f"No query errors to show: {why}.",
+                                    css_classes=["query-in-people"])
         if not text.strip() and self._planning_large():
             return pn.pane.Markdown(self._after_planning("The worst query"),
                                     css_classes=["query-in-people"])

@@ -248,3 +248,11 @@ def test_no_command_line_advice_and_one_stated_per_query_limit(gaussian, monkeyp
     assert frame.loc["identity", "note"] == (
         "every count: per-query errors are computed for up to 10 queries")
     assert math.isnan(frame.loc["identity", "epsilon_every"])
+
+
+def test_a_missing_view_says_why(gaussian):
+    page = ComparePage(session=gaussian)
+    assert page._in_people(None, gaussian.comparison, "").object == (
+        "No query errors to show: no mechanism is picked yet.")
+    assert page._in_people("hdmm", gaussian.comparison, "").object == (
+        "No query errors to show: hdmm has no plan (not applicable here, or not planned yet).")
