@@ -108,3 +108,35 @@ def test_the_conversion_line_follows_the_typed_budget(open_app, console_errors):
         expect(conversion).to_contain_text(f"(eps = {eps}, delta = 1.0e-06)", timeout=10_000)
         print(f"conversion for eps={eps}: {time.monotonic() - started:.2f} s")
     assert console_errors == []
+
+
+def test_hand_work_is_asked_about_and_undone(open_app, console_errors):
+    page = open_app(app_path("/builder"), wait_for=".workload-stats")
+    stats = page.locator(".workload-stats").first
+    expect(stats).to_contain_text("96 queries over 64 cells")
+    # a refused size is named beside the box and nothing is added
+    form = page.locator(".attribute-form").first
+    form.locator(".attr-name input").fill("region")
+    type_into(form, ".attr-size", "abc")
+    expect(form.locator(".box-problem").first).to_have_text(
+        'Number of values: "abc" is not a number; still using 10.')
+    page.get_by_role("button", name="Add attribute").click()
+    expect(page.locator(".attribute-table").first).not_to_contain_text("region")
+    # "1,000" is read as 1000: hand work (each 2-way table with region now counts)
+    type_into(form, ".attr-size", "1,000")
+    expect(form.locator(".box-problem").first).to_be_hidden()
+    page.get_by_role("button", name="Add attribute").click()
+    expect(page.locator(".attribute-table").first).to_contain_text("region")
+    # the default's groups do not use it: the same queries over 1,000 times the cells
+    mine = "96 queries over 64,000 cells"
+    expect(stats).to_contain_text(mine)
+    # a preset asks before replacing it, and Undo brings it back
+    page.get_by_role("button", name="Load preset").click()
+    expect(page.locator(".replace-question").first).to_contain_text("replaces your workload")
+    expect(stats).to_contain_text(mine)
+    page.get_by_role("button", name="Replace my workload").click()
+    expect(stats).not_to_contain_text(mine)
+    page.locator(".undo-replace button").first.click()
+    expect(stats).to_contain_text(mine)
+    expect(page.locator(".workload-in-use").first).to_contain_text("Workload in use:")
+    assert console_errors == []
