@@ -59,39 +59,6 @@ def _needs_log(values: Sequence[float]) -> bool:
     return len(positive) > 1 and max(positive) / min(positive) > 30
 
 
-def rmse_bars(comparison: Comparison | None, height: int = 340) -> hv.Overlay | hv.Bars:
-    """RMSE per applicable mechanism, best first, with the SVD bound as a labelled line."""
-    rows = [r for r in comparison.rows if r.rmse is not None] if comparison else []
-    colors = mechanism_colors(r.mechanism for r in rows)
-    bound = comparison.bound_rmse if comparison else None
-    frame = pd.DataFrame({
-        "mechanism": [r.mechanism for r in rows],
-        "rmse": [float(r.rmse) for r in rows],
-        "ratio": [float(r.rmse / bound) if bound else math.nan for r in rows],
-        "color": [colors[r.mechanism] for r in rows],
-    })
-    logy = _needs_log(list(frame["rmse"]) + ([bound] if bound else []))
-    bars = hv.Bars(
-        frame, kdims=[hv.Dimension("mechanism", label="Mechanism")],
-        vdims=[hv.Dimension("rmse", label="RMSE (typical error per query)"),
-               hv.Dimension("ratio", label="Times the lower bound"), "color"],
-    ).opts(color="color", line_color=None, tools=TOOLS, height=height, responsive=True,
-           logy=logy, xrotation=30 if len(rows) > 6 else 0, show_grid=True,
-           title="Expected error per mechanism" + (" (log scale)" if logy else ""),
-           shared_axes=False,
-           default_tools=["pan", "wheel_zoom", "box_zoom", "reset"])
-    if not rows:
-        return bars.opts(title="No results yet")
-    if bound is None:
-        return bars
-    top = max(frame["rmse"].max(), bound)
-    line = hv.HLine(bound).opts(color=BOUND_COLOR, line_dash="dashed", line_width=2)
-    label = hv.Text(rows[-1].mechanism, bound, f"{BOUND_LABEL}: {bound:.4g}  ",
-                    halign="right", valign="bottom", fontsize=10).opts(color=BOUND_COLOR)
-    ylim = (None, top * (3 if logy else 1.12))
-    return (bars * line * label).opts(hv.opts.Bars(ylim=ylim))
-
-
 def privacy_knob(noise: str) -> tuple[str, str]:
     """The privacy parameter a trade-off chart sweeps: (attribute name, axis label)."""
     name = budget_name(noise)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import weakref
 
+from engine.analysis.expected_error import QUERY_LIMIT
 from engine.analysis.per_query_error import (
     METHODS,
     PerQueryErrors,
@@ -34,6 +35,9 @@ GAUSSIAN_FACTOR = float(gaussian_half_width(1.0, LEVEL))
 #: Above this many queries the Laplace factor is the Chernoff bound (no per-query variances
 #: are computed for the table: on Adult's 21 million queries they take seconds per plan).
 EXACT_FACTOR_LIMIT = 100_000
+#: The one limit on per-query errors the pages state: the engine's (worst queries, a query in
+#: words, "every count within +/- N").
+PER_QUERY_LIMIT = QUERY_LIMIT
 #: What "a typical count" means, for captions and exports.
 TYPICAL_MEANING = ("a count whose error has the mechanism's RMSE as its standard deviation is "
                    "within +/- this many people of the truth, 95 % of the time")

@@ -15,7 +15,6 @@ import panel as pn
 import param
 
 from engine.privacy import Privacy, cdp_eps, cdp_rho
-from explorer.components.background import BackgroundView
 from explorer.components.number_box import NumberBox
 
 
@@ -23,8 +22,7 @@ from explorer.components.number_box import NumberBox
 def conversion_text(noise: str, epsilon: float, delta: float, rho: float) -> str:
     """The (eps, delta) <-> rho conversion of a privacy level, in words.
 
-    The conversions are numerical searches of about 0.2 s each, so results are cached and
-    pages compute them off the event loop.
+    The conversions are numerical searches (under a millisecond each), cached per level.
     """
     try:
         if noise == "zcdp":
@@ -38,8 +36,6 @@ def conversion_text(noise: str, epsilon: float, delta: float, rho: float) -> str
         return f"(conversion unavailable: {exc})"
 
 
-#: How long the conversion waits after a slider release before it starts (seconds).
-CONVERSION_DELAY_S = 0.3
 
 #: The log10 range of each budget's slider (the typed box accepts any positive value).
 EXPONENT_BOUNDS = {"epsilon": (-2.0, 1.0), "rho": (-3.0, 1.0)}
@@ -148,18 +144,19 @@ class PrivacyControls(pn.viewable.Viewer):
             self.param.delta_exponent, throttled=True, format="0.00",
             css_classes=["delta-slider"], width=260,
             visible=pn.bind(lambda n: n != "laplace", p.param.noise))
-        # Off the event loop, and after the charts: the conversion search is pure Python, so
-        # running it at once would compete with the slider's own update for the interpreter.
-        shown = BackgroundView(self._conversion, p.param.noise, p.param.epsilon,
-                               p.param.delta, p.param.rho, delay=CONVERSION_DELAY_S,
-                               css_classes=["privacy-conversion"])
+        # At once, in the same update as the level: a conversion takes under a millisecond
+        # (cached per level), and built on the shared view threads it waited behind the
+        # page's slow views (about 5 s after a slider release).
+        shown = pn.pane.Markdown(pn.bind(self._conversion, p.param.noise, p.param.epsilon,
+                                         p.param.delta, p.param.rho),
+                                 css_classes=["privacy-conversion"], margin=(0, 10),
+                                 sizing_mode="stretch_width")
         layout = pn.Row if self.compact else pn.Column
         return pn.Column(layout(noise, knobs["epsilon"], delta, knobs["rho"]), shown,
                          sizing_mode="stretch_width", css_classes=["privacy-controls"])
 
     def _conversion(self, noise: str, epsilon: float, delta: float, rho: float) -> str:
-        """The level in the other privacy units (built off the event loop when served; a
-        newer level replaces it, see :class:`BackgroundView`)."""
+        """The level in the other privacy units, in words."""
         text = conversion_text(noise, float(epsilon), float(delta), float(rho))
         prefix = f"delta = {float(delta):.1e}. " if noise != "laplace" else ""
         return prefix + text

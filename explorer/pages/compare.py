@@ -31,6 +31,7 @@ from explorer.components.messages import plain
 from explorer.components.notes import caption
 from explorer.components.people import (
     GAUSSIAN_FACTOR,
+    PER_QUERY_LIMIT,
     TYPICAL_MEANING,
     people,
     people_factor,
@@ -64,12 +65,16 @@ COLUMN_WIDTHS = {"mechanism": "15%", "title": "15%", "error_95": "15%", "rmse": 
 #: Headers shown for the table's columns (the CSV keeps the names).
 COLUMN_TITLES = {"error_95": "typical error (+/- people, 95 %)", "rmse": "RMSE",
                  "ratio_to_bound": "ratio to bound", "plan_seconds": "plan (s)"}
+#: The page where each data-dependent mechanism runs on the user's data.
+DATA_PAGES = {"aim-grem": "Adaptive", "hierarchical-pgsr": "Census hierarchy"}
 #: Seconds a served compare page waits for the SVD bound before it is built without it.
 BOUND_WAIT = 1.0
 #: How many of the worst queries are listed.
 WORST = 20
-#: Largest number of per-query errors listed for one mechanism.
-QUERY_LIST_LIMIT = 1_000_000
+#: Largest number of rows of the per-query CSV (every query of one mechanism): a file size,
+#: not a limit on what is computed (per-query errors go up to the engine's
+#: :data:`~engine.analysis.expected_error.QUERY_LIMIT`, the one limit the pages state).
+CSV_ROW_LIMIT = 1_000_000
 #: Workloads with more queries than this show per-query errors only once planning has finished:
 #: every query's variance under one plan takes seconds there (OPT_+ on Adult's 21 million
 #: queries: 6.5 s), the best mechanism changes as each plan arrives, and that work in the web
@@ -110,7 +115,10 @@ def comparison_frame(comparison: Comparison | None) -> pd.DataFrame:
             record["error_95"] = factor * record["rmse"]
             record["error_95_method"] = METHODS[method]
         if record["rmse"] is None and is_data_dependent(record["mechanism"]):
-            record["note"] += " (this mechanism has its own page in the explorer)"
+            # the engine's note gives command-line advice; on the page it has its own page
+            page = DATA_PAGES.get(record["mechanism"], "its own")
+            record["note"] = (f"not applicable here: it adapts to your data, so it runs on "
+                              f"your data on the {page} page")
     # Fixed dtypes: with every RMSE still missing the numbers would be an object column, and
     # its type changing with the rows changes the table's column configuration, on which the
     # browser's table rebuilds itself and drops rows that arrive while it does.
@@ -240,13 +248,18 @@ def query_error_frame(session: Session, name: str | None = None,
     Re-scaled from :func:`plan_errors`, so a privacy level costs a few multiplications.
 
     Raises:
-        ValueError: when the mechanism has no plan or the workload has too many queries.
+        ValueError: when the mechanism has no plan, the workload has more queries than
+            :data:`PER_QUERY_LIMIT`, or (every query, ``limit`` None) than
+            :data:`CSV_ROW_LIMIT`.
     """
-    errors = plan_errors(session, name)
     workload = session.workload
-    if workload.num_queries > QUERY_LIST_LIMIT:
-        raise ValueError(f"{workload.num_queries:,} queries: per-query errors are listed up to "
-                         f"{QUERY_LIST_LIMIT:,}")
+    if workload.num_queries > PER_QUERY_LIMIT:
+        raise ValueError(f"per-query errors are computed for up to {PER_QUERY_LIMIT:,} "
+                         f"queries; this workload has {workload.num_queries:,}")
+    if limit is None and workload.num_queries > CSV_ROW_LIMIT:
+        raise ValueError(f"the file of every query is offered up to {CSV_ROW_LIMIT:,} rows; "
+                         f"this workload has {workload.num_queries:,} queries")
+    errors = plan_errors(session, name)
     privacy = session.privacy.with_()
     rows = errors.worst_first()
     if limit is not None:
@@ -303,6 +316,10 @@ class ComparePage(Page):
 
     title = "Compare mechanisms"
     note = NOTE
+    #: False while a large workload's per-query views wait for planning to finish: the views
+    #: follow it, so they are built when it flips (a view built as the last plan arrived,
+    #: before the comparison on show had every row, would otherwise wait for good)
+    per_query_ready = param.Boolean(default=True)
     #: the per-query view shown: (mechanism, plans, spread, worst table, histogram, its pane)
     _per_query: tuple[Any, ...] | None = None
     #: the comparison table (its rows follow the live comparison)
@@ -418,6 +435,7 @@ class ComparePage(Page):
 
     def _comparison_changed(self, event: param.parameterized.Event) -> None:
         comparison = event.new
+        self.per_query_ready = not self._planning_large()
         self._table.value = comparison_frame(comparison)
         self._select_highlighted()
         self._follow_privacy()
@@ -468,8 +486,9 @@ class ComparePage(Page):
             pn.pane.Markdown("## Which queries are worst?", margin=(0, 10)),
             pn.Row(choice, query),
             BackgroundView(self._in_people, session.param.selected, session.param.comparison,
-                           query.param.value),
-            BackgroundView(self._per_query_view, session.param.selected, session.param.plans),
+                           query.param.value, self.param.per_query_ready),
+            BackgroundView(self._per_query_view, session.param.selected, session.param.plans,
+                           self.param.per_query_ready),
             sizing_mode="stretch_width", css_classes=["per-query"],
         )
 
@@ -485,12 +504,16 @@ class ComparePage(Page):
                 f"{self.session.workload.num_queries:,} queries, and computing each arriving "
                 "plan's per-query errors would slow planning down.")
 
-    def _in_people(self, name: str | None, comparison: Comparison | None, text: str
-                   ) -> pn.viewable.Viewable:
-        """One query's error in people at 95 % under the selected mechanism."""
-        plan = self.session.plan(name)
+    def _in_people(self, name: str | None, comparison: Comparison | None, text: str,
+                   ready: bool = True) -> pn.viewable.Viewable:
+        """One query's error in people at 95 % under the selected mechanism (``ready``:
+        :attr:`per_query_ready`, an input only so that the view is rebuilt when it flips)."""
+        plan = self.session.plan(name) if name is not None else None
         if plan is None:
-            return pn.pane.Markdown("")
+            why = ("no mechanism is picked yet" if name is None else
+                   f"{name} has no plan (not applicable here, or not planned yet)")
+            return pn.pane.Markdown(f"No query errors to show: {why}.",
+                                    css_classes=["query-in-people"])
         if not text.strip() and self._planning_large():
             return pn.pane.Markdown(self._after_planning("The worst query"),
                                     css_classes=["query-in-people"])
@@ -522,10 +545,11 @@ class ComparePage(Page):
                   f" over {unit.size:,} queries.")
         return frame, spread, scale
 
-    def _per_query_view(self, name: str | None, plans: Comparison | None
+    def _per_query_view(self, name: str | None, plans: Comparison | None, ready: bool = True
                         ) -> pn.viewable.Viewable:
         """The selected mechanism's per-query errors: built when plans or the selection change
-        (a :class:`BackgroundView`: the first call computes every query's variance),
+        (a :class:`BackgroundView`: the first call computes every query's variance) or
+        :attr:`per_query_ready` (``ready``) flips,
         re-scaled in place by :meth:`_follow_privacy` when the privacy level moves."""
         self._per_query = None
         if name is None or plans is None:
@@ -559,14 +583,22 @@ class ComparePage(Page):
             table,
             caption(f"error_95: the error is within +/- this many counts with 95 % probability "
                     f"({frame['error_95_method'].iloc[0] if len(frame) else ''})."),
-            csv_download(lambda: described(
-                             query_error_frame(self.session, name).assign(mechanism=name),
-                             self.session.privacy, self.session.workload,
-                             self.session.comparison.bound_rmse
-                             if self.session.comparison else None),
-                         f"per-query-{name}.csv", "Download all queries (CSV)",
-                         css_class="per-query-csv"),
+            self._per_query_csv(name),
             sizing_mode="stretch_width")
+
+    def _per_query_csv(self, name: str) -> pn.viewable.Viewable:
+        """The download of every query's error under ``name`` (named after it), or why not."""
+        session = self.session
+        if session.workload.num_queries > CSV_ROW_LIMIT:
+            return caption(f"The file of every query is offered up to {CSV_ROW_LIMIT:,} rows; "
+                           f"this workload has {session.workload.num_queries:,} queries (the "
+                           "worst ones are listed above).")
+        return csv_download(lambda: described(
+                                query_error_frame(session, name).assign(mechanism=name),
+                                session.privacy, session.workload,
+                                session.comparison.bound_rmse if session.comparison else None),
+                            f"per-query-{name}.csv", f"Download all queries of {name} (CSV)",
+                            css_class="per-query-csv")
 
     def _follow_privacy(self) -> None:
         """Re-scale the shown per-query view to the live privacy level: new numbers in the

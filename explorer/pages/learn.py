@@ -14,12 +14,15 @@ from typing import Any
 import panel as pn
 
 from engine.mechanisms import registry_names
+from engine.workflows.compare import Comparison
 from engine.workloads.catalog import classic_prefix
-from explorer.components.charts import rmse_bars
+from explorer.components.charts import LiveBarsChart, LiveTradeoffChart
 from explorer.components.heatmap import matrix_heatmap
 from explorer.components.notes import caption
+from explorer.components.people import GAUSSIAN_FACTOR, people, people_factor
 from explorer.components.progress import PlanningProgress, served
 from explorer.pages.base import Page
+from explorer.pages.tradeoff import UNITS, curve_frame, knob_value, marker_frame
 
 #: The mechanisms the tour compares, in the order it discusses them.
 TOUR_MECHANISMS = ("identity", "h2", "wavelet", "hdmm")
@@ -44,7 +47,10 @@ GLOSSARY = """
 * **Workload**: the counts you want to publish.
 * **Strategy**: the counts a mechanism actually measures with noise; your answers are
   computed from them.
-* **RMSE**: the typical size of the error on one published count.
+* **Error in people at 95 %**: a typical published count is within +/- this many people of
+  the truth, 95 % of the time.
+* **RMSE**: the same typical error as a standard deviation (root mean squared error); for
+  Gaussian noise the 95 % error is 1.96 x RMSE.
 * **SVD lower bound**: the smallest RMSE any strategy could achieve on your workload, at your
   budget. A mechanism close to it cannot be improved much.
 """
@@ -76,9 +82,10 @@ line, the less there is left to gain.
 
 ### 4. What the budget costs
 
-Open the {tradeoff} page to move eps and watch every mechanism's error change. Their
-plans stay the same; only the noise level changes. Then open the {strategy} page to see
-what each one measures.
+The second chart draws each mechanism's error in people against the budget: a larger eps
+(less privacy) gives smaller errors, and no mechanism's plan changes, only the noise level.
+Open the {tradeoff} page to move eps yourself, and the {strategy} page to see what each
+mechanism measures.
 """
 
 
@@ -130,14 +137,36 @@ class LearnPage(Page):
             PlanningProgress(session=session),
             pn.pane.Markdown(STEPS, sizing_mode="stretch_width"),
             pn.bind(self._question, session.param.scenario),
-            pn.pane.HoloViews(pn.bind(rmse_bars, session.param.comparison),
-                              sizing_mode="stretch_width", css_classes=["tour-chart"]),
-            caption("The typical error per count of each mechanism on your current workload "
-                    "(the tour's, once started); the dashed line is the lower bound."),
+            pn.pane.Markdown(pn.bind(tour_level, session.param.comparison),
+                             css_classes=["tour-level"], margin=(0, 10),
+                             sizing_mode="stretch_width"),
+            pn.Column(pn.pane.Bokeh(pn.bind(lambda c: LiveBarsChart(c).figure,
+                                            session.param.comparison),
+                                    sizing_mode="stretch_width"),
+                      sizing_mode="stretch_width", css_classes=["tour-chart"]),
+            caption(pn.bind(bars_caption, session.param.comparison)),
+            pn.Column(pn.pane.Bokeh(pn.bind(self._budget_chart, session.param.plans,
+                                            session.privacy.param.noise),
+                                    sizing_mode="stretch_width"),
+                      sizing_mode="stretch_width", css_classes=["tour-budget-chart"]),
+            caption("Each line: a mechanism's typical error, +/- people at 95 %, at every "
+                    "budget (both axes logarithmic); the dots mark the budget the tour uses."),
             pn.pane.Markdown(steps_after, sizing_mode="stretch_width"),
             pn.pane.Markdown(GLOSSARY, sizing_mode="stretch_width", css_classes=["glossary"]),
             sizing_mode="stretch_width", css_classes=["learn-page"],
         )
+
+    def _budget_chart(self, plans: Comparison | None, noise: str) -> Any:
+        """Every planned mechanism's typical error in people against eps (rho for zCDP), with
+        the bound, as on the trade-off page (``plans`` and ``noise`` are inputs only: the
+        chart is redrawn when they change)."""
+        comparison = self.session.comparison
+        privacy = comparison.privacy if comparison is not None else self.session.privacy
+        y_label, y_name = UNITS["people"]
+        return LiveTradeoffChart(curve_frame(comparison, privacy, "people"),
+                                 marker_frame(comparison, "people"), knob_value(privacy),
+                                 privacy.noise, height=340, y_label=y_label,
+                                 y_name=y_name).figure
 
     def _question(self, scenario: Any) -> pn.viewable.Viewable:
         w = scenario.workload
@@ -150,3 +179,28 @@ class LearnPage(Page):
             matrix_heatmap(w.dense(), "The queries as a matrix", xlabel="value",
                            ylabel="query", height=320),
             sizing_mode="stretch_width"), sizing_mode="stretch_width")
+
+
+def tour_level(comparison: Comparison | None) -> str:
+    """The budget the tour's numbers are for, and the best mechanism's error there."""
+    if comparison is None:
+        return "The charts use your current privacy level once the mechanisms are planned."
+    text = (f"The charts use your current privacy level: **{comparison.privacy.describe()}** "
+            "(change it on the privacy trade-off page).")
+    best = comparison.best()
+    if best is not None and best.plan is not None:
+        typical = people_factor(best.plan)[0] * best.rmse
+        text += (f" There the most accurate, **{best.mechanism}**, has a typical count within "
+                 f"**{people(typical)}**, 95 % of the time (RMSE {best.rmse:.4g}).")
+    return text
+
+
+def bars_caption(comparison: Comparison | None) -> str:
+    """What the bar chart draws (the bound's line only when there is a bound)."""
+    bound = comparison.bound_rmse if comparison is not None else None
+    line = (f"the dashed line is the lower bound (RMSE {bound:.4g}, a typical count within "
+            f"{people(GAUSSIAN_FACTOR * bound)}), named in the legend" if bound is not None
+            else "no lower bound is drawn: none is computed for this workload yet")
+    return ("Each bar: a mechanism's RMSE, the typical error per count, on your current "
+            f"workload (the tour's, once started); {line}.")
+

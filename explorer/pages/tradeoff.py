@@ -27,11 +27,17 @@ from explorer.components.exports import csv_download, described
 from explorer.components.messages import plain
 from explorer.components.notes import caption
 from explorer.components.number_box import NumberBox
-from explorer.components.people import GAUSSIAN_FACTOR, people, people_factor, worst_people
+from explorer.components.people import (
+    GAUSSIAN_FACTOR,
+    PER_QUERY_LIMIT,
+    people,
+    people_factor,
+    worst_people,
+)
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, served
 from explorer.pages.base import Page
-from explorer.pages.compare import QUERY_LIST_LIMIT
+from explorer.pages.compare import LIVE_PER_QUERY_LIMIT
 from explorer.session import Session
 
 #: The sweep of each privacy knob (log-spaced).
@@ -195,19 +201,28 @@ def required_knob(budget_for_rmse: Callable[[float, Privacy], float | None],
     return 0.0 if needed <= lo else needed
 
 
-def worst_ratios(session: Session, comparison: Comparison | None) -> dict[str, float]:
+def worst_ratios(session: Session, comparison: Comparison | None) -> dict[str, float | str]:
     """For each planned mechanism: its worst query's error in people at 95 % over its RMSE
-    (the same at every budget). Mechanisms whose per-query errors cannot be computed (too
-    many queries, no plan) are left out."""
-    out: dict[str, float] = {}
-    if comparison is None or session.workload.num_queries > QUERY_LIST_LIMIT:
+    (the same at every budget), or why it is not computed (a sentence)."""
+    out: dict[str, float | str] = {}
+    if comparison is None:
         return out
+    queries = session.workload.num_queries
+    why = ""
+    if queries > PER_QUERY_LIMIT:
+        why = f"per-query errors are computed for up to {PER_QUERY_LIMIT:,} queries"
+    elif queries > LIVE_PER_QUERY_LIMIT and not session.complete:
+        why = "shown once every mechanism is planned (this workload has many queries)"
     for r in comparison.rows:
         if r.plan is None or not r.rmse:
             continue
+        if why:
+            out[r.mechanism] = why
+            continue
         try:
             worst, _ = worst_people(session, r.mechanism, comparison.privacy)
-        except ValueError:  # the plan went away meanwhile
+        except Exception as exc:  # no per-query variances for this plan, or it went away
+            out[r.mechanism] = plain(exc)
             continue
         out[r.mechanism] = worst / r.rmse
     return out
@@ -228,16 +243,17 @@ def _needed(budget_for_rmse: Callable[[float, Privacy], float | None], privacy: 
 
 
 def required_frame(comparison: Comparison | None, privacy: Privacy, target: float | None,
-                   worst: Mapping[str, float] | None = None) -> pd.DataFrame:
+                   worst: Mapping[str, float | str] | None = None) -> pd.DataFrame:
     """For each planned mechanism and for the bound, the budget at which a typical count
     (``<knob>_typical``) and every count, the worst too (``<knob>_every``), is within
     +/- ``target`` people at 95 %.
 
     A typical count: the RMSE reaches ``target`` / the mechanism's :func:`people_factor`
     (1.96 for Gaussian noise). Every count: the RMSE reaches ``target`` / ``worst[m]`` (the
-    worst query's error in people over the RMSE, :func:`worst_ratios`; empty for a mechanism
-    not in ``worst``). The bound's row uses 1.96 for both: no query can do better than the
-    typical one, so it is a floor for both columns. Sorted by the typical budget.
+    worst query's error in people over the RMSE, :func:`worst_ratios`; empty, with the
+    reason in the note, where ``worst[m]`` is a reason or missing). The bound's row uses 1.96
+    for both: no query can do better than the typical one, so it is a floor for both columns.
+    Sorted by the typical budget.
     """
     name, _ = privacy_knob(privacy.noise)
     typical_column, every_column = f"{name}_typical", f"{name}_every"
@@ -251,10 +267,11 @@ def required_frame(comparison: Comparison | None, privacy: Privacy, target: floa
             continue
         factor, _ = people_factor(r.plan)
         typical, note = _needed(r.plan.budget_for_rmse, privacy, target / factor, name)
-        every, every_note = None, f"per-query errors are listed up to {QUERY_LIST_LIMIT:,} queries"
-        if r.mechanism in worst:
-            every, every_note = _needed(r.plan.budget_for_rmse, privacy,
-                                        target / worst[r.mechanism], name)
+        ratio = worst.get(r.mechanism, "not computed")
+        if isinstance(ratio, str):
+            every, every_note = None, ratio
+        else:
+            every, every_note = _needed(r.plan.budget_for_rmse, privacy, target / ratio, name)
         notes = [note] if note else []
         if every_note and every_note != note:
             notes.append(f"every count: {every_note}")
@@ -350,11 +367,16 @@ class TradeoffPage(Page):
             label="Chart's error axis", css_classes=["tradeoff-unit"])
         readout = pn.widgets.Tabulator(
             pn.bind(readout_frame, session.param.comparison), show_index=False, disabled=True,
-            selectable=1, layout="fit_data_stretch", sizing_mode="stretch_width",
+            # columns share the page's width and notes wrap (sized to their data, the notes
+            # were cut at the page's right edge)
+            selectable=1, layout="fit_columns", sizing_mode="stretch_width",
+            widths={"mechanism": "18%", "error_95": "17%", "error_95_at_half_budget": "17%",
+                    "rmse": "10%", "ratio_to_bound": "11%", "note": "27%"},
             titles={"error_95": "typical error (+/- people, 95 %)",
                     "error_95_at_half_budget": "at half the budget (+/- people)",
                     "rmse": "RMSE", "ratio_to_bound": "ratio to bound"},
-            formatters={"error_95": NumberFormatter(format="0,0.0"),
+            formatters={"note": {"type": "textarea"},
+                        "error_95": NumberFormatter(format="0,0.0"),
                         "error_95_at_half_budget": NumberFormatter(format="0,0.0"),
                         "rmse": NumberFormatter(format="0,0.0000"),
                         "ratio_to_bound": NumberFormatter(format="0.000")},
@@ -488,13 +510,16 @@ class TradeoffPage(Page):
                              f"**+/- {shown} people** (95 %), and at which every count, the "
                              "worst too, is:", margin=(0, 10), css_classes=["required-lead"]),
             pn.widgets.Tabulator(frame, show_index=False, disabled=True,
-                                 layout="fit_data_stretch", sizing_mode="stretch_width",
+                                 layout="fit_columns", sizing_mode="stretch_width",
+                                 widths={"mechanism": "18%", f"{name}_typical": "22%",
+                                         f"{name}_every": "22%", "note": "38%"},
                                  css_classes=["required-budget"],
                                  titles={f"{name}_typical":
                                          f"{name}: a typical count within +/- {shown}",
                                          f"{name}_every": f"{name}: every count within +/- "
                                                           f"{shown}"},
-                                 formatters={f"{name}_typical": NumberFormatter(format="0.000"),
+                                 formatters={"note": {"type": "textarea"},
+                                             f"{name}_typical": NumberFormatter(format="0.000"),
                                              f"{name}_every": NumberFormatter(format="0.000")}),
             caption("Each count is within the target 95 % of the time. A typical count: one "
                     "whose error has the mechanism's RMSE as its standard deviation. Every "

@@ -225,3 +225,34 @@ def test_the_per_query_csv_is_named_after_its_mechanism(gaussian):
     table = pd.read_csv(io.StringIO(button.callback().getvalue()))
     assert set(table["mechanism"]) == {"wavelet"} and "svd_bound_rmse" in table.columns
     assert not math.isnan(table["error_95"].iloc[0])
+
+
+def test_no_command_line_advice_and_one_stated_per_query_limit(gaussian, monkeypatch):
+    import explorer.pages.compare as compare_page
+    import explorer.pages.tradeoff as tradeoff_page
+
+    s = Session(dict(PREFIX, privacy=GAUSS, mechanisms=["identity", "aim-grem"]),
+                store=PlanStore())
+    s.compare_now()
+    note = comparison_frame(s.comparison).set_index("mechanism").loc["aim-grem", "note"]
+    assert note == ("not applicable here: it adapts to your data, so it runs on your data on "
+                    "the Adaptive page")
+    # the limit the pages state is the engine's, in words, without an exception's class name
+    monkeypatch.setattr(compare_page, "PER_QUERY_LIMIT", 10)
+    view = ComparePage(session=gaussian)._per_query_view("identity", gaussian.plans)
+    assert view.object == ("Per-query errors of identity are not available: per-query errors "
+                           "are computed for up to 10 queries; this workload has 16")
+    monkeypatch.setattr(tradeoff_page, "PER_QUERY_LIMIT", 10)
+    frame = required_frame(gaussian.comparison, gaussian.privacy, 3.0,
+                           worst_ratios(gaussian, gaussian.comparison)).set_index("mechanism")
+    assert frame.loc["identity", "note"] == (
+        "every count: per-query errors are computed for up to 10 queries")
+    assert math.isnan(frame.loc["identity", "epsilon_every"])
+
+
+def test_a_missing_view_says_why(gaussian):
+    page = ComparePage(session=gaussian)
+    assert page._in_people(None, gaussian.comparison, "").object == (
+        "No query errors to show: no mechanism is picked yet.")
+    assert page._in_people("hdmm", gaussian.comparison, "").object == (
+        "No query errors to show: hdmm has no plan (not applicable here, or not planned yet).")

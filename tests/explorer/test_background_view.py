@@ -75,7 +75,7 @@ def test_unserved_views_replace_panes_and_show_a_build_error_without_raising():
     assert view.current.object == "level 1"
     inputs.level = -1.0
     assert isinstance(view.current, pn.pane.Alert)
-    assert "ValueError: level must be positive" in view.current.object
+    assert view.current.object == "level must be positive"  # no exception class name
     inputs.level = 4.0
     assert view.current.object == "level 4"
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import panel as pn
-import pytest
 
 from engine.mechanisms import registry_names
 from explorer import app
@@ -12,7 +11,6 @@ from explorer.components.charts import (
     BOUND_COLOR,
     PALETTE,
     mechanism_colors,
-    rmse_bars,
     weights_bars,
 )
 from explorer.components.heatmap import MAX_ENTRIES, matrix_heatmap, too_big
@@ -86,19 +84,9 @@ def test_each_mechanism_keeps_one_colour():
     assert BOUND_COLOR not in colors.values()
 
 
-def test_rmse_bars_draw_the_bound_as_a_labelled_line():
-    session = Session(store=PlanStore())
-    session.compare_now()
-    chart = rmse_bars(session.comparison)
+def test_weights_bars():
     import holoviews as hv
 
-    assert isinstance(chart, hv.Overlay)
-    bars, line, label = chart.values()
-    assert isinstance(bars, hv.Bars) and isinstance(line, hv.HLine)
-    assert line.data == pytest.approx(session.comparison.bound_rmse)
-    assert label.text.startswith("SVD lower bound")
-    assert list(bars.data["color"]) == [mechanism_colors()[m] for m in bars.data["mechanism"]]
-    assert rmse_bars(None).opts.get().kwargs["title"] == "No results yet"
     assert isinstance(weights_bars({"a": 1.0}, "w"), hv.Bars)
 
 

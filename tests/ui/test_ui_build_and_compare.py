@@ -16,6 +16,7 @@ from conftest import app_path, comparison_rows
 from playwright.sync_api import expect
 
 from engine.mechanisms import registry_names
+from explorer.components.exports import PROVENANCE_COLUMNS, SCENARIO_COLUMNS
 from explorer.pages.compare import TABLE_COLUMNS
 
 pytestmark = pytest.mark.ui
@@ -90,6 +91,8 @@ def test_build_two_attributes_then_compare_and_download(open_app, console_errors
     assert download.suggested_filename == "comparison.csv"
     text = Path(download.path()).read_text(encoding="utf-8")
     rows = list(csv.reader(io.StringIO(text)))
-    assert tuple(rows[0]) == TABLE_COLUMNS
+    # the table's columns, then what the numbers are for (privacy, workload, date, version,
+    # bound)
+    assert tuple(rows[0]) == (*TABLE_COLUMNS, *SCENARIO_COLUMNS, *PROVENANCE_COLUMNS)
     assert {row[0] for row in rows[1:]} == set(rmse)
     assert console_errors == []
