@@ -213,3 +213,12 @@ def test_the_store_keeps_shown_sessions_and_forgets_idle_ones(tmp_path):
     store.touch(["a"])
     assert store.forget_idle(0) == 2
     assert store.load("a", None) is None
+
+
+def test_planning_jobs_are_counted_per_signed_in_user(pair):
+    a, _ = pair
+    _, ann = a.open(None, user="ann")
+    _, anonymous = a.open(None)
+    assert a.owner_of(ann) == "ann"
+    assert a.owner_of(anonymous) is anonymous
+    assert a.owner_of("not a session") == "not a session"
