@@ -45,6 +45,7 @@ from urllib.parse import parse_qs
 
 import psutil
 from protocol_client import PageClient, ProtocolError
+from tornado.httpclient import HTTPClientError
 
 from explorer.server.served import serving
 
@@ -116,7 +117,8 @@ async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
                 tally.lost_sessions += 1
             except ProtocolError:
                 pass
-    except (ProtocolError, OSError, KeyError, ValueError) as exc:
+    except (ProtocolError, HTTPClientError, OSError, KeyError, ValueError) as exc:
+        # HTTPClientError: the websocket handshake timed out (an overloaded server)
         if tally is None:
             raise
         tally.errors.append(f"{type(exc).__name__}: {exc}")

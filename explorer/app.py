@@ -37,6 +37,7 @@ from explorer.pages.overview import OverviewPage
 from explorer.pages.release import ReleasePage
 from explorer.pages.strategy import StrategyPage
 from explorer.pages.tradeoff import TradeoffPage
+from explorer.planning.store import STORE
 from explorer.server import process as serverprocess
 from explorer.server.sessions import REGISTRY, watchers_added
 from explorer.session import Session
@@ -121,11 +122,13 @@ def share_control(sid: str) -> pn.Column:
 
 
 def store_problem() -> pn.pane.Alert:
-    """One line on the page while the shared session store cannot be written (a read-only or
-    full data directory, an unreachable database): the page works, from this process only."""
+    """One line on the page while the shared session store or plan cache cannot be written (a
+    read-only or full data directory, an unreachable database): the page works, from this
+    process only."""
+    cache = STORE.cache.error if STORE.cache is not None else ""
+    text = "\n\n".join(line for line in (REGISTRY.store_error, cache) if line)
     return pn.pane.Alert(
-        REGISTRY.store_error, alert_type="warning", visible=bool(REGISTRY.store_error),
-        css_classes=["store-error"],
+        text, alert_type="warning", visible=bool(text), css_classes=["store-error"]
     )
 
 

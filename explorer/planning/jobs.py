@@ -257,6 +257,11 @@ class PlanningJob:
         with self._lock:
             return subscriber in self._subscribers
 
+    def waiting(self) -> tuple[Hashable, ...]:
+        """The subscribers that still wait for this job."""
+        with self._lock:
+            return tuple(self._subscribers)
+
     def subscribers(self) -> int:
         """How many subscribers still wait for this job."""
         with self._lock:

@@ -1,6 +1,7 @@
 """The planners' settings from the environment, and their CPU priority.
 
 ``EXPLORER_PLANNERS`` is how many planning jobs run at once in one server process;
+``EXPLORER_MAX_JOBS`` how many unfinished jobs (queued or running) one user may have at once;
 ``EXPLORER_PLANNING`` whether a job plans in worker processes (``processes``, the default) or in
 the planner threads of the web process (``threads``). Planner threads run at a lower CPU
 priority than the web thread, so page builds and slider callbacks go first.
@@ -54,3 +55,21 @@ def processes_from_environment() -> bool:
         raise SystemExit(f"EXPLORER_PLANNING: {text!r} (allowed: processes, threads)")
     return text == "processes"
 
+
+
+#: Unfinished planning jobs one user may have at once (``EXPLORER_MAX_JOBS``).
+DEFAULT_MAX_JOBS = 3
+
+
+def max_jobs_from_environment() -> int:
+    """``EXPLORER_MAX_JOBS`` as a count of unfinished jobs per user (default 3)."""
+    text = os.environ.get("EXPLORER_MAX_JOBS", "").strip()
+    if not text:
+        return DEFAULT_MAX_JOBS
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SystemExit(f"EXPLORER_MAX_JOBS: {text!r} is not a count (allowed: 1 or more)")
+    return value

@@ -34,7 +34,7 @@ import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
@@ -56,14 +56,20 @@ from explorer.planning.jobs import JobStatus, PlanningJob
 from explorer.planning.plan_cache import BOUND, PlanCache
 from explorer.planning.schedule import mechanism_title
 from explorer.planning.settings import (
+    DEFAULT_MAX_JOBS,
     DEFAULT_PLANNERS,
     lower_thread_priority,
+    max_jobs_from_environment,
     planners_from_environment,
     processes_from_environment,
 )
 from explorer.planning.workers import PlannerPool
 
 LOG = logging.getLogger("explorer.planning")
+
+
+class PlanningRefused(RuntimeError):  # noqa: N818 -- an outcome: the request is refused
+    """A user asked for more unfinished planning jobs than they may have at once."""
 
 
 def workload_key(workload: Workload) -> str:
@@ -107,6 +113,8 @@ class PlanStore:
             themselves, so planning never holds the web process's interpreter lock.
         cache: finished plans on disk, shared with other processes (None: memory only).
         board: where jobs' status rows go, for every process to see and cancel (None: none).
+        max_jobs: unfinished jobs one user may have at once (a new one past that is refused).
+        owner_of: the user a subscriber belongs to (default: every subscriber is its own).
     """
 
     def __init__(
@@ -117,6 +125,8 @@ class PlanStore:
         processes: bool = False,
         cache: PlanCache | None = None,
         board: JobBoard | None = None,
+        max_jobs: int = DEFAULT_MAX_JOBS,
+        owner_of: Callable[[Hashable], Hashable] | None = None,
     ) -> None:
         if planners < 1:
             raise ValueError(f"planners: {planners} (allowed: 1 or more)")
@@ -125,6 +135,8 @@ class PlanStore:
         self.scheduler = scheduler
         self.cache = cache
         self.board = board
+        self.max_jobs = max_jobs
+        self.owner_of: Callable[[Hashable], Hashable] = owner_of or (lambda s: s)
         #: the worker processes that plan (None: the planner threads or the cluster do)
         self.pool = PlannerPool(planners) if processes and scheduler is None else None
         self._client: Any = None  # a distributed.Client, imported lazily
@@ -345,6 +357,7 @@ class PlanStore:
                 return job
             if not names:
                 return None
+            self._admit(subscriber)
             job = PlanningJob(self, key, workload, privacy, names)
             job.subscribe(subscriber)
             self._jobs[(key, privacy.noise)] = job
@@ -365,6 +378,21 @@ class PlanStore:
         if not background:
             job.run()
         return job
+
+    def _admit(self, subscriber: Hashable) -> None:
+        """Refuse a new job for ``subscriber`` whose user has ``max_jobs`` unfinished ones."""
+        owner = self.owner_of(subscriber)
+        theirs = sum(
+            1
+            for job in self._jobs.values()
+            if not job.status().finished
+            and any(self.owner_of(s) == owner for s in job.waiting() if s is not subscriber)
+        )
+        if theirs >= self.max_jobs:
+            raise PlanningRefused(
+                f"planning: refused, {theirs} of your planning jobs are queued or running "
+                f"(at most {self.max_jobs} at once); cancel one or wait until one finishes"
+            )
 
     def _plan_forever(self) -> None:
         """A planner thread: run queued jobs, first come first served."""
@@ -427,4 +455,5 @@ STORE = PlanStore(
     scheduler=scheduler_from_environment(),
     processes=processes_from_environment(),
     cache=PlanCache(),
+    max_jobs=max_jobs_from_environment(),
 )

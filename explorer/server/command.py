@@ -4,11 +4,18 @@ throw-away servers of the browser tests and benchmarks (:mod:`explorer.server.se
 ``python -m explorer [--address A] [--port P] [panel serve options]`` replaces itself with
 ``panel serve explorer/app.py --address A --port P [options]``, so every ``panel serve`` option
 (``--num-threads``, ``--basic-auth``, ``--prefix``...) applies. Nothing here imports Panel.
+
+Uploads are bounded: a browser sends a file whole, base64 in one websocket message, so the
+command sets ``--websocket-max-message-size`` from ``EXPLORER_MAX_UPLOAD_MB`` (default
+:data:`DEFAULT_UPLOAD_MB`). Tornado reads a message's declared length first and closes the
+connection (code 1009, "message too big") without reading the rest, so an oversized upload is
+refused before it is read whole; the server goes on serving everyone else.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -21,6 +28,30 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 APP_FILE = REPO_ROOT / "explorer" / "app.py"
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 5006
+#: The largest upload (MB of file) by default (``EXPLORER_MAX_UPLOAD_MB``).
+DEFAULT_UPLOAD_MB = 20.0
+#: Room in a websocket message beyond the base64 file (the message's JSON around it).
+MESSAGE_OVERHEAD = 64 * 1024
+MESSAGE_SIZE_OPTION = "--websocket-max-message-size"
+
+
+def max_upload_bytes() -> int:
+    """``EXPLORER_MAX_UPLOAD_MB`` in bytes (default :data:`DEFAULT_UPLOAD_MB` MB)."""
+    text = os.environ.get("EXPLORER_MAX_UPLOAD_MB", "").strip()
+    try:
+        value = float(text) if text else DEFAULT_UPLOAD_MB
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise SystemExit(f"EXPLORER_MAX_UPLOAD_MB: {text!r} is not a size in MB (allowed: more "
+                         "than 0)")
+    return int(value * 1e6)
+
+
+def max_message_bytes(upload_bytes: int) -> int:
+    """The websocket message that carries an upload of ``upload_bytes`` (base64: 4 bytes per
+    3, plus :data:`MESSAGE_OVERHEAD`)."""
+    return 4 * math.ceil(upload_bytes / 3) + MESSAGE_OVERHEAD
 
 
 def serve_command(
@@ -33,7 +64,8 @@ def serve_command(
 
     ``unused_session_ms``: discard a session this many milliseconds after its last browser
     connection closed (checked five times as often); ``None`` keeps Bokeh's default (15 s,
-    checked every 17 s).
+    checked every 17 s). Messages are bounded by :func:`max_upload_bytes` unless ``options``
+    set ``--websocket-max-message-size`` themselves.
     """
     command = [
         sys.executable,
@@ -53,6 +85,8 @@ def serve_command(
             "--unused-session-lifetime",
             str(unused_session_ms),
         ]
+    if not any(o.startswith(MESSAGE_SIZE_OPTION) for o in options):
+        command += [MESSAGE_SIZE_OPTION, str(max_message_bytes(max_upload_bytes()))]
     return [*command, *options]
 
 

@@ -56,7 +56,9 @@ def start_planners() -> None:
 
 
 def share_planning(registry: SessionRegistry = REGISTRY) -> None:
-    """Make the registry's shared store the planning board of this process's plan store."""
+    """Make the registry's shared store the planning board of this process's plan store, and
+    count planning jobs per signed-in user (``EXPLORER_MAX_JOBS``)."""
+    STORE.owner_of = registry.owner_of
     if registry.persistence is not None:
         STORE.board = registry.persistence
 

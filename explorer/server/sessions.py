@@ -36,8 +36,9 @@ import os
 import secrets
 import threading
 import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import param
@@ -124,6 +125,7 @@ class SessionRegistry:
         self._clock = clock
         self._lock = threading.Lock()
         self._held: dict[str, _Held] = {}
+        self._owners: weakref.WeakKeyDictionary[Session, str] = weakref.WeakKeyDictionary()
         self._shared: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     def __len__(self) -> int:
@@ -172,8 +174,19 @@ class SessionRegistry:
         a ``fresh`` one at once)."""
         with self._lock:
             self._held[sid] = _Held(session, user, tabs=tabs, last_seen=self._clock())
+            if user is not None:
+                self._owners[session] = user
         if self.persistence is not None:
             self.persistence.watch(sid, user, session, fresh)
+
+    def owner_of(self, subscriber: Hashable) -> Hashable:
+        """The signed-in user of a session, for the plan store's limit on jobs per user (a
+        session without sign-in is its own user)."""
+        with self._lock:
+            try:
+                return self._owners.get(subscriber, subscriber)  # type: ignore[arg-type]
+            except TypeError:  # not a session
+                return subscriber
 
     def flush(self) -> None:
         """Write every changed session to the store now (no store: nothing)."""

@@ -21,6 +21,7 @@ import param
 from engine.scenario import Scenario
 from explorer.planning.jobs import JobStatus, PlanningJob, queue_rows
 from explorer.planning.schedule import Estimate, schedule
+from explorer.planning.store import PlanningRefused
 from explorer.session.plans import PlansView
 
 #: Seconds a page counts as loading at most (a browser that never reports it loaded must not
@@ -87,6 +88,7 @@ class PlanningQueue(PlansView):
         session skipped are planned again only with ``include_skipped``; those estimated to
         take over a minute (``explorer.planning.schedule.AUTO_START_SECONDS``) only with
         ``include_slow`` (the page's "Plan anyway"), or once asked for on this workload.
+        A user with too many unfinished jobs is refused: the queue rows say why (None).
         """
         where = (self._key, self.privacy.noise)
         if include_skipped:
@@ -94,14 +96,18 @@ class PlanningQueue(PlansView):
         if include_slow:
             self._allowed.setdefault(where, set()).update(self.missing())
         start, held = self._schedule()
-        job = self._store.start(
-            self,
-            self.scenario.workload,
-            self.privacy,
-            [e.mechanism for e in start],
-            key=self._key,
-            background=background,
-        )
+        try:
+            job = self._store.start(
+                self,
+                self.scenario.workload,
+                self.privacy,
+                [e.mechanism for e in start],
+                key=self._key,
+                background=background,
+            )
+        except PlanningRefused as exc:  # too many jobs of this user: say so in the queue
+            self.queue = [(e.mechanism, str(exc), e.describe()) for e in start + held]
+            return None
         if self.job is not None and self.job is not job:
             self.job.leave(self)
         self.job = job if job is not None and not job.status().finished else None

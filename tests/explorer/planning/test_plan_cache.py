@@ -116,3 +116,31 @@ def test_a_job_is_on_the_board_and_a_cancel_from_another_process_stops_it(
     assert job.status().state == "cancelled"
     assert elsewhere.board_status(key, "laplace").state == "cancelled"
     assert not elsewhere.cancel_everywhere(key, "laplace")  # nothing left to cancel
+
+
+def test_a_user_past_the_job_limit_is_refused_with_a_message(monkeypatch):
+    release = threading.Event()
+
+    def waits(workload, privacy, mechanisms, *args, progress=None, on_row=None, **kw):
+        release.wait(20)
+        for name in mechanisms:
+            on_row(ComparisonRow(name, name, None, "not applicable: x", 0.0))
+        return Comparison(workload, privacy, None, ())
+
+    monkeypatch.setattr(jobs, "compare", waits)
+    store = PlanStore(planners=1, max_jobs=2, owner_of=lambda session: "ann")
+    sessions = [Session(dict(PREFIX_SPEC, domain={"x": {"size": n, "kind": "numeric"}}),
+                        store=store) for n in (8, 9, 10)]
+    try:
+        first, second = (s.request_comparison(background=True) for s in sessions[:2])
+        assert first is not None and second is not None
+        assert sessions[2].request_comparison(background=True) is None
+        states = {state for _, state, _ in sessions[2].queue}
+        assert states == {"planning: refused, 2 of your planning jobs are queued or running "
+                          "(at most 2 at once); cancel one or wait until one finishes"}
+        assert sessions[2].job is None
+        # another user is not held back by ann's jobs
+        store.owner_of = lambda session: "bob" if session is sessions[2] else "ann"
+        assert sessions[2].request_comparison(background=True) is not None
+    finally:
+        release.set()

@@ -11,6 +11,7 @@ import logging
 
 import pytest
 
+from explorer import app
 from explorer.planning.store import PlanStore
 from explorer.server.persistence import SessionPersistence
 from explorer.server.session_store import SessionStore, StoreError
@@ -213,3 +214,24 @@ def test_the_store_keeps_shown_sessions_and_forgets_idle_ones(tmp_path):
     store.touch(["a"])
     assert store.forget_idle(0) == 2
     assert store.load("a", None) is None
+
+
+def test_planning_jobs_are_counted_per_signed_in_user(pair):
+    a, _ = pair
+    _, ann = a.open(None, user="ann")
+    _, anonymous = a.open(None)
+    assert a.owner_of(ann) == "ann"
+    assert a.owner_of(anonymous) is anonymous
+    assert a.owner_of("not a session") == "not a session"
+
+
+def test_the_page_shows_a_store_problem_in_one_line(monkeypatch):
+    assert app.REGISTRY.persistence is not None
+    monkeypatch.setattr(app.REGISTRY.persistence, "error", "")
+    monkeypatch.setattr(app.STORE.cache, "error", "")
+    assert not app.store_problem().visible
+    monkeypatch.setattr(app.REGISTRY.persistence, "error",
+                        "session store: cannot write to '/d/ledger.sqlite': disk I/O error")
+    shown = app.store_problem()
+    assert shown.visible and shown.object == (
+        "session store: cannot write to '/d/ledger.sqlite': disk I/O error")
