@@ -19,7 +19,7 @@ peer's code is never shipped or fetched here: install it yourself in a separate 
 (it wants an older numpy/scipy). Without ``--peer-python`` the script prints the peer figures
 recorded in benchmarks/README.md, with the date they were measured, and measures ours only.
 
-Run: ``python benchmarks/peers.py [--quick] [--large] [--trials 3]
+Run: ``python benchmarks/peers.py [--quick] [--large | --kronecker] [--trials 3]
 [--peer-python PATH --peer-path DIR]`` (quick: n = 256 and one Kronecker workload, one
 trial, about 20 s with the peer).
 """
@@ -169,6 +169,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3, help="seeds per case (median)")
     parser.add_argument("--quick", action="store_true", help="n = 256 and one Kronecker case")
     parser.add_argument("--large", action="store_true", help="also n = 2048 and 4096 (slow)")
+    parser.add_argument("--kronecker", action="store_true", help="the Kronecker rows only")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -180,6 +181,8 @@ def main() -> None:
     if peer is None:
         print(recorded(), "\n\nOurs, measured now (no --peer-python given):")
     sizes = [256] if args.quick else [256, 1024] + ([2048, 4096] if args.large else [])
+    if args.kronecker:
+        sizes = []
     kron = list(KRON_CASES)[:1] if args.quick else list(KRON_CASES)
     trials = 1 if args.quick else args.trials
     print(

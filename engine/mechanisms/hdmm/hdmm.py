@@ -98,7 +98,7 @@ class HdmmMechanism(HdmmBase):
         "runs; Laplace restarts take about a minute at 1,400 cells)."))
     marginal_restarts = param.Integer(default=10, bounds=(1, None), doc=(
         "Random starts of the Laplace marginal-weight optimisation."))
-    max_cost_ratio = param.Number(default=2.0, bounds=(0, None), allow_None=True, doc=(
+    max_cost_ratio = param.Number(default=1.0, bounds=(0, None), allow_None=True, doc=(
         "An operator after the first runs only while it costs at most this many times the "
         "operators run before it (OPT_M's Laplace starts: objective evaluations; OPT_0 on "
         "several attributes: the cost model's work, when over about a second). None: every "

@@ -59,12 +59,14 @@ SCREEN_FTOL = 3e-5
 #: ended at 9.695 RMSE (L-BFGS-B: 9.575, Table 4: 9.58) and all ranges on 2,048 cells at
 #: 12.95 (L-BFGS-B: 12.67).
 NONNEG_WEIGHTS = 16 * 1024
-#: From this many weights on :func:`minimize_nonneg` runs again: scipy's L-BFGS-B sets up
-#: its bounds with Python loops over every weight (seconds per call at a million weights)
-#: and its own bookkeeping costs more than the structured objective. At 4,096 cells and
-#: p = 128 (524,288 weights, scipy's side) one start reached 14.44 RMSE on all ranges after
-#: 908 evaluations in 38.5 CPU s with it, 14.42 after 800 in 62 s with L-BFGS-B.
-SCIPY_MAX_WEIGHTS = 1024 * 1024
+#: Above this many weights :func:`minimize_nonneg` runs again: scipy's L-BFGS-B sets up its
+#: bounds with Python loops over every weight (seconds per call at half a million weights)
+#: and its own bookkeeping costs more than a structured objective. On all ranges of 4,096
+#: cells, p = 128 (524,288 weights), one start reached 14.44 RMSE (Table 4: 14.38) after
+#: 908 evaluations in 38.5 CPU s with it, 14.42 after 800 in 62 s with L-BFGS-B; prefixes
+#: 12.25 (Table 4: 12.20) after 1,000 in 54 s. It gets less far per evaluation, so the
+#: default 300 + 200 iterations end higher there (all ranges about 14.6) but in half the time.
+SCIPY_MAX_WEIGHTS = 512 * 1024 - 1
 #: After several starts the polish runs at most this share of the iterations the best one's
 #: screening took.
 POLISH_SHARE = 0.5

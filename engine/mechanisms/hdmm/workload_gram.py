@@ -57,8 +57,6 @@ class WorkloadGram:
         V: the n x n workload Gram (symmetric).
     """
 
-    structured = False
-
     def __init__(self, V: np.ndarray) -> None:
         self.dense = np.asarray(V, dtype=float)
         self.n = int(self.dense.shape[0])
@@ -99,15 +97,9 @@ class WorkloadGram:
         """
         return self.product_work(p)
 
-    def dense_array(self) -> np.ndarray:
-        """V as an n x n array (formed on request for structured Grams: O(n**2) memory)."""
-        return self.dense
-
 
 class StructuredGram(WorkloadGram, ABC):
     """Base of the structured Grams: V is never stored; products cost O(p n) or so."""
-
-    structured = True
 
     def __init__(self, n: int, diag: np.ndarray) -> None:
         self.n = int(n)
@@ -122,9 +114,6 @@ class StructuredGram(WorkloadGram, ABC):
 
     def evaluation_work(self, p: int) -> float:
         return self.product_work(p) + WOODBURY_PRODUCTS * p * p * self.n
-
-    def dense_array(self) -> np.ndarray:
-        return self.right_multiply(np.eye(self.n))
 
 
 class DiagonalGram(StructuredGram):
