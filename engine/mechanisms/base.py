@@ -411,18 +411,26 @@ class Mechanism(param.Parameterized):
         if self.data_dependent:
             raise NotApplicable(f"{self.name} is data-dependent: use its run() on data")
         self.check(workload, privacy)
-        memo = _SHARED_PLANS.get()
-        key = self._shared_key(workload, privacy)
-        known = memo.get(key) if memo is not None else None
-        if known is not None and known.workload is workload:  # the same object, not its id
-            return replace(known, plan_seconds=0.0)
+        known = self.shared_plan(workload, privacy)
+        if known is not None:
+            return known
         require(self.estimate(workload, privacy), self.name, "plan")
         start = time.perf_counter()
         plan = self._plan(workload, privacy, progress)
         plan = replace(plan, plan_seconds=time.perf_counter() - start)
-        if memo is not None:
-            memo[key] = plan  # holds the workload: its id cannot be reused meanwhile
+        memo = _SHARED_PLANS.get()
+        if memo is not None:  # holds the workload: its id cannot be reused meanwhile
+            memo[self._shared_key(workload, privacy)] = plan
         return plan
+
+    def shared_plan(self, workload: Workload, privacy: Privacy) -> Plan | None:
+        """The plan this mechanism (same knobs) already made for this workload object and
+        privacy level inside :func:`shared_plans` (``plan_seconds`` 0), else None."""
+        memo = _SHARED_PLANS.get()
+        known = None if memo is None else memo.get(self._shared_key(workload, privacy))
+        if known is None or known.workload is not workload:  # the same object, not its id
+            return None
+        return replace(known, plan_seconds=0.0)
 
     def _shared_key(self, workload: Workload, privacy: Privacy) -> tuple[Any, ...]:
         return (type(self), self.knob_values(), id(workload), repr(privacy.to_spec()))

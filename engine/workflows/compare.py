@@ -302,14 +302,6 @@ def compare(subject: Workload | Scenario | Mapping[str, Any],
     workload, privacy, mechanisms = _resolve(subject, privacy, mechanisms)
     names = tuple(mechanisms) if mechanisms is not None else default_mechanisms()
     knobs = {name: dict((params or {}).get(name, {})) for name in names}
-    if executor is None or isinstance(executor, SerialExecutor):
-        rows = []
-        with shared_plans():  # hdmm and its operators' rows share one optimisation each
-            for name in names:
-                rows.append(_plan_row(name, knobs[name], workload, privacy, progress))
-                if on_row is not None:
-                    on_row(rows[-1])
-        return Comparison(workload, privacy, svd_bound(workload), tuple(rows))
     finished: dict[int, ComparisonRow] = {}
     delivered = 0
 
@@ -321,12 +313,21 @@ def compare(subject: Workload | Scenario | Mapping[str, Any],
                 on_row(finished[delivered])
             delivered += 1
 
-    # a row that composes others' plans (hdmm: its operators' rows) starts as soon as those
-    # rows are done and reuses their plans, as shared_plans does in process: one optimisation
-    # each, and no waiting for the unrelated rows
+    # a row that composes others' plans (hdmm: its operators' rows) is planned after those
+    # rows and reuses their plans: one optimisation each (hdmm planned first would run its
+    # own, cheaper-capped operators, which the rows could not reuse); rows are still
+    # delivered in mechanism order
     composes = [set(mechanism_class(name).composes) for name in names]
     needs = [[j for j, other in enumerate(names) if other in composes[i]]
              for i in range(len(names))]
+    if executor is None or isinstance(executor, SerialExecutor):
+        with shared_plans():
+            for index in sorted(range(len(names)), key=lambda i: bool(needs[i])):
+                name = names[index]
+                deliver_in_order(index, _plan_row(name, knobs[name], workload, privacy,
+                                                  progress))
+        rows = [finished[i] for i in range(len(names))]
+        return Comparison(workload, privacy, svd_bound(workload), tuple(rows))
 
     def make_task(index: int, _: Mapping[int, ComparisonRow]) -> tuple:
         name = names[index]

@@ -21,8 +21,9 @@ O(p n**2)), and each further one is skipped when it cannot pay for itself:
   the Kronecker product of the per-attribute optima is the optimum over every strategy);
 * **the cost model**: under Laplace noise the bound (an L2 bound) is loose by the ratio of
   L1 to L2 sensitivities, so cost decides. OPT_M's Laplace starts stop once they have used
-  ``max_cost_ratio`` times the objective evaluations of the operators run before; OPT_0 on
-  several attributes is skipped when the cost model puts it over ``OPT0_FREE_WORK`` and over
+  ``max_cost_ratio`` times the objective evaluations of the operators run before; under Laplace
+  noise OPT_0 on several attributes is skipped when the cost model puts it over
+  ``OPT0_FREE_WORK`` and over
   ``max_cost_ratio`` times the operators run before (on R128 x P32 it was 1,000 times
   OPT_kron's CPU for a 0.001 % lower error).
 
@@ -155,6 +156,10 @@ class HdmmMechanism(HdmmBase):
         bound: float | None = None
         for op in [op for op in order if op in self.operators and op not in skipped]:
             knobs: dict[str, Any] = {}
+            made = self.operator(op).shared_plan(workload, privacy)
+            if made is not None:  # its own row made it already: free, whatever the rules say
+                plans[op] = made
+                continue
             if plans:
                 best = min(p.unit_tse(privacy.norm) for p in plans.values())
                 if bound is None:
@@ -209,8 +214,14 @@ class HdmmMechanism(HdmmBase):
 
     def _too_dear(self, op: str, workload: Workload, privacy: Privacy,
                   plans: dict[str, Plan]) -> str:
-        """Why OPT_0 on several attributes cannot pay for itself ('' when it can)."""
-        if op != "opt0" or self.max_cost_ratio is None or len(workload.domain) == 1:
+        """Why OPT_0 on several attributes cannot pay for itself ('' when it can).
+
+        Only under Laplace noise: there the (L2) bound is too loose to decide, so cost does.
+        Under Gaussian noise the bound decides alone: on the analyst's 1,400-cell union OPT_0
+        is 13 % better than the best of the other operators (7.71 against 8.85), which a cost
+        rule skipped."""
+        if (op != "opt0" or self.max_cost_ratio is None or len(workload.domain) == 1
+                or privacy.norm != 1):
             return ""
         work = self.operator(op).estimate(workload, privacy).plan_operations
         before = sum(self.operator(o).estimate(workload, privacy).plan_operations

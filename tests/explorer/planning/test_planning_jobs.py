@@ -90,7 +90,8 @@ def test_skip_stops_one_mechanism_and_plans_the_rest(store, monkeypatch):
                 threading.Event().wait(0.001)
                 progress.report(i, 1.0)
             raise AssertionError("skip was ignored")
-        return real(workload, privacy, mechanisms, params, progress, on_row, executor)
+        return real(workload, privacy, mechanisms, params=params, progress=progress,
+                    on_row=on_row, executor=executor)
 
     monkeypatch.setattr(jobs, "compare", slow_h2_then_real)
     session = Session(dict(PREFIX_SPEC, mechanisms=["h2", "identity", "wavelet"]), store=store)
@@ -118,7 +119,8 @@ def test_a_crashing_mechanism_is_reported_and_the_others_still_run(store, monkey
         calls.append(list(mechanisms))
         if mechanisms[0] == "identity":
             raise TypeError("solver exploded")
-        return real(workload, privacy, mechanisms, params, progress, on_row, executor)
+        return real(workload, privacy, mechanisms, params=params, progress=progress,
+                    on_row=on_row, executor=executor)
 
     monkeypatch.setattr(jobs, "compare", flaky)
     session = Session(PREFIX_SPEC, store=store)
@@ -239,7 +241,8 @@ def test_a_later_subscriber_adds_the_mechanisms_it_lacks(store, monkeypatch):
     def gated(workload, privacy, mechanisms, params=None, progress=None, on_row=None,
              executor=None):
         release.wait(10)
-        return real(workload, privacy, mechanisms, params, progress, on_row, executor)
+        return real(workload, privacy, mechanisms, params=params, progress=progress,
+                    on_row=on_row, executor=executor)
 
     monkeypatch.setattr(jobs, "compare", gated)
     first = Session(dict(PREFIX_SPEC, mechanisms=["identity"]), store=store)
