@@ -10,9 +10,8 @@ import math
 import threading
 
 import pytest
+from planning_fakes import PREFIX_SPEC, fake_compare
 
-from engine.analysis.svd_bound import svd_bound
-from engine.workflows.compare import Comparison, ComparisonRow
 from explorer.pages.compare import queue_table
 from explorer.planning import jobs
 from explorer.planning.jobs import JobStatus, queue_rows
@@ -20,32 +19,10 @@ from explorer.planning.schedule import Estimate, estimate_mechanism
 from explorer.planning.store import PlanStore
 from explorer.session import Session
 
-PREFIX_SPEC = {
-    "domain": {"x": {"size": 16, "kind": "numeric"}},
-    "workload": [{"product": {"x": "prefix"}}],
-    "privacy": {"noise": "laplace", "epsilon": 1.0},
-    "mechanisms": ["identity", "h2"],
-}
-
 
 @pytest.fixture
 def store() -> PlanStore:
     return PlanStore()
-
-
-def _fake_compare(behaviour):
-    """A stand-in for engine.workflows.compare.compare that calls ``behaviour(name, progress)``."""
-
-    def fake(workload, privacy, mechanisms, params=None, progress=None, on_row=None,
-             executor=None):
-
-        for name in mechanisms:
-            plan = behaviour(name, progress)
-            row = ComparisonRow(name, name, plan, None if plan else "not applicable: x", 0.0)
-            on_row(row)
-        return Comparison(workload, privacy, svd_bound(workload), ())
-
-    return fake
 
 
 def test_cancel_stops_a_running_job_and_keeps_finished_rows(store, monkeypatch):
@@ -60,7 +37,7 @@ def test_cancel_stops_a_running_job_and_keeps_finished_rows(store, monkeypatch):
             progress.report(i, 1.0 / (i + 1))
         raise AssertionError("cancel was ignored")
 
-    monkeypatch.setattr(jobs, "compare", _fake_compare(behaviour))
+    monkeypatch.setattr(jobs, "compare", fake_compare(behaviour))
     session = Session(PREFIX_SPEC, store=store)
     job = session.request_comparison(background=True)
     assert job is not None and session.job is job
@@ -159,7 +136,7 @@ def _until_stopped(started: threading.Event):
 
 def test_one_session_cancelling_leaves_the_others_job_running(store, monkeypatch):
     started = threading.Event()
-    monkeypatch.setattr(jobs, "compare", _fake_compare(_until_stopped(started)))
+    monkeypatch.setattr(jobs, "compare", fake_compare(_until_stopped(started)))
     first, second = Session(PREFIX_SPEC, store=store), Session(PREFIX_SPEC, store=store)
     job = first.request_comparison()
     assert second.request_comparison() is job  # one job for both
@@ -177,7 +154,7 @@ def test_one_session_cancelling_leaves_the_others_job_running(store, monkeypatch
 
 def test_a_skip_stops_the_mechanism_only_once_every_subscriber_skipped_it(store, monkeypatch):
     started = threading.Event()
-    monkeypatch.setattr(jobs, "compare", _fake_compare(_until_stopped(started)))
+    monkeypatch.setattr(jobs, "compare", fake_compare(_until_stopped(started)))
     first, second = Session(PREFIX_SPEC, store=store), Session(PREFIX_SPEC, store=store)
     job = first.request_comparison()
     second.request_comparison()
@@ -197,7 +174,7 @@ def test_a_skip_stops_the_mechanism_only_once_every_subscriber_skipped_it(store,
 
 def test_closing_the_last_tab_releases_the_session_and_stops_its_job(store, monkeypatch):
     started = threading.Event()
-    monkeypatch.setattr(jobs, "compare", _fake_compare(_until_stopped(started)))
+    monkeypatch.setattr(jobs, "compare", fake_compare(_until_stopped(started)))
     session = Session(PREFIX_SPEC, store=store)
     job = session.request_comparison()
     assert started.wait(10)
@@ -208,7 +185,7 @@ def test_closing_the_last_tab_releases_the_session_and_stops_its_job(store, monk
 
 def test_jobs_beyond_the_planner_limit_wait_in_a_numbered_queue(monkeypatch):
     started = threading.Event()
-    monkeypatch.setattr(jobs, "compare", _fake_compare(_until_stopped(started)))
+    monkeypatch.setattr(jobs, "compare", fake_compare(_until_stopped(started)))
     store = PlanStore(planners=1)
     sessions = [
         Session(dict(PREFIX_SPEC, domain={"x": {"size": n, "kind": "numeric"}}), store=store)
@@ -258,7 +235,7 @@ def test_a_later_subscriber_adds_the_mechanisms_it_lacks(store, monkeypatch):
 
 def test_a_queued_job_shows_its_place_and_the_cost_models_estimate(monkeypatch):
     started = threading.Event()
-    monkeypatch.setattr(jobs, "compare", _fake_compare(_until_stopped(started)))
+    monkeypatch.setattr(jobs, "compare", fake_compare(_until_stopped(started)))
     store = PlanStore(planners=1)
     first = Session(PREFIX_SPEC, store=store)
     waiting = Session(dict(PREFIX_SPEC, domain={"x": {"size": 512, "kind": "numeric"}},

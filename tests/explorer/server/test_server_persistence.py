@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from planning_fakes import PREFIX_SPEC
 
 from explorer import app
 from explorer.planning.store import PlanStore
@@ -19,13 +20,6 @@ from explorer.server.sessions import SessionRegistry
 from explorer.server.uploads import UploadFiles
 from explorer.session import Session
 from explorer.session.model import Upload
-
-PREFIX_SPEC = {
-    "domain": {"x": {"size": 16, "kind": "numeric"}},
-    "workload": [{"product": {"x": "prefix"}}],
-    "privacy": {"noise": "laplace", "epsilon": 1.0},
-    "mechanisms": ["identity", "h2"],
-}
 
 
 @pytest.fixture

@@ -6,43 +6,20 @@ from __future__ import annotations
 import threading
 
 import pytest
+from planning_fakes import PREFIX_SPEC, fake_compare
 
-from engine.analysis.svd_bound import svd_bound
 from engine.mechanisms import get
 from engine.scenario import Scenario
-from engine.workflows.compare import Comparison, ComparisonRow
 from explorer.planning import jobs
 from explorer.planning import schedule as schedule_module
 from explorer.planning.schedule import AUTO_START_SECONDS
 from explorer.planning.store import PlanStore
 from explorer.session import Session, queue
 
-PREFIX_SPEC = {
-    "domain": {"x": {"size": 16, "kind": "numeric"}},
-    "workload": [{"product": {"x": "prefix"}}],
-    "privacy": {"noise": "laplace", "epsilon": 1.0},
-    "mechanisms": ["identity", "h2"],
-}
-
 
 @pytest.fixture
 def store() -> PlanStore:
     return PlanStore()
-
-
-def _fake_compare(behaviour):
-    """A stand-in for engine.workflows.compare.compare that calls ``behaviour(name, progress)``."""
-
-    def fake(workload, privacy, mechanisms, params=None, progress=None, on_row=None,
-             executor=None):
-
-        for name in mechanisms:
-            plan = behaviour(name, progress)
-            row = ComparisonRow(name, name, plan, None if plan else "not applicable: x", 0.0)
-            on_row(row)
-        return Comparison(workload, privacy, svd_bound(workload), ())
-
-    return fake
 
 
 def test_rows_wait_while_a_page_of_the_session_loads_in_a_browser(store, monkeypatch):
@@ -52,7 +29,7 @@ def test_rows_wait_while_a_page_of_the_session_loads_in_a_browser(store, monkeyp
         release.wait(10)
         return None
 
-    monkeypatch.setattr(jobs, "compare", _fake_compare(behaviour))
+    monkeypatch.setattr(jobs, "compare", fake_compare(behaviour))
 
     def shown(session):
         comparison = session.comparison
