@@ -17,24 +17,76 @@ methods (through :mod:`engine.plotting`).
 
 from importlib.metadata import PackageNotFoundError, version
 
+from engine.analysis.cost_model import format_bytes
+from engine.analysis.expected_error import QUERY_LIMIT, reconstruction_map
+from engine.analysis.per_query_error import (
+    METHODS,
+    PerQueryErrors,
+    chernoff_half_width,
+    gaussian_half_width,
+    typical_half_width,
+)
 from engine.analysis.svd_bound import Bound, svd_bound
-from engine.data import Dataset, load_adult
+from engine.data import Dataset, adult_domain, load_adult, load_csv
 from engine.domain import Attribute, Domain
-from engine.errors import Cancelled, NotApplicable, SpecError
-from engine.ledger import Ledger
-from engine.mechanisms import Measurement, Plan, registry_names
-from engine.privacy import Privacy
+from engine.errors import Cancelled, NotApplicable, SpecError, one_line
+from engine.executor import (
+    SCHEDULER_VARIABLE,
+    WorkerLost,
+    dask_client,
+    dask_executor,
+    local_pool,
+    scheduler_from_environment,
+)
+from engine.ledger import (
+    Budget,
+    BudgetExceeded,
+    Cost,
+    Ledger,
+    LedgerError,
+    data_dir,
+    default_url,
+    fingerprint_bytes,
+    fingerprint_file,
+    sqlite_file,
+)
+from engine.ledger.charge import release_cost
+from engine.mechanisms import Measurement, Plan, get, mechanism_class, registry_names
+from engine.mechanisms.views import (
+    Fact,
+    FactsView,
+    MatrixView,
+    SeriesView,
+    TableView,
+    View,
+    WeightsView,
+)
+from engine.noise import SEEDED_LABEL, release_rng
+from engine.privacy import DEFAULT_DELTA, Privacy, budget_name, cdp_eps, cdp_rho
+from engine.progress import Progress
 from engine.scenario import Scenario
-from engine.workflows.compare import Comparison, ComparisonRow, compare, plan
+from engine.specfile import load_text
+from engine.workflows.compare import Comparison, ComparisonRow, compare, plan, plan_row
 from engine.workflows.evaluate import (
+    AIM_GREM,
+    CENSUS_VARIANT_TITLES,
+    CENSUS_VARIANTS,
     AdaptiveComparison,
     CensusTrials,
+    census_row,
     census_trials,
     compare_adaptive,
+    example_hierarchy,
+    load_hierarchy,
+    pgm_available,
     synthetic_hierarchy,
 )
 from engine.workflows.release import Quote, Release, quote, release
-from engine.workloads import Workload
+from engine.workflows.release_files import data_file, jsonable, stamped_csv, workload_summary
+from engine.workloads import BLOCKS, GROUPS, Marginals, PairQueries, Product, Workload, catalog
+from engine.workloads.catalog import classic_prefix
+from engine.workloads.labels import readable_labels
+from engine.workloads.spec import parse_group
 
 try:
     #: The installed package's version (pyproject.toml is its one source).
@@ -51,10 +103,101 @@ def mechanism_names() -> tuple[str, ...]:
     return registry_names()
 
 
-__all__ = ["AdaptiveComparison", "Attribute", "Bound", "Cancelled", "CensusTrials",
-           "Comparison", "ComparisonRow", "Dataset", "Domain", "Ledger", "Measurement",
-           "NotApplicable", "Plan", "Privacy", "Quote", "Release", "Scenario", "SpecError",
-           "Workload",
-           "__version__", "census_trials", "compare", "compare_adaptive", "load_adult",
-           "mechanism_names", "plan", "quote", "release", "svd_bound",
-           "synthetic_hierarchy"]
+__all__ = [
+    "AIM_GREM",
+    "AdaptiveComparison",
+    "Attribute",
+    "BLOCKS",
+    "Bound",
+    "Budget",
+    "BudgetExceeded",
+    "CENSUS_VARIANTS",
+    "CENSUS_VARIANT_TITLES",
+    "Cancelled",
+    "CensusTrials",
+    "Comparison",
+    "ComparisonRow",
+    "Cost",
+    "DEFAULT_DELTA",
+    "Dataset",
+    "Domain",
+    "Fact",
+    "FactsView",
+    "GROUPS",
+    "Ledger",
+    "LedgerError",
+    "METHODS",
+    "Marginals",
+    "MatrixView",
+    "Measurement",
+    "NotApplicable",
+    "PairQueries",
+    "PerQueryErrors",
+    "Plan",
+    "Privacy",
+    "Product",
+    "Progress",
+    "QUERY_LIMIT",
+    "Quote",
+    "Release",
+    "SCHEDULER_VARIABLE",
+    "SEEDED_LABEL",
+    "Scenario",
+    "SeriesView",
+    "SpecError",
+    "TableView",
+    "View",
+    "WeightsView",
+    "WorkerLost",
+    "Workload",
+    "__version__",
+    "adult_domain",
+    "budget_name",
+    "catalog",
+    "cdp_eps",
+    "cdp_rho",
+    "census_row",
+    "census_trials",
+    "chernoff_half_width",
+    "classic_prefix",
+    "compare",
+    "compare_adaptive",
+    "dask_client",
+    "dask_executor",
+    "data_dir",
+    "data_file",
+    "default_url",
+    "example_hierarchy",
+    "fingerprint_bytes",
+    "fingerprint_file",
+    "format_bytes",
+    "gaussian_half_width",
+    "get",
+    "jsonable",
+    "load_adult",
+    "load_csv",
+    "load_hierarchy",
+    "load_text",
+    "local_pool",
+    "mechanism_class",
+    "mechanism_names",
+    "one_line",
+    "parse_group",
+    "pgm_available",
+    "plan",
+    "plan_row",
+    "quote",
+    "readable_labels",
+    "reconstruction_map",
+    "registry_names",
+    "release",
+    "release_cost",
+    "release_rng",
+    "scheduler_from_environment",
+    "sqlite_file",
+    "stamped_csv",
+    "svd_bound",
+    "synthetic_hierarchy",
+    "typical_half_width",
+    "workload_summary",
+]

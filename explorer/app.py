@@ -25,7 +25,7 @@ from urllib.parse import urlencode
 
 import panel as pn
 
-from engine.errors import one_line
+from engine import one_line
 from explorer.pages.adaptive import AdaptivePage
 from explorer.pages.base import PAGES, page_url
 from explorer.pages.budget import BudgetPage

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.workloads import catalog
+from engine import catalog
 
 Spec = dict[str, Any]
 

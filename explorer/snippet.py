@@ -1,14 +1,14 @@
 """Generate a Python script that reproduces the explorer's comparison with the engine alone.
 
 The script embeds the scenario as YAML (domain, workload, the live privacy level and the
-compared mechanisms), plans every mechanism with ``engine.workflows.compare.compare`` and prints the
-same table the Compare page shows, plus the SVD lower bound.
+compared mechanisms), plans every mechanism with ``engine.compare`` (the public face) and prints
+the same table the Compare page shows, plus the SVD lower bound.
 
 Example:
     >>> text = comparison_snippet({"domain": {"x": 8}, "workload": [{"product": {"x": "prefix"}}],
     ...                            "privacy": {"noise": "laplace", "epsilon": 1.0},
     ...                            "mechanisms": ["identity"]})
-    >>> "compare(scenario.workload" in text
+    >>> "engine.compare(scenario)" in text
     True
 """
 
@@ -25,13 +25,12 @@ Run from the project folder (or anywhere the package is installed): python {file
 '''
 
 BODY = '''
-from engine.workflows.compare import compare
-from engine.scenario import Scenario
+import engine
 
 SCENARIO = {literal}
 
-scenario = Scenario.loads(SCENARIO)
-comparison = compare(scenario.workload, scenario.privacy, scenario.mechanisms or None)
+scenario = engine.Scenario.loads(SCENARIO)
+comparison = engine.compare(scenario)
 
 print(scenario.workload.describe(), "|", scenario.privacy.describe())
 bound = comparison.bound_rmse

@@ -7,8 +7,9 @@ or run).
    contract and ``register``) and ``views.py`` (the typed views every family returns) are
    shared by all. Planning mechanisms by name is a job for the layers above the families
    (``engine/workflows/``).
-2. The explorer speaks to the engine's public API only: no explorer module imports a family's
-   modules (``engine.mechanisms.<family>...``), nor a command-line module (``engine.cli``).
+2. The explorer speaks to the engine's public face only: ``import engine`` or ``from engine
+   import X`` with X in ``engine.__all__``, never a submodule (so no family's modules and no
+   command-line module either).
 3. No module imports a private name (``_x``) of another module: not ``from m import _x``,
    not ``m._x`` on an imported module, not a private module (``from numpy._core import``).
    Checked in ``engine/``, ``explorer/`` and ``benchmarks/``. Tests are exempt: a test may
@@ -206,6 +207,37 @@ def explorer_family_imports(paths: list[Path]) -> list[str]:
 def within(module: str, prefix: str) -> bool:
     """True when ``module`` is ``prefix`` or a module under it."""
     return module == prefix or module.startswith(prefix + ".")
+
+
+def engine_public_names() -> set[str]:
+    """``engine.__all__``, read from ``engine/__init__.py`` without importing it."""
+    for node in parse(ROOT / "engine" / "__init__.py").body:
+        if (isinstance(node, ast.Assign) and any(isinstance(target, ast.Name)
+                                                 and target.id == "__all__"
+                                                 for target in node.targets)):
+            return set(ast.literal_eval(node.value))
+    raise AssertionError("engine/__init__.py has no __all__")
+
+
+def explorer_past_the_face(paths: list[Path], public: set[str]) -> list[str]:
+    """Offenders of rule 2 (past the public face) among ``paths``: an engine submodule, or a
+    name ``engine`` does not list in ``__all__``."""
+    out = []
+    for path in paths:
+        for node in ast.walk(parse(path)):
+            if isinstance(node, ast.Import):
+                out += [(path, node.lineno, f"imports {a.name}; use the names of `engine`")
+                        for a in node.names if within(a.name, "engine") and a.name != "engine"]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and within(
+                    node.module or "", "engine"):
+                if node.module != "engine":
+                    out.append((path, node.lineno, f"imports from {node.module}; use the names "
+                                "of `engine` (its __all__)"))
+                else:
+                    out += [(path, node.lineno, f"imports engine.{a.name}, which engine's "
+                             "__all__ does not list") for a in node.names
+                            if a.name not in public]
+    return listed(out)
 
 
 def explorer_cli_imports(paths: list[Path]) -> list[str]:
@@ -446,7 +478,10 @@ def test_no_family_imports_another_family() -> None:
 
 
 #: Pages that score releases against the truth: they run them through ``engine.workflows.evaluate``.
-EXPERIMENT_PAGES = ("explorer/pages/adaptive.py", "explorer/pages/census.py")
+#: Pages that score runs against the truth, and the engine function (of
+#: engine/workflows/evaluate.py, on the public face) each must do it with.
+EXPERIMENT_PAGES = {"explorer/pages/adaptive.py": "compare_adaptive",
+                    "explorer/pages/census.py": "census_trials"}
 
 
 def test_explorer_uses_no_family_internals() -> None:
@@ -455,10 +490,11 @@ def test_explorer_uses_no_family_internals() -> None:
 
 
 def test_experiment_pages_run_through_the_engine() -> None:
-    fail_with([page for page in EXPERIMENT_PAGES
-               if not any(imp.module == "engine.workflows.evaluate"
+    fail_with([page for page, name in EXPERIMENT_PAGES.items()
+               if not any(imp.module == "engine" and imp.name == name
                           for imp in imports(ROOT / page))],
-              "pages comparing against the truth without engine.workflows.evaluate")
+              "pages comparing against the truth without engine.workflows.evaluate's "
+              "functions (compare_adaptive, census_trials)")
 
 
 def test_no_private_names_across_modules() -> None:
@@ -469,6 +505,11 @@ def test_no_private_names_across_modules() -> None:
 def test_engine_never_imports_the_ui() -> None:
     fail_with(forbidden_engine_imports(source_files("engine")),
               "engine modules importing Panel / HoloViews / Bokeh / the explorer")
+
+
+def test_explorer_imports_only_the_engines_public_face() -> None:
+    fail_with(explorer_past_the_face(source_files("explorer"), engine_public_names()),
+              "explorer modules reaching past the engine's public face")
 
 
 def test_explorer_never_imports_the_command_line() -> None:

@@ -26,9 +26,7 @@ from bokeh.models import (
 from bokeh.palettes import Category20, Category20b
 from bokeh.plotting import figure
 
-from engine.mechanisms import registry_names
-from engine.privacy import budget_name
-from engine.workflows.compare import Comparison
+from engine import Comparison, budget_name, registry_names
 
 hv.extension("bokeh", logo=False)
 

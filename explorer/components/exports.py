@@ -17,9 +17,7 @@ import pandas as pd
 import panel as pn
 
 import engine
-from engine.privacy import Privacy
-from engine.workflows.release_files import workload_summary
-from engine.workloads.workload import Workload
+from engine import Privacy, Workload, workload_summary
 from explorer.components.people import GAUSSIAN_FACTOR
 
 #: The columns :func:`scenario_columns` adds, in order.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import panel as pn
 
-from engine.workflows.compare import Comparison
+from engine import Comparison
 from explorer.session import Session
 
 

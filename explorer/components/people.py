@@ -14,18 +14,18 @@ from __future__ import annotations
 import threading
 import weakref
 
-from engine.analysis.expected_error import QUERY_LIMIT
-from engine.analysis.per_query_error import (
+from engine import (
     METHODS,
+    QUERY_LIMIT,
+    Comparison,
     PerQueryErrors,
+    Plan,
+    Privacy,
+    Workload,
     chernoff_half_width,
     gaussian_half_width,
     typical_half_width,
 )
-from engine.mechanisms import Plan
-from engine.privacy import Privacy
-from engine.workflows.compare import Comparison
-from engine.workloads.workload import Workload
 from explorer.session import Session
 
 #: The confidence level of every "error in people".

@@ -14,7 +14,7 @@ from functools import lru_cache
 import panel as pn
 import param
 
-from engine.privacy import Privacy, cdp_eps, cdp_rho
+from engine import Privacy, cdp_eps, cdp_rho
 from explorer.components.number_box import NumberBox
 
 

@@ -40,27 +40,37 @@ import pandas as pd
 import panel as pn
 import param
 
-from engine.data import adult_domain, load_adult, load_csv
-from engine.domain import Domain
-from engine.errors import Cancelled, SpecError, one_line
-from engine.ledger import (
+from engine import (
+    AIM_GREM,
+    SEEDED_LABEL,
     BudgetExceeded,
+    Cancelled,
+    Domain,
     Ledger,
     LedgerError,
+    Privacy,
+    Progress,
+    Release,
+    SpecError,
+    Workload,
+    adult_domain,
+    compare_adaptive,
+    data_file,
     default_url,
     fingerprint_bytes,
     fingerprint_file,
+    load_adult,
+    load_csv,
+    load_text,
+    one_line,
+    pgm_available,
+    quote,
+    release,
+    release_cost,
+    release_rng,
     sqlite_file,
+    stamped_csv,
 )
-from engine.ledger.charge import release_cost
-from engine.noise import SEEDED_LABEL, release_rng
-from engine.privacy import Privacy
-from engine.progress import Progress
-from engine.specfile import load_text
-from engine.workflows.evaluate import AIM_GREM, compare_adaptive, pgm_available
-from engine.workflows.release import Release, quote, release
-from engine.workflows.release_files import data_file, stamped_csv
-from engine.workloads import Workload
 from explorer.components.exports import csv_download, scenario_columns, text_download
 from explorer.components.notes import learn_note
 from explorer.components.worker import BackgroundRun

@@ -31,9 +31,7 @@ import pandas as pd
 import panel as pn
 import param
 
-from engine.errors import SpecError
-from engine.ledger import Budget, Ledger, LedgerError, fingerprint_bytes
-from engine.privacy import DEFAULT_DELTA
+from engine import DEFAULT_DELTA, Budget, Ledger, LedgerError, SpecError, fingerprint_bytes
 
 UNIT_LABELS = {"rho (zCDP)": "rho", "eps (pure)": "epsilon", "(eps, delta)": "epsilon-delta"}
 

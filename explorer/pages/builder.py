@@ -17,9 +17,7 @@ import pandas as pd
 import panel as pn
 import param
 
-from engine.domain import Attribute, Domain
-from engine.workloads import BLOCKS, GROUPS, Marginals, PairQueries, Product
-from engine.workloads.spec import parse_group
+from engine import BLOCKS, GROUPS, Attribute, Domain, Marginals, PairQueries, Product, parse_group
 from explorer.components.exports import text_download
 from explorer.components.heatmap import matrix_heatmap, too_big
 from explorer.components.messages import plain

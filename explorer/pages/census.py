@@ -37,22 +37,29 @@ import pandas as pd
 import panel as pn
 import param
 
-from engine.errors import Cancelled, SpecError, one_line
-from engine.ledger import BudgetExceeded, Cost, LedgerError, fingerprint_bytes
-from engine.noise import SEEDED_LABEL
-from engine.privacy import Privacy
-from engine.progress import Progress
-from engine.workflows.evaluate import (
+from engine import (
     CENSUS_VARIANT_TITLES,
     CENSUS_VARIANTS,
+    SEEDED_LABEL,
+    BudgetExceeded,
+    Cancelled,
+    Cost,
+    LedgerError,
+    Privacy,
+    Progress,
+    Release,
+    SpecError,
     census_row,
     census_trials,
     example_hierarchy,
+    fingerprint_bytes,
     load_hierarchy,
+    one_line,
+    quote,
+    release,
+    stamped_csv,
     synthetic_hierarchy,
 )
-from engine.workflows.release import Release, quote, release
-from engine.workflows.release_files import stamped_csv
 from explorer.components.exports import SCENARIO_COLUMNS, csv_download, text_download
 from explorer.components.notes import learn_note
 from explorer.components.worker import BackgroundRun

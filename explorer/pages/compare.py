@@ -20,8 +20,7 @@ import panel as pn
 import param
 from bokeh.models.widgets.tables import NumberFormatter
 
-from engine.analysis.per_query_error import METHODS
-from engine.workflows.compare import Comparison
+from engine import METHODS, Comparison
 from explorer.components.background import BackgroundView, change_page
 from explorer.components.charts import LiveBarsChart, color_of
 from explorer.components.exports import csv_download, described, provenance, text_download

@@ -13,9 +13,7 @@ from typing import Any
 
 import panel as pn
 
-from engine.mechanisms import registry_names
-from engine.workflows.compare import Comparison
-from engine.workloads.catalog import classic_prefix
+from engine import Comparison, classic_prefix, registry_names
 from explorer.components.charts import LiveBarsChart, LiveTradeoffChart
 from explorer.components.heatmap import matrix_heatmap
 from explorer.components.notes import caption

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import panel as pn
 
-from engine.mechanisms import mechanism_class, registry_names
+from engine import mechanism_class, registry_names
 from explorer.components.messages import plain
 from explorer.pages.base import PAGES, Page
 from explorer.planning.schedule import is_data_dependent

@@ -35,12 +35,22 @@ import pandas as pd
 import panel as pn
 import param
 
-from engine.data import Dataset, load_adult, load_csv
-from engine.errors import SpecError, one_line
-from engine.ledger import BudgetExceeded, LedgerError, fingerprint_bytes
-from engine.ledger.charge import release_cost
-from engine.workflows.release import Release, quote, release
-from engine.workflows.release_files import jsonable, stamped_csv
+from engine import (
+    BudgetExceeded,
+    Dataset,
+    LedgerError,
+    Release,
+    SpecError,
+    fingerprint_bytes,
+    jsonable,
+    load_adult,
+    load_csv,
+    one_line,
+    quote,
+    release,
+    release_cost,
+    stamped_csv,
+)
 from explorer.components.exports import text_download
 from explorer.pages.base import Page
 from explorer.session.model import Upload

@@ -15,19 +15,19 @@ import numpy as np
 import pandas as pd
 import panel as pn
 
-from engine.analysis.expected_error import reconstruction_map
-from engine.errors import one_line
-from engine.mechanisms import Plan
-from engine.mechanisms.views import (
+from engine import (
+    Comparison,
     Fact,
     FactsView,
     MatrixView,
+    Plan,
     SeriesView,
     TableView,
     View,
     WeightsView,
+    one_line,
+    reconstruction_map,
 )
-from engine.workflows.compare import Comparison
 from explorer.components.background import BackgroundView
 from explorer.components.charts import color_of, series_curve, weights_bars
 from explorer.components.exports import csv_download

@@ -18,9 +18,7 @@ import panel as pn
 import param
 from bokeh.models.widgets.tables import NumberFormatter
 
-from engine.errors import SpecError
-from engine.privacy import Privacy
-from engine.workflows.compare import Comparison
+from engine import Comparison, Privacy, SpecError
 from explorer.components.background import BackgroundView, change_page
 from explorer.components.charts import BOUND_LABEL, LiveTradeoffChart, privacy_knob
 from explorer.components.exports import csv_download, described

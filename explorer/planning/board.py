@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Protocol
 
-from engine.errors import one_line
+from engine import one_line
 
 LOG = logging.getLogger("explorer.planning")
 #: Seconds between two writes of a planning job's progress (and two reads of its cancel flag).

@@ -23,13 +23,18 @@ from collections.abc import Hashable, Iterable, Sequence
 from concurrent.futures import Executor
 from typing import Any, Protocol
 
-from engine.analysis.svd_bound import Bound
-from engine.errors import Cancelled, one_line
-from engine.mechanisms import Plan
-from engine.privacy import Privacy
-from engine.progress import Progress
-from engine.workflows.compare import ComparisonRow, compare, plan_row
-from engine.workloads.workload import Workload
+from engine import (
+    Bound,
+    Cancelled,
+    ComparisonRow,
+    Plan,
+    Privacy,
+    Progress,
+    Workload,
+    compare,
+    one_line,
+    plan_row,
+)
 from explorer.planning.board import BoardReport, JobBoard
 from explorer.planning.schedule import (
     AUTO_START_SECONDS,

@@ -29,7 +29,7 @@ from typing import Any
 
 import cloudpickle
 
-from engine.ledger import data_dir
+from engine import data_dir
 
 LOG = logging.getLogger("explorer.planning")
 #: The folder under the data directory.

@@ -12,10 +12,7 @@ import dataclasses
 import math
 from collections.abc import Iterable
 
-from engine.analysis.cost_model import format_bytes
-from engine.mechanisms import get, mechanism_class
-from engine.privacy import Privacy
-from engine.workloads.workload import Workload
+from engine import Privacy, Workload, format_bytes, get, mechanism_class
 
 #: Operations of ``Cost.plan_operations`` planned per second, to turn the cost model's count
 #: into a time. A rough constant, measured once on the 2-core development machine by planning

@@ -38,19 +38,22 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
-from engine.analysis.svd_bound import Bound, svd_bound
-from engine.errors import one_line
-from engine.executor import (
+from engine import (
     SCHEDULER_VARIABLE,
+    Bound,
+    Comparison,
+    ComparisonRow,
+    Plan,
+    Privacy,
+    Workload,
     dask_client,
     dask_executor,
+    mechanism_class,
+    one_line,
+    readable_labels,
     scheduler_from_environment,
+    svd_bound,
 )
-from engine.mechanisms import Plan, mechanism_class
-from engine.privacy import Privacy
-from engine.workflows.compare import Comparison, ComparisonRow
-from engine.workloads.labels import readable_labels
-from engine.workloads.workload import Workload
 from explorer.planning.board import JobBoard
 from explorer.planning.jobs import JobStatus, PlanningJob
 from explorer.planning.plan_cache import BOUND, PlanCache

@@ -31,12 +31,16 @@ from typing import Any
 
 import cloudpickle
 
-from engine.executor import WorkerLost, local_pool
-from engine.mechanisms import Plan
-from engine.privacy import Privacy
-from engine.progress import Progress
-from engine.workflows.compare import ComparisonRow, plan_row
-from engine.workloads.workload import Workload
+from engine import (
+    ComparisonRow,
+    Plan,
+    Privacy,
+    Progress,
+    WorkerLost,
+    Workload,
+    local_pool,
+    plan_row,
+)
 
 #: How much lower than the web process's the workers' CPU priority is (nice steps).
 WORKER_NICENESS = 10

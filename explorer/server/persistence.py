@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine.errors import one_line
+from engine import one_line
 from explorer.server.session_store import JobRow, SessionStore, StoreError
 from explorer.server.uploads import UploadFiles
 from explorer.session import Session

@@ -33,7 +33,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from engine.ledger import default_url, sqlite_file
+from engine import default_url, sqlite_file
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 #: Alembic's version table of this schema (the ledger keeps ``alembic_version``).

@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from engine.ledger import data_dir, fingerprint_bytes
+from engine import data_dir, fingerprint_bytes
 
 #: The folder under the data directory.
 FOLDER = "uploads"

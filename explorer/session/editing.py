@@ -15,11 +15,7 @@ from typing import Any
 
 import param
 
-from engine.errors import SpecError
-from engine.mechanisms import mechanism_class, registry_names
-from engine.privacy import Privacy
-from engine.scenario import Scenario
-from engine.workloads.workload import Workload
+from engine import Privacy, Scenario, SpecError, Workload, mechanism_class, registry_names
 from explorer.components.messages import plain
 from explorer.planning.store import workload_key
 from explorer.session.spec_text import dump_yaml, explicit_totals, parse_upload, parse_yaml

@@ -33,8 +33,7 @@ from typing import Any
 import numpy as np
 import param
 
-from engine.ledger import fingerprint_bytes
-from engine.scenario import Scenario
+from engine import Scenario, fingerprint_bytes
 from explorer.planning.store import PlanStore
 from explorer.session.editing import DEFAULT_SPEC, PRIVACY_FIELDS
 from explorer.session.queue import PlanningQueue

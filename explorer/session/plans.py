@@ -18,9 +18,7 @@ from typing import Any
 import numpy as np
 import param
 
-from engine.mechanisms import Plan, registry_names
-from engine.scenario import Scenario
-from engine.workflows.compare import Comparison, ComparisonRow
+from engine import Comparison, ComparisonRow, Plan, Scenario, registry_names
 from explorer.planning.store import STORE, PlanStore
 from explorer.session.editing import ScenarioEditing
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import param
 
-from engine.scenario import Scenario
+from engine import Scenario
 from explorer.planning.jobs import JobStatus, PlanningJob, queue_rows
 from explorer.planning.schedule import Estimate, schedule
 from explorer.planning.store import PlanningRefused

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from engine.specfile import load_text as read_spec
+from engine import load_text as read_spec
 
 
 class _PlainDumper(yaml.SafeDumper):
