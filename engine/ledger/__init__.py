@@ -26,6 +26,7 @@ from engine.ledger.store import (
     ReleaseEntry,
     Reservation,
     data_dir,
+    database_message,
     default_url,
     fingerprint_bytes,
     fingerprint_file,
@@ -34,5 +35,5 @@ from engine.ledger.store import (
 
 __all__ = ["ANONYMOUS", "UNITS", "Budget", "BudgetExceeded", "BudgetStatus", "Cost",
            "DatasetEntry", "Ledger", "LedgerError", "ReleaseEntry", "Reservation", "Spent",
-           "composed", "data_dir", "default_url", "fingerprint_bytes", "fingerprint_file",
-           "sqlite_file"]
+           "composed", "data_dir", "database_message", "default_url", "fingerprint_bytes",
+           "fingerprint_file", "sqlite_file"]

@@ -184,7 +184,9 @@ class BudgetStatus:
                 f"delta={delta:.3g}")
 
 
-def _one_line(exc: BaseException) -> str:
+def database_message(exc: BaseException) -> str:
+    """The first line of a database error's own message (the driver's, not SQLAlchemy's
+    wrapper with its SQL and parameters)."""
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc).strip() or type(exc).__name__
     return text.splitlines()[0]
@@ -207,7 +209,8 @@ class Ledger:
         try:
             path = sqlite_file(self.url)
         except SQLAlchemyError as exc:
-            raise LedgerError(f"ledger: bad database URL {self.url!r} ({_one_line(exc)})") from None
+            raise LedgerError(f"ledger: bad database URL {self.url!r} "
+                              f"({database_message(exc)})") from None
         self.is_sqlite = self.url.startswith("sqlite")
         if path is not None:
             try:
@@ -223,7 +226,8 @@ class Ledger:
             else:
                 self.engine = sa.create_engine(self.url, isolation_level="READ COMMITTED")
         except (SQLAlchemyError, ImportError) as exc:
-            raise LedgerError(f"ledger: cannot open {self.url!r} ({_one_line(exc)})") from None
+            raise LedgerError(f"ledger: cannot open {self.url!r} "
+                              f"({database_message(exc)})") from None
         with self._guard("open"):
             self._upgrade()
 
@@ -237,7 +241,8 @@ class Ledger:
             raise
         except (SQLAlchemyError, DBAPIError, OSError, ValueError) as exc:
             where = sqlite_file(self.url) or self.engine.url.render_as_string(hide_password=True)
-            raise LedgerError(f"ledger: cannot {what} {str(where)!r}: {_one_line(exc)}") from None
+            raise LedgerError(f"ledger: cannot {what} {str(where)!r}: "
+                              f"{database_message(exc)}") from None
 
     def _upgrade(self) -> None:
         """Bring the schema to the newest shipped Alembic revision (in one transaction)."""

@@ -33,7 +33,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from engine import default_url, sqlite_file
+from engine import database_message, default_url, sqlite_file
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 #: Alembic's version table of this schema (the ledger keeps ``alembic_version``).
@@ -109,12 +109,6 @@ class JobRow:
     process: str
 
 
-def _one_line(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None)
-    text = str(orig if orig is not None else exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
-
-
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
@@ -142,7 +136,7 @@ class SessionStore:
                 self.engine = sa.create_engine(self.url, pool_pre_ping=True)
         except (SQLAlchemyError, ImportError, OSError) as exc:
             raise StoreError(
-                f"session store: cannot open {self.url!r} ({_one_line(exc)})"
+                f"session store: cannot open {self.url!r} ({database_message(exc)})"
             ) from None
         with self._guard("open"):
             self._upgrade()
@@ -156,7 +150,7 @@ class SessionStore:
         except (SQLAlchemyError, OSError, ValueError, TypeError) as exc:
             where = sqlite_file(self.url) or self.engine.url.render_as_string(hide_password=True)
             raise StoreError(f"session store: cannot {what} {str(where)!r}: "
-                             f"{_one_line(exc)}") from None
+                             f"{database_message(exc)}") from None
 
     def _upgrade(self) -> None:
         from alembic import command
