@@ -9,7 +9,8 @@ else the value index):
   reads ``total``;
 * a run of values starting at the first: ``age <= 34`` (a prefix; ``income < 20`` for bins);
 * another run: ``age 30 to 34`` (``income [10, 50)`` for bins);
-* anything else (weights, gaps): ``age: query 3 of random``.
+* a few scattered values: their names (``race white, black or asian``); anything else (weights,
+  many gaps): its place (``row 3 of age's random``).
 
 Queries of non-product terms (explicit rows over a marginal) keep ``term [i]``. Labels that
 would repeat within a workload get the term's label appended, so every label names one query.
@@ -43,13 +44,29 @@ def value_label(attribute: Attribute, value: int) -> str:
     return str(value)
 
 
+#: A row that counts at most this many scattered values names them ("white, black or asian").
+LISTED_VALUES = 4
+
+
+def scattered_values(attribute: Attribute, row: np.ndarray, index: int, block: str) -> str:
+    """Words for a row that is not one run of values: the values it counts when it counts a
+    few with weight 1 (``white, black or asian``), else its place (``row 69 of race's
+    matrix``)."""
+    support = np.flatnonzero(row)
+    if 0 < support.size <= LISTED_VALUES and np.allclose(row[support], 1.0):
+        names = [value_label(attribute, int(v)) for v in support]
+        return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    return f"row {index} of {attribute.name}'s {block}"
+
+
 def describe_row(attribute: Attribute, row: np.ndarray, index: int, block: str) -> str:
     """Words for one row of a 1-D block over ``attribute`` ('' when it sums every value)."""
     support = np.flatnonzero(row)
     ones = support.size > 0 and np.allclose(row[support], 1.0)
     contiguous = support.size > 0 and support[-1] - support[0] + 1 == support.size
     if not (ones and contiguous):
-        return f"{attribute.name}: query {index} of {block}"
+        words = scattered_values(attribute, row, index, block)
+        return words if words.startswith("row ") else f"{attribute.name} {words}"
     lo, hi = int(support[0]), int(support[-1])
     if lo == 0 and hi == attribute.size - 1:
         return ""
@@ -84,12 +101,13 @@ def run_value(attribute: Attribute, lo: int, hi: int) -> str:
 def row_value(attribute: Attribute, row: np.ndarray, index: int, block: str) -> str:
     """One row of a 1-D block over ``attribute`` as a table cell: ``total`` when it sums every
     value, the value or run of values it counts (:func:`run_value`), else
-    ``query <index> of <block>`` (weights or gaps)."""
+    the few values it counts, or ``row <index> of <attribute>'s <block>`` (weights or many
+    gaps)."""
     support = np.flatnonzero(row)
     ones = support.size > 0 and np.allclose(row[support], 1.0)
     contiguous = support.size > 0 and support[-1] - support[0] + 1 == support.size
     if not (ones and contiguous):
-        return f"query {index} of {block}"
+        return scattered_values(attribute, row, index, block)
     lo, hi = int(support[0]), int(support[-1])
     if lo == 0 and hi == attribute.size - 1 and attribute.size > 1:
         return "total"

@@ -217,7 +217,9 @@ def test_labels_name_runs_of_values():
     assert run_value(sex, 1, 1) == "male" and run_value(n, 1, 3) == "1-3"
     assert row_value(sex, np.array([1.0, 1.0]), 0, "total") == "total"
     assert row_value(n, np.array([0, 1, 1, 0, 0.0]), 2, "range") == "1-2"
-    assert row_value(n, np.array([0, 2, 1, 0, 0.0]), 4, "random") == "query 4 of random"
+    assert row_value(n, np.array([0, 2, 1, 0, 0.0]), 4, "random") == "row 4 of n's random"
+    assert row_value(n, np.array([1, 0, 1, 0, 1.0]), 5, "matrix") == "0, 2 or 4"
+    assert row_value(sex, np.array([0, 1.0]), 1, "matrix") == "male"
 
 
 def test_an_identity_strategy_is_fitted_by_the_projection_alone():
