@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -104,13 +105,22 @@ def wait_until_serving(
 
 
 def stop(process: subprocess.Popen) -> None:
-    """Terminate ``process``; kill it if it has not ended 10 s later."""
-    process.terminate()
+    """Terminate ``process`` and every process it started (``--num-procs`` forks, planning
+    workers: the server leads its own process group); kill what has not ended 10 s later."""
+    signal_group(process, signal.SIGTERM)
     try:
         process.wait(timeout=10)
     except subprocess.TimeoutExpired:
-        process.kill()
+        signal_group(process, signal.SIGKILL)
         process.wait(timeout=10)
+    # forked children that outlived their parent must not keep serving (or holding the port)
+    signal_group(process, signal.SIGKILL)
+
+
+def signal_group(process: subprocess.Popen, signum: int) -> None:
+    """Send ``signum`` to the process group that ``process`` leads (gone already: nothing)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)
 
 
 @contextlib.contextmanager
@@ -145,7 +155,8 @@ def serving(
     try:
         with open(log_path, "w") as log:
             process = subprocess.Popen(
-                command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+                command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stop() ends its forks too
             )
         try:
             url = f"http://{ADDRESS}:{port}{prefix}"
