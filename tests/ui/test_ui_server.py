@@ -152,8 +152,12 @@ def test_one_session_cancels_and_the_others_comparison_completes(served, browser
     expect(table).not_to_contain_text("skipped")
     # the static comparison plans every data-independent mechanism (the data-dependent ones
     # have their own pages)
-    rows = comparison_rows(second)
-    assert {n for n in registry_names() if not mechanism_class(n).data_dependent} <= set(rows)
+    # the table's rows reach the browser in their own patches: read until every one is there
+    planned = {n for n in registry_names() if not mechanism_class(n).data_dependent}
+    deadline = time.monotonic() + PLAN_TIMEOUT_MS / 1000
+    while not planned <= set(rows := comparison_rows(second)) and time.monotonic() < deadline:
+        second.wait_for_timeout(500)
+    assert planned <= set(rows)
     first.context.close()
     second.context.close()
 
