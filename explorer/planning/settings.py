@@ -33,18 +33,27 @@ def lower_thread_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, thread, niceness)
 
 
-def planners_from_environment() -> int:
-    """``EXPLORER_PLANNERS`` as a count of concurrent planning jobs (default 2)."""
-    text = os.environ.get("EXPLORER_PLANNERS", "").strip()
+def count_from_environment(variable: str, default: int) -> int:
+    """The environment ``variable`` as a count of 1 or more (``default`` when unset or blank).
+
+    Raises:
+        SystemExit: one line naming the variable when it is not such a count.
+    """
+    text = os.environ.get(variable, "").strip()
     if not text:
-        return DEFAULT_PLANNERS
+        return default
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1:
-        raise SystemExit(f"EXPLORER_PLANNERS: {text!r} is not a count (allowed: 1 or more)")
+        raise SystemExit(f"{variable}: {text!r} is not a count (allowed: 1 or more)")
     return value
+
+
+def planners_from_environment() -> int:
+    """``EXPLORER_PLANNERS`` as a count of concurrent planning jobs (default 2)."""
+    return count_from_environment("EXPLORER_PLANNERS", DEFAULT_PLANNERS)
 
 
 def processes_from_environment() -> bool:
@@ -56,20 +65,10 @@ def processes_from_environment() -> bool:
     return text == "processes"
 
 
-
 #: Unfinished planning jobs one user may have at once (``EXPLORER_MAX_JOBS``).
 DEFAULT_MAX_JOBS = 3
 
 
 def max_jobs_from_environment() -> int:
     """``EXPLORER_MAX_JOBS`` as a count of unfinished jobs per user (default 3)."""
-    text = os.environ.get("EXPLORER_MAX_JOBS", "").strip()
-    if not text:
-        return DEFAULT_MAX_JOBS
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise SystemExit(f"EXPLORER_MAX_JOBS: {text!r} is not a count (allowed: 1 or more)")
-    return value
+    return count_from_environment("EXPLORER_MAX_JOBS", DEFAULT_MAX_JOBS)
