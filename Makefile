@@ -10,7 +10,9 @@ PY := $(VENV)/bin/python
 # Written only after a successful install, so an interrupted install is retried next time.
 VENV_STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
-NOTEBOOKS := $(wildcard notebooks/*.ipynb)
+# pytest-xdist workers for `make test` (one per core; a file's tests stay on one worker, so a
+# browser test file starts its server once).
+TEST_WORKERS ?= auto
 BENCHMARKS := $(wildcard benchmarks/*.py)
 
 .PHONY: help serve chromium postgresql test lint format bench docs clean distclean
@@ -60,7 +62,7 @@ postgresql:
 	fi
 
 test: lint chromium postgresql
-	$(PY) -m pytest tests $(if $(NOTEBOOKS),--nbmake notebooks)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests
 	$(MAKE) docs
 
 # Notebooks run once per content change (MyST-NB's cache under docs/_build); no network.

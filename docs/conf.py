@@ -52,7 +52,8 @@ napoleon_numpy_docstring = False
 # "Attributes:" sections as fields of the class, not as second descriptions of its members
 napoleon_use_ivar = True
 
-# notebooks: run once, cached by content; CI's notebook run (nbmake) is the test of record
+# notebooks: run once, cached by content; tests/test_notebooks_run.py is the test of record and
+# fills this cache, so after `make test`'s pytest run the docs build executes nothing
 nb_execution_mode = "cache"
 nb_execution_cache_path = str(DOCS / "_build" / ".jupyter_cache")
 nb_execution_timeout = 600

@@ -2,7 +2,7 @@
 same for ``explorer``) with X in the package's ``__all__``, and attribute access ``engine.X``
 only for such names. A notebook that reaches past the face (``engine.workflows.compare``,
 ``from explorer.pages import ...``) would break on any refactor, and its reader could not tell
-what is public. Read with ``ast``; nothing is run (``make test`` runs the notebooks with nbmake).
+what is public. Read with ``ast``; nothing is run (``tests/test_notebooks_run.py`` runs them).
 """
 
 from __future__ import annotations
