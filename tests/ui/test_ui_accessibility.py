@@ -103,3 +103,35 @@ def test_no_page_has_a_serious_or_critical_accessibility_violation(open_app, pag
     if later:
         print("\nPending on other pages (see PENDING):\n" + "\n".join(later))
     assert not problems, "axe-core found:\n" + "\n".join(problems)
+
+
+#: The classes of the focused element and of every shadow host around it.
+FOCUS_PATH_JS = """() => {
+  const path = [];
+  let el = document.activeElement;
+  while (el) {
+    path.push(String(el.className || ''));
+    el = el.shadowRoot ? el.shadowRoot.activeElement : null;
+  }
+  return path.join(' ');
+}"""
+
+#: Page -> the inputs (their classes) the Tab key must reach, in any order.
+KEYBOARD = {
+    "/builder": {"attr-name", "attr-size", "group-k", "group-weight", "preset-k"},
+    "/compare": {"mechanism-choice", "eps-input"},
+}
+
+
+@pytest.mark.parametrize("path", sorted(KEYBOARD))
+def test_the_tab_key_reaches_every_input(path, open_app, page):
+    open_app(app_path(path), wait_for="." + sorted(KEYBOARD[path])[0])
+    page.wait_for_timeout(1000)
+    missing = set(KEYBOARD[path])
+    for _ in range(250):
+        page.keyboard.press("Tab")
+        focused = set(page.evaluate(FOCUS_PATH_JS).split())
+        missing -= focused
+        if not missing:
+            break
+    assert not missing, f"{path}: the Tab key never reached {sorted(missing)}"
