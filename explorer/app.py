@@ -26,6 +26,7 @@ from urllib.parse import urlencode
 import panel as pn
 
 from engine import one_line
+from explorer.components.design import ReadableBootstrap
 from explorer.pages.adaptive import AdaptivePage
 from explorer.pages.base import PAGES, page_url
 from explorer.pages.budget import BudgetPage
@@ -163,6 +164,7 @@ def page_app(path: str | None = None) -> pn.template.BaseTemplate:
             sidebar=[navigation(path, sid), share_control(sid), store_problem()],
             main=[build_page(path, session, sid)],
             sidebar_width=230,
+            design=ReadableBootstrap,  # text colours with 4.5:1 contrast (issue 29)
         )
     if served:
         REGISTRY.connect(sid)

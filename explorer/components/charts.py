@@ -26,7 +26,7 @@ from bokeh.models import (
 from bokeh.palettes import Category20, Category20b
 from bokeh.plotting import figure
 
-from engine import Comparison, budget_name, registry_names
+from engine import Comparison, ComparisonRow, budget_name, gaussian_half_width, registry_names
 
 hv.extension("bokeh", logo=False)
 
@@ -105,6 +105,10 @@ def marker_columns(points: pd.DataFrame) -> dict[str, list]:
 
 #: The y-axis label of every RMSE chart.
 RMSE_LABEL = "RMSE (typical error per query)"
+#: The y-axis label of the bar chart: a typical count's error in people at 95 %.
+PEOPLE_LABEL = "typical error, +/- people (95 %)"
+#: A Gaussian error's 95 % half-width over its standard deviation (1.959964).
+GAUSSIAN_95 = float(gaussian_half_width(1.0, 0.95))
 #: Bokeh's tools on the live charts (hover is added per layer); save exports a PNG.
 LIVE_TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
 
@@ -188,8 +192,12 @@ class LiveTradeoffChart:
 
 
 class LiveBarsChart:
-    """RMSE per applicable mechanism as bars, best first, with the SVD bound as a dashed line,
-    drawn with Bokeh directly and re-scaled in place.
+    """A typical count's error in people at 95 % per applicable mechanism as bars, best first,
+    with the SVD bound as a dashed line, drawn with Bokeh directly and re-scaled in place.
+
+    A bar is ``factor(row) x RMSE`` (default 1.959964 x RMSE, Gaussian noise; the Compare page
+    passes each plan's own factor, so the bars match its table), the bound 1.959964 x the
+    bound's RMSE; the hover names the RMSE and the ratio to the bound beside it.
 
     Each mechanism is its own bar renderer with a legend entry (right of the plot); the bound's
     entry carries its value, so no label is drawn over the bars. Clicking a legend entry
@@ -199,9 +207,11 @@ class LiveBarsChart:
     """
 
     def __init__(self, comparison: Comparison | None, height: int = 340,
-                 on_pick: Callable[[str | None], None] | None = None) -> None:
+                 on_pick: Callable[[str | None], None] | None = None,
+                 factor: Callable[[ComparisonRow], float] | None = None) -> None:
         rows = [r for r in comparison.rows if r.rmse is not None] if comparison else []
         self.mechanisms = tuple(r.mechanism for r in rows)
+        self._factor = factor or (lambda row: GAUSSIAN_95)
         bound = comparison.bound_rmse if comparison is not None else None
         values = [float(r.rmse) for r in rows] + ([bound] if bound else [])
         self.logy = _needs_log(values)
@@ -209,7 +219,7 @@ class LiveBarsChart:
         self._on_pick = on_pick
         self.figure = figure(
             x_range=FactorRange(*self.mechanisms), height=height, sizing_mode="stretch_width",
-            y_axis_type="log" if self.logy else "linear", y_axis_label=RMSE_LABEL,
+            y_axis_type="log" if self.logy else "linear", y_axis_label=PEOPLE_LABEL,
             title=("Expected error per mechanism" + (" (log scale)" if self.logy else "")
                    if rows else "No results yet"),
             tools=LIVE_TOOLS)
@@ -217,9 +227,9 @@ class LiveBarsChart:
         colors = mechanism_colors(self.mechanisms)
         self.bars, items = [], []
         for name in self.mechanisms:
-            source = ColumnDataSource({"mechanism": [name], "rmse": [0.0], "ratio": [0.0],
-                                       "bottom": [0.0]})
-            bar = self.figure.vbar(x="mechanism", top="rmse", bottom="bottom", width=0.8,
+            source = ColumnDataSource({"mechanism": [name], "people": [0.0], "rmse": [0.0],
+                                       "ratio": [0.0], "bottom": [0.0]})
+            bar = self.figure.vbar(x="mechanism", top="people", bottom="bottom", width=0.8,
                                    source=source, fill_color=colors[name], line_color=None)
             self.bars.append(bar)
             items.append(LegendItem(label=name, renderers=[bar]))
@@ -234,7 +244,8 @@ class LiveBarsChart:
         self.bound_item = LegendItem(label="", renderers=[self.bound_entry],
                                      visible=bound is not None)
         self.figure.add_tools(HoverTool(renderers=list(self.bars), tooltips=[
-            ("mechanism", "@mechanism"), ("RMSE", "@rmse{0,0.0000}"),
+            ("mechanism", "@mechanism"), ("+/- people (95 %)", "@people{0,0.0}"),
+            ("RMSE", "@rmse{0,0.0000}"),
             ("times the lower bound", "@ratio{0.000}")]))
         if rows:
             legend = Legend(items=[*items, self.bound_item], location="top_left",
@@ -254,18 +265,22 @@ class LiveBarsChart:
 
     def rescale(self, comparison: Comparison | None) -> None:
         """Show the bars and the bound of ``comparison`` (same mechanisms, see :meth:`fits`)."""
-        rmse = {r.mechanism: float(r.rmse) for r in comparison.rows if r.rmse is not None
+        rows = {r.mechanism: r for r in comparison.rows if r.rmse is not None
                 } if comparison is not None else {}
+        rmse = {name: float(row.rmse) for name, row in rows.items()}
+        people = {name: self._factor(row) * rmse[name] for name, row in rows.items()}
         bound = comparison.bound_rmse if comparison is not None else None
-        low = min([*rmse.values(), *([bound] if bound else [])], default=1.0)
+        bound_people = GAUSSIAN_95 * bound if bound is not None else None
+        low = min([*people.values(), *([bound_people] if bound_people else [])], default=1.0)
         bottom = low / 3 if self.logy else 0.0
         for bar, name in zip(self.bars, self.mechanisms, strict=True):
-            bar.data_source.data = {"mechanism": [name], "rmse": [rmse[name]],
+            bar.data_source.data = {"mechanism": [name], "people": [people[name]],
+                                    "rmse": [rmse[name]],
                                     "ratio": [rmse[name] / bound if bound else math.nan],
                                     "bottom": [bottom]}
-        if bound is not None:
-            self.span.location = float(bound)
-            self.bound_item.label = {"value": f"{BOUND_LABEL}: {bound:.4g}"}
+        if bound_people is not None:
+            self.span.location = bound_people
+            self.bound_item.label = {"value": f"{BOUND_LABEL}: +/- {bound_people:,.1f}"}
 
     def highlight(self, mechanism: str | None) -> None:
         """Draw one mechanism's bar outlined and fade the others (None: all alike)."""

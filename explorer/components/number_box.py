@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from typing import Any
 
 import panel as pn
 import param
@@ -72,7 +73,8 @@ class NumberBox(pn.viewable.Viewer):
 
     ``value`` is the number in use; typing a valid number sets it (and calls ``on_value``),
     typing anything else leaves it, keeps the text and sets ``problem`` ("eps: "abc" is not a
-    number; still using 1."). Setting ``value`` from outside rewrites the text.
+    number; still using 1."). Setting ``value`` from outside rewrites the text. With
+    ``empty_ok`` an empty box means "no number" (``value`` None), as for an optional field.
     """
 
     value = param.Number(default=None, allow_None=True, doc="The number in use.")
@@ -82,8 +84,8 @@ class NumberBox(pn.viewable.Viewer):
     def __init__(self, *, label: str, value: float | None, low: float | None = None,
                  high: float | None = None, low_inclusive: bool = True,
                  high_inclusive: bool = True, integer: bool = False, css_class: str = "",
-                 width: int = 160, on_value: Callable[[float], None] | None = None,
-                 problem_class: str = "box-problem") -> None:
+                 width: int = 160, on_value: Callable[[float | None], None] | None = None,
+                 problem_class: str = "box-problem", empty_ok: bool = False) -> None:
         super().__init__(value=value, text=format_number(value))
         self.label = label
         self._range = {"low": low, "high": high, "low_inclusive": low_inclusive,
@@ -91,10 +93,30 @@ class NumberBox(pn.viewable.Viewer):
         self._on_value = on_value
         self._problem_class = problem_class
         self._typing = False
+        self._empty_ok = empty_ok
+        #: The message's own class, ``<css_class>-problem``, that finds it under its box.
+        self._own_class = [f"{css_class}-problem"] if css_class else []
         self.input = pn.widgets.TextInput(label=label, value=self.text, width=width,
                                           css_classes=[css_class] if css_class else [])
         self.input.param.watch(self._typed, "value")
         self.param.watch(self._shown, "value")
+
+    @classmethod
+    def from_param(cls, owner: param.Parameterized, name: str, *, label: str = "",
+                   css_class: str = "", width: int = 200, **options: Any) -> NumberBox:
+        """A box for the number parameter ``name`` of ``owner``, kept in step both ways: its
+        range, whole-number rule and label come from the parameter (an empty box means None
+        where the parameter allows None); a valid entry sets the parameter."""
+        parameter = owner.param[name]
+        low, high = parameter.bounds or (None, None)
+        low_inclusive, high_inclusive = getattr(parameter, "inclusive_bounds", (True, True))
+        box = cls(label=label or parameter.label, value=getattr(owner, name), low=low,
+                  high=high, low_inclusive=low_inclusive, high_inclusive=high_inclusive,
+                  integer=isinstance(parameter, param.Integer), css_class=css_class,
+                  width=width, empty_ok=parameter.allow_None,
+                  on_value=lambda value: setattr(owner, name, value), **options)
+        owner.param.watch(lambda event: setattr(box, "value", event.new), name)
+        return box
 
     def _typed(self, event: param.parameterized.Event) -> None:
         if not self._typing:  # not the box's own rewrite of its text
@@ -103,19 +125,23 @@ class NumberBox(pn.viewable.Viewer):
     def type(self, text: str) -> None:
         """What happens when ``text`` is entered in the box."""
         self.text = text
-        try:
-            number = parse_number(text)
-        except ValueError as exc:
-            self._refuse(str(exc))
-            return
-        problem = range_problem(number, **self._range)
-        if problem:
-            self._refuse(problem)
-            return
+        if self._empty_ok and not text.strip():
+            number = None
+        else:
+            try:
+                number = parse_number(text)
+            except ValueError as exc:
+                self._refuse(str(exc))
+                return
+            problem = range_problem(number, **self._range)
+            if problem:
+                self._refuse(problem)
+                return
         self.problem = ""
         self._typing = True
         try:
-            self.value = int(number) if self._range["integer"] else number
+            self.value = int(number) if self._range["integer"] and number is not None \
+                else number
         finally:
             self._typing = False
         if self._on_value is not None:
@@ -126,8 +152,10 @@ class NumberBox(pn.viewable.Viewer):
         self._refuse(message)
 
     def _refuse(self, message: str) -> None:
-        still = (f"; still using {format_number(self.value)}" if self.value is not None
-                 else "")
+        if self.value is not None:
+            still = f"; still using {format_number(self.value)}"
+        else:
+            still = "; still counted as empty" if self._empty_ok else ""
         self.problem = f"{self.label}: {message}{still}."
 
     def _shown(self, event: param.parameterized.Event) -> None:
@@ -144,6 +172,7 @@ class NumberBox(pn.viewable.Viewer):
 
     def __panel__(self) -> pn.viewable.Viewable:
         message = pn.pane.Markdown(self.param.problem, visible=pn.bind(bool, self.param.problem),
-                                   css_classes=[self._problem_class], margin=(0, 5),
+                                   css_classes=[self._problem_class, *self._own_class],
+                                   margin=(0, 5),
                                    styles={"color": "#a94400"})
         return pn.Column(self.input, message, margin=0)

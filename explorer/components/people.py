@@ -18,6 +18,7 @@ from engine import (
     METHODS,
     QUERY_LIMIT,
     Comparison,
+    ComparisonRow,
     PerQueryErrors,
     Plan,
     Privacy,
@@ -76,6 +77,12 @@ def people_factor(plan: Plan) -> tuple[float, str]:
 _FACTORS: weakref.WeakKeyDictionary[Workload, dict[tuple, tuple[float, str]]] = \
     weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
+
+
+def row_factor(row: ComparisonRow) -> float:
+    """A typical count's 95 % half-width over the RMSE for a comparison row's plan (as in the
+    Compare table; 1.959964, the Gaussian one, for a row without a plan)."""
+    return people_factor(row.plan)[0] if row.plan is not None else GAUSSIAN_FACTOR
 
 
 def typical_people(plan: Plan, privacy: Privacy | None = None) -> float:

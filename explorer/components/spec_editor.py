@@ -13,6 +13,9 @@ import param
 
 from explorer.session import Session
 
+#: Line numbers dark enough to read (the editor's own grey on white has contrast 1.9:1).
+READABLE_GUTTER = ".ace_gutter, .ace_gutter-cell {color: #4d4d4d !important;}"
+
 
 def error_alert(message: str, css_class: str = "spec-error") -> pn.pane.Alert:
     """The validator's message as a red alert next to its field (hidden when there is none)."""
@@ -30,7 +33,7 @@ class SpecEditor(pn.viewable.Viewer):
         editor = pn.widgets.CodeEditor.from_param(
             self.session.param.draft_text, language="yaml", on_keyup=False,
             height=self.height, sizing_mode="stretch_width", css_classes=["spec-editor"],
-            label="Scenario (YAML)",
+            label="Scenario (YAML)", stylesheets=[READABLE_GUTTER],
         )
         hint = pn.pane.Markdown(
             "Edits apply when you click outside the editor (or press Ctrl+Enter). "

@@ -32,6 +32,7 @@ import panel as pn
 import param
 
 from engine import DEFAULT_DELTA, Budget, Ledger, LedgerError, SpecError, fingerprint_bytes
+from explorer.components.number_box import NumberBox
 
 UNIT_LABELS = {"rho (zCDP)": "rho", "eps (pure)": "epsilon", "(eps, delta)": "epsilon-delta"}
 
@@ -206,8 +207,10 @@ class BudgetPage(pn.viewable.Viewer):
         archive = pn.widgets.Button(label="Archive the selected data set", color="warning",
                                     css_classes=["budget-archive"])
         archive.on_click(lambda _: self.archive())
+        total = NumberBox.from_param(self, "total", label="Total budget",
+                                     css_class="budget-total")
         register = pn.widgets.Button(label="Register", color="primary")
-        register.on_click(lambda _: self.register())
+        register.on_click(lambda _: total.problem or self.register())  # the box says why
         reload = pn.widgets.Button(label="Refresh")
         reload.on_click(lambda _: self.refresh())
         controls = pn.Column(
@@ -218,14 +221,12 @@ class BudgetPage(pn.viewable.Viewer):
             pn.widgets.TextInput.from_param(self.param.dataset_name, name="Name",
                                             css_classes=["budget-name"]),
             pn.widgets.Select.from_param(self.param.unit, name="Unit"),
-            pn.widgets.FloatInput.from_param(self.param.total, name="Total budget",
-                                             css_classes=["budget-total"]),
-            pn.widgets.FloatInput.from_param(self.param.total_delta, name="delta (eps, delta)",
-                                             visible=self.param.unit.rx() == "(eps, delta)"),
+            total,
+            pn.Column(NumberBox.from_param(self, "total_delta", label="delta (eps, delta)"),
+                      visible=self.param.unit.rx() == "(eps, delta)"),
             register,
             pn.layout.Divider(),
-            pn.widgets.FloatInput.from_param(self.param.at_delta,
-                                             name="Report remaining eps at delta"),
+            NumberBox.from_param(self, "at_delta", label="Report remaining eps at delta"),
             reload,
             width=320,
         )

@@ -594,17 +594,39 @@ class BuilderPage(Page):
             return self.model.attribute_error
         return self.model.add_attribute()
 
+    def add_group(self) -> str:
+        """What "Add group" does: nothing but say why while a box of the form (k, weight, a
+        block's width) holds a refused entry, else add the group."""
+        group = self.model.group
+        boxes = [*self.group_boxes.values(), *(
+            box for choice, box in self.width_boxes.values()
+            if choice in group.blocks and "width" in BLOCKS[choice.block].options)]
+        problems = [box.problem for box in boxes if box.problem]
+        if problems:
+            self.model.group_error = f"{' '.join(problems)} The group was not added."
+            return self.model.group_error
+        return self.model.add_group()
+
+    def width_box(self, choice: BlockChoice) -> NumberBox:
+        """The width box of one block choice (made once per choice)."""
+        known = self.width_boxes.get(choice.attribute)
+        if known is None or known[0] is not choice:
+            known = self.width_boxes[choice.attribute] = (choice, NumberBox.from_param(
+                choice, "width", css_class=f"width-{choice.attribute}",
+                label=f"Width for {choice.attribute} (range blocks)"))
+        return known[1]
+
     def _groups_card(self) -> pn.viewable.Viewable:
         model, group = self.model, self.model.group
-        form = pn.Param(group, parameters=["kind", "attributes", "k", "weight"],
-                        widgets={"attributes": {"type": pn.widgets.CheckButtonGroup,
-                                                "css_classes": ["group-attributes"]},
-                                 "kind": {"type": pn.widgets.Select,
-                                          "css_classes": ["group-kind"]},
-                                 "k": {"type": pn.widgets.IntInput,
-                                       "css_classes": ["group-k"]}},
-                        show_name=False, css_classes=["group-form"],
-                        sizing_mode="stretch_width")
+        k = NumberBox.from_param(group, "k", css_class="group-k")
+        weight = NumberBox.from_param(group, "weight", css_class="group-weight")
+        form = pn.Column(
+            pn.widgets.Select.from_param(group.param.kind, css_classes=["group-kind"]),
+            pn.widgets.CheckButtonGroup.from_param(group.param.attributes,
+                                                   css_classes=["group-attributes"]),
+            k, weight, css_classes=["group-form"], sizing_mode="stretch_width")
+        self.group_boxes = {"k": k, "weight": weight}
+        self.width_boxes: dict[str, tuple[BlockChoice, NumberBox]] = {}
 
         def block_widgets(blocks: list[BlockChoice], kind: str) -> pn.viewable.Viewable:
             if kind != "product" or not blocks:
@@ -616,20 +638,20 @@ class BuilderPage(Page):
                                                  label=f"Block for {choice.attribute}",
                                                  css_classes=[f"block-{choice.attribute}"],
                                                  width=170),
-                    pn.widgets.IntInput.from_param(
-                        choice.param.width, width=110,
-                        visible=pn.bind(lambda b: "width" in BLOCKS[b].options,
-                                        choice.param.block)),
+                    pn.Column(self.width_box(choice), visible=pn.bind(
+                        lambda b: "width" in BLOCKS[b].options, choice.param.block)),
                     pn.pane.Markdown(choice.help, sizing_mode="stretch_width"),
                     sizing_mode="stretch_width"))
             return pn.Column(*rows, sizing_mode="stretch_width", css_classes=["block-choices"])
 
         add = pn.widgets.Button(label="Add group", color="primary",
                                 css_classes=["add-group"])
-        add.on_click(lambda event: model.add_group())
-        remove = pn.widgets.IntInput.from_param(model.param.remove_index, width=120)
+        add.on_click(lambda event: self.add_group())
+        remove = NumberBox.from_param(model, "remove_index", width=120,
+                                      css_class="remove-group-index")
         remove_button = pn.widgets.Button(label="Remove", color="light", align="end")
-        remove_button.on_click(lambda event: model.remove_group(model.remove_index - 1))
+        remove_button.on_click(lambda event: remove.problem  # the box says what is wrong
+                               or model.remove_group(model.remove_index - 1))
 
         def table(draft: Any, error: str) -> pn.viewable.Viewable:
             rows = model.group_rows()
@@ -653,11 +675,12 @@ class BuilderPage(Page):
 
     def _presets_card(self) -> pn.viewable.Viewable:
         model = self.model
-        form = pn.Param(model, parameters=["preset", "preset_k"], show_name=False,
-                        sizing_mode="stretch_width", css_classes=["preset-form"])
+        k = NumberBox.from_param(model, "preset_k", css_class="preset-k")
+        form = pn.Column(pn.widgets.Select.from_param(model.param.preset), k,
+                         sizing_mode="stretch_width", css_classes=["preset-form"])
         load = pn.widgets.Button(label="Load preset", color="primary",
                                  css_classes=["load-preset"])
-        load.on_click(lambda event: model.ask(
+        load.on_click(lambda event: k.problem or model.ask(  # the box says what is wrong
             model.load_preset, f"Loading the preset '{PRESETS[model.preset].title}'"))
         describe = pn.bind(lambda key: pn.pane.Markdown(PRESETS[key].description,
                                                         margin=(0, 10)), model.param.preset)

@@ -35,6 +35,7 @@ from explorer.components.people import (
     people,
     people_factor,
     plan_errors,
+    row_factor,
 )
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, served
@@ -64,6 +65,9 @@ COLUMN_WIDTHS = {"mechanism": "15%", "title": "15%", "error_95": "15%", "rmse": 
 #: Headers shown for the table's columns (the CSV keeps the names).
 COLUMN_TITLES = {"error_95": "typical error (+/- people, 95 %)", "rmse": "RMSE",
                  "ratio_to_bound": "ratio to bound", "plan_seconds": "plan (s)"}
+#: Check boxes in rows that wrap (Bokeh lays an inline group out in one row).
+WRAPPED_BOXES = (".bk-input-group.bk-inline {flex-wrap: wrap; column-gap: 16px;}"
+                 " .bk-inline > * {margin-left: 0 !important;}")
 #: The page where each data-dependent mechanism runs on the user's data.
 DATA_PAGES = {"aim-grem": "Adaptive", "hierarchical-pgsr": "Census hierarchy"}
 #: Seconds a served compare page waits for the SVD bound before it is built without it.
@@ -184,13 +188,14 @@ def bound_line(comparison: Comparison | None) -> str:
 
 def bars_caption(comparison: Comparison | None) -> str:
     """What the bar chart draws, and only that (the dashed line only when there is a bound)."""
-    bound = ("Dashed line: the SVD lower bound, the smallest RMSE any mechanism of this kind "
-             "could reach on these queries. " if comparison is not None
+    bound = ("Dashed line: the SVD lower bound, the smallest typical error any mechanism of "
+             "this kind could reach on these queries. " if comparison is not None
              and comparison.bound_rmse is not None else
              "No lower bound line: none is computed for this workload (the line above says "
              "why). ")
-    return ("Bars: each mechanism's RMSE, the typical error per count as a standard deviation "
-            "(smaller is better; the table gives it in people at 95 %), best first. " + bound
+    return ("Bars: each mechanism's typical error in people: a typical count is within +/- "
+            "this many people of the truth, 95 % of the time (smaller is better; hover a bar "
+            "for its RMSE, the same error as a standard deviation), best first. " + bound
             + "Click a legend entry or a table row to highlight one mechanism (again to show "
             "all alike). Use the toolbar's save button for a PNG.")
 
@@ -334,9 +339,15 @@ class ComparePage(Page):
                                    css_classes=["plan-anyway"],
                                    visible=pn.bind(bool, session.param.held))
         anyway.on_click(lambda event: self.run(include_slow=True))
-        mechanisms = pn.widgets.MultiChoice.from_param(
-            session.param.mechanisms, label="Mechanisms to compare", sizing_mode="stretch_width",
-            css_classes=["mechanism-choice"])
+        # Check boxes, not a multi-choice menu: each is a labelled native input that a
+        # keyboard and a screen reader reach (the menu's chips carry ARIA states axe refuses).
+        mechanisms = pn.Column(
+            pn.pane.Markdown("**Mechanisms to compare**", margin=(0, 10)),
+            pn.widgets.CheckBoxGroup.from_param(session.param.mechanisms, inline=True,
+                                                sizing_mode="stretch_width",
+                                                css_classes=["mechanism-choice"],
+                                                stylesheets=[WRAPPED_BOXES]),
+            sizing_mode="stretch_width")
         if served():
             # Bound first: started before the page is built and waited for a moment, so the
             # page usually opens with it (planning starts once the page has loaded).
@@ -350,7 +361,7 @@ class ComparePage(Page):
         elif not session.complete:
             session.compare_now()
         self._doc = pn.state.curdoc
-        self._bars = LiveBarsChart(session.comparison, on_pick=self._picked)
+        self._bars = LiveBarsChart(session.comparison, on_pick=self._picked, factor=row_factor)
         self._bars_pane = pn.pane.Bokeh(self._bars.figure, sizing_mode="stretch_width")
         self._table = comparison_table(session.comparison)
         self._select_highlighted()
@@ -444,7 +455,7 @@ class ComparePage(Page):
                 self._bars.rescale(comparison)  # a new privacy level: heights only
                 return
             picked = self._bars.highlighted
-            self._bars = LiveBarsChart(comparison, on_pick=self._picked)
+            self._bars = LiveBarsChart(comparison, on_pick=self._picked, factor=row_factor)
             self._bars.highlight(picked)
             self._bars_pane.object = self._bars.figure
 

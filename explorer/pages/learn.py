@@ -17,7 +17,7 @@ from engine import Comparison, classic_prefix, registry_names
 from explorer.components.charts import LiveBarsChart, LiveTradeoffChart
 from explorer.components.heatmap import matrix_heatmap
 from explorer.components.notes import caption
-from explorer.components.people import GAUSSIAN_FACTOR, people, people_factor
+from explorer.components.people import GAUSSIAN_FACTOR, people, people_factor, row_factor
 from explorer.components.progress import PlanningProgress, served
 from explorer.pages.base import Page
 from explorer.pages.tradeoff import UNITS, curve_frame, knob_value, marker_frame
@@ -138,7 +138,7 @@ class LearnPage(Page):
             pn.pane.Markdown(pn.bind(tour_level, session.param.comparison),
                              css_classes=["tour-level"], margin=(0, 10),
                              sizing_mode="stretch_width"),
-            pn.Column(pn.pane.Bokeh(pn.bind(lambda c: LiveBarsChart(c).figure,
+            pn.Column(pn.pane.Bokeh(pn.bind(lambda c: LiveBarsChart(c, factor=row_factor).figure,
                                             session.param.comparison),
                                     sizing_mode="stretch_width"),
                       sizing_mode="stretch_width", css_classes=["tour-chart"]),
@@ -196,9 +196,11 @@ def tour_level(comparison: Comparison | None) -> str:
 def bars_caption(comparison: Comparison | None) -> str:
     """What the bar chart draws (the bound's line only when there is a bound)."""
     bound = comparison.bound_rmse if comparison is not None else None
-    line = (f"the dashed line is the lower bound (RMSE {bound:.4g}, a typical count within "
-            f"{people(GAUSSIAN_FACTOR * bound)}), named in the legend" if bound is not None
+    line = (f"the dashed line is the lower bound (a typical count within "
+            f"{people(GAUSSIAN_FACTOR * bound)}, RMSE {bound:.4g}), named in the legend"
+            if bound is not None
             else "no lower bound is drawn: none is computed for this workload yet")
-    return ("Each bar: a mechanism's RMSE, the typical error per count, on your current "
-            f"workload (the tour's, once started); {line}.")
+    return ("Each bar: a mechanism's typical error, +/- people at 95 % (a typical count is "
+            "that close to the truth 95 % of the time; hover a bar for its RMSE), on your "
+            f"current workload (the tour's, once started); {line}.")
 

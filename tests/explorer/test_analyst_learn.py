@@ -33,8 +33,10 @@ def test_the_tour_names_its_budget_and_the_error_in_people(session):
     shown = f"{typical:,.1f}" if typical < 10 else f"{typical:,.0f}"
     assert f"**{best.mechanism}**, has a typical count within **+/- {shown} people**" in text
     bound = session.comparison.bound_rmse
-    assert f"the dashed line is the lower bound (RMSE {bound:.4g}" in bars_caption(
-        session.comparison)
+    floor = 1.959964 * bound
+    floor_shown = f"{floor:,.1f}" if floor < 10 else f"{floor:,.0f}"
+    assert (f"the dashed line is the lower bound (a typical count within +/- {floor_shown} "
+            f"people, RMSE {bound:.4g})") in bars_caption(session.comparison)
     assert "no lower bound is drawn" in bars_caption(None)
 
 
@@ -54,5 +56,5 @@ def test_the_tour_draws_error_against_eps_in_people(session):
     bars = page.__panel__().select(pn.pane.Bokeh)[0].object
     labels = [item.label.value for legend in bars.select({"type": Legend})
               for item in legend.items if item.label.value]
-    assert f"SVD lower bound: {session.comparison.bound_rmse:.4g}" in labels
+    assert f"SVD lower bound: +/- {1.959964 * session.comparison.bound_rmse:,.1f}" in labels
     assert any(isinstance(r, Span) for r in bars.center)

@@ -10,7 +10,13 @@ import pytest
 from bokeh.models import GlyphRenderer, Line
 
 from engine.privacy import Privacy, cdp_rho
-from explorer.components.charts import BOUND_LABEL, FADED_ALPHA, LiveBarsChart, same_curves
+from explorer.components.charts import (
+    BOUND_LABEL,
+    FADED_ALPHA,
+    GAUSSIAN_95,
+    LiveBarsChart,
+    same_curves,
+)
 from explorer.components.privacy import PrivacyControls
 from explorer.pages.compare import ComparePage
 from explorer.pages.tradeoff import TradeoffPage, curve_frame, readout_frame
@@ -170,7 +176,7 @@ def test_a_legend_click_highlights_one_bar_and_a_second_click_shows_all(session)
     assert chart.mechanisms == ("identity", "hb", "h2")  # best first; hb ties identity at 3
     labels = [item.label.value for item in chart.figure.legend[0].items]
     bound = session.comparison.bound_rmse
-    assert labels == ["identity", "hb", "h2", f"{BOUND_LABEL}: {bound:.4g}"]
+    assert labels == ["identity", "hb", "h2", f"{BOUND_LABEL}: +/- {GAUSSIAN_95 * bound:,.1f}"]
     chart.pick("h2")
     assert bar_alphas(chart) == {"identity": FADED_ALPHA, "hb": FADED_ALPHA, "h2": 1.0}
     assert chart.bars[2].glyph.line_color == "#111111" and chart.bars[0].glyph.line_color is None
@@ -187,7 +193,11 @@ def test_a_new_privacy_level_rescales_the_bars_in_place(session):
     heights = {b.data_source.data["mechanism"][0]: b.data_source.data["rmse"][0]
                for b in chart.bars}
     assert heights["identity"] == pytest.approx(1.5, rel=1e-12)  # 3 at eps 1, halved at eps 2
-    assert chart.span.location == pytest.approx(session.comparison.bound_rmse, rel=1e-12)
+    # bars and bound in people at 95 %: 1.959964 x RMSE (the chart's default factor)
+    assert chart.bars[0].data_source.data["people"][0] == pytest.approx(1.959964 * 1.5,
+                                                                         rel=1e-6)
+    assert chart.span.location == pytest.approx(1.959964 * session.comparison.bound_rmse,
+                                                rel=1e-6)
     assert chart.figure is figure
 
 

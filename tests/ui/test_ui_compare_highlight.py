@@ -100,7 +100,7 @@ def test_a_legend_entry_highlights_one_mechanism(open_app, console_errors,
     assert alphas == {"identity": 1, "hb": 1, "h2": 1}
 
     legend = page.locator(".rmse-chart .bk-item")
-    expect(legend.filter(has_text=re.compile(r"^SVD lower bound: \d"))).to_have_count(1)
+    expect(legend.filter(has_text=re.compile(r"^SVD lower bound: \+/- \d"))).to_have_count(1)
     # each bar's alpha reaches the browser in its own patch: wait for the whole picture
     legend.filter(has_text=re.compile(r"^h2$")).click()
     alphas = wait_for_alphas(page, "a.identity < 0.5 && a.hb < 0.5 && a.h2 === 1")
