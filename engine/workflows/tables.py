@@ -23,8 +23,8 @@ Example:
     ...     per_query_variance=np.ones(4))
     >>> tables.frames["sex"]
           sex  estimate  margin_95
-    0  female         3   1.959964
-    1    male         7   1.959964
+    0  female         3       1.96
+    1    male         7       1.96
 """
 
 from __future__ import annotations
@@ -170,7 +170,8 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                        total: int | None, per_query_variance: np.ndarray,
                        post_process: str = "consistent", noise: str = "gaussian",
                        raw: np.ndarray | None = None, raw_column: bool = False,
-                       work_limit: float | None = WORK_LIMIT) -> PublishedTables:
+                       work_limit: float | None = WORK_LIMIT,
+                       margin_note: str | None = None) -> PublishedTables:
     """Labelled tables of a release, one per workload term.
 
     Args:
@@ -196,6 +197,9 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
             converges; 0: the least-squares estimate projected onto non-negative vectors with
             the total, the fastest consistent route). Every budget gives whole,
             non-negative, consistent counts; the method says whether the fit converged.
+        margin_note: how the margins were computed and for which estimate they hold, in
+            words (default: from the plan's per-query variance, for the unbiased raw
+            estimate).
 
     Returns:
         The tables and the method in words.
@@ -237,7 +241,8 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                      raw_column or counts is None)
     estimator = ("the released answers" if strategy is None
                  else "the plan's reconstruction" if raw_given else "W A^+ y")
-    return PublishedTables(frames, _method(post_process, noise, total, estimator, fit))
+    return PublishedTables(frames, _method(post_process, noise, total, estimator, fit,
+                                           margin_note))
 
 
 def check_domain(workload: Workload) -> None:
@@ -384,17 +389,20 @@ def _distinct_name(name: str, known: dict[str, pd.DataFrame]) -> str:
 
 
 def _method(post_process: str, noise: str, total: int | None, estimator: str,
-            fit: NonnegativeFit | None) -> str:
+            fit: NonnegativeFit | None, margin_note: str | None) -> str:
     z = MARGIN_Z[noise]
-    if noise == "laplace":
+    if margin_note is not None:
+        margin = margin_note
+    elif noise == "laplace":
         margin = (f"margin_95: half-width of the 95 % interval, {z:.2f} standard deviations "
                   "(the exact interval of one Laplace variable; wider than needed for answers "
                   "combining several draws)")
     else:
         margin = (f"margin_95: half-width of the 95 % interval, {z:.2f} standard deviations "
                   "of the Gaussian noise")
-    margin += (", from the plan's per-query variance; it holds for the unbiased raw estimate "
-               f"({estimator}), not for the rounded counts")
+    if margin_note is None:
+        margin += (", from the plan's per-query variance; it holds for the unbiased raw "
+                   f"estimate ({estimator}), not for the rounded counts")
     if post_process == "raw":
         return ("raw: the unbiased least-squares estimates, unrounded (fractional, possibly "
                 f"negative; tables may disagree). {margin}.")
