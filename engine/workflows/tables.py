@@ -44,7 +44,12 @@ from engine.analysis.cost_model import FLOAT, format_bytes, memory_limit
 from engine.domain import Attribute
 from engine.errors import SpecError
 from engine.linalg.matrix import DENSE_GUARD, Matrix
-from engine.linalg.nonnegative import NonnegativeFit, nonnegative_fit, round_preserving_total
+from engine.linalg.nonnegative import (
+    NonnegativeFit,
+    ShiftedGramSolver,
+    nonnegative_fit,
+    round_preserving_total,
+)
 from engine.workloads.labels import (
     DESCRIBED_BLOCK_ENTRIES,
     readable_labels,
@@ -234,7 +239,9 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     if post_process == "consistent":
         variances = variance if strategy is None else noise_variances
         products = None if work_limit is None else int(work_limit // workload.domain.size)
-        fit = nonnegative_fit(fitted, y, variances, total=total, max_products=products)
+        solver = _marginal_solver(workload, variance) if strategy is None else None
+        fit = nonnegative_fit(fitted, y, variances, total=total, max_products=products,
+                              gram_solver=solver)
         counts = round_preserving_total(fit.x, int(total) if total is not None
                                         else int(round(float(fit.x.sum()))))
     frames = _frames(workload, counts, raw, MARGIN_Z[noise] * np.sqrt(variance),
@@ -271,6 +278,23 @@ def least_squares(strategy: Matrix, y: np.ndarray,
         strategy.shape, dtype=float, matvec=lambda p: scale * strategy.matvec(p),
         rmatvec=lambda q: strategy.rmatvec(scale * q))
     return spla.lsqr(operator, scale * y, atol=1e-12, btol=1e-12, iter_lim=10_000)[0]
+
+
+def _marginal_solver(workload: Workload, variance: np.ndarray) -> ShiftedGramSolver | None:
+    """The exact shifted Gram solver of released marginal answers weighted by their inverse
+    variances (:meth:`ShiftedGramSolver.of_marginals`), when every term is a plain marginal
+    whose answers share one variance; None otherwise."""
+    weights: dict[tuple[int, ...], float] = {}
+    start = 0
+    for term in workload.terms:
+        stop = start + term.num_queries
+        v = variance[start:stop]
+        if not (term.is_product and all(f.is_identity() for f in term.factors or ())
+                and np.all(v == v[0]) and v[0] > 0):
+            return None
+        weights[term.attrs] = weights.get(term.attrs, 0.0) + term.weight ** 2 / float(v[0])
+        start = stop
+    return ShiftedGramSolver.of_marginals(workload.domain.shape, weights)
 
 
 #: Decimals of a published margin (people).
