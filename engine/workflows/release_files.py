@@ -2,7 +2,7 @@
 
 A release directory holds:
 
-* one CSV per released table (``answers.csv`` for a single table), each opening with ``#``
+* one CSV per released table (named after it: ``age_x_sex.csv``), each opening with ``#``
   comment lines that carry the release's provenance (:func:`provenance_lines`: whether it is a
   private release, a seeded run or a teaching run, the UTC time, the package version, the
   mechanism and its knobs, the privacy level and unit, the noise drawn, the post-processing,

@@ -171,3 +171,14 @@ def test_census_raw_intervals_cover_at_least_95_percent(variant) -> None:
         cells += truth.size
     # 2,520 intervals; the exact discrete bound covers 95 % or a little more
     assert 0.94 <= hits / cells <= 0.975, hits / cells
+
+
+def test_aim_grem_on_a_domain_too_large_publishes_raw_and_says_why(monkeypatch) -> None:
+    monkeypatch.setattr("engine.workflows.adaptive_tables.max_cells", lambda: 10)
+    data = Dataset.synthetic(DOMAIN, 300, rng=4)
+    workload = Workload.marginals(DOMAIN, k=2)
+    tables = adaptive_tables(workload, _aim(3, data, workload))
+    assert list(tables.frames["sex x age"].columns) == ["sex", "age", "margin_95", "raw"]
+    assert tables.method.startswith("raw: ")
+    assert tables.method.endswith("The domain has 20 cells, more than the 10 whose one count "
+                                  "per cell fits in memory: raw only.")
