@@ -83,7 +83,13 @@ from engine.workflows.evaluate import (
     synthetic_hierarchy,
 )
 from engine.workflows.release import Quote, Release, quote, release
-from engine.workflows.release_files import data_file, jsonable, stamped_csv, workload_summary
+from engine.workflows.release_files import (
+    data_file,
+    jsonable,
+    release_zip,
+    stamped_csv,
+    workload_summary,
+)
 from engine.workloads import BLOCKS, GROUPS, Marginals, PairQueries, Product, Workload, catalog
 from engine.workloads.catalog import classic_prefix
 from engine.workloads.labels import readable_labels
@@ -195,6 +201,7 @@ __all__ = [
     "release",
     "release_cost",
     "release_rng",
+    "release_zip",
     "scheduler_from_environment",
     "sqlite_file",
     "stamped_csv",

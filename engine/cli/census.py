@@ -73,8 +73,9 @@ def add_census_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
                         "(teaching and tests: labelled not a private release); default: OS "
                         "entropy")
     parser.add_argument("--out", default=None, metavar="DIR", help="release the hierarchy "
-                        "once through the release pipeline and write it (answers.csv) and its "
-                        "record (release.json) to DIR")
+                        "once through the release pipeline and write its tables (one CSV per "
+                        "level: regions named, whole counts, margin_95, raw) and its record "
+                        "(release.json) to DIR")
     parser.add_argument("--split", default="uniform", help=f"budget split: {', '.join(SPLITS)}")
     parser.add_argument("--weights", default=None,
                         help="per-level budget weights for --split user, e.g. 1,2,4")

@@ -93,8 +93,8 @@ def add_release_flags(p: argparse.ArgumentParser) -> None:
                    "with a column per attribute in the domain's values, estimate (whole "
                    "non-negative counts that agree across tables), margin_95 (half-width of "
                    "the 95%% interval of the unbiased estimate) and raw (that estimate); a "
-                   "Parquet copy beside each CSV when pyarrow is installed (aim-grem writes "
-                   "answers.csv)")
+                   "Parquet copy beside each CSV when pyarrow is installed (aim-grem too: "
+                   "one table per workload marginal)")
     p.add_argument("--raw", action="store_true", help="publish the unbiased least-squares "
                    "estimates only (margin_95 and raw: fractional, possibly negative, tables "
                    "may disagree) instead of consistent whole counts; post-processing costs "

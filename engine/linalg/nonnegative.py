@@ -35,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +89,8 @@ def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
                     start: np.ndarray | None = None, tol: float = 1e-10,
                     max_iter: int = 100, cg_iter: int = 500,
                     max_products: int | None = None, admm_tol: float = 1e-6,
-                    admm_iter: int = 300) -> NonnegativeFit:
+                    admm_iter: int = 300, gram_solver: ShiftedGramSolver | None = None
+                    ) -> NonnegativeFit:
     """The non-negative data vector closest to the measurements in variance-weighted L2,
     with how far the solver got.
 
@@ -110,6 +112,10 @@ def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
         admm_tol: relative primal and dual residual at which the ADMM stage stops (Kronecker
             strategies with one noise level; see :class:`ShiftedGramSolver`).
         admm_iter: largest number of ADMM iterations.
+        gram_solver: the shifted Gram solver of ``w A^T A`` when the caller knows one that
+            :meth:`ShiftedGramSolver.of` cannot see (e.g.
+            :meth:`ShiftedGramSolver.of_marginals` for a weighted union of marginals); it
+            also gives the default start, the least-squares ``H^+ A^T w y``.
 
     Returns:
         The fit (see :class:`NonnegativeFit`).
@@ -128,8 +134,11 @@ def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
         raise SpecError(f"total: must be a finite count >= 0, got {total!r}")
     if total == 0:
         return NonnegativeFit(np.zeros(cells), True, 0, 0, 0.0)
-    problem = _Problem(strategy, y, weights, total)
+    problem = _Problem(strategy, y, weights, total, gram_solver)
     budget = math.inf if max_products is None else max_products
+    if start is None and gram_solver is not None:
+        start = gram_solver.least_squares(strategy.rmatvec(weights * y))
+        problem.products += 2
     x = problem.project(problem.initial(start))
     if strategy.is_identity() and problem.gram is not None:
         # measured cells with one noise level: the projection is the fit itself
@@ -138,7 +147,7 @@ def nonnegative_fit(strategy: Matrix, measurements: np.ndarray,
         return NonnegativeFit(x, False, 0, 0, math.nan)
     target = strategy.rmatvec(weights * y)
     scale = float(np.linalg.norm(target)) or 1.0
-    shifted = ShiftedGramSolver.of(strategy, weights)
+    shifted = gram_solver or ShiftedGramSolver.of(strategy, weights)
     if shifted is not None:
         # one product of the budget is kept for the gradient below
         x = _admm(problem, shifted, target, x, budget - 1, admm_tol, admm_iter)
@@ -194,8 +203,10 @@ class _Problem:
     """The weighted quadratic, its feasible set (orthant or scaled simplex) and the steps."""
 
     def __init__(self, A: Matrix, y: np.ndarray, weights: np.ndarray,
-                 total: float | None) -> None:
+                 total: float | None, eigen: ShiftedGramSolver | None = None) -> None:
         self.A, self.y, self.w, self.total = A, y, weights, total
+        #: ``w A^T A`` in its eigenbasis, when known: products through it are cheaper
+        self.eigen = eigen
         self.gram, self.gram_pinv = _structured_gram(A, weights)
         #: products with the Gram, its pseudo-inverse or its eigenvectors so far (the work)
         self.products = 0
@@ -215,6 +226,8 @@ class _Problem:
 
     def hessian(self, p: np.ndarray) -> np.ndarray:
         self.products += 1
+        if self.eigen is not None:
+            return self.eigen.apply(p)
         if self.gram is not None:
             return self.w[0] * self.gram.matvec(p)
         return self.A.rmatvec(self.w * self.A.matvec(p))
@@ -355,6 +368,37 @@ class ShiftedGramSolver:
             vectors.append(u)
             eigenvalues = np.kron(eigenvalues, np.maximum(lam, 0.0))
         return cls(vectors, weights[0] * eigenvalues)
+
+    @classmethod
+    def of_marginals(cls, shape: Sequence[int], weights: Mapping[tuple[int, ...], float]
+                     ) -> ShiftedGramSolver:
+        """The solver for ``H = sum_g w_g Q_g^T Q_g``, ``Q_g`` the marginal over the axes g of
+        a domain of ``shape`` (weights: g -> w_g, e.g. 1 / the marginal's cell variance).
+
+        Every ``Q_g^T Q_g`` is a Kronecker product of identities (on g) and all-ones matrices,
+        so one basis diagonalises them all: per attribute the constant vector and its
+        orthogonal complement; a basis vector that is non-constant exactly on the axes S has
+        eigenvalue ``sum_{g contains S} w_g prod_{i not in g} n_i``.
+        """
+        vectors = [np.linalg.qr(np.column_stack([np.ones(n), np.eye(n)[:, :n - 1]]))[0]
+                   for n in shape]
+        eigenvalues = np.zeros(tuple(shape))
+        for axes, w in weights.items():
+            index = tuple(slice(None) if i in axes else 0 for i in range(len(shape)))
+            eigenvalues[index] += w * math.prod(n for i, n in enumerate(shape)
+                                                if i not in axes)
+        return cls(vectors, eigenvalues.reshape(-1))
+
+    def apply(self, v: np.ndarray) -> np.ndarray:
+        """``H v`` through the eigenbasis."""
+        return kmatvec(self.vectors, kmatvec(self.transposed, v) * self.eigenvalues)
+
+    def least_squares(self, v: np.ndarray) -> np.ndarray:
+        """``H^+ v``: the minimum-norm least-squares solution when v is ``A^T w y``."""
+        lam = self.eigenvalues
+        top = float(lam.max()) if lam.size else 0.0
+        inverse = np.divide(1.0, lam, out=np.zeros_like(lam), where=lam > 1e-12 * top)
+        return kmatvec(self.vectors, kmatvec(self.transposed, v) * inverse)
 
     def rho(self) -> float:
         """A shift balancing the spectrum: the geometric mean of its extreme eigenvalues."""

@@ -55,7 +55,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from engine.analysis.cost_model import require
 from engine.errors import NotApplicable, SpecError
@@ -76,6 +75,8 @@ from engine.mechanisms.hierarchical.level_noise import LAPLACE_GRID_EXPONENT
 from engine.noise import SEEDED_LABEL, release_rng
 from engine.privacy import DEFAULT_DELTA, Privacy
 from engine.progress import Progress
+from engine.workflows.adaptive_tables import adaptive_tables
+from engine.workflows.census_tables import hierarchy_tables
 from engine.workflows.release_files import (
     TEACHING_LABEL,
     check_out_dir,
@@ -166,8 +167,11 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
         on_round: called with every ``aim-grem`` round record (live charts).
         post_process: the post-processing of a data-independent release's tables
             (:func:`publishable`): ``consistent`` (whole non-negative counts that agree across
-            tables, with the raw column) or ``raw`` (the unbiased estimates only).
-            ``aim-grem`` and ``hierarchical-pgsr`` publish their own estimates either way.
+            tables, with the raw column) or ``raw`` (the unbiased estimates only); for
+            ``aim-grem`` the same on its GReM-MLE marginals
+            (:func:`~engine.workflows.adaptive_tables.adaptive_tables`);
+            ``hierarchical-pgsr`` publishes its variant's own counts either way
+            (:func:`~engine.workflows.census_tables.hierarchy_tables`).
 
     Returns:
         The :class:`Release`.
@@ -361,7 +365,7 @@ def _prepare(mechanism: str | Plan, data: Any, workload: Any, privacy: Privacy |
     if workload is None or privacy is None:
         raise SpecError(f"release: {mechanism} needs a workload and a privacy level")
     if mech.data_dependent:
-        return _adaptive(mech, data, workload, privacy)
+        return _adaptive(mech, data, workload, privacy, post_process)
     mech.check(workload, privacy)
     require(mech.estimate(workload, privacy), mechanism, "run")
     return _linear(plan_on(mech, workload, privacy, executor), data, grid, post_process,
@@ -452,19 +456,17 @@ def publishable(plan: Plan, measurement: Measurement, estimate: np.ndarray, *,
         raw=estimate, raw_column=True)
 
 
-def _adaptive(mech: Mechanism, data: Any, workload: Any, privacy: Privacy) -> _Step:
+def _adaptive(mech: Mechanism, data: Any, workload: Any, privacy: Privacy,
+              post_process: str) -> _Step:
     """AIM+GReM: selection and measurements from the data inside the mechanism's run."""
     cost = release_cost(privacy)
 
     def run(rng: np.random.Generator, progress: Progress | None,
             on_round: Callable[[Any], None] | None) -> tuple[Any, PublishedTables, dict[str, Any]]:
         result = mech.run(workload, privacy, data, rng, progress=progress, on_round=on_round)
-        rows = [(result.label(g), i, float(v)) for g, est in result.estimates.items()
-                for i, v in enumerate(np.asarray(est, float).ravel())]
-        frame = pd.DataFrame(rows, columns=["marginal", "cell", "answer"])
         drawn = {"noise": dict(result.details["noise"]), "rho_spent": result.rho_spent,
                  "ledger": [{"charge": what, "rho": c} for what, c in result.ledger]}
-        return result, PublishedTables({"answers": frame}, "none: GReM-MLE estimates (raw)"), drawn
+        return result, adaptive_tables(workload, result, post_process=post_process), drawn
 
     return _Step(mech.name, mechanism_knobs(mech), cost, RECORD_UNIT, privacy.to_spec(),
                  {"workload": workload_summary(workload.domain, workload)}, _records(data), run)
@@ -482,20 +484,14 @@ def _hierarchical(mech: Mechanism, hierarchy: Any, privacy: Privacy | None) -> _
 
     def run(rng: np.random.Generator, progress: Progress | None, _on_round: Any
             ) -> tuple[Any, PublishedTables, dict[str, Any]]:
-        released = mech.release(hierarchy, epsilon, rng, progress)
-        labels = released.sizes.labels
-        rows = [(lev, name, labels[b], value.item() if hasattr(value, "item") else value)
-                for lev, (level, names) in enumerate(zip(released.levels,
-                                                         released.tree.names, strict=True))
-                for name, row in zip(names, level, strict=True)
-                for b, value in enumerate(row)]
-        frame = pd.DataFrame(rows, columns=["level", "region", "size", "count"])
+        measurement = mech.measure(hierarchy, epsilon, rng)
+        released = mech.postprocess(hierarchy.tree, hierarchy.sizes, hierarchy.total,
+                                    measurement, progress)
         drawn = {"noise": {"sampler": "discrete_laplace", "exact": True,
                            "grid_exponent": exponent, "grid_spacing": 2.0**-exponent,
                            "scale_by_level": noise_plan.scales.tolist()},
                  "consistency_violations": int(released.violations)}
-        return released, PublishedTables({"answers": frame}, f"{mech.variant}: the variant's own "
-                                                    "post-processing"), drawn
+        return released, hierarchy_tables(released, measurement), drawn
 
     describe = {"domain": {"regions_by_level": list(hierarchy.tree.level_sizes),
                            "sizes": hierarchy.sizes.to_spec(),

@@ -2,7 +2,7 @@
 
 A release directory holds:
 
-* one CSV per released table (``answers.csv`` for a single table), each opening with ``#``
+* one CSV per released table (named after it: ``age_x_sex.csv``), each opening with ``#``
   comment lines that carry the release's provenance (:func:`provenance_lines`: whether it is a
   private release, a seeded run or a teaching run, the UTC time, the package version, the
   mechanism and its knobs, the privacy level and unit, the noise drawn, the post-processing,
@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import tempfile
+import zipfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,7 @@ import pandas as pd
 from engine.data.bundled import BUNDLED, DATA_DIR
 from engine.errors import SpecError
 from engine.ledger import data_dir
-from engine.workflows.tables import PublishedTables
+from engine.workflows.tables import PublishedTables, file_stems
 
 RECORD_FILE = "release.json"
 #: The notice of a run on bundled demo data or marked as teaching (never charged).
@@ -122,6 +124,19 @@ def stamped_csv(frame: pd.DataFrame, record: dict[str, Any]) -> str:
     download of one table gives)."""
     header = "".join(f"{line}\n" for line in provenance_lines(record))
     return header + frame.to_csv(index=False)
+
+
+def release_zip(tables: PublishedTables, record: dict[str, Any]) -> bytes:
+    """Every table of a release as :func:`stamped_csv` (one CSV per table, named as
+    :meth:`PublishedTables.write` names them) and ``release.json``, as one zip file's bytes
+    (what a page's "download all tables" gives)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for stem, frame in zip(file_stems(list(tables.frames)), tables.frames.values(),
+                               strict=True):
+            archive.writestr(f"{stem}.csv", stamped_csv(frame, record))
+        archive.writestr(RECORD_FILE, json.dumps(record, indent=2, default=jsonable) + "\n")
+    return buffer.getvalue()
 
 
 def write_release(out_dir: str | os.PathLike[str], tables: PublishedTables,

@@ -23,8 +23,8 @@ Example:
     ...     per_query_variance=np.ones(4))
     >>> tables.frames["sex"]
           sex  estimate  margin_95
-    0  female         3   1.959964
-    1    male         7   1.959964
+    0  female         3       1.96
+    1    male         7       1.96
 """
 
 from __future__ import annotations
@@ -44,7 +44,12 @@ from engine.analysis.cost_model import FLOAT, format_bytes, memory_limit
 from engine.domain import Attribute
 from engine.errors import SpecError
 from engine.linalg.matrix import DENSE_GUARD, Matrix
-from engine.linalg.nonnegative import NonnegativeFit, nonnegative_fit, round_preserving_total
+from engine.linalg.nonnegative import (
+    NonnegativeFit,
+    ShiftedGramSolver,
+    nonnegative_fit,
+    round_preserving_total,
+)
 from engine.workloads.labels import (
     DESCRIBED_BLOCK_ENTRIES,
     readable_labels,
@@ -170,7 +175,8 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                        total: int | None, per_query_variance: np.ndarray,
                        post_process: str = "consistent", noise: str = "gaussian",
                        raw: np.ndarray | None = None, raw_column: bool = False,
-                       work_limit: float | None = WORK_LIMIT) -> PublishedTables:
+                       work_limit: float | None = WORK_LIMIT,
+                       margin_note: str | None = None) -> PublishedTables:
     """Labelled tables of a release, one per workload term.
 
     Args:
@@ -196,6 +202,9 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
             converges; 0: the least-squares estimate projected onto non-negative vectors with
             the total, the fastest consistent route). Every budget gives whole,
             non-negative, consistent counts; the method says whether the fit converged.
+        margin_note: how the margins were computed and for which estimate they hold, in
+            words (default: from the plan's per-query variance, for the unbiased raw
+            estimate).
 
     Returns:
         The tables and the method in words.
@@ -230,14 +239,17 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     if post_process == "consistent":
         variances = variance if strategy is None else noise_variances
         products = None if work_limit is None else int(work_limit // workload.domain.size)
-        fit = nonnegative_fit(fitted, y, variances, total=total, max_products=products)
+        solver = _marginal_solver(workload, variance) if strategy is None else None
+        fit = nonnegative_fit(fitted, y, variances, total=total, max_products=products,
+                              gram_solver=solver)
         counts = round_preserving_total(fit.x, int(total) if total is not None
                                         else int(round(float(fit.x.sum()))))
     frames = _frames(workload, counts, raw, MARGIN_Z[noise] * np.sqrt(variance),
                      raw_column or counts is None)
     estimator = ("the released answers" if strategy is None
                  else "the plan's reconstruction" if raw_given else "W A^+ y")
-    return PublishedTables(frames, _method(post_process, noise, total, estimator, fit))
+    return PublishedTables(frames, _method(post_process, noise, total, estimator, fit,
+                                           margin_note))
 
 
 def check_domain(workload: Workload) -> None:
@@ -266,6 +278,23 @@ def least_squares(strategy: Matrix, y: np.ndarray,
         strategy.shape, dtype=float, matvec=lambda p: scale * strategy.matvec(p),
         rmatvec=lambda q: strategy.rmatvec(scale * q))
     return spla.lsqr(operator, scale * y, atol=1e-12, btol=1e-12, iter_lim=10_000)[0]
+
+
+def _marginal_solver(workload: Workload, variance: np.ndarray) -> ShiftedGramSolver | None:
+    """The exact shifted Gram solver of released marginal answers weighted by their inverse
+    variances (:meth:`ShiftedGramSolver.of_marginals`), when every term is a plain marginal
+    whose answers share one variance; None otherwise."""
+    weights: dict[tuple[int, ...], float] = {}
+    start = 0
+    for term in workload.terms:
+        stop = start + term.num_queries
+        v = variance[start:stop]
+        if not (term.is_product and all(f.is_identity() for f in term.factors or ())
+                and np.all(v == v[0]) and v[0] > 0):
+            return None
+        weights[term.attrs] = weights.get(term.attrs, 0.0) + term.weight ** 2 / float(v[0])
+        start = stop
+    return ShiftedGramSolver.of_marginals(workload.domain.shape, weights)
 
 
 #: Decimals of a published margin (people).
@@ -384,17 +413,20 @@ def _distinct_name(name: str, known: dict[str, pd.DataFrame]) -> str:
 
 
 def _method(post_process: str, noise: str, total: int | None, estimator: str,
-            fit: NonnegativeFit | None) -> str:
+            fit: NonnegativeFit | None, margin_note: str | None) -> str:
     z = MARGIN_Z[noise]
-    if noise == "laplace":
+    if margin_note is not None:
+        margin = margin_note
+    elif noise == "laplace":
         margin = (f"margin_95: half-width of the 95 % interval, {z:.2f} standard deviations "
                   "(the exact interval of one Laplace variable; wider than needed for answers "
                   "combining several draws)")
     else:
         margin = (f"margin_95: half-width of the 95 % interval, {z:.2f} standard deviations "
                   "of the Gaussian noise")
-    margin += (", from the plan's per-query variance; it holds for the unbiased raw estimate "
-               f"({estimator}), not for the rounded counts")
+    if margin_note is None:
+        margin += (", from the plan's per-query variance; it holds for the unbiased raw "
+                   f"estimate ({estimator}), not for the rounded counts")
     if post_process == "raw":
         return ("raw: the unbiased least-squares estimates, unrounded (fractional, possibly "
                 f"negative; tables may disagree). {margin}.")

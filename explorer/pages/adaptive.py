@@ -13,9 +13,12 @@ Every run releases AIM+GReM through the release pipeline (``engine.workflows.rel
 data set registered on the Budget page its cost (the zCDP rho of the (eps, delta) asked for) is
 charged before any noise is drawn, a run past the data set's budget is refused with the
 ledger's one line (and what still fits), and the release is kept beside the ledger for the
-Budget page. The released table (``aim-grem-release.csv``, with its provenance lines) can be
-downloaded here. The comparison rows (errors against the true data) are evaluation only and not
-part of the release. A seeded run, the bundled Adult data (the teaching sandbox) or an
+Budget page. The published tables (one per workload marginal, cells named in the data's
+values, whole non-negative counts that agree across tables, ``margin_95`` and the raw GReM-MLE
+estimate; :func:`engine.workflows.adaptive_tables.adaptive_tables`) are shown here and
+download as ``aim-grem-release.zip`` (every table with its provenance lines, and the
+record). The comparison rows (errors against the true data) are evaluation only and not part
+of the release. A seeded run, the bundled Adult data (the teaching sandbox) or an
 unregistered upload is not charged and the status line says so.
 
 Mount it with ``from explorer.pages.adaptive import AdaptivePage``.
@@ -68,10 +71,10 @@ from engine import (
     release,
     release_cost,
     release_rng,
+    release_zip,
     sqlite_file,
-    stamped_csv,
 )
-from explorer.components.exports import csv_download, scenario_columns, text_download
+from explorer.components.exports import csv_download, scenario_columns
 from explorer.components.notes import learn_note
 from explorer.components.worker import BackgroundRun
 
@@ -260,8 +263,11 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                                 doc="Share of the data set's budget spent (percent).")
     quote_line = param.String(default="", doc="What the next run's release would cost and "
                               "leave (or why it is not charged).")
-    released_rows = param.List(default=[], doc="The first rows of the last released table "
-                               "(marginal, cell, answer in records).")
+    released_rows = param.List(default=[], doc="The first rows of the last release's first "
+                               "table (attribute values, estimate, margin_95, raw; records).")
+    released_name = param.String(default="", doc="Name of the table in ``released_rows``.")
+    released_method = param.String(default="", doc="The last release's post-processing and "
+                                    "margins, in words.")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -325,7 +331,8 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
         self._run_privacy, self._run_workload = self.privacy(), None
         self._run_release = SEEDED_LABEL if self.seed is not None else "OS entropy"
         self.released = None
-        self.param.update(released_rows=[], running=True, error="", progress=0.0, rounds=[],
+        self.param.update(released_rows=[], released_name="", released_method="",
+                          running=True, error="", progress=0.0, rounds=[],
                           results=[], status="Loading data...")
 
     def _on_round(self, record: Any, share: float, label: Callable[[Any], str]) -> None:
@@ -439,9 +446,10 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                            on_round=lambda r: self._on_round(r, min(1.0, r.rho_used / rho),
                                                              label))
         self.released = released
-        frame = released.tables.frames["answers"]
+        name, frame = next(iter(released.tables.frames.items()))
         rows = frame.head(RELEASED_SHOWN).to_dict("records")
-        self._dispatch(lambda: setattr(self, "released_rows", rows))
+        self._dispatch(lambda: self.param.update(released_rows=rows, released_name=name,
+                                                 released_method=released.tables.method))
         self._run_release = released.record["notice"] or "private release (OS entropy)"
         comparison = compare_adaptive(
             data, workload, privacy, residual_planner=self.compare_rp, pgm=self.compare_pgm,
@@ -458,17 +466,18 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
             note = f"Not charged: {'; '.join(released.notes)}."
         self._dispatch(lambda: self._finish(comparison.rows(), f"{done} {note}", ""))
 
-    def released_csv(self) -> str:
-        """The released AIM+GReM table as CSV, with its provenance lines (the record's UTC
-        time, version, mechanism, privacy, noise, post-processing, data SHA-256, budget).
+    def released_zip(self) -> bytes:
+        """The released AIM+GReM tables (one CSV per workload marginal, each with the record's
+        provenance lines: UTC time, version, mechanism, privacy, noise, post-processing, data
+        SHA-256, budget) and ``release.json``, as one zip file.
 
         Raises:
             ValueError: nothing has been released yet.
         """
         released: Release | None = self.released
         if released is None:
-            raise ValueError("aim-grem-release.csv: nothing released yet")
-        return stamped_csv(released.tables.frames["answers"], released.record)
+            raise ValueError("aim-grem-release.zip: nothing released yet")
+        return release_zip(released.tables, released.record)
 
     def _finish(self, rows: list[dict[str, Any]], status: str, error: str) -> None:
         self.update_quote()
@@ -600,8 +609,10 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                                      max=100, sizing_mode="stretch_width")
         download = pn.Row(
             csv_download(self.export_frame, "adaptive.csv", css_class="adaptive-csv"),
-            text_download(self.released_csv, "aim-grem-release.csv",
-                          "Download the released table", css_class="adaptive-release-csv"))
+            pn.widgets.FileDownload(callback=lambda: io.BytesIO(self.released_zip()),
+                                    filename="aim-grem-release.zip",
+                                    label="Download the released tables (zip)", color="light",
+                                    css_classes=["adaptive-release-zip"], width=240))
         # HTML tables: bokeh's ColumnDataSource (Tabulator) trips pandas 3 deprecations. Wider
         # than the page (11 columns), they scroll sideways instead of being cut off.
         wide = {"overflow-x": "auto"}
@@ -615,8 +626,10 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                               styles=wide),
             sizing_mode="stretch_width")
         released = pn.Column(
-            pn.pane.Markdown(f"### Released (AIM+GReM estimates, first {RELEASED_SHOWN} cells; "
-                             "the download has every cell and its provenance)"),
+            pn.pane.Markdown(self.param.released_name.rx.pipe(
+                lambda name: f"### Released: {name} (first {RELEASED_SHOWN} rows; the download "
+                             "has every table, every cell and its provenance)")),
+            pn.pane.Markdown(self.param.released_method, css_classes=["adaptive-method"]),
             pn.pane.DataFrame(self.param.released_rows.rx.pipe(pd.DataFrame), index=False,
                               sizing_mode="stretch_width", css_classes=["adaptive-released"]),
             visible=self.param.released_rows.rx.bool())

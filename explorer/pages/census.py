@@ -13,9 +13,11 @@ The trials are evaluation only (they score releases against the true data). **Re
 draws one release of the chosen variant through the release pipeline
 (``engine.workflows.release``): an uploaded hierarchy registered on the Budget page is charged
 (pure eps) before any noise is drawn, refused past its budget with what still fits, and kept
-beside the ledger; the released table (``census-release.csv``, with its provenance lines)
-downloads here. Synthetic hierarchies release nothing private, a seeded release is teaching
-only; neither is charged.
+beside the ledger; the published tables (one per level, regions named, whole counts with
+``margin_95`` and the raw noisy counts; the method says whether the variant's counts are
+consistent; :func:`engine.workflows.census_tables.hierarchy_tables`) download here as
+``census-release.zip``, with their provenance lines and the record. Synthetic hierarchies
+release nothing private, a seeded release is teaching only; neither is charged.
 
 Privacy unit: one *individual* joining or leaving a group (household); the number of groups
 n is public. The page says so next to the controls.
@@ -57,10 +59,10 @@ from engine import (
     one_line,
     quote,
     release,
-    stamped_csv,
+    release_zip,
     synthetic_hierarchy,
 )
-from explorer.components.exports import SCENARIO_COLUMNS, csv_download, text_download
+from explorer.components.exports import SCENARIO_COLUMNS, csv_download
 from explorer.components.notes import learn_note
 from explorer.components.worker import BackgroundRun
 
@@ -170,6 +172,8 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
     ledger_url = param.String(default=None, allow_None=True, doc="SQLAlchemy URL of the budget "
                               "ledger (None: $DPWB_LEDGER_URL or the SQLite default).")
     release_status = param.String(default="", doc="What the last Release did (one line).")
+    release_method = param.String(default="", doc="The last release's published tables: "
+                                  "post-processing, consistency and margins, in words.")
     quote_line = param.String(default="", doc="What Release would cost and leave (or why it "
                               "is not charged).")
 
@@ -262,18 +266,20 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
                 fingerprint=fingerprint_bytes(self.csv_file) if upload else None,
                 seed=self.seed, store=True, ledger=self.ledger_url, user=pn.state.user)
         except BudgetExceeded as exc:
-            self.param.update(release_status="Refused: nothing was released.", error=str(exc))
+            self.param.update(release_status="Refused: nothing was released.", error=str(exc),
+                              release_method="")
             self.update_quote()
             return
         except Exception as exc:  # shown on the page: the user fixes the input
-            self.param.update(release_status="Not released.", error=one_line(exc))
+            self.param.update(release_status="Not released.", error=one_line(exc),
+                              release_method="")
             return
         self.released = released
         checks = released.record.get("consistency_violations", 0)
         charged = "; ".join(released.notes)
         if released.charged is None:
             charged = f"not charged: {charged}"
-        self.param.update(error="", release_status=(
+        self.param.update(error="", release_method=released.tables.method, release_status=(
             f"Released {self.release_variant} at eps = {self.epsilon:g} "
             f"({checks} consistency violations); {charged}."))
         self.update_quote()
@@ -290,15 +296,16 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             line = str(exc)
         self.quote_line = line
 
-    def released_csv(self) -> str:
-        """The last release's table as CSV with its provenance lines.
+    def released_zip(self) -> bytes:
+        """The last release's tables (one CSV per level, each with its provenance lines) and
+        ``release.json``, as one zip file.
 
         Raises:
             ValueError: nothing has been released yet.
         """
         if self.released is None:
-            raise ValueError("census-release.csv: nothing released yet")
-        return stamped_csv(self.released.tables.frames["answers"], self.released.record)
+            raise ValueError("census-release.zip: nothing released yet")
+        return release_zip(self.released.tables, self.released.record)
 
     def _loaded(self, hierarchy: Any) -> None:
         self.hierarchy = hierarchy
@@ -482,9 +489,10 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         self.update_quote()
         self.param.watch(lambda _: self.update_quote(),
                          ["source", "csv_file", "epsilon", "seed", "ledger_url"])
-        release_download = text_download(self.released_csv, "census-release.csv",
-                                         "Download the released table",
-                                         css_class="census-release-csv")
+        release_download = pn.widgets.FileDownload(
+            callback=lambda: io.BytesIO(self.released_zip()), filename="census-release.zip",
+            label="Download the released tables (zip)", color="light",
+            css_classes=["census-release-zip"], width=240)
         release_download.visible = self.param.release_status.rx.pipe(
             lambda text: text.startswith("Released"))
         cancel = pn.widgets.Button(label="Cancel", color="warning")
@@ -521,6 +529,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             release_button,
             pn.pane.Markdown(self.param.release_status, css_classes=["census-release-status"]),
             release_download,
+            pn.pane.Markdown(self.param.release_method, css_classes=["census-release-method"]),
             pn.pane.Markdown(PRIVACY_NOTE),
             width=320,
         )

@@ -22,6 +22,7 @@ from engine.linalg.nonnegative import (
     simplex_projection,
 )
 from engine.workloads.labels import row_value, run_value
+from engine.workloads.workload import Workload
 
 
 def _weighted_nnls(A: np.ndarray, y: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -268,3 +269,25 @@ def test_a_budgeted_fit_on_a_kronecker_strategy_is_near_the_optimum():
     gap = (objective(admm.x) - objective(exact.x)) / (objective(start.x) - objective(exact.x))
     assert 0.0 <= gap <= 1e-3
     assert float(np.linalg.norm(target)) > 0
+
+
+def test_marginal_gram_solver_is_the_weighted_union_of_marginals_exactly() -> None:
+    domain = Domain.from_sizes([3, 1, 4, 2])
+    workload = Workload.marginals(domain, upto=2)
+    rng = np.random.default_rng(5)
+    per_term = rng.uniform(0.5, 4.0, len(workload.terms))
+    weights: dict[tuple[int, ...], float] = {}
+    for term, w in zip(workload.terms, per_term, strict=True):
+        weights[term.attrs] = weights.get(term.attrs, 0.0) + w
+    row_weights = np.concatenate([np.full(t.num_queries, w)
+                                  for t, w in zip(workload.terms, per_term, strict=True)])
+    A = np.asarray(workload.matrix.dense())
+    H = A.T @ (row_weights[:, None] * A)
+    solver = ShiftedGramSolver.of_marginals(domain.shape, weights)
+    v = rng.normal(size=domain.size)
+    assert np.allclose(solver.apply(v), H @ v, rtol=0, atol=1e-10 * np.abs(H @ v).max())
+    assert np.allclose(solver.solve(v, 0.7), np.linalg.solve(H + 0.7 * np.eye(domain.size), v),
+                       rtol=0, atol=1e-10)
+    target = A.T @ (row_weights * rng.normal(size=A.shape[0]))
+    assert np.allclose(solver.least_squares(target), np.linalg.pinv(H) @ target, rtol=0,
+                       atol=1e-9)

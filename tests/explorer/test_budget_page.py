@@ -54,10 +54,18 @@ def test_register_release_twice_then_refused_with_what_remains(url: str) -> None
         assert page.error == "", page.error
         assert "Released: charged rho=" in page.status
         assert page.budget_share == pytest.approx(100 * n / 2.5, abs=0.01)
-    assert page.released_rows[0]["marginal"] == "a x b" and len(page.released_rows) == 16
-    released = pd.read_csv(io.StringIO(page.released_csv()), comment="#")
-    assert list(released.columns) == ["marginal", "cell", "answer"]
-    assert len(released) == 3 * 2 + 3 * 2 + 2 * 2
+    assert page.released_name == "a x b" and len(page.released_rows) == 6
+    assert list(page.released_rows[0]) == ["a", "b", "estimate", "margin_95", "raw"]
+    assert page.released_method.startswith("consistent: one non-negative estimate")
+    shipped = zipfile.ZipFile(io.BytesIO(page.released_zip()))
+    assert sorted(shipped.namelist()) == ["a_x_b.csv", "a_x_c.csv", "b_x_c.csv",
+                                          "release.json"]
+    tables = {name: pd.read_csv(io.BytesIO(shipped.read(f"{name}.csv")), comment="#")
+              for name in ("a_x_b", "a_x_c", "b_x_c")}
+    assert [len(t) for t in tables.values()] == [3 * 2, 3 * 2, 2 * 2]
+    assert len({int(t["estimate"].sum()) for t in tables.values()}) == 1
+    assert (tables["a_x_b"].groupby("a")["estimate"].sum().tolist()
+            == tables["a_x_c"].groupby("a")["estimate"].sum().tolist())
     page.run()
     assert page.status == "Refused: nothing was released." and page.results == []
     left = 0.5 * rho
@@ -80,12 +88,13 @@ def test_register_release_twice_then_refused_with_what_remains(url: str) -> None
     assert record["budget"]["remaining_rho"] == pytest.approx(left, rel=1e-9)
     assert math.fsum(c["rho"] for c in record["ledger"]) == pytest.approx(rho, rel=1e-12)
     archive = zipfile.ZipFile(budget.tables_zip())
-    assert sorted(archive.namelist()) == ["answers.csv", "release.json"]
-    answers = archive.read("answers.csv").decode()
-    assert budget.record_file("answers.csv").getvalue().decode() == answers
-    lines = answers.splitlines()
+    assert sorted(archive.namelist()) == ["a_x_b.csv", "a_x_c.csv", "b_x_c.csv",
+                                          "release.json"]
+    table = archive.read("a_x_b.csv").decode()
+    assert budget.record_file("a_x_b.csv").getvalue().decode() == table
+    lines = table.splitlines()
     assert lines[0] == "# release: private release"
-    assert [x for x in lines if not x.startswith("#")][0] == "marginal,cell,answer"
+    assert [x for x in lines if not x.startswith("#")][0] == "a,b,estimate,margin_95,raw"
     with Ledger(url) as ledger:
         history = ledger.history("people survey")
     assert history[0].rounds == json.loads(Path(history[0].record_path, "release.json")
@@ -100,7 +109,9 @@ def test_bundled_seeded_and_unregistered_runs_are_not_charged(url: str, tmp_path
     assert page.status.endswith("Not charged: teaching: not a private release: the teaching "
                                 "sandbox (bundled demo data) is never charged to the budget "
                                 "ledger.")
-    assert page.released_csv().startswith("# release: teaching: not a private release\n")
+    teaching = zipfile.ZipFile(io.BytesIO(page.released_zip()))
+    assert teaching.read("race_x_sex.csv").decode().startswith(
+        "# release: teaching: not a private release\n")
     assert not (tmp_path / "ledger.sqlite").exists()
     page = upload_page(url)
     page.run()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import zipfile
 from pathlib import Path
 
 import holoviews as hv
@@ -240,19 +241,27 @@ def test_release_is_charged_recorded_downloadable_and_refused_with_what_remains(
     assert page.error == "", page.error
     assert page.release_status == ("Released dp at eps = 1 (0 consistency violations); charged "
                                    "eps=1 to towns: spent 1 of eps=1.5.")
-    table = pd.read_csv(io.StringIO(page.released_csv()), comment="#")
-    assert list(table.columns) == ["level", "region", "size", "count"]
-    assert len(table) == (1 + 2 + 5) * 7  # every region x size bucket 1..6, 6+
-    counts = table["count"].to_numpy()
-    assert (counts >= 0).all() and (counts == counts.round()).all()
-    by_level = table.groupby("level")["count"].sum()
-    assert list(by_level) == [300, 300, 300]  # every level sums to the public n
+    archive = zipfile.ZipFile(io.BytesIO(page.released_zip()))
+    assert sorted(archive.namelist()) == ["county.csv", "nation.csv", "release.json",
+                                          "state.csv"]
+    nation, state, county = (pd.read_csv(io.BytesIO(archive.read(name)), comment="#",
+                                         dtype={"size": str})
+                             for name in ("nation.csv", "state.csv", "county.csv"))
+    assert list(county.columns) == ["nation", "state", "county", "size", "estimate",
+                                    "margin_95", "raw"]
+    assert [len(t) for t in (nation, state, county)] == [7, 2 * 7, 5 * 7]  # sizes 0..5, 6+
+    for table in (nation, state, county):  # whole, non-negative, each level sums to n
+        assert table["estimate"].dtype == "int64" and (table["estimate"] >= 0).all()
+        assert table["estimate"].sum() == 300 and (table["margin_95"] > 0).all()
+    assert (county.groupby(["state", "size"], sort=False)["estimate"].sum().tolist()
+            == state["estimate"].tolist())  # parent = sum of children, exactly
+    assert "'estimate' column is consistent" in page.release_method
     record = page.released.record
     assert record["budget"]["spent"] == 1.0 and record["budget"]["remaining"] == 0.5
     assert record["privacy_unit"] == "one individual joining or leaving a group"
     with Ledger(url) as ledger:
         (entry,) = ledger.history("towns")
-    assert (Path(entry.record_path) / "answers.csv").exists()
+    assert (Path(entry.record_path) / "county.csv").exists()
     page.make_release()
     assert page.release_status == "Refused: nothing was released."
     assert page.error.endswith("nothing was released; remaining: eps = 0.5")

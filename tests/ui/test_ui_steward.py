@@ -2,7 +2,8 @@
 the Budget page, plan a two-attribute workload on Compare, release the recommended plan on the
 Release page from the same CSV, download the zip and find labelled, whole, non-negative,
 consistent counts with margins, then release again until the ledger refuses and says what
-remains."""
+remains. Then an AIM+GReM release of another registered CSV on the Adaptive page and a census
+hierarchy release on the Census page, each downloaded and checked the same way."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import yaml
 from conftest import save_screenshot, start_server, wait_for_panel
 from playwright.sync_api import expect
 
-from engine.privacy import DEFAULT_DELTA, cdp_eps
+from engine.mechanisms.hierarchical.io import write_hierarchy_csv
+from engine.mechanisms.hierarchical.synthetic import synthetic_census
+from engine.privacy import DEFAULT_DELTA, cdp_eps, cdp_rho
 from engine.scenario import Scenario
 from engine.workflows.compare import compare
 
@@ -59,17 +62,37 @@ def remaining_text(rho: float) -> str:
 
 
 def published(zip_bytes: bytes) -> tuple[dict[str, pd.DataFrame], dict, dict[str, str]]:
-    """The zip's tables (read past their ``#`` provenance lines), its record, and the first
-    line of every CSV."""
+    """The zip's tables (read past their ``#`` provenance lines, labels as text), its record,
+    and the first line of every CSV."""
     archive = zipfile.ZipFile(io.BytesIO(zip_bytes))
     tables, first = {}, {}
     for name in archive.namelist():
         if name.endswith(".csv"):
             text = archive.read(name).decode()
             first[name] = text.splitlines()[0]
+            frame = pd.read_csv(io.StringIO(text), comment="#")
+            labels = [c for c in frame.columns if c not in ("estimate", "margin_95", "raw")]
             tables[name[:-4]] = pd.read_csv(io.StringIO(text), comment="#",
-                                            dtype={"sex": str, "age": str})
+                                            dtype=dict.fromkeys(labels, str))
     return tables, json.loads(archive.read("release.json")), first
+
+
+def whole_with_margins(tables: dict[str, pd.DataFrame]) -> set[int]:
+    """Assert every table's estimates are whole, non-negative and have margins; their
+    totals."""
+    totals = set()
+    for table in tables.values():
+        assert table["estimate"].dtype == np.int64 and (table["estimate"] >= 0).all()
+        assert (table["margin_95"] > 0).all() and table["raw"].notna().all()
+        totals.add(int(table["estimate"].sum()))
+    return totals
+
+
+def download(page, selector: str, filename: str) -> bytes:
+    with page.expect_download() as info:
+        page.locator(f"{selector} button").first.click()
+    assert info.value.suggested_filename == filename
+    return Path(info.value.path()).read_bytes()
 
 
 def test_steward_registers_releases_downloads_and_is_refused(browser, served: str,
@@ -184,5 +207,114 @@ def test_steward_registers_releases_downloads_and_is_refused(browser, served: st
            ).to_have_count(2)
     expect(page.locator(".budget-bar progress").first).to_have_attribute(
         "value", str(round(100 * 2 * RHO / TOTAL)))
+    context.close()
+    assert errors == []
+
+
+SURVEY_DOMAIN = {"gender": {"labels": ["female", "male"]},
+                 "years": {"kind": "numeric", "bin_edges": [0, 30, 40, 50, 65, 100]},
+                 "smoker": {"labels": ["no", "yes"]}}
+
+
+def survey(path: Path) -> Path:
+    """300 seeded survey answers in their raw values (gender and smoker in words, years)."""
+    rng = np.random.default_rng(29)
+    gender = rng.choice(["female", "male"], 300)
+    years = rng.integers(18, 95, 300)
+    smoker = np.where(rng.random(300) < 0.2 + 0.004 * (years - 18), "yes", "no")
+    path.write_text("gender,years,smoker\n" + "".join(
+        f"{g},{y},{s}\n" for g, y, s in zip(gender, years, smoker, strict=True)))
+    return path
+
+
+def test_steward_releases_aim_grem_and_a_census_hierarchy(browser, served: str,
+                                                          tmp_path: Path) -> None:
+    csv_file = survey(tmp_path / "survey.csv")
+    domain_file = tmp_path / "survey-domain.json"
+    domain_file.write_text(json.dumps(SURVEY_DOMAIN))
+    context = browser.new_context(viewport={"width": 1280, "height": 900},
+                                  accept_downloads=True)
+    context.set_default_timeout(60_000)
+    errors: list[str] = []
+    page = context.new_page()
+    page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
+
+    # 1. register the survey under its own name
+    page.goto(f"{served}/app?page=budget", wait_until="load")
+    wait_for_panel(page, ".budget-total")
+    page.locator("input[type=file]").set_input_files(str(csv_file))
+    name = page.locator(".budget-name input")
+    name.fill("household survey")
+    name.press("Enter")
+    page.get_by_role("button", name="Register").click()
+    expect(page.get_by_text("Registered household survey (owner anonymous) with rho=1")
+           ).to_be_visible()
+
+    # 2. AIM+GReM on the Adaptive page: charged, shown, downloaded as labelled tables
+    page.goto(f"{served}/app?page=adaptive", wait_until="load")
+    wait_for_panel(page, ".adaptive-status")
+    page.get_by_role("button", name="Uploaded CSV + domain").click()
+    files = page.locator("input[type=file]")
+    files.nth(0).set_input_files(str(csv_file))
+    files.nth(1).set_input_files(str(domain_file))
+    rho = cdp_rho(1.0, 1e-9)  # the page's default (eps, delta) = (1, 1e-9)
+    page.get_by_role("button", name="Run").click()
+    expect(page.locator(".adaptive-status").first).to_contain_text(
+        f"Released: charged rho={rho:.6g} to household survey", timeout=PLAN_TIMEOUT_MS)
+    expect(page.locator(".adaptive-released").first).to_contain_text("female")
+    expect(page.locator(".adaptive-method").first).to_contain_text(
+        "consistent: one non-negative estimate of the data")
+    save_screenshot(page, "steward-aim-grem")
+    tables, record, first_lines = published(download(page, ".adaptive-release-zip",
+                                                     "aim-grem-release.zip"))
+    assert sorted(tables) == ["gender_x_smoker", "gender_x_years", "years_x_smoker"]
+    assert set(first_lines.values()) == {"# release: private release"}
+    assert record["mechanism"] == "aim-grem" and record["notice"] is None
+    assert record["budget"]["spent"] == pytest.approx(rho, rel=1e-12)
+    pair = tables["gender_x_years"]
+    assert list(pair.columns) == ["gender", "years", "estimate", "margin_95", "raw"]
+    assert pair["gender"].tolist() == ["female"] * 5 + ["male"] * 5
+    assert pair["years"].tolist() == AGES * 2
+    assert set(tables["years_x_smoker"]["smoker"]) == {"no", "yes"}
+    totals = whole_with_margins(tables)
+    assert len(totals) == 1 and abs(totals.pop() - 300) <= 60
+    for attr, (left, right) in {"gender": ("gender_x_years", "gender_x_smoker"),
+                                "years": ("gender_x_years", "years_x_smoker"),
+                                "smoker": ("gender_x_smoker", "years_x_smoker")}.items():
+        # consistent, exactly: a 1-way marginal is the same from every table holding it
+        assert (tables[left].groupby(attr, sort=False)["estimate"].sum().to_dict()
+                == tables[right].groupby(attr, sort=False)["estimate"].sum().to_dict())
+
+    # 3. a census hierarchy on the Census page: one table per level, parents = children
+    hierarchy = tmp_path / "towns.csv"
+    write_hierarchy_csv(synthetic_census("levels=1,3,8;groups=600;max_size=6;seed=3"),
+                        hierarchy)
+    page.goto(f"{served}/app?page=census", wait_until="load")
+    wait_for_panel(page, ".census-empty")
+    page.get_by_role("button", name="upload CSV").click()
+    page.locator("input[type=file]").set_input_files(str(hierarchy))
+    top = page.get_by_label("Max size (public top bucket)")
+    top.fill("6")
+    top.press("Enter")
+    page.get_by_role("button", name="Release", exact=True).click()
+    status = page.locator(".census-release-status").first
+    expect(status).to_contain_text("Released dp at eps = 1 (0 consistency violations)",
+                                   timeout=PLAN_TIMEOUT_MS)
+    expect(page.locator(".census-release-method").first).to_contain_text(
+        "'estimate' column is consistent")
+    save_screenshot(page, "steward-census")
+    levels, record, _ = published(download(page, ".census-release-zip",
+                                           "census-release.zip"))
+    assert sorted(levels) == ["county", "nation", "state"]
+    assert record["mechanism"] == "hierarchical-pgsr"
+    county, state, nation = levels["county"], levels["state"], levels["nation"]
+    assert list(county.columns) == ["nation", "state", "county", "size", "estimate",
+                                    "margin_95", "raw"]
+    assert county["size"].tolist()[:7] == ["0", "1", "2", "3", "4", "5", "6+"]
+    assert whole_with_margins(levels) == {600}  # every level sums to the public n
+    assert (county.groupby(["state", "size"], sort=False)["estimate"].sum().tolist()
+            == state["estimate"].tolist())
+    assert (state.groupby("size", sort=False)["estimate"].sum().tolist()
+            == nation["estimate"].tolist())
     context.close()
     assert errors == []

@@ -26,11 +26,12 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from engine.domain import Domain
-from engine.linalg.residuals import AttrSet
+from engine.linalg.residuals import AttrSet, subsets
 from engine.mechanisms.aim_grem.crp import ETA, crp, iid
 from engine.mechanisms.aim_grem.grem import (
     ResidualEstimates,
@@ -165,6 +166,16 @@ def initialise(store: ResidualEstimates, truth: Mapping[AttrSet, np.ndarray],
         ledger.append((f"init {names[i]}", 1.0 / (2.0 * sigma0_sq)))
 
 
+def precision(store: ResidualEstimates, sets: Sequence[AttrSet]) -> dict[str, Any]:
+    """What the released estimates' margins need (public: noise parameters only):
+    ``cell_variance`` (set -> per-cell noise variance of its GReM-MLE estimate, counts
+    squared, :meth:`ResidualEstimates.cell_variance`) and ``unmeasured`` (set -> residuals of
+    it never measured, set to zero: the estimate's bias, which no variance covers)."""
+    return {"cell_variance": {g: store.cell_variance(g) for g in sets},
+            "unmeasured": {g: tuple(t for t in subsets(g) if store.lam.get(t, 0.0) <= 0)
+                           for g in sets}}
+
+
 def aim_grem(domain: Domain, workload: Sequence[AttrSet], marginal: MarginalFn, rho: float,
              rng: np.random.Generator, *, weights: Sequence[float] | None = None,
              measurement: str = "crp", update: str = "lazy", eta: float = ETA,
@@ -282,7 +293,8 @@ def aim_grem(domain: Domain, workload: Sequence[AttrSet], marginal: MarginalFn, 
                "rho_init": plan.rho_init, "epsilon0": plan.epsilon0,
                "measurement": measurement, "update": update, "eta": eta,
                "candidates": len(candidates), "sensitivity": sensitivity,
-               "residual_measurements": store.measurements, "noise": NOISE_RECORD}
+               "residual_measurements": store.measurements, "noise": NOISE_RECORD,
+               **precision(store, sets)}
     return AdaptiveResult(mechanism, domain, sets, estimates, float(rho), tuple(ledger),
                           time.perf_counter() - start, tuple(rounds), store.total(),
                           details=details)

@@ -75,6 +75,50 @@ def noise_variance(kind: str, scale: float | np.ndarray) -> float | np.ndarray:
     return geometric_variance(scale) if kind == "geometric" else laplace_variance(scale)
 
 
+def halfwidth_95(kind: str, scale: float, draws: int = 1) -> float:
+    """The smallest t on the noise's grid with ``P(|eta| <= t) >= 0.95``, exactly, for one
+    ``kind`` draw of scale lambda (``draws=1``) or the difference of two independent ones
+    (``draws=2``: a count recovered from two noisy cumulative or prefix entries).
+
+    Both kinds are double-geometric on a grid (spacing 1 or ``2**-LAPLACE_GRID_EXPONENT``).
+    One draw: ``P(|eta| > t) = 2 a**(t+1) / (1 + a)``. The difference of two has
+    ``P(d) = c**2 a**|d| (|d| + 1 + 2 a**2 / (1 - a**2))``, ``c = (1 - a) / (1 + a)``, whose
+    tail is summed in closed form.
+
+    Raises:
+        SpecError: an unknown kind, a scale that is not positive or ``draws`` not 1 or 2.
+    """
+    check_noise(kind)
+    if not scale > 0:
+        raise SpecError(f"noise scale: must be positive, got {scale!r}")
+    if draws not in (1, 2):
+        raise SpecError(f"draws: expected 1 or 2, got {draws!r}")
+    spacing = 1.0 if kind == "geometric" else 2.0**-LAPLACE_GRID_EXPONENT
+    units = scale / spacing
+    a = math.exp(-1.0 / units)
+    gap = -math.expm1(-1.0 / units)  # 1 - a, accurate for large scales
+
+    def tail(t: int) -> float:
+        power = a ** (t + 1)
+        if draws == 1:
+            return 2.0 * power / (1.0 + a)
+        c2 = (gap / (1.0 + a)) ** 2
+        s0 = power / gap
+        s1 = power * ((t + 1) * gap + a) / gap**2
+        return 2.0 * c2 * (s1 + (1.0 + 2.0 * a * a / (gap * (1.0 + a))) * s0)
+
+    lo, hi = 0, 1
+    while tail(hi) > 0.05:
+        lo, hi = hi, 2 * hi
+    while lo < hi:  # the smallest t with tail(t) <= 0.05
+        mid = (lo + hi) // 2
+        if tail(mid) > 0.05:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo * spacing
+
+
 def sample_double_geometric(scale: float, size: int | tuple[int, ...],
                             rng: np.random.Generator) -> np.ndarray:
     """Exact integer noise with ``P(eta = x) = (1 - a)/(1 + a) a**|x|``, ``a = e^(-1/scale)``.

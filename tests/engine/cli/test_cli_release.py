@@ -7,6 +7,7 @@ import json
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from engine.cli.main import main
@@ -31,6 +32,11 @@ def provenance(path) -> dict[str, str]:
 
 #: The one table of AGE_SEX_SPEC's workload (prefix(age) x identity(sex)).
 TABLE = "prefix_age_x_identity_sex.csv"
+
+
+def read_table(path) -> pd.DataFrame:
+    """A released table, read past its provenance lines, values as written."""
+    return pd.read_csv(path, comment="#", dtype={"size": str})
 
 
 def run_json(capsys, *argv: str) -> dict:
@@ -152,8 +158,21 @@ def test_aim_grem_run_records_its_ledger(capsys, tmp_path) -> None:
     assert ledger and sum(row["rho"] for row in ledger) == pytest.approx(1.0, rel=1e-9)
     assert doc["release"]["noise"]["exact"] is True  # discrete Gaussian, exact selection
     assert "exponential" in doc["release"]["noise"]["selection"]
-    rows = table_lines(out / "answers.csv")
-    assert rows[0] == "marginal,cell,answer" and len(rows) == 1 + 3 * 4 + 3 * 2 + 4 * 2
+    assert sorted(p.name for p in out.iterdir()) == ["a_x_b.csv", "a_x_c.csv", "b_x_c.csv",
+                                                     "release.json"]
+    tables = {name: read_table(out / f"{name}.csv") for name in ("a_x_b", "a_x_c", "b_x_c")}
+    assert list(tables["a_x_b"].columns) == ["a", "b", "estimate", "margin_95", "raw"]
+    assert tables["a_x_b"]["a"].tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    for frame in tables.values():  # whole, non-negative, one total, margins stated
+        assert frame["estimate"].dtype == np.int64 and (frame["estimate"] >= 0).all()
+        assert frame["estimate"].sum() == tables["a_x_b"]["estimate"].sum()
+        assert (frame["margin_95"] > 0).all()
+    for attr, (left, right) in {"a": ("a_x_b", "a_x_c"), "b": ("a_x_b", "b_x_c"),
+                                "c": ("a_x_c", "b_x_c")}.items():  # exactly consistent
+        assert (tables[left].groupby(attr)["estimate"].sum().tolist()
+                == tables[right].groupby(attr)["estimate"].sum().tolist())
+    assert doc["release"]["post_processing"].startswith("consistent: one non-negative")
+    assert "fitted to the released GReM-MLE marginals" in doc["release"]["post_processing"]
 
 
 @pytest.mark.parametrize(("flags", "starts"), [
@@ -203,8 +222,22 @@ def test_census_needs_a_public_size_range(capsys, tmp_path) -> None:
     record = json.loads((out / "release.json").read_text())
     assert record["noise"]["sampler"] == "discrete_laplace" and record["noise"]["exact"]
     assert record["domain"]["sizes"]["max_size"] == 9
-    rows = table_lines(out / "answers.csv")
-    assert rows[0] == "level,region,size,count" and len(rows) == 1 + (1 + 3 + 8) * 10
+    levels = [read_table(out / f"{name}.csv") for name in ("nation", "state", "county")]
+    assert sorted(p.name for p in out.iterdir()) == ["county.csv", "nation.csv", "release.json",
+                                                     "state.csv"]
+    assert list(levels[2].columns) == ["nation", "state", "county", "size", "estimate",
+                                       "margin_95", "raw"]
+    assert [len(t) for t in levels] == [10, 3 * 10, 8 * 10]
+    for table in levels:  # whole, non-negative, every level sums to the public n
+        assert table["estimate"].dtype == np.int64 and (table["estimate"] >= 0).all()
+        assert table["estimate"].sum() == 600 and (table["margin_95"] > 0).all()
+    # parent = sum of children, exactly
+    assert (levels[2].groupby(["state", "size"], sort=False)["estimate"].sum().tolist()
+            == levels[1]["estimate"].tolist())
+    assert (levels[1].groupby("size", sort=False)["estimate"].sum().tolist()
+            == levels[0]["estimate"].tolist())
+    assert record["post_processing"].startswith("dp: M_DP")
+    assert "'estimate' column is consistent" in record["post_processing"]
 
 
 def test_census_seeded_is_labelled_and_unseeded_differs(capsys) -> None:
@@ -228,9 +261,10 @@ def test_census_laplace_sampler_releases_exact_noise_on_its_grid(capsys, tmp_pat
     noise = json.loads((out / "release.json").read_text())["noise"]
     assert noise["sampler"] == "discrete_laplace" and noise["exact"] is True
     assert noise["grid_exponent"] == 10 and noise["grid_spacing"] == 2.0**-10
-    counts = np.array([float(row["count"])
-                       for row in csv.DictReader(table_lines(out / "answers.csv"))])
-    # the released hierarchy (post-processed to consistent counts) lies on the grid 2**-10
-    assert np.array_equal(counts * 1024, np.round(counts * 1024)) and counts.sum() > 0
+    raw = np.concatenate([read_table(out / f"{name}.csv")["raw"].to_numpy()
+                          for name in ("nation", "state", "county")])
+    # the raw noisy counts lie on the grid 2**-10 (the published estimates are whole)
+    assert np.array_equal(raw * 1024, np.round(raw * 1024)) and raw.sum() > 0
+    assert not np.array_equal(raw, np.round(raw))
     seeded = [run_json(capsys, *argv, "--seed", "4") for _ in range(2)]
     assert seeded[0]["rmse"] == seeded[1]["rmse"] and seeded[0]["notice"] == SEEDED_LABEL
