@@ -14,7 +14,8 @@ import math
 import numpy as np
 import param
 
-from engine.analysis.continual import prefix_horizon
+from engine.analysis.continual import prefix_horizon, stream_cost
+from engine.analysis.cost_model import Cost
 from engine.linalg.causal import prefix_step_variances
 from engine.mechanisms.base import Mechanism, Plan, register, registered_name
 from engine.mechanisms.online_blt.fit import BltFit, fit_blt
@@ -47,6 +48,10 @@ class OnlineBltMechanism(Mechanism):
     def check(self, workload: Workload, privacy: Privacy) -> None:
         prefix_horizon(workload)
         super().check(workload, privacy)
+
+    def estimate(self, workload: Workload, privacy: Privacy) -> Cost:
+        """O(steps) memory and work (:func:`engine.analysis.continual.stream_cost`)."""
+        return stream_cost(workload, 12, 24.0 * self.buffers)
 
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
         n, weight = prefix_horizon(workload)
