@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 
+from engine.analysis.svd_bound import svd_bound
 from engine.linalg.causal import (
     BufferedToeplitz,
     LowerToeplitz,
@@ -23,8 +24,10 @@ from engine.linalg.causal import (
     series_inverse,
     sqrt_coefficients,
 )
+from engine.mechanisms.online_blt import fit_blt
 from engine.mechanisms.online_sqrt import sqrt_closed_form_tse
 from engine.mechanisms.online_tree import DyadicTree
+from engine.workloads import PrefixBlock, Workload
 
 RNG_SEED = 7
 
@@ -140,3 +143,17 @@ def test_causal_tree_estimate_is_exact_without_noise_and_causal() -> None:
         bump[node] = 1.0
         moved = tree.estimate(bump)
         assert np.all(moved[: ends[node] - 1] == 0.0), node  # nothing before it is finished
+
+
+@pytest.mark.parametrize("n", [1024, pytest.param(2**14, marks=pytest.mark.slow)])
+def test_blt_fit_error_is_real_and_between_the_optimum_and_the_square_root(n: int) -> None:
+    """The fitted error, checked against the power-series inverse (so the optimiser cannot
+    exploit the closed form), beats the square root and is no better than the SVD bound's
+    floor (sum of the singular values of W)**2 / n."""
+    fit = fit_blt(n)
+    c = fit.strategy().coefficients()
+    real = float((c * c).sum()) * prefix_total_variance(series_inverse(c))
+    assert fit.unit_tse == pytest.approx(real, rel=1e-8)
+    assert fit.unit_tse < sqrt_closed_form_tse(n)
+    bound = svd_bound(Workload.one_dim(PrefixBlock(n))).value
+    assert fit.unit_tse > bound
