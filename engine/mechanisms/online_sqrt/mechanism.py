@@ -16,7 +16,7 @@ import numpy as np
 
 from engine.analysis.continual import prefix_horizon, stream_cost
 from engine.analysis.cost_model import Cost
-from engine.linalg.causal import LowerToeplitz, prefix_step_variances, sqrt_coefficients
+from engine.linalg.causal import LowerToeplitz, sqrt_coefficients
 from engine.mechanisms.base import Mechanism, Plan, register, registered_name
 from engine.mechanisms.views import Fact, SeriesView, View, facts
 from engine.privacy import Privacy
@@ -25,13 +25,6 @@ from engine.workloads.workload import Workload
 
 #: Largest number of strategy coefficients a plan shows as a series.
 SHOWN_COEFFICIENTS = 256
-
-
-def sqrt_inverse_coefficients(n: int) -> np.ndarray:
-    """The first column of ``C^-1``: the series of ``(1 - x)**1/2``, ``r_0 = 1``,
-    ``r_k = r_{k-1} (2k - 3) / (2k)``."""
-    k = np.arange(1, n, dtype=float)
-    return np.concatenate(([1.0], np.cumprod((2.0 * k - 3.0) / (2.0 * k))))[:n]
 
 
 def sqrt_closed_form_tse(n: int) -> float:
@@ -65,12 +58,11 @@ class OnlineSqrtMechanism(Mechanism):
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
         n, weight = prefix_horizon(workload)
         c = sqrt_coefficients(n)
-        inverse = sqrt_inverse_coefficients(n)
         strategy = LowerToeplitz(c)
-        unit = weight**2 * prefix_step_variances(inverse)
+        unit = weight**2 * np.cumsum(c * c)  # row t of B = C holds c_0 .. c_{t-1}
 
         def reconstruct(plan: Plan, y: np.ndarray) -> np.ndarray:
-            return weight * np.cumsum(LowerToeplitz(inverse).matvec(y), axis=0)
+            return weight * strategy.matvec(y)  # B = W C^-1 = C
 
         sensitivity = {1: float(c.sum()), 2: math.sqrt(float((c * c).sum()))}
         return Plan(mechanism=self.name, workload=workload, privacy=privacy,
