@@ -26,6 +26,7 @@ from engine.analysis.per_query_error import (
     gaussian_half_width,
     typical_half_width,
 )
+from engine.analysis.strategy_picture import BlockImage, attribute_coverage, block_image
 from engine.analysis.svd_bound import Bound, svd_bound
 from engine.data import Dataset, adult_domain, load_adult, load_csv
 from engine.domain import Attribute, Domain
@@ -109,6 +110,7 @@ __all__ = [
     "AdaptiveComparison",
     "Attribute",
     "BLOCKS",
+    "BlockImage",
     "Bound",
     "Budget",
     "BudgetExceeded",
@@ -153,6 +155,8 @@ __all__ = [
     "Workload",
     "__version__",
     "adult_domain",
+    "attribute_coverage",
+    "block_image",
     "budget_name",
     "catalog",
     "cdp_eps",
