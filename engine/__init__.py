@@ -26,7 +26,7 @@ from engine.analysis.per_query_error import (
     gaussian_half_width,
     typical_half_width,
 )
-from engine.analysis.strategy_picture import BlockImage, attribute_coverage, block_image
+from engine.analysis.strategy_picture import BlockImage, block_image, value_count_variances
 from engine.analysis.svd_bound import Bound, svd_bound
 from engine.data import Dataset, adult_domain, load_adult, load_csv
 from engine.domain import Attribute, Domain
@@ -155,7 +155,6 @@ __all__ = [
     "Workload",
     "__version__",
     "adult_domain",
-    "attribute_coverage",
     "block_image",
     "budget_name",
     "catalog",
@@ -205,5 +204,6 @@ __all__ = [
     "svd_bound",
     "synthetic_hierarchy",
     "typical_half_width",
+    "value_count_variances",
     "workload_summary",
 ]

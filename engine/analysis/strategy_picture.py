@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -240,25 +241,51 @@ def _kron_prefix(factors: Sequence[Matrix], r: np.ndarray, c: np.ndarray,
     return suffix(0, r, c)
 
 
-def attribute_coverage(strategy: Matrix, shape: Sequence[int]) -> list[np.ndarray]:
-    """For each attribute of a domain of ``shape``, the mean of ``diag(AᵀA)`` (the squared
-    weight the measurements give a cell) over the cells with each of its values.
+def value_count_variances(strategy: Matrix, shape: Sequence[int]) -> list[np.ndarray]:
+    """For each attribute of a domain of ``shape`` and each of its values, the variance of the
+    least-squares estimate of the count of records with that value (summed over the other
+    attributes), at unit noise per measurement: ``q^T (A^T A)^+ q`` for the indicator ``q``.
+    NaN where the strategy cannot estimate that count.
+
+    Kronecker strategies with one factor per attribute multiply per-attribute variances
+    (``q`` is a Kronecker product of an indicator and all-ones vectors); others are solved
+    densely below :data:`DENSE_PICTURE_ENTRIES` entries.
 
     Raises:
-        ValueError: when the strategy's columns are not the domain's cells, or the domain is
-            larger than :data:`DENSE_PICTURE_ENTRIES` cells.
+        ValueError: when the strategy's columns are not the domain's cells, or an
+            unstructured strategy is larger than :data:`DENSE_PICTURE_ENTRIES` entries.
     """
     shape = tuple(int(s) for s in shape)
-    n = int(np.prod(shape))
+    n = math.prod(shape)
     if strategy.shape[1] != n:
-        raise ValueError(f"coverage: the strategy has {strategy.shape[1]:,} columns for a "
-                         f"domain of {n:,} cells")
-    if n > DENSE_PICTURE_ENTRIES:
-        raise ValueError(f"coverage: {n:,} cells is more than the {DENSE_PICTURE_ENTRIES:,} "
-                         "listed per attribute")
-    diagonal = (np.asarray(strategy.column_norms(2), dtype=float) ** 2).reshape(shape)
-    return [diagonal.mean(axis=tuple(j for j in range(len(shape)) if j != i))
-            for i in range(len(shape))]
+        raise ValueError(f"value counts: the strategy has {strategy.shape[1]:,} columns for "
+                         f"a domain of {n:,} cells")
+    if isinstance(strategy, Kron) and tuple(f.shape[1] for f in strategy.factors) == shape:
+        per_value = [_count_variances(np.asarray(f.dense(), dtype=float),
+                                      np.eye(f.shape[1]))
+                     for f in strategy.factors]
+        totals = [_count_variances(np.asarray(f.dense(), dtype=float),
+                                   np.ones((f.shape[1], 1)))[0] for f in strategy.factors]
+        return [v * math.prod(t for j, t in enumerate(totals) if j != i)
+                for i, v in enumerate(per_value)]
+    if strategy.size > DENSE_PICTURE_ENTRIES:
+        m = strategy.shape[0]
+        raise ValueError(f"value counts: a {m:,} x {n:,} strategy is solved for its counts "
+                         f"only up to {DENSE_PICTURE_ENTRIES:,} entries")
+    A = np.asarray(strategy.dense(), dtype=float)
+    cells = np.indices(shape).reshape(len(shape), n)
+    return [_count_variances(A, (cells[i][:, None] == np.arange(size)[None, :]).astype(float))
+            for i, size in enumerate(shape)]
+
+
+def _count_variances(A: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """``q^T (A^T A)^+ q`` for each column q of ``Q`` (NaN where q is not in A's row space):
+    the squared norm of the least-norm Z with ``A^T Z = Q``."""
+    Z = np.linalg.lstsq(A.T, Q, rcond=None)[0]
+    out = (Z * Z).sum(axis=0)
+    missed = np.linalg.norm(A.T @ Z - Q, axis=0) > 1e-8 * max(1.0, float(np.abs(Q).max()))
+    out[missed] = np.nan
+    return out
 
 
 @dataclass(frozen=True)
@@ -287,4 +314,4 @@ class _KronTables:
 
 
 __all__ = ["DENSE_PICTURE_ENTRIES", "MATVEC_ENTRIES", "MAX_BLOCKS", "STATISTICS", "BlockImage",
-           "attribute_coverage", "bin_edges", "block_image", "prefix_sums"]
+           "bin_edges", "block_image", "prefix_sums", "value_count_variances"]

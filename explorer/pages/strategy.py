@@ -3,7 +3,8 @@
 Shown for every plan: the facts (error, noise, measurements), then pictures of the strategy
 matrix A and of AᵀA at any size (the engine's block means at screen resolution, re-drawn on
 every zoom, never a dense array of the whole matrix), the reconstruction map W A⁺ where it can
-be formed, how strongly each value of each attribute is measured, and the typed views the
+be formed, how precisely the count of each value of each attribute is known (± people at
+95 %), and the typed views the
 mechanism attached to its plan (``plan.views()``), each drawn by its type: matrices as
 zoomable pictures, weights as bar charts, series as lines, tables and facts as tables, so new
 mechanisms show up without changes here. Plain words come first; what the optimiser reports
@@ -30,9 +31,11 @@ from engine import (
     TableView,
     View,
     WeightsView,
-    attribute_coverage,
+    chernoff_half_width,
+    gaussian_half_width,
     one_line,
     reconstruction_map,
+    value_count_variances,
 )
 from explorer.components.background import BackgroundView
 from explorer.components.charts import color_of, series_curve, weights_bars
@@ -163,42 +166,48 @@ def matrix_views(plan: Plan) -> list[View]:
     return views
 
 
-def coverage_views(plan: Plan) -> list[View]:
-    """For each attribute, how strongly the measurements cover each of its values (the mean
-    diagonal of AᵀA over the cells with that value); nothing when it cannot be computed."""
+def value_count_views(plan: Plan) -> list[View]:
+    """For each attribute, how precisely the count of each of its values can be worked out
+    from the plan's measurements (± people at 95 %); nothing when it cannot be computed."""
     if plan.strategy is None:
         return []
     domain = plan.workload.domain
     try:
-        coverage = attribute_coverage(plan.strategy, domain.shape)
-    except ValueError:
+        std = plan.noise_std()
+        variances = value_count_variances(plan.strategy, domain.shape)
+    except Exception:  # a plan without one noise scale, or too large: no view, no error
         return []
+    gaussian = plan.privacy.noise != "laplace"
     views: list[View] = []
-    for attribute, values in zip(domain.attributes, coverage, strict=True):
-        labels = attribute.labels if getattr(attribute, "labels", None) else None
-        names = [str(v) for v in (labels or range(values.size))]
-        words = {"key": f"coverage[{attribute.name}]", "units": "weight² per cell",
-                 "title": f"How strongly each {attribute.name} value is measured",
-                 "caption": (f"For each value of {attribute.name}, how much the measurements "
-                             "weigh its cells on average (the diagonal of AᵀA). Higher means "
-                             "measured more strongly, so less noise in answers about that "
-                             "value.")}
-        if values.size <= MAX_BARS:
-            views.append(WeightsView(names=tuple(names), values=values, **words))
+    for attribute, unit in zip(domain.attributes, variances, strict=True):
+        if not np.all(np.isfinite(unit)):
+            continue  # some counts are not estimable on their own
+        people = np.asarray(gaussian_half_width(std * np.sqrt(unit)) if gaussian
+                            else chernoff_half_width(std * np.sqrt(unit)), dtype=float)
+        names = [str(v) for v in (attribute.labels or range(people.size))]
+        words = {"key": f"counts[{attribute.name}]", "units": "people, 95 %",
+                 "title": f"How precisely each {attribute.name} count is known",
+                 "caption": (f"For each value of {attribute.name}: the number of records with "
+                             "that value (over everything else), worked out from the noisy "
+                             "measurements, is within ± this many people "
+                             f"{'' if gaussian else 'at least '}95 % of the time. Lower is "
+                             "more precise.")}
+        if people.size <= MAX_BARS:
+            views.append(WeightsView(names=tuple(names), values=people, **words))
         else:  # many values (ages, incomes): a line over the values in order
-            views.append(SeriesView(values=values, x_label=f"{attribute.name} value", **words))
+            views.append(SeriesView(values=people, x_label=f"{attribute.name} value", **words))
     return views
 
 
 def strategy_views(plan: Plan) -> list[View]:
-    """Every view of a plan: facts, the matrices, per-attribute coverage, the mechanism's
-    views."""
+    """Every view of a plan: facts, the matrices, per-attribute count precision, the
+    mechanism's views."""
     views: list[View] = [plan_facts(plan)]
     try:
         views.extend(matrix_views(plan))
     except Exception as exc:  # drawing must never take the page down
         views.append(_note(f"The matrices could not be drawn: {one_line(exc)}"))
-    views.extend(coverage_views(plan))
+    views.extend(value_count_views(plan))
     views.extend(plan.views())
     return views
 
@@ -224,13 +233,20 @@ def render_view(view: View, color: str) -> pn.viewable.Viewable:
             zoomable_picture(view), sizing_mode="stretch_width",
             css_classes=["strategy-heatmap", f"strategy-picture-{_css(view.key)}"])
     elif isinstance(view, WeightsView) and len(view.names) <= MAX_BARS:
-        body = pn.pane.HoloViews(weights_bars(view.as_dict(), view.title,
-                                              ylabel=_with_units("weight", view.units),
-                                              color=color), sizing_mode="stretch_width")
+        body = pn.Column(
+            pn.pane.HoloViews(weights_bars(view.as_dict(), view.title,
+                                           ylabel=view.units or "weight",
+                                           color=color), sizing_mode="stretch_width"),
+            _extremes(view.names, view.values, view.units, view.key),
+            sizing_mode="stretch_width")
     elif isinstance(view, SeriesView):
-        body = pn.pane.HoloViews(series_curve(view.values, view.title, view.x_label,
-                                              _with_units("value", view.units), color),
-                                 sizing_mode="stretch_width")
+        body = pn.Column(
+            pn.pane.HoloViews(series_curve(view.values, view.title, view.x_label,
+                                           view.units or "value", color),
+                              sizing_mode="stretch_width"),
+            _extremes([f"{view.x_label} {i}" for i in range(view.values.size)], view.values,
+                      view.units, view.key),
+            sizing_mode="stretch_width")
     elif isinstance(view, FactsView):
         chart = False
         plain = [f for f in view.facts if not f.detail]
@@ -258,6 +274,24 @@ def render_view(view: View, color: str) -> pn.viewable.Viewable:
     return pn.Column(*parts, sizing_mode="stretch_width")
 
 
+def _extremes(names: list[str] | tuple[str, ...], values: np.ndarray, units: str,
+              key: str) -> pn.pane.Markdown:
+    """The largest and smallest value of a chart in words, so its numbers can be read (and
+    copied) without hovering."""
+    finite = np.flatnonzero(np.isfinite(values))
+    if finite.size == 0:
+        return pn.pane.Markdown("No finite values to compare.", margin=(0, 10))
+    hi = finite[np.argmax(values[finite])]
+    lo = finite[np.argmin(values[finite])]
+    if np.isclose(values[hi], values[lo], rtol=1e-9, atol=0):
+        text = f"Every value: **{_fmt(values[hi], units)}**."
+    else:
+        text = (f"Largest: **{names[hi]}** ({_fmt(values[hi], units)}); "
+                f"smallest: **{names[lo]}** ({_fmt(values[lo], units)}).")
+    return pn.pane.Markdown(text, margin=(0, 10),
+                            css_classes=["strategy-extremes", f"strategy-extremes-{_css(key)}"])
+
+
 def _facts_table(entries: list[Fact], css: str) -> pn.pane.DataFrame:
     frame = pd.DataFrame({"": [f.label for f in entries],
                           "value": [_fmt(f.value, f.units) for f in entries]})
@@ -269,7 +303,7 @@ def _facts_table(entries: list[Fact], css: str) -> pn.pane.DataFrame:
 
 
 def _css(key: str) -> str:
-    """A view key as a CSS class suffix (``coverage[age]`` -> ``coverage-age``)."""
+    """A view key as a CSS class suffix (``counts[age]`` -> ``counts-age``)."""
     return "".join(c if c.isalnum() else "-" for c in key).strip("-")
 
 

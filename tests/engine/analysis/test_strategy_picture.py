@@ -13,6 +13,7 @@ from engine.analysis.strategy_picture import (
     MATVEC_ENTRIES,
     bin_edges,
     block_image,
+    value_count_variances,
 )
 from engine.linalg.matrix import (
     Dense,
@@ -161,3 +162,41 @@ def test_bad_input_is_named():
         block_image(np.eye(3), statistic="median")
     with pytest.raises(ValueError, match="row range"):
         block_image(np.eye(3), row_range=(5, 9))
+
+
+def pinv_count_variances(A: np.ndarray, shape: tuple[int, ...]) -> list[np.ndarray]:
+    G = np.linalg.pinv(A.T @ A)
+    cells = np.indices(shape).reshape(len(shape), -1)
+    out = []
+    for i, size in enumerate(shape):
+        Q = (cells[i][:, None] == np.arange(size)[None, :]).astype(float)
+        out.append(np.einsum("nk,nm,mk->k", Q, G, Q))
+    return out
+
+
+def test_value_count_variances_equal_the_pseudo_inverse_formula():
+    rng = np.random.default_rng(5)
+    shape = (3, 4, 2)
+    factors = [random_dense(rng, s + 1, s) for s in shape]
+    kron = Kron(factors)
+    expected = pinv_count_variances(kron.dense(), shape)
+    for got, want in zip(value_count_variances(kron, shape), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=0)
+    # the same matrix without its structure takes the dense route
+    dense = Dense(kron.dense())
+    for got, want in zip(value_count_variances(dense, shape), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=0)
+    # identity on 2 x 3: the count of one value of the first attribute sums 3 cells
+    first, second = value_count_variances(Identity(6), (2, 3))
+    np.testing.assert_allclose(first, [3.0, 3.0], rtol=1e-12)
+    np.testing.assert_allclose(second, [2.0, 2.0, 2.0], rtol=1e-12)
+
+
+def test_value_counts_a_strategy_cannot_estimate_are_nan():
+    # only the total and the first attribute's counts are measured on a 2 x 2 domain
+    A = Dense(np.kron(np.eye(2), np.ones((1, 2))))
+    first, second = value_count_variances(A, (2, 2))
+    np.testing.assert_allclose(first, [1.0, 1.0], rtol=1e-12)  # each measured once
+    assert np.isnan(second).all()
+    with pytest.raises(ValueError, match="4 columns for a domain of 6 cells"):
+        value_count_variances(A, (2, 3))
