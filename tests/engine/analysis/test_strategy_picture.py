@@ -200,3 +200,20 @@ def test_value_counts_a_strategy_cannot_estimate_are_nan():
     assert np.isnan(second).all()
     with pytest.raises(ValueError, match="4 columns for a domain of 6 cells"):
         value_count_variances(A, (2, 3))
+
+
+def test_a_plan_too_large_to_list_is_plotted_as_block_means():
+    pytest.importorskip("holoviews")
+    import engine
+
+    spec = {"domain": {"x": {"size": 3000}}, "workload": [{"product": {"x": "identity"}}],
+            "privacy": {"noise": "laplace", "epsilon": 1.0}}
+    image = engine.plan(spec, "identity").plot()
+    assert image.data.shape == (2000, 2000)  # engine.plotting.IMAGE_LIMIT pixels
+    assert image.bounds.lbrt() == (0, 0, 3000, 3000)
+    assert image.vdims[0].name == "average weight size"
+    # 3,000 rows in 2,000 blocks: 1,000 of width 2 and 1,000 of width 1; a diagonal block of
+    # width w holds w ones in w * w entries (mean 1 / w), every other block is zero
+    widths = np.diff(bin_edges(0, 3000, 2000))
+    assert sorted(set(widths.tolist())) == [1, 2] and (widths == 2).sum() == 1000
+    assert float(np.asarray(image.data).sum()) == pytest.approx(1500.0, rel=1e-12)
