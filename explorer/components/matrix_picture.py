@@ -5,7 +5,8 @@ engine (``MatrixView.picture``) for the visible rows and columns aggregated into
 :data:`PIXELS` x :data:`PIXELS` blocks, and is asked again on every zoom or pan, so a
 billion-cell strategy is drawn from its implicit form and zooming in reaches single entries.
 Colour is the entry where a pixel holds one entry, and the average size of the entries where
-it holds many (so a sparse strategy does not fade to zero by cancelling signs).
+it holds many (so a sparse strategy does not fade to zero by cancelling signs), or their
+average where sizes would need every entry of a large unstructured matrix.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def picture_element(picture: BlockImage, xlabel: str, ylabel: str) -> hv.Image:
     inverted), with hover values saying what a pixel means."""
     r0, r1 = int(picture.row_edges[0]), int(picture.row_edges[-1])
     c0, c1 = int(picture.col_edges[0]), int(picture.col_edges[-1])
-    label = "entry" if picture.exact else "average size of the entries"
+    label = ("entry" if picture.exact else "average size of the entries"
+             if picture.statistic == "mean_abs" else "average of the entries")
     image = hv.Image(np.asarray(picture.values)[::-1], bounds=(c0, r0, c1, r1),
                      kdims=[hv.Dimension("column", label=xlabel),
                             hv.Dimension("row", label=ylabel)],
@@ -60,8 +62,12 @@ def zoomable_picture(view: MatrixView, height: int | None = None) -> hv.DynamicM
         row_range = _visible(y_range, rows)
         exact = (row_range[1] - row_range[0] <= PIXELS
                  and col_range[1] - col_range[0] <= PIXELS)
-        picture = view.picture(PIXELS, PIXELS, row_range=row_range, col_range=col_range,
-                               statistic="mean" if exact else "mean_abs")
+        try:
+            picture = view.picture(PIXELS, PIXELS, row_range=row_range, col_range=col_range,
+                                   statistic="mean" if exact else "mean_abs")
+        except ValueError:  # sizes need the entries; an unstructured matrix gives signed means
+            picture = view.picture(PIXELS, PIXELS, row_range=row_range, col_range=col_range,
+                                   statistic="mean")
         return picture_element(picture, view.column_label, view.row_label)
 
     if height is None:

@@ -145,13 +145,13 @@ def matrix_views(plan: Plan) -> list[View]:
         m = shown.shape[0]
     else:
         strategy, gram = A, A.gram()
-    views: list[View] = [
+    views: list[View] = [drawable(
         MatrixView(key="A", title=f"Strategy A ({m:,} measurements x {n:,} cells)",
                    caption=CAPTIONS["A"], matrix=strategy, units="weight",
-                   row_label="measurement", column_label="data cell"),
+                   row_label="measurement", column_label="data cell")), drawable(
         MatrixView(key="gram", title="What the measurements cover (AᵀA)",
                    caption=CAPTIONS["gram"], matrix=gram, units="weight",
-                   row_label="data cell", column_label="data cell")]
+                   row_label="data cell", column_label="data cell"))]
     try:
         recon = reconstruction_map(plan.workload, A)
     except NotApplicable as exc:
@@ -164,6 +164,17 @@ def matrix_views(plan: Plan) -> list[View]:
                                 matrix=recon, units="weight", row_label="query",
                                 column_label="measurement"))
     return views
+
+
+def drawable(view: MatrixView) -> View:
+    """``view``, or a sentence saying why it cannot be pictured (a coarse picture is tried
+    first: an unstructured matrix too large for its products with indicators)."""
+    try:
+        view.picture(2, 2, statistic="mean")
+    except ValueError as exc:
+        return FactsView(key=view.key, title=view.title, caption="Why this picture is not "
+                         "drawn.", facts=(Fact(view.key, "not drawn", one_line(exc)),))
+    return view
 
 
 def value_count_views(plan: Plan) -> list[View]:

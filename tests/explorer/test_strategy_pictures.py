@@ -9,11 +9,17 @@ import numpy as np
 import panel as pn
 import pytest
 
-from engine import MatrixView, Scenario, gaussian_half_width
-from engine.linalg.matrix import Dense, Kron
+from engine import FactsView, MatrixView, Scenario, gaussian_half_width
+from engine.linalg.matrix import Dense, Kron, Matrix, Sum
 from engine.mechanisms import get
 from explorer.components.matrix_picture import PIXELS, zoomable_picture
-from explorer.pages.strategy import DETAILS, StrategyPage, strategy_views, value_count_views
+from explorer.pages.strategy import (
+    DETAILS,
+    StrategyPage,
+    drawable,
+    strategy_views,
+    value_count_views,
+)
 from explorer.planning.store import PlanStore
 from explorer.session import Session
 
@@ -86,3 +92,30 @@ def test_details_are_folded_on_the_page(monkeypatch):
     column = page._views("hdmm-opt0", None)
     cards = [c for c in column.select(pn.Card) if c.title == DETAILS]
     assert len(cards) == 1 and cards[0].collapsed
+
+
+def test_sums_of_large_kronecker_products_fall_back_to_signed_means():
+    # A^T A of a union strategy: a sum of Kronecker products, 1e6 x 1e6
+    L = np.tril(np.ones((1000, 1000)))
+    gram = Sum([Kron([Dense(L), Dense(np.eye(1000))]), Kron([Dense(np.eye(1000)), Dense(L)])])
+    picture = zoomable_picture(MatrixView(key="gram", matrix=gram, **WORDS))[()]
+    assert picture.vdims[0].label == "average of the entries"
+    assert picture.data.shape == (PIXELS, PIXELS)
+    # block (0, 0): rows and columns 0..2,500 (2.5 outer values); the sum's two terms each
+    # have a block mean computed densely from the first 2,500 x 2,500 entries
+    dense = (np.kron(L[:3, :3], np.eye(1000)) + np.kron(np.eye(3), L))[:2500, :2500]
+    assert np.asarray(picture.data)[::-1][0, 0] == pytest.approx(dense.mean(), rel=1e-9)
+
+
+def test_a_matrix_that_cannot_be_pictured_gets_a_reason():
+    class Opaque(Matrix):
+        @property
+        def shape(self) -> tuple[int, int]:
+            return (10**7, 10**7)
+
+        def matvec(self, x: np.ndarray) -> np.ndarray:
+            return np.zeros((10**7,) + np.shape(x)[1:])
+
+    shown = drawable(MatrixView(key="A", matrix=Opaque(), **WORDS))
+    assert isinstance(shown, FactsView)
+    assert "10,000,000 x 10,000,000 unstructured matrix" in shown["A"]
