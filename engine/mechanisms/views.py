@@ -4,13 +4,15 @@ A mechanism attaches a tuple of views to its :class:`~engine.mechanisms.base.Pla
 (``plan.views()``); a page draws each by its type, never by guessing a value's shape:
 
 * :class:`FactsView`: named scalars (:class:`Fact`), each with plain words and units;
-* :class:`MatrixView`: a 2-D array, or an implicit Matrix below :data:`MAX_VIEW_ENTRIES`;
+* :class:`MatrixView`: a 2-D array below :data:`MAX_VIEW_ENTRIES` entries, or an implicit
+  Matrix of any size (pictured block by block);
 * :class:`WeightsView`: one named weight per part (marginal, eigenvector, residual, group);
 * :class:`TableView`: columns and rows of scalars;
 * :class:`SeriesView`: a sequence of values in order (optimiser progress, restarts).
 
 Every view has a machine ``key`` (unique within a plan), a ``title``, a ``caption`` in plain
-words and ``units`` (empty when the numbers have none). Values are validated when the view is
+words, ``units`` (empty when the numbers have none) and ``detail`` (a diagnostic a page folds
+under "Details"; single facts carry the same flag). Values are validated when the view is
 made: a bad one raises ``ValueError`` naming the view and the value.
 
 Example:
