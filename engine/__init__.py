@@ -27,6 +27,7 @@ from engine.analysis.per_query_error import (
     gaussian_half_width,
     typical_half_width,
 )
+from engine.analysis.strategy_picture import BlockImage, block_image, value_count_variances
 from engine.analysis.svd_bound import Bound, svd_bound
 from engine.data import Dataset, adult_domain, load_adult, load_csv
 from engine.domain import Attribute, Domain
@@ -116,6 +117,7 @@ __all__ = [
     "AdaptiveComparison",
     "Attribute",
     "BLOCKS",
+    "BlockImage",
     "Bound",
     "Budget",
     "BudgetExceeded",
@@ -161,6 +163,7 @@ __all__ = [
     "Workload",
     "__version__",
     "adult_domain",
+    "block_image",
     "budget_name",
     "catalog",
     "cdp_eps",
@@ -210,5 +213,6 @@ __all__ = [
     "svd_bound",
     "synthetic_hierarchy",
     "typical_half_width",
+    "value_count_variances",
     "workload_summary",
 ]

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-#: Largest strategy (rows x columns) drawn cell by cell; larger ones are refused.
+#: Most pixels (rows x columns) of a strategy picture; larger strategies are drawn as block
+#: means at this resolution.
 IMAGE_LIMIT = (2_000, 2_000)
 
 
@@ -58,24 +59,34 @@ def comparison_bars(records: Sequence[Mapping[str, Any]], *, bound: float | None
                                                           line_width=2)
 
 
-def strategy_image(matrix: np.ndarray, *, title: str, xlabel: str = "data cell",
-                   ylabel: str = "measurement") -> Any:
+def strategy_image(matrix: np.ndarray, *, title: str, extent: Sequence[int] | None = None,
+                   xlabel: str = "data cell", ylabel: str = "measurement") -> Any:
     """A strategy matrix as an image: one row per noisy measurement, one column per cell.
 
+    Args:
+        matrix: the entries, or block means of a larger matrix (at most
+            :data:`IMAGE_LIMIT` of them: see :func:`engine.analysis.strategy_picture.block_image`).
+        title: the plot title.
+        extent: ``(rows, columns)`` of the whole matrix the blocks cover (default: the
+            shape of ``matrix``, one pixel per entry).
+        xlabel, ylabel: what a column and a row are.
+
     Raises:
-        ValueError: for a matrix larger than :data:`IMAGE_LIMIT`.
+        ValueError: for more than :data:`IMAGE_LIMIT` pixels.
     """
     hv = holoviews()
 
     A = np.asarray(matrix, dtype=float)
     if A.shape[0] > IMAGE_LIMIT[0] or A.shape[1] > IMAGE_LIMIT[1]:
-        raise ValueError(f"strategy: {A.shape[0]:,} x {A.shape[1]:,} is too large to draw "
-                         f"(limit {IMAGE_LIMIT[0]:,} x {IMAGE_LIMIT[1]:,})")
-    rows, cols = A.shape
+        raise ValueError(f"strategy: {A.shape[0]:,} x {A.shape[1]:,} pixels is too large to "
+                         f"draw (limit {IMAGE_LIMIT[0]:,} x {IMAGE_LIMIT[1]:,}); pass block "
+                         "means")
+    rows, cols = (int(s) for s in (A.shape if extent is None else extent))
+    shaded = "weight" if extent is None or tuple(extent) == A.shape else "average weight size"
     image = hv.Image(A[::-1], bounds=(0, 0, cols, rows), kdims=[xlabel, ylabel],
-                     vdims=["weight"])
+                     vdims=[shaded])
     return image.opts(title=title, cmap="Blues", colorbar=True, width=560,
-                      height=max(200, min(560, 4 * rows + 80)), tools=["hover"])
+                      height=max(200, min(560, 4 * A.shape[0] + 80)), tools=["hover"])
 
 
 def error_curves(table: Mapping[str, Sequence[float]], *, x: str, y: str = "rmse",

@@ -35,6 +35,7 @@ from engine import html_tables as html
 from engine.analysis import expected_error as error
 from engine.analysis.cost_model import Cost, estimate_model, require
 from engine.analysis.per_query_error import METHODS, error_half_widths, typical_half_width
+from engine.analysis.strategy_picture import block_image
 from engine.errors import NotApplicable
 from engine.linalg.marginals import MarginalStrategy
 from engine.linalg.matrix import Matrix
@@ -315,14 +316,19 @@ class Plan:
     def plot(self) -> Any:
         """The strategy as a HoloViews image: one row per noisy measurement, one column per
         data cell, shaded by the weight of the cell in the measurement (needs HoloViews).
+        Beyond :data:`engine.plotting.IMAGE_LIMIT` pixels a pixel shows the average size of
+        the weights it covers, computed from the implicit matrix (any size).
 
         Raises:
             NotApplicable: a plan without an explicit strategy matrix.
-            ValueError: a strategy too large to draw (see :mod:`engine.plotting`).
         """
         from engine import plotting  # HoloViews only when a picture is asked for
 
-        return plotting.strategy_image(self._strategy().dense(),
+        A = self._strategy()
+        rows, cols = plotting.IMAGE_LIMIT
+        exact = A.shape[0] <= rows and A.shape[1] <= cols
+        picture = block_image(A, rows, cols, statistic="mean" if exact else "mean_abs")
+        return plotting.strategy_image(picture.values, extent=A.shape,
                                        title=f"Strategy of {self.mechanism}")
 
     def __repr__(self) -> str:

@@ -4,13 +4,15 @@ A mechanism attaches a tuple of views to its :class:`~engine.mechanisms.base.Pla
 (``plan.views()``); a page draws each by its type, never by guessing a value's shape:
 
 * :class:`FactsView`: named scalars (:class:`Fact`), each with plain words and units;
-* :class:`MatrixView`: a 2-D array, or an implicit Matrix below :data:`MAX_VIEW_ENTRIES`;
+* :class:`MatrixView`: a 2-D array below :data:`MAX_VIEW_ENTRIES` entries, or an implicit
+  Matrix of any size (pictured block by block);
 * :class:`WeightsView`: one named weight per part (marginal, eigenvector, residual, group);
 * :class:`TableView`: columns and rows of scalars;
 * :class:`SeriesView`: a sequence of values in order (optimiser progress, restarts).
 
 Every view has a machine ``key`` (unique within a plan), a ``title``, a ``caption`` in plain
-words and ``units`` (empty when the numbers have none). Values are validated when the view is
+words, ``units`` (empty when the numbers have none) and ``detail`` (a diagnostic a page folds
+under "Details"; single facts carry the same flag). Values are validated when the view is
 made: a bad one raises ``ValueError`` naming the view and the value.
 
 Example:
@@ -29,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.analysis.strategy_picture import BlockImage, block_image
 from engine.linalg.matrix import Matrix
 
 #: Largest matrix (rows x columns) a MatrixView holds, as many as a heat map draws (32 MB).
@@ -69,13 +72,15 @@ def _frozen_array(values: Any, ndim: int, where: str) -> np.ndarray:
 class Fact:
     """One named scalar: ``label`` in plain words, ``value``, ``units`` ('' for none).
 
-    ``key`` is the machine name by which code reads it (``plan.fact(key)``).
+    ``key`` is the machine name by which code reads it (``plan.fact(key)``); ``detail``
+    marks a diagnostic (how an optimiser ended) that a page folds under "Details".
     """
 
     key: str
     label: str
     value: Scalar
     units: str = ""
+    detail: bool = False
 
     def __post_init__(self) -> None:
         if not self.key or not self.label:
@@ -86,13 +91,15 @@ class Fact:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class View:
-    """What every view has: a unique ``key``, a ``title``, a plain-words ``caption``, and the
-    ``units`` of its numbers ('' when they have none)."""
+    """What every view has: a unique ``key``, a ``title``, a plain-words ``caption``, the
+    ``units`` of its numbers ('' when they have none), and ``detail``: True for a diagnostic
+    (optimiser progress, candidates, timings) that a page folds under "Details"."""
 
     key: str
     title: str
     caption: str
     units: str = ""
+    detail: bool = False
 
     def __post_init__(self) -> None:
         kind = type(self).__name__
@@ -134,9 +141,10 @@ class FactsView(View):
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class MatrixView(View):
-    """A matrix drawn as a heat map: ``matrix`` is a 2-D array or an implicit Matrix with at
-    most :data:`MAX_VIEW_ENTRIES` entries; ``row_label`` / ``column_label`` say what one row
-    and one column are."""
+    """A matrix drawn as a heat map: ``matrix`` is a 2-D array of at most
+    :data:`MAX_VIEW_ENTRIES` entries or an implicit Matrix of any size (drawn through
+    :meth:`picture`, block means at screen resolution); ``row_label`` / ``column_label`` say
+    what one row and one column are."""
 
     matrix: np.ndarray | Matrix
     row_label: str = "row"
@@ -144,29 +152,49 @@ class MatrixView(View):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        where = f"MatrixView {self.key!r}"
         if isinstance(self.matrix, Matrix):
-            rows, cols = self.matrix.shape
-            if rows * cols > MAX_VIEW_ENTRIES:
-                raise ValueError(f"{where}: a {rows:,} x {cols:,} matrix exceeds the "
-                                 f"{MAX_VIEW_ENTRIES:,} entries a view may hold")
-        else:
-            array = _frozen_array(self.matrix, 2, where)
-            if array.size > MAX_VIEW_ENTRIES:
-                raise ValueError(f"{where}: a {array.shape[0]:,} x {array.shape[1]:,} array "
-                                 f"exceeds the {MAX_VIEW_ENTRIES:,} entries a view may hold")
-            object.__setattr__(self, "matrix", array)
+            return
+        where = f"MatrixView {self.key!r}"
+        array = _frozen_array(self.matrix, 2, where)
+        if array.size > MAX_VIEW_ENTRIES:
+            raise ValueError(f"{where}: a {array.shape[0]:,} x {array.shape[1]:,} array "
+                             f"exceeds the {MAX_VIEW_ENTRIES:,} entries a view may hold; "
+                             "pass the implicit matrix instead")
+        object.__setattr__(self, "matrix", array)
 
     @property
     def shape(self) -> tuple[int, int]:
         """(rows, columns)."""
         return tuple(int(s) for s in self.matrix.shape)  # type: ignore[return-value]
 
+    @property
+    def explicit(self) -> bool:
+        """True when the entries can be listed (at most :data:`MAX_VIEW_ENTRIES`)."""
+        return self.shape[0] * self.shape[1] <= MAX_VIEW_ENTRIES
+
     def array(self) -> np.ndarray:
-        """The entries as a dense array (an implicit matrix is densified here)."""
+        """The entries as a dense array (an implicit matrix is densified here).
+
+        Raises:
+            ValueError: for more than :data:`MAX_VIEW_ENTRIES` entries (use :meth:`picture`).
+        """
         if isinstance(self.matrix, Matrix):
+            if not self.explicit:
+                rows, cols = self.shape
+                raise ValueError(f"MatrixView {self.key!r}: a {rows:,} x {cols:,} matrix is "
+                                 f"listed only up to {MAX_VIEW_ENTRIES:,} entries; draw its "
+                                 "picture instead")
             return np.asarray(self.matrix.dense(), dtype=float)
         return self.matrix
+
+    def picture(self, rows: int, cols: int, *, row_range: Sequence[float] | None = None,
+                col_range: Sequence[float] | None = None,
+                statistic: str = "mean_abs") -> BlockImage:
+        """Block means of the visible ranges at ``rows`` x ``cols`` blocks (see
+        :func:`~engine.analysis.strategy_picture.block_image`); never densifies a large
+        implicit matrix."""
+        return block_image(self.matrix, rows, cols, row_range=row_range, col_range=col_range,
+                           statistic=statistic)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -286,9 +314,10 @@ def facts(key: str, title: str, caption: str, entries: Iterable[Fact | None]) ->
                      facts=tuple(f for f in entries if f is not None))
 
 
-def fact_if(key: str, label: str, value: Any, units: str = "") -> Fact | None:
+def fact_if(key: str, label: str, value: Any, units: str = "", detail: bool = False
+            ) -> Fact | None:
     """A Fact, or None when ``value`` is None (the quantity does not apply)."""
-    return None if value is None else Fact(key, label, value, units)
+    return None if value is None else Fact(key, label, value, units, detail)
 
 
 def factor_matrices(names: Sequence[str], factors: Sequence[Matrix],

@@ -1,15 +1,20 @@
 """Strategy page: what the chosen mechanism measures, as pictures with plain captions.
 
-Shown for every plan: the facts (sensitivity, noise, error). For small domains: the strategy
-matrix A, the Gram matrix AᵀA and the reconstruction map W A⁺. Then the typed views the
-mechanism attached to its plan (``plan.views()``), each drawn by its type: matrices as heat
-maps, weights as bar charts, series as lines, tables and facts as tables, so new mechanisms
-show up without changes here.
+Shown for every plan: the facts (error, noise, measurements), then pictures of the strategy
+matrix A and of AᵀA at any size (the engine's block means at screen resolution, re-drawn on
+every zoom, never a dense array of the whole matrix), the reconstruction map W A⁺ where it can
+be formed, how precisely the count of each value of each attribute is known (± people at
+95 %), and the typed views the
+mechanism attached to its plan (``plan.views()``), each drawn by its type: matrices as
+zoomable pictures, weights as bar charts, series as lines, tables and facts as tables, so new
+mechanisms show up without changes here. Plain words come first; what the optimiser reports
+about itself (facts and views marked ``detail``) is folded under "Details".
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 
 import numpy as np
 import pandas as pd
@@ -20,24 +25,30 @@ from engine import (
     Fact,
     FactsView,
     MatrixView,
+    NotApplicable,
     Plan,
     SeriesView,
     TableView,
     View,
     WeightsView,
+    chernoff_half_width,
+    gaussian_half_width,
     one_line,
     reconstruction_map,
+    value_count_variances,
 )
 from explorer.components.background import BackgroundView
 from explorer.components.charts import color_of, series_curve, weights_bars
 from explorer.components.exports import csv_download
-from explorer.components.heatmap import matrix_heatmap, too_big
+from explorer.components.heatmap import too_big
+from explorer.components.matrix_picture import zoomable_picture
 from explorer.components.mechanism_choice import mechanism_choice
 from explorer.components.notes import caption
 from explorer.components.progress import PlanningProgress, served
 from explorer.pages.base import Page
 
-#: Largest domain for the A / AᵀA / W A⁺ pictures (they are computed densely).
+#: Largest domain whose A and AᵀA are listed entry by entry (all-zero rows of A left out);
+#: larger ones are drawn from the implicit matrix, block by block.
 MATRIX_CELLS = 1024
 #: Longest list of named weights drawn as bars (longer ones become a table).
 MAX_BARS = 60
@@ -88,6 +99,9 @@ FACT_MEANINGS = {
                   "variance 1; smaller is better",
 }
 
+#: Title of the folded part that holds what the optimisers report about themselves.
+DETAILS = "Details: how the optimiser ended (for researchers)"
+
 
 def plan_facts(plan: Plan) -> FactsView:
     """The headline numbers of a plan at its privacy level."""
@@ -95,10 +109,11 @@ def plan_facts(plan: Plan) -> FactsView:
         Fact("mechanism", "mechanism", plan.mechanism),
         Fact("rmse", "RMSE (typical error per query)", plan.rmse(), "counts"),
         Fact("privacy", "privacy", plan.privacy.describe()),
-        Fact("l1", "L1 sensitivity", plan.sensitivity[1]),
-        Fact("l2", "L2 sensitivity", plan.sensitivity[2]),
         Fact("plan_seconds", "planning time", round(plan.plan_seconds, 3), "s"),
     ]
+    # A sensitivity a mechanism does not calibrate to (infinite) is left out, not shown.
+    entries += [Fact(f"l{p}", f"L{p} sensitivity", plan.sensitivity[p], detail=True)
+                for p in (1, 2) if math.isfinite(plan.sensitivity.get(p, math.inf))]
     # A plan without a single noise scale (per-residual noise) simply leaves this out.
     with contextlib.suppress(Exception):
         entries.append(Fact("noise_std", "noise std per measurement", plan.noise_std(),
@@ -116,41 +131,94 @@ def _note(text: str) -> FactsView:
 
 
 def matrix_views(plan: Plan) -> list[View]:
-    """A, AᵀA and W A⁺ for small domains (an explanation instead when they are too big)."""
+    """A, AᵀA and W A⁺: listed entry by entry for small domains, drawn from the implicit
+    matrix for large ones (a sentence saying why instead of a picture that cannot be made)."""
     A = plan.strategy
     n = plan.workload.domain.size
     if A is None:
         return [_note("This mechanism measures through its own routine; see its views below.")]
-    if n > MATRIX_CELLS:
-        return [_note(f"The domain has {n:,} cells; the full strategy matrix is drawn for at "
-                      f"most {MATRIX_CELLS:,} cells. The per-attribute views below show its "
-                      "structure.")]
-    reason = too_big(A.shape) or too_big(plan.workload.shape)
-    if reason:
-        return [_note(f"Not drawn: {reason}.")]
-    dense = np.asarray(A.dense(), dtype=float)
-    shown = dense[np.any(dense != 0, axis=1)]  # all-zero rows measure nothing
-    recon = reconstruction_map(plan.workload, A)
-    return [
-        MatrixView(key="A", title=f"Strategy A ({shown.shape[0]} measurements x {n} cells)",
-                   caption=CAPTIONS["A"], matrix=shown, units="weight",
-                   row_label="measurement", column_label="data cell"),
+    m = A.shape[0]
+    if n <= MATRIX_CELLS and not (too_big(A.shape) or too_big(plan.workload.shape)):
+        dense = np.asarray(A.dense(), dtype=float)
+        shown = dense[np.any(dense != 0, axis=1)]  # all-zero rows measure nothing
+        strategy, gram = shown, dense.T @ dense
+        m = shown.shape[0]
+    else:
+        strategy, gram = A, A.gram()
+    views: list[View] = [drawable(
+        MatrixView(key="A", title=f"Strategy A ({m:,} measurements x {n:,} cells)",
+                   caption=CAPTIONS["A"], matrix=strategy, units="weight",
+                   row_label="measurement", column_label="data cell")), drawable(
         MatrixView(key="gram", title="What the measurements cover (AᵀA)",
-                   caption=CAPTIONS["gram"], matrix=dense.T @ dense, units="weight",
-                   row_label="data cell", column_label="data cell"),
-        MatrixView(key="recon", title=f"How answers are rebuilt (W A⁺, {recon.shape[0]} "
-                   "queries)", caption=CAPTIONS["recon"], matrix=recon, units="weight",
-                   row_label="query", column_label="measurement"),
-    ]
+                   caption=CAPTIONS["gram"], matrix=gram, units="weight",
+                   row_label="data cell", column_label="data cell"))]
+    try:
+        recon = reconstruction_map(plan.workload, A)
+    except NotApplicable as exc:
+        views.append(FactsView(key="recon", title="How answers are rebuilt (W A⁺)",
+                               caption="Why this picture is not drawn.",
+                               facts=(Fact("recon", "not drawn", one_line(exc)),)))
+    else:
+        views.append(MatrixView(key="recon", title=f"How answers are rebuilt (W A⁺, "
+                                f"{recon.shape[0]:,} queries)", caption=CAPTIONS["recon"],
+                                matrix=recon, units="weight", row_label="query",
+                                column_label="measurement"))
+    return views
+
+
+def drawable(view: MatrixView) -> View:
+    """``view``, or a sentence saying why it cannot be pictured (a coarse picture is tried
+    first: an unstructured matrix too large for its products with indicators)."""
+    try:
+        view.picture(2, 2, statistic="mean")
+    except ValueError as exc:
+        return FactsView(key=view.key, title=view.title, caption="Why this picture is not "
+                         "drawn.", facts=(Fact(view.key, "not drawn", one_line(exc)),))
+    return view
+
+
+def value_count_views(plan: Plan) -> list[View]:
+    """For each attribute, how precisely the count of each of its values can be worked out
+    from the plan's measurements (± people at 95 %); nothing when it cannot be computed."""
+    if plan.strategy is None:
+        return []
+    domain = plan.workload.domain
+    try:
+        std = plan.noise_std()
+        variances = value_count_variances(plan.strategy, domain.shape)
+    except Exception:  # a plan without one noise scale, or too large: no view, no error
+        return []
+    gaussian = plan.privacy.noise != "laplace"
+    views: list[View] = []
+    for attribute, unit in zip(domain.attributes, variances, strict=True):
+        if not np.all(np.isfinite(unit)):
+            continue  # some counts are not estimable on their own
+        people = np.asarray(gaussian_half_width(std * np.sqrt(unit)) if gaussian
+                            else chernoff_half_width(std * np.sqrt(unit)), dtype=float)
+        names = [str(v) for v in (attribute.labels or range(people.size))]
+        words = {"key": f"counts[{attribute.name}]", "units": "people, 95 %",
+                 "title": f"How precisely each {attribute.name} count is known",
+                 "caption": (f"For each value of {attribute.name}: the number of records with "
+                             "that value (over everything else), worked out from the noisy "
+                             "measurements, is within ± this many people "
+                             f"{'' if gaussian else 'at least '}95 % of the time. Lower is "
+                             "more precise.")}
+        if people.size <= MAX_BARS:
+            views.append(WeightsView(names=tuple(names), values=people, **words))
+        else:  # many values (ages, incomes): a line over the values in order
+            views.append(SeriesView(values=people, x_label=f"{attribute.name} value", **words))
+    return views
 
 
 def strategy_views(plan: Plan) -> list[View]:
-    """Every view of a plan: facts, the matrices (small domains), the mechanism's views."""
+    """Every view of a plan: facts, the matrices, per-attribute count precision, the
+    mechanism's views."""
     views: list[View] = [plan_facts(plan)]
     try:
         views.extend(matrix_views(plan))
     except Exception as exc:  # drawing must never take the page down
         views.append(_note(f"The matrices could not be drawn: {one_line(exc)}"))
+    views.extend(value_count_views(plan))
     views.extend(plan.views())
     return views
 
@@ -172,29 +240,35 @@ def render_view(view: View, color: str) -> pn.viewable.Viewable:
     title = pn.pane.Markdown(f"**{view.title}**", margin=(12, 10, 0, 10))
     chart = True
     if isinstance(view, MatrixView):
-        reason = too_big(view.shape)
         body: pn.viewable.Viewable = pn.pane.HoloViews(
-            matrix_heatmap(view.array(), view.title, xlabel=view.column_label,
-                           ylabel=view.row_label),
-            sizing_mode="stretch_width", css_classes=["strategy-heatmap"]) if not reason \
-            else pn.pane.Markdown(f"Not drawn: {reason}.", margin=(0, 10))
+            zoomable_picture(view), sizing_mode="stretch_width",
+            css_classes=["strategy-heatmap", f"strategy-picture-{_css(view.key)}"])
     elif isinstance(view, WeightsView) and len(view.names) <= MAX_BARS:
-        body = pn.pane.HoloViews(weights_bars(view.as_dict(), view.title,
-                                              ylabel=_with_units("weight", view.units),
-                                              color=color), sizing_mode="stretch_width")
+        body = pn.Column(
+            pn.pane.HoloViews(weights_bars(view.as_dict(), view.title,
+                                           ylabel=view.units or "weight",
+                                           color=color), sizing_mode="stretch_width"),
+            _extremes(view.names, view.values, view.units, view.key),
+            sizing_mode="stretch_width")
     elif isinstance(view, SeriesView):
-        body = pn.pane.HoloViews(series_curve(view.values, view.title, view.x_label,
-                                              _with_units("value", view.units), color),
-                                 sizing_mode="stretch_width")
+        body = pn.Column(
+            pn.pane.HoloViews(series_curve(view.values, view.title, view.x_label,
+                                           view.units or "value", color),
+                              sizing_mode="stretch_width"),
+            _extremes([f"{view.x_label} {i}" for i in range(view.values.size)], view.values,
+                      view.units, view.key),
+            sizing_mode="stretch_width")
     elif isinstance(view, FactsView):
         chart = False
-        frame = pd.DataFrame({"": [f.label for f in view.facts],
-                              "value": [_fmt(f.value, f.units) for f in view.facts]})
-        meanings = [FACT_MEANINGS.get(f.key, "") for f in view.facts]
-        if any(meanings):
-            frame["what it means"] = meanings
-        body = pn.pane.DataFrame(frame, index=False, sizing_mode="stretch_width",
-                                 css_classes=["strategy-facts"])
+        plain = [f for f in view.facts if not f.detail]
+        detail = [f for f in view.facts if f.detail]
+        tables = [_facts_table(plain, "strategy-facts")] if plain else []
+        if detail:
+            tables.append(pn.Card(_facts_table(detail, "strategy-detail-facts"),
+                                  title=f"Details: {view.title.lower()}", collapsed=True,
+                                  sizing_mode="stretch_width",
+                                  css_classes=["strategy-details"]))
+        body = pn.Column(*tables, sizing_mode="stretch_width")
     elif isinstance(view, WeightsView):  # too many weights for bars
         chart = False
         body = _table(pd.DataFrame({"name": view.names, _with_units("weight", view.units):
@@ -209,6 +283,39 @@ def render_view(view: View, color: str) -> pn.viewable.Viewable:
         units = f" Units: {view.units}." if view.units and not chart else ""
         parts.append(caption(view.caption + units))
     return pn.Column(*parts, sizing_mode="stretch_width")
+
+
+def _extremes(names: list[str] | tuple[str, ...], values: np.ndarray, units: str,
+              key: str) -> pn.pane.Markdown:
+    """The largest and smallest value of a chart in words, so its numbers can be read (and
+    copied) without hovering."""
+    finite = np.flatnonzero(np.isfinite(values))
+    if finite.size == 0:
+        return pn.pane.Markdown("No finite values to compare.", margin=(0, 10))
+    hi = finite[np.argmax(values[finite])]
+    lo = finite[np.argmin(values[finite])]
+    if np.isclose(values[hi], values[lo], rtol=1e-9, atol=0):
+        text = f"Every value: **{_fmt(values[hi], units)}**."
+    else:
+        text = (f"Largest: **{names[hi]}** ({_fmt(values[hi], units)}); "
+                f"smallest: **{names[lo]}** ({_fmt(values[lo], units)}).")
+    return pn.pane.Markdown(text, margin=(0, 10),
+                            css_classes=["strategy-extremes", f"strategy-extremes-{_css(key)}"])
+
+
+def _facts_table(entries: list[Fact], css: str) -> pn.pane.DataFrame:
+    frame = pd.DataFrame({"": [f.label for f in entries],
+                          "value": [_fmt(f.value, f.units) for f in entries]})
+    meanings = [FACT_MEANINGS.get(f.key, "") for f in entries]
+    if any(meanings):
+        frame["what it means"] = meanings
+    return pn.pane.DataFrame(frame, index=False, sizing_mode="stretch_width",
+                             css_classes=[css])
+
+
+def _css(key: str) -> str:
+    """A view key as a CSS class suffix (``counts[age]`` -> ``counts-age``)."""
+    return "".join(c if c.isalnum() else "-" for c in key).strip("-")
 
 
 def _fmt(value: object, units: str = "") -> str:
@@ -251,5 +358,10 @@ class StrategyPage(Page):
             return pn.pane.Alert(f"The strategy of {name} could not be drawn: {one_line(exc)}",
                                  alert_type="warning")
         color = color_of(plan.mechanism)
-        return pn.Column(*[render_view(v, color) for v in views], sizing_mode="stretch_width",
-                         css_classes=["strategy-views"])
+        shown = [render_view(v, color) for v in views if not v.detail]
+        folded = [render_view(v, color) for v in views if v.detail]
+        if folded:
+            shown.append(pn.Card(*folded, title=DETAILS, collapsed=True,
+                                 sizing_mode="stretch_width",
+                                 css_classes=["strategy-details"]))
+        return pn.Column(*shown, sizing_mode="stretch_width", css_classes=["strategy-views"])

@@ -77,9 +77,17 @@ def test_matrix_view() -> None:
         MatrixView(key="A", matrix=np.full((2, 2), np.nan), **WORDS)
     with pytest.raises(ValueError, match=r"MatrixView 'A': expected numbers, got \["):
         MatrixView(key="A", matrix=[["a", "b"]], **WORDS)
-    with pytest.raises(ValueError, match=f"a 3,000 x 3,000 matrix exceeds the "
+    with pytest.raises(ValueError, match=f"a 3,000 x 3,000 array exceeds the "
                                          f"{MAX_VIEW_ENTRIES:,} entries"):
-        MatrixView(key="big", matrix=Identity(3000), **WORDS)
+        MatrixView(key="big", matrix=np.zeros((3000, 3000)), **WORDS)
+    # an implicit matrix of any size is held, pictured block by block, never listed
+    big = MatrixView(key="big", matrix=Identity(3000), **WORDS)
+    assert big.shape == (3000, 3000) and not big.explicit and implicit.explicit
+    with pytest.raises(ValueError, match=f"listed only up to {MAX_VIEW_ENTRIES:,} entries"):
+        big.array()
+    picture = big.picture(3, 2, statistic="mean")
+    np.testing.assert_allclose(picture.values, [[1 / 1500, 0], [1 / 3000, 1 / 3000],
+                                                [0, 1 / 1500]], rtol=0, atol=1e-15)
 
 
 def test_weights_view() -> None:

@@ -6,6 +6,7 @@ import dataclasses
 import math
 
 import numpy as np
+import pandas as pd
 import panel as pn
 import pytest
 
@@ -213,7 +214,7 @@ def test_views_are_drawn_by_their_type():
     words = {"title": "T", "caption": "What this shows, in words."}
     matrix = MatrixView(key="m", matrix=Dense(np.arange(6.0).reshape(2, 3)), units="weight",
                         row_label="measurement", column_label="cell", **words)
-    assert _drawn(matrix) == [hv.Image]
+    assert _drawn(matrix) == [hv.DynamicMap]
     few = WeightsView.of({"a": 0.5, "a x b": 2.0, "total": 1.0}, key="w", **words)
     assert _drawn(few) == [hv.Bars]
     many = WeightsView(key="many", names=tuple(map(str, range(MAX_BARS + 1))),
@@ -528,7 +529,8 @@ def test_strategy_facts_say_what_each_number_means(session):
     from explorer.pages.strategy import FACT_MEANINGS, plan_facts
 
     facts = plan_facts(session.plan("identity"))
-    frame = render_view(facts, "#000000").select(pn.pane.DataFrame)[0].object
+    # plain facts first, the sensitivities folded under Details: read both tables
+    frame = pd.concat([t.object for t in render_view(facts, "#000000").select(pn.pane.DataFrame)])
     by_label = frame.set_index("")
     assert by_label.loc["RMSE (typical error per query)", "what it means"] == FACT_MEANINGS["rmse"]
     assert "Laplace noise is scaled to it" in by_label.loc["L1 sensitivity", "what it means"]

@@ -22,6 +22,8 @@ from engine.mechanisms.views import (
 
 #: Largest n whose strategy matrix is shown.
 DISPLAY_CELLS = 64
+#: Facts shown in plain view; the others describe the computation (folded under "Details").
+PLAIN_FACTS = frozenset({"kind", "strategy_rows", "unit_error"})
 #: Units of unit-noise errors: squared counts per unit noise variance and unit sensitivity.
 UNIT_ERROR = "squared counts at unit noise"
 
@@ -83,20 +85,22 @@ def eigen_views(settings: Mapping[str, Any], design: WeightedDesign, eig: EigenQ
     views: list[View] = [facts(
         "eigen", "Eigen-Design result", "How the design was computed and the error reached "
         "(before scaling by the privacy level).",
-        [Fact(k, *_words(k, v)) for k, v in scalars.items()])]
+        [Fact(k, *_words(k, v), detail=k not in PLAIN_FACTS) for k, v in scalars.items()])]
     views.append(TableView.of(
         [{"stage": k, "seconds": v} for k, v in timings.items()], key="timings",
-        title="Time per stage", units="s", caption="Wall-clock time of each planning stage."))
+        title="Time per stage", units="s", caption="Wall-clock time of each planning stage.",
+        detail=True))
     views.extend(_series(design, eig))
     if design.program1:
         views.append(TableView.of(
             list(design.program1), key="program1", title="Program 1 solves", units=UNIT_ERROR,
+            detail=True,
             caption=("Each solve of Program 1 (the weight optimisation): its value, certified "
                      "lower bound, relative duality gap, iterations, method and time.")))
     if len(candidates) > 1:
         views.append(TableView.of(
             [{"design set": k, "error at unit noise": v} for k, v in candidates.items()],
-            key="candidates", title="Design sets compared", units=UNIT_ERROR,
+            key="candidates", title="Design sets compared", units=UNIT_ERROR, detail=True,
             caption="The error of every design set tried; the smallest one is used."))
     bases = design.info.get("attribute_bases")
     if bases is not None and max(shape) <= DISPLAY_CELLS:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,7 @@ from engine.linalg.residuals import AttrSet, smear_into, subsets
 from engine.mechanisms.base import Measurement, Plan
 from engine.mechanisms.residual.decomposition import subquery
 from engine.mechanisms.residual.submechanisms import SubMechanism
-from engine.mechanisms.views import Fact, TableView, View, facts
+from engine.mechanisms.views import Fact, TableView, View, WeightsView, facts
 from engine.privacy import Privacy
 from engine.workloads.term import Term
 from engine.workloads.workload import Workload
@@ -468,7 +468,7 @@ def privacy_conversions(beta: float, epsilon: float = 1.0) -> dict[str, float]:
 def timings_table(seconds: dict[str, float]) -> TableView:
     """Wall-clock seconds per planning stage, as a table."""
     return TableView.of([{"stage": k, "seconds": v} for k, v in seconds.items()],
-                        key="timings", title="Time per stage", units="s",
+                        key="timings", title="Time per stage", units="s", detail=True,
                         caption="Wall-clock time of each planning stage.")
 
 
@@ -520,27 +520,36 @@ def assembly_plan(mechanism: str, workload: Workload, privacy: Privacy, assembly
                   Fact("kind", "strategy kind", "residual"),
                   Fact("num_residuals", "residuals measured", len(assembly.releases)),
                   Fact("gamma", "loss multiplier gamma (square of the sum of root losses)",
-                       assembly.gamma),
+                       assembly.gamma, detail=True),
                   Fact("privacy_cost", "privacy cost of the assembled release", bound,
-                       "cost units (1 = rho 0.5)"),
+                       "cost units (1 = rho 0.5)", detail=True),
                   Fact("total_loss", "weighted total variance at privacy cost 1",
-                       assembly.total_loss, "squared counts"),
+                       assembly.total_loss, "squared counts", detail=True),
                   Fact("total_loss_unweighted", "unweighted total variance at privacy cost 1",
-                       assembly.total_loss_unweighted, "squared counts"),
+                       assembly.total_loss_unweighted, "squared counts", detail=True),
                   Fact("rmse_unweighted", "RMSE of the unweighted queries at the plan's "
-                       "privacy level", rmse_unweighted, "counts"), *settings]),
+                       "privacy level", rmse_unweighted, "counts", detail=True),
+                  *(replace(f, detail=True) for f in settings)]),
+        WeightsView.of({residual_label(r.attrs, workload.domain.names): r.share
+                        for r in assembly.releases}, key="residual_shares",
+                       title="Share of the privacy budget per residual",
+                       units="share of the budget", caption=(
+                           "A residual is what a table adds beyond its smaller sub-tables; "
+                           "each is measured once with its own noise. A larger share means "
+                           "less noise on that piece; the shares add up to the whole budget.")),
         TableView.of(assembly.residual_table(workload.domain.names), key="residual_table",
-                     title="Noise per residual", caption=(
+                     title="Noise per residual", detail=True, caption=(
                          "How the noise is spread over residuals: a residual is what a table "
                          "adds beyond its smaller sub-tables. Each is measured once with its "
                          "own noise level (sigma2, at privacy cost 1).")),
         *views,
-        facts("privacy_conversions", "What privacy cost 1 means", "The same privacy "
+        replace(facts("privacy_conversions", "What privacy cost 1 means", "The same privacy "
               "cost in other units.", [
                   Fact("gdp_mu", "Gaussian DP mu", conversions["gdp_mu"]),
                   Fact("zcdp_rho", "zero-concentrated DP rho", conversions["zcdp_rho"]),
                   Fact("epsilon", "epsilon", conversions["epsilon"]),
                   Fact("delta", "delta at this epsilon", conversions["delta"])]),
+                detail=True),
     )
     # Laplace noise is not calibrated for these Gaussian mechanisms: no L1 sensitivity.
     return Plan(mechanism=mechanism, workload=workload, privacy=privacy,
