@@ -41,6 +41,7 @@ from typing import Any
 
 import psutil
 from protocol_client import PageClient
+from protocol_load import session_of
 
 from explorer.server.served import serving
 
@@ -74,15 +75,6 @@ async def settled(process: psutil.Process, timeout: float) -> float:
             return now
         last = now
     return process_cpu(process)
-
-
-def session_of(client: PageClient) -> str:
-    """The session id the server put into the page's address (``s=``), '' before it did."""
-    for attributes in client.models.values():
-        search = attributes.get("search")
-        if isinstance(search, str) and "s=" in search:
-            return search.split("s=", 1)[1].split("&", 1)[0]
-    return ""
 
 
 async def open_page(ws_url: str, process: psutil.Process, page: str, sid: str,
