@@ -9,6 +9,8 @@ and finished plans.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlencode
 
 import panel as pn
@@ -54,6 +56,19 @@ def workload_status(session: Session, builder_link: str = "the workload page") -
         return (f"**Draft not applied:** {plain(session.draft_error)}. Every page still uses "
                 f"the last valid workload: **{workload}**. Fix the draft on {builder_link}.")
     return f"Workload in use: **{workload}**."
+
+
+def lazy_card(build: Callable[[], pn.viewable.Viewable], **card_params: Any) -> pn.Card:
+    """A collapsed card whose content ``build()`` makes on the first expand, not when the
+    page opens (a collapsed card's content is otherwise built, sent and never looked at)."""
+    card = pn.Card(**{"collapsed": True, **card_params})
+
+    def expanded(event: param.parameterized.Event) -> None:
+        if not event.new and not card.objects:
+            card.objects = [build()]
+
+    card.param.watch(expanded, "collapsed")
+    return card
 
 
 class Page(pn.viewable.Viewer):

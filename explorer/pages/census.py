@@ -535,8 +535,10 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         )
         bar = pn.indicators.Progress(value=self.param.progress.rx.pipe(lambda v: int(round(v))),
                                      max=100, sizing_mode="stretch_width")
-        bars = pn.pane.HoloViews(pn.bind(lambda _: self.error_bars_chart(), self.param.results),
-                                 sizing_mode="stretch_width")
+        # The charts sit in columns hidden until there are results: drawn only then (three
+        # HoloViews plots were half of the page's CPU on every open).
+        bars = pn.pane.HoloViews(pn.bind(lambda rows: self.error_bars_chart() if rows else None,
+                                         self.param.results), sizing_mode="stretch_width")
         table = pn.pane.DataFrame(
             self.param.results.rx.pipe(lambda rows: whole_numbers(pd.DataFrame(rows))),
             index=False, sizing_mode="stretch_width", float_format="{:.4g}".format,
@@ -549,10 +551,11 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
                                  visible=has_results.rx.not_())
         results = pn.Column(table, download, bars, sizing_mode="stretch_width",
                             visible=has_results)
-        heat = pn.pane.HoloViews(pn.bind(lambda _r, v: self.heatmap_chart(v),
+        heat = pn.pane.HoloViews(pn.bind(lambda rows, v: self.heatmap_chart(v) if rows else None,
                                          self.param.results, self.param.heat_variant),
                                  sizing_mode="stretch_width")
-        tree = pn.pane.HoloViews(pn.bind(lambda _r, v, reg: self.tree_chart(reg, v),
+        tree = pn.pane.HoloViews(pn.bind(lambda rows, v, reg: self.tree_chart(reg, v)
+                                         if rows else None,
                                          self.param.results, self.param.heat_variant,
                                          self.param.region), sizing_mode="stretch_width")
         crumb = pn.pane.Markdown(pn.bind(lambda _r, reg: self.breadcrumb(reg),

@@ -40,7 +40,7 @@ from explorer.components.people import (
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, served
 from explorer.components.report import html_report
-from explorer.pages.base import Page
+from explorer.pages.base import Page, lazy_card
 from explorer.planning.schedule import AUTO_START_SECONDS, OPERATIONS_PER_SECOND, is_data_dependent
 from explorer.session import Session
 from explorer.snippet import comparison_snippet
@@ -650,8 +650,8 @@ class ComparePage(Page):
                                  css_class="snippet-download"),
                    text_download(lambda: comparison_report(session), "comparison-report.html",
                                  "Download report (HTML)", css_class="report-download")),
-            pn.Card(snippet, title="Python that reproduces this comparison", collapsed=True,
-                    sizing_mode="stretch_width"),
+            lazy_card(lambda: pn.panel(snippet), title="Python that reproduces this comparison",
+                      sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
 
 

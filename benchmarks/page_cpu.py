@@ -1,0 +1,204 @@
+"""Web-process CPU seconds per page of the served explorer (issue 30 item 3: under 0.2 s).
+
+Serves the explorer as an operator does (``panel serve explorer/app.py`` on 127.0.0.1, a fresh
+temporary data directory) and opens each page with the protocol-level client of
+:mod:`protocol_client` (no browser: it pulls the document and says it is ready, so the server
+builds the page, serialises it and runs its ``onload`` work, exactly as for a tab). For every
+open it reads the serving process's own CPU seconds (user + system, ``psutil``) before the
+connection and after the server has gone quiet (no CPU for :data:`QUIET_S` seconds), so the
+number is the page's whole cost in the web process, independent of the machine's load; the
+planning workers (child processes) are not counted, since they are not the web process.
+
+All pages of one round share one session (``&s=<id>``, as the app's links do), as an analyst
+moving through the menu would; every page is opened once to warm up (imports, first plan),
+then ``--runs`` rounds are measured. Printed: the median CPU seconds of each page, the median
+over the eight pages, and the goal beside it.
+
+``--profile PAGE`` instead builds that page's document in this process (``page_app`` into a
+``bokeh.document.Document``, then its JSON, as the server does for ``PULL-DOC-REQ``), once to
+warm up and once under ``cProfile``, and prints the top functions by cumulative time.
+
+Usage::
+
+    python benchmarks/page_cpu.py                    # 5 rounds of the 8 pages
+    python benchmarks/page_cpu.py --runs 9 --options --warm
+    python benchmarks/page_cpu.py --profile compare
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import statistics
+import tempfile
+import time
+import weakref
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import psutil
+from protocol_client import PageClient
+from protocol_load import session_of
+
+from explorer.server.served import serving
+
+#: The eight pages of the goal: (``page`` query value, label).
+PAGES: tuple[tuple[str, str], ...] = (
+    ("", "start"), ("builder", "workload"), ("compare", "compare"), ("strategy", "strategy"),
+    ("tradeoff", "trade-off"), ("learn", "learn"), ("budget", "budget"), ("census", "census"),
+)
+#: Issue 30's goal: median over the eight pages, web-process CPU seconds.
+GOAL_S = 0.2
+#: The server counts as done with a page once it spent no CPU for this many seconds.
+QUIET_S = 0.4
+#: Less CPU than this over :data:`QUIET_S` counts as none (the event loop's own ticks).
+QUIET_CPU_S = 0.004
+
+
+def process_cpu(process: psutil.Process) -> float:
+    """User + system CPU seconds of ``process`` alone (not its children)."""
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+async def settled(process: psutil.Process, timeout: float) -> float:
+    """Wait until ``process`` spends no CPU for :data:`QUIET_S` s; its CPU seconds then."""
+    deadline = time.monotonic() + timeout
+    last = process_cpu(process)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(QUIET_S)
+        now = process_cpu(process)
+        if now - last < QUIET_CPU_S:
+            return now
+        last = now
+    return process_cpu(process)
+
+
+async def open_page(ws_url: str, process: psutil.Process, page: str, sid: str,
+                    timeout: float) -> tuple[float, str]:
+    """Open ``page`` in session ``sid`` (a new one when ''); its CPU seconds and the session."""
+    arguments = {"page": page} if page else {}
+    if sid:
+        arguments["s"] = sid
+    before = await settled(process, timeout)
+    client = await PageClient.open(ws_url, arguments, timeout=timeout)
+    after = await settled(process, timeout)
+    if not sid:
+        await client.wait_for(lambda: bool(session_of(client)), timeout)
+        sid = session_of(client)
+    client.close()
+    return after - before, sid
+
+
+async def measure(ws_url: str, process: psutil.Process, runs: int, timeout: float
+                  ) -> dict[str, list[float]]:
+    """Warm every page up once, then ``runs`` rounds; CPU seconds per page label."""
+    seconds: dict[str, list[float]] = {label: [] for _, label in PAGES}
+    for round_ in range(runs + 1):
+        sid = ""
+        for page, label in PAGES:
+            cpu, sid = await open_page(ws_url, process, page, sid, timeout)
+            if round_:
+                seconds[label].append(cpu)
+        # let Bokeh discard the closed sessions outside the measured opens
+        await settled(process, timeout)
+    return seconds
+
+
+def report(seconds: dict[str, list[float]]) -> None:
+    """Print the per-page medians and the median over the pages beside the goal."""
+    print(f"{'page':<10} {'median CPU s':>12} {'min':>6} {'max':>6}")
+    medians = []
+    for label, values in seconds.items():
+        median = statistics.median(values)
+        medians.append(median)
+        print(f"{label:<10} {median:12.3f} {min(values):6.3f} {max(values):6.3f}")
+    print(f"{'median':<10} {statistics.median(medians):12.3f}   (goal < {GOAL_S} s)")
+
+
+class ProfiledSession:
+    """Enough of a Bokeh session context for a page to build as it does when served (the
+    pages check ``doc.session_context`` and read the URL's arguments from its request)."""
+
+    def __init__(self, arguments: dict[str, str]) -> None:
+        self.id = f"profile-{time.monotonic_ns()}"
+        self.server_context = None
+        self.destroyed = False
+        self.request = SimpleNamespace(
+            arguments={k: [v.encode()] for k, v in arguments.items()}, cookies={}, headers={})
+
+
+def profile(page: str, top: int) -> None:
+    """Build ``page``'s document in this process as if served, under cProfile (CPU time),
+    after one warm-up round of every page in one session, and print the top entries."""
+    from bokeh.document import Document
+    from panel.io.state import set_curdoc, state
+
+    from explorer.app import page_app
+
+    sid = ""
+
+    def build(name: str) -> None:
+        nonlocal sid
+        arguments = {"page": name} if name else {}
+        if sid:
+            arguments["s"] = sid
+        doc = Document()
+        context = ProfiledSession(arguments)
+        doc._session_context = weakref.ref(context)
+        with set_curdoc(doc):
+            with doc.models.freeze():
+                page_app().server_doc(doc)
+            sid = page_app_sid(doc) or sid
+        doc.to_json()
+        state._on_load(doc)
+
+    for name, _ in PAGES:
+        build(name)
+    time.sleep(2)  # background planning of the warm-up settles
+    start = time.process_time()
+    profiler = cProfile.Profile(time.process_time)
+    profiler.runcall(build, page)
+    print(f"{page or 'start'}: {time.process_time() - start:.3f} CPU s under the profiler")
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(top)
+
+
+def page_app_sid(doc: Any) -> str:
+    """The session id the page put into its address (``s=``) or its links."""
+    for model in doc.models:
+        text = getattr(model, "text", None)
+        if isinstance(text, str) and "s=" in text:
+            return text.split("s=", 1)[1].split("&", 1)[0].split(")", 1)[0].split('"', 1)[0]
+    return ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="measured rounds (after a warm-up)")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds any one page may take")
+    parser.add_argument("--options", nargs=argparse.REMAINDER, default=[],
+                        help="extra panel serve options (the rest of the command line)")
+    parser.add_argument("--profile", metavar="PAGE", default=None,
+                        help="profile one page's build in this process instead ('' = start)")
+    parser.add_argument("--top", type=int, default=40, help="profile lines to print")
+    args = parser.parse_args()
+    if args.profile is not None:
+        profile(args.profile, args.top)
+        return
+    print(f"load average at start: {psutil.getloadavg()[0]:.1f} (2 cores); "
+          f"panel serve options: {' '.join(args.options) or '(none)'}")
+    with tempfile.TemporaryDirectory() as logs, serving(Path(logs) / "server.log",
+                                                        *args.options) as app:
+        ws_url = app.url.replace("http://", "ws://") + "/app/ws"
+        seconds = asyncio.run(measure(ws_url, psutil.Process(app.process.pid), args.runs,
+                                      args.timeout))
+    report(seconds)
+    print(f"load average at end: {psutil.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
