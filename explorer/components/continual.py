@@ -77,6 +77,7 @@ def continual_view(comparison: Comparison | None, planning: bool = False) -> Any
     if planning:
         sentence += " (Still planning: this may change.)"
     parts: list[Any] = [
+        pn.layout.Divider(),
         pn.pane.Markdown(f"## Published every {period}", margin=(0, 10)),
         pn.pane.Markdown(sentence, css_classes=["continual-headline"],
                          sizing_mode="stretch_width", styles={"font-size": "1.1em"})]
