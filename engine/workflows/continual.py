@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine import plotting
 from engine.analysis.per_query_error import error_half_widths
 from engine.mechanisms import registry_names
 from engine.workflows.compare import LEVEL, Comparison, ComparisonRow
@@ -150,6 +151,15 @@ class ContinualPrice:
         return pd.DataFrame.from_records(records, columns=[
             "mechanism", "online", "rmse", "max_error", "last_error", "ratio_to_offline",
             "ratio_to_bound"])
+
+    def plot(self) -> Any:
+        """A HoloViews picture (needs HoloViews): each period's error in people at 95 % (see
+        :meth:`per_period`), one curve per mechanism, on log-log axes."""
+        table = self.per_period()
+        return plotting.error_curves({str(c): table[c].tolist() for c in table.columns},
+                                     x="period", y="error_95",
+                                     title=f"Error of each {self.period}'s cumulative count "
+                                           "(+/- people, 95 %)")
 
     def headline(self, markdown: bool = False) -> str:
         """The price in one plain sentence, or why it cannot be given (``markdown``: the

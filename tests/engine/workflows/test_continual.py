@@ -119,3 +119,11 @@ def test_without_any_plan_there_is_nothing_to_compare_against(twelve) -> None:
     assert price.offline is None and price.rows() == ()
     assert price.headline().startswith("No offline mechanism could be planned on these 12")
     assert price.per_period().columns.tolist() == ["period"]
+
+
+def test_the_picture_has_one_curve_per_mechanism(twelve) -> None:
+    picture = engine.price_of_continual_release(twelve).plot()
+    curves = {c.label: c for c in picture}
+    assert set(curves) == {"online-workload", "h2", "identity"}
+    assert curves["identity"].dimension_values("error_95") == pytest.approx(
+        Z95 * SIGMA * np.sqrt(np.arange(1, 13)), rel=1e-6)
