@@ -15,6 +15,10 @@ from engine.mechanisms import (
     eigen_design,  # noqa: F401  (registers eigen-design)
     hdmm,  # noqa: F401  (registers hdmm, hdmm-opt0, hdmm-kron, hdmm-union, hdmm-marginals)
     hierarchical,  # noqa: F401  (registers hierarchical-pgsr)
+    online_blt,  # noqa: F401  (registers online-blt)
+    online_optimal,  # noqa: F401  (registers online-optimal)
+    online_sqrt,  # noqa: F401  (registers online-sqrt)
+    online_tree,  # noqa: F401  (registers online-tree)
     residual,  # noqa: F401  (registers residual-planner, querysmasher)
 )
 from engine.mechanisms.base import (

@@ -1,0 +1,67 @@
+"""Continual release: which workloads the online mechanisms serve, and error over the horizon.
+
+A statistic published every period (cases to date, claims to date) is the prefix-sum workload
+over one ordered attribute taken as time: step t publishes the total of steps 1..t. The online
+mechanisms (``online-tree``, ``online-sqrt``, ``online-optimal``, ``online-blt``) serve exactly
+that workload; :func:`prefix_horizon` says so or refuses in one line, and
+:class:`HorizonError` summarises a plan's per-step variances as the error per step, its root
+mean square over the horizon and its worst step (all in counts: people, claims, ...).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.errors import NotApplicable
+from engine.workloads.blocks import PrefixBlock
+from engine.workloads.workload import Workload
+
+#: The one-line refusal of every online mechanism.
+NOT_PREFIX = ("not applicable: online mechanisms answer prefix sums over one ordered "
+              "attribute")
+
+
+def prefix_horizon(workload: Workload) -> tuple[int, float]:
+    """``(steps, weight)`` when ``workload`` is ``weight`` times the prefix sums over the
+    domain's one ordered attribute; NotApplicable (:data:`NOT_PREFIX`) otherwise."""
+    domain = workload.domain
+    terms = workload.terms
+    if len(domain) != 1 or len(terms) != 1 or not next(iter(domain)).numeric:
+        raise NotApplicable(NOT_PREFIX)
+    term = terms[0]
+    if term.factors is None or len(term.factors) != 1 or not isinstance(term.factors[0],
+                                                                         PrefixBlock):
+        raise NotApplicable(NOT_PREFIX)
+    if term.weight <= 0:
+        raise NotApplicable("not applicable: the prefix sums need a positive weight")
+    return domain.shape[0], float(term.weight)
+
+
+@dataclass(frozen=True)
+class HorizonError:
+    """The error of a continual release, step by step and over the horizon.
+
+    Attributes:
+        per_step: standard deviation of the published total at each step (counts).
+        rmse: root mean squared error over all steps (counts).
+        max_error: the largest per-step standard deviation (counts).
+        final_error: the standard deviation at the last step (counts).
+    """
+
+    per_step: np.ndarray
+    rmse: float
+    max_error: float
+    final_error: float
+
+    @classmethod
+    def of(cls, variances: np.ndarray) -> HorizonError:
+        """From the per-step variances (squared counts), e.g. ``plan.variances()``."""
+        v = np.asarray(variances, dtype=float)
+        if v.ndim != 1 or v.size == 0:
+            raise ValueError("HorizonError: needs a non-empty 1-D array of variances")
+        std = np.sqrt(np.maximum(v, 0.0))
+        std.setflags(write=False)
+        return cls(std, math.sqrt(float(v.mean())), float(std.max()), float(std[-1]))

@@ -1,0 +1,127 @@
+"""Fitting a buffered linear Toeplitz strategy to a horizon of n steps.
+
+The strategy C has ``c_0 = 1`` and ``c_k = sum_j omega_j theta_j**(k-1)`` (k >= 1) for
+``buffers`` pairs ``0 < theta_j < 1``, ``omega_j > 0`` (Dvijotham et al. 2024, section 3), so
+C and ``C^-1`` both apply as recurrences with ``buffers`` numbers of state. The unit total
+squared error
+
+    sensitivity**2 * ||W C^-1||_F**2 = (sum_{k<n} c_k**2) * sum_k (n - k) b_k**2
+
+(``b = cumsum(first column of C^-1)``) is evaluated in closed form in O(buffers^3), whatever
+n (:func:`engine.linalg.causal.blt_sensitivity2`,
+:func:`engine.linalg.causal.blt_prefix_total_variance`). We start from the non-negative least
+squares fit of the square-root factorization's column on log-spread decay rates and minimise
+the logarithm of the error over ``(log(-log theta), log omega)``: L-BFGS-B with central
+differences, then a Nelder-Mead polish (the objective is smooth but badly scaled), from a
+few starts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize, nnls
+
+from engine.linalg.causal import (
+    BufferedToeplitz,
+    blt_prefix_total_variance,
+    blt_sensitivity2,
+    sqrt_coefficients,
+)
+from engine.progress import Progress, report
+
+#: Value of the objective for parameters whose inverse recurrence diverges.
+DIVERGED = 1e3
+#: Longest time scale of each start, as a fraction of the horizon (the objective has local
+#: minima; the best of the starts is kept).
+STARTS = (1.0, 0.1, 0.01)
+
+
+@dataclass(frozen=True)
+class BltFit:
+    """Optimised BLT parameters for a horizon.
+
+    Attributes:
+        omega, theta: weights and decay rates (one per buffer).
+        n: the horizon (steps).
+        unit_tse: sensitivity**2 * ||W C^-1||_F**2 of the fit (unit noise).
+        evaluations: closed-form error evaluations made.
+    """
+
+    omega: np.ndarray
+    theta: np.ndarray
+    n: int
+    unit_tse: float
+    evaluations: int
+
+    def strategy(self) -> BufferedToeplitz:
+        """C, applied as one recurrence per buffer."""
+        return BufferedToeplitz(self.omega, self.theta, self.n)
+
+
+def blt_unit_tse(omega: np.ndarray, theta: np.ndarray, n: int) -> float:
+    """Unit total squared error of the BLT strategy on the n-step prefix workload (closed
+    form; inf when its inverse diverges)."""
+    return blt_sensitivity2(omega, theta, n) * blt_prefix_total_variance(omega, theta, n)
+
+
+def start(buffers: int, n: int, longest: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Decay rates log-spread over time scales from 2 steps to ``longest * n`` steps, and the
+    non-negative weights fitting the square-root column on them (relative error, log-spaced
+    lags)."""
+    scales = np.logspace(0.3, math.log10(max(longest * n, 4)), buffers)
+    theta = 1.0 - 1.0 / scales
+    lags = np.unique(np.logspace(0, math.log10(max(n - 1, 1)), 200).astype(int))
+    c = sqrt_coefficients(int(lags.max()) + 1)[lags]
+    design = theta[None, :] ** (lags[:, None] - 1) / c[:, None]
+    omega, _ = nnls(design, np.ones(lags.size))
+    return np.maximum(omega, 1e-6), theta
+
+
+def fit_blt(n: int, buffers: int = 5, max_iterations: int = 2000,
+            progress: Progress | None = None) -> BltFit:
+    """The BLT parameters minimising the unit total squared error on n steps."""
+    omega0, theta0 = start(buffers, n)
+    if n < 2:
+        return BltFit(omega0, theta0, n, 1.0, 0)
+    evaluations = 0
+
+    def parameters(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with np.errstate(over="ignore"):
+            return np.exp(z[buffers:]), np.exp(-np.exp(z[:buffers]))
+
+    def error(z: np.ndarray) -> float:
+        nonlocal evaluations
+        evaluations += 1
+        omega, theta = parameters(z)
+        if not (np.all(np.isfinite(omega)) and np.all(np.isfinite(theta))):
+            return DIVERGED
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            value = blt_unit_tse(omega, theta, n)
+        return math.log(value) if math.isfinite(value) and value > 0 else DIVERGED
+
+    z0 = np.concatenate((np.log(-np.log(theta0)), np.log(omega0)))
+    base = error(z0)
+
+    def objective(z: np.ndarray) -> float:
+        return error(z) - base  # near 0: L-BFGS-B's relative stopping test stays meaningful
+
+    def step(z: np.ndarray) -> None:
+        report(progress, evaluations, math.exp(base + objective(z)), "BLT fit")
+
+    candidates = [z0]
+    for longest in STARTS:
+        omega, theta = start(buffers, n, longest)
+        z = np.concatenate((np.log(-np.log(theta)), np.log(omega)))
+        quasi_newton = minimize(objective, z, method="L-BFGS-B", jac="3-point",
+                                callback=step, options={
+                                    "maxiter": max_iterations, "ftol": 1e-15, "gtol": 1e-10,
+                                    "finite_diff_rel_step": 1e-5})
+        polished = minimize(objective, quasi_newton.x, method="Nelder-Mead", callback=step,
+                            options={"maxiter": max_iterations, "xatol": 1e-7,
+                                     "fatol": 1e-12})
+        candidates += [quasi_newton.x, polished.x]
+    omega, theta = parameters(min(candidates, key=objective))
+    return BltFit(omega, theta, n, blt_unit_tse(omega, theta, n), evaluations)
