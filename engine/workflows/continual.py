@@ -31,10 +31,11 @@ import numpy as np
 import pandas as pd
 
 from engine import plotting
+from engine.analysis.continual import prefix_horizon
 from engine.analysis.per_query_error import error_half_widths
+from engine.errors import NotApplicable
 from engine.mechanisms import registry_names
 from engine.workflows.compare import LEVEL, Comparison, ComparisonRow
-from engine.workloads.blocks import PrefixBlock
 from engine.workloads.workload import Workload
 
 #: Registered names of online (causal) mechanisms start with this.
@@ -68,14 +69,12 @@ def online_mechanisms() -> tuple[str, ...]:
 
 def is_continual(workload: Workload) -> bool:
     """True when the workload is the prefix sums of one ordered attribute (time): the one
-    workload online mechanisms answer."""
-    terms = workload.terms
-    if len(workload.domain) != 1 or len(terms) != 1:
+    workload online mechanisms answer (see :func:`engine.analysis.continual.prefix_horizon`)."""
+    try:
+        prefix_horizon(workload)
+    except NotApplicable:
         return False
-    attribute = workload.domain[workload.domain.names[0]]
-    factors = terms[0].factors
-    return (attribute.numeric and factors is not None and len(factors) == 1
-            and isinstance(factors[0], PrefixBlock))
+    return True
 
 
 def _best(rows: list[ComparisonRow]) -> ComparisonRow | None:
