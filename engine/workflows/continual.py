@@ -175,6 +175,10 @@ class ContinualPrice:
             return (f"Publishing {every} costs {b}{self.ratio:.2f} times{b} the error of "
                     f"publishing once ({once}; best online: {b}{self.online.mechanism}{b}, "
                     f"RMSE {self.online.rmse:,.2f} people).")
+        refused = [r for r in self.comparison.rows if is_online(r.mechanism) and r.error]
+        if refused:
+            return (f"No online mechanism applies here ({refused[0].error}), so the price of "
+                    f"publishing {every} cannot be shown; publishing once, the {once}.")
         registered = online_mechanisms()
         if not registered:
             return ("No online mechanism is registered in this workbench, so the price of "

@@ -127,3 +127,17 @@ def test_the_picture_has_one_curve_per_mechanism(twelve) -> None:
     assert set(curves) == {"online-workload", "h2", "identity"}
     assert curves["identity"].dimension_values("error_95") == pytest.approx(
         Z95 * SIGMA * np.sqrt(np.arange(1, 13)), rel=1e-6)
+
+
+def test_when_the_online_mechanisms_refuse_the_noise_the_headline_says_why(twelve) -> None:
+    refused = engine.ComparisonRow("online-sqrt", "Online square root", None,
+                                   "not applicable: online-sqrt supports gaussian, zcdp noise, "
+                                   "not laplace")
+    rows = (*(r for r in twelve.rows if r.mechanism != "online-workload"), refused)
+    price = engine.price_of_continual_release(
+        engine.Comparison(twelve.workload, twelve.privacy, twelve.bound, rows))
+    assert price.online is None
+    assert price.headline() == (
+        "No online mechanism applies here (not applicable: online-sqrt supports gaussian, "
+        "zcdp noise, not laplace), so the price of publishing every month cannot be shown; "
+        "publishing once, the offline optimum: h2, RMSE 8.04 people.")
