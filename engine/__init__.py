@@ -17,6 +17,7 @@ methods (through :mod:`engine.plotting`).
 
 from importlib.metadata import PackageNotFoundError, version
 
+from engine.analysis.continual import HorizonError
 from engine.analysis.cost_model import format_bytes
 from engine.analysis.expected_error import QUERY_LIMIT, reconstruction_map
 from engine.analysis.per_query_error import (
@@ -134,6 +135,7 @@ __all__ = [
     "Fact",
     "FactsView",
     "GROUPS",
+    "HorizonError",
     "Ledger",
     "LedgerError",
     "METHODS",

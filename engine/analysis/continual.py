@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.analysis.cost_model import FLOAT, OVERHEAD, Cost
 from engine.errors import NotApplicable
 from engine.workloads.blocks import PrefixBlock
 from engine.workloads.workload import Workload
@@ -38,6 +39,17 @@ def prefix_horizon(workload: Workload) -> tuple[int, float]:
     if term.weight <= 0:
         raise NotApplicable("not applicable: the prefix sums need a positive weight")
     return domain.shape[0], float(term.weight)
+
+
+def stream_cost(workload: Workload, arrays: float, operations_per_step: float) -> Cost:
+    """Memory and work of an online mechanism that holds ``arrays`` vectors as long as the
+    stream (data, answers, coefficients, work arrays) and spends ``operations_per_step``
+    floating-point operations per step, when planning and when running."""
+    steps = float(workload.domain.size)
+    memory = arrays * FLOAT * steps + OVERHEAD
+    work = operations_per_step * steps
+    what = f"{arrays:g} vectors over {steps:,.0f} steps"
+    return Cost(memory, memory, work, work, what, what)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,9 @@ from scipy.signal import lfilter, oaconvolve
 
 from engine.linalg.matrix import DENSE_GUARD, Matrix
 
+#: Largest condition number of a BLT's mode basis for which its closed forms are trusted.
+MAX_MODE_CONDITION = 1e6
+
 
 def sqrt_coefficients(n: int) -> np.ndarray:
     """``c_k = binom(2k, k) / 4**k`` for k < n: the first column of the lower-triangular
@@ -272,7 +275,8 @@ def blt_prefix_total_variance(omega: np.ndarray, theta: np.ndarray, n: int) -> f
     1 omega^T``, which keeps rates near 1 precise), ``b = cumsum(r)`` is ``gamma + sum_i
     delta_i beta_i**k`` and ``sum_k (n - k) b_k**2`` a sum of weighted geometric series
     (Dvijotham et al. 2024 evaluate BLT errors in closed form the same way). Returns inf when
-    the inverse recurrence diverges (some ``|beta_i| >= 1``).
+    the inverse recurrence diverges (some ``|beta_i| >= 1``), nan when two modes nearly
+    coincide (then use :func:`prefix_total_variance` on :func:`series_inverse`).
     """
     omega = np.asarray(omega, dtype=float)
     theta = np.asarray(theta, dtype=float)
@@ -282,6 +286,8 @@ def blt_prefix_total_variance(omega: np.ndarray, theta: np.ndarray, n: int) -> f
     beta = 1.0 - mu
     if np.abs(beta).max() >= 1.0 or np.abs(mu).min() == 0.0:
         return float("inf")
+    if np.linalg.cond(V) > MAX_MODE_CONDITION:
+        return float("nan")  # nearly repeated modes: partial fractions lose their precision
     alpha = -(omega @ V) * np.linalg.solve(V, np.ones(theta.size))
     gamma = 1.0 + (alpha / mu).sum()
     delta = -alpha / mu

@@ -37,6 +37,8 @@ DIVERGED = 1e3
 #: Longest time scale of each start, as a fraction of the horizon (the objective has local
 #: minima; the best of the starts is kept).
 STARTS = (1.0, 0.1, 0.01)
+#: Most Nelder-Mead iterations of the polish after each L-BFGS-B run.
+POLISH_ITERATIONS = 600
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,8 @@ def fit_blt(n: int, buffers: int = 5, max_iterations: int = 2000,
                                     "maxiter": max_iterations, "ftol": 1e-15, "gtol": 1e-10,
                                     "finite_diff_rel_step": 1e-5})
         polished = minimize(objective, quasi_newton.x, method="Nelder-Mead", callback=step,
-                            options={"maxiter": max_iterations, "xatol": 1e-7,
+                            options={"maxiter": min(max_iterations, POLISH_ITERATIONS),
+                                     "xatol": 1e-7,
                                      "fatol": 1e-12})
         candidates += [quasi_newton.x, polished.x]
     omega, theta = parameters(min(candidates, key=objective))

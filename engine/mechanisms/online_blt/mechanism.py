@@ -13,9 +13,17 @@ import math
 
 import numpy as np
 import param
+from scipy.signal import oaconvolve
 
-from engine.analysis.continual import prefix_horizon
-from engine.linalg.causal import prefix_step_variances
+from engine.analysis.continual import prefix_horizon, stream_cost
+from engine.analysis.cost_model import Cost
+from engine.linalg.causal import (
+    BufferedToeplitz,
+    LowerToeplitz,
+    prefix_step_variances,
+    series_inverse,
+)
+from engine.linalg.matrix import Matrix
 from engine.mechanisms.base import Mechanism, Plan, register, registered_name
 from engine.mechanisms.online_blt.fit import BltFit, fit_blt
 from engine.mechanisms.views import Fact, SeriesView, TableView, View, facts
@@ -48,22 +56,41 @@ class OnlineBltMechanism(Mechanism):
         prefix_horizon(workload)
         super().check(workload, privacy)
 
+    def estimate(self, workload: Workload, privacy: Privacy) -> Cost:
+        """O(steps) memory and work (:func:`engine.analysis.continual.stream_cost`)."""
+        return stream_cost(workload, 12, 24.0 * self.buffers)
+
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
         n, weight = prefix_horizon(workload)
         fit = fit_blt(n, self.buffers, self.max_iterations, progress)
         strategy = fit.strategy()
-        inverse = strategy.pinv()
-        unit = weight**2 * prefix_step_variances(inverse.coefficients())
+        c = strategy.coefficients()
+        inverse, r = exact_inverse(strategy, c)
+        unit = weight**2 * prefix_step_variances(r)
 
         def reconstruct(plan: Plan, y: np.ndarray) -> np.ndarray:
             return weight * np.cumsum(inverse.matvec(y), axis=0)
 
-        c = strategy.coefficients()
         sensitivity = {1: float(np.abs(c).sum()), 2: math.sqrt(float((c * c).sum()))}
         return Plan(mechanism=self.name, workload=workload, privacy=privacy,
                     strategy=strategy, trace=float(unit.sum()), sensitivity=sensitivity,
                     shown=_views(fit, c, unit), reconstructor=reconstruct,
                     query_variances=lambda plan: unit)
+
+
+def exact_inverse(strategy: BufferedToeplitz, c: np.ndarray) -> tuple[Matrix, np.ndarray]:
+    """``C^-1`` and its first column: the BLT recurrence of
+    :func:`engine.linalg.causal.blt_inverse` when its first column inverts c to 1e-9 (checked
+    by one FFT product), else the FFT power-series inverse (nearly repeated modes make the
+    recurrence's weights imprecise)."""
+    recurrence = strategy.pinv()
+    r = recurrence.coefficients()
+    product = oaconvolve(c, r)[: c.size]
+    product[0] -= 1.0
+    if np.all(np.isfinite(product)) and np.abs(product).max() <= 1e-9:
+        return recurrence, r
+    r = series_inverse(c)
+    return LowerToeplitz(r), r
 
 
 def _views(fit: BltFit, c: np.ndarray, unit: np.ndarray) -> tuple[View, ...]:

@@ -69,9 +69,8 @@ def optimal_gram(G: np.ndarray, tolerance: float = 1e-6, max_iterations: int = 4
     """
     G = np.asarray(G, dtype=float)
     lam = np.ones(G.shape[0])
-    best: OptimalGram | None = None
-    lower = -np.inf
-    previous_dual = -np.inf
+    best = OptimalGram(np.eye(G.shape[0]), -np.inf, np.inf, 0)
+    lower = previous_dual = -np.inf
     power = 2.0
     for iteration in range(1, max_iterations + 1):
         M, d, dual = _dual_step(G, lam)
@@ -81,12 +80,11 @@ def optimal_gram(G: np.ndarray, tolerance: float = 1e-6, max_iterations: int = 4
         lower = max(lower, dual)
         ratio = d / lam
         upper = float(d.sum() * ratio.max())
-        if best is None or upper < best.upper:
+        if upper < best.upper:
             X = M / np.sqrt(lam)[:, None] / np.sqrt(lam)[None, :] / ratio.max()
             best = OptimalGram(X, lower, upper, iteration)
         report(progress, iteration, upper, f"duality gap {upper / lower - 1:.2e}")
         if upper / lower - 1.0 <= tolerance:
             break
         lam = lam * ratio**power
-    assert best is not None
     return OptimalGram(best.gram, lower, best.upper, iteration)

@@ -5,7 +5,7 @@ Plans by solving the convex programme of :mod:`.fixed_point` for the Gram ``X = 
 lower-triangular factor of X (:func:`engine.linalg.causal.causal_factor`) and ``B = W C^-1``
 (lower triangular too): step t is published from the first t noisy strategy answers. Dense
 n x n algebra, one eigendecomposition per iteration: about a minute of CPU at n = 1,024 on
-a shared machine, refused above ``max_steps``.
+a shared machine (eight times that at 2,048), refused above ``max_steps``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class OnlineOptimalMechanism(Mechanism):
         "Relative duality gap at which the optimisation stops (the plan states its gap)."))
     max_iterations = param.Integer(default=400, bounds=(1, None), doc=(
         "Most eigendecompositions (n x n each) the optimisation makes."))
-    max_steps = param.Integer(default=4096, bounds=(1, None), doc=(
+    max_steps = param.Integer(default=2048, bounds=(1, None), doc=(
         "Longest horizon planned (dense n x n algebra); online-blt serves longer streams."))
 
     def check(self, workload: Workload, privacy: Privacy) -> None:

@@ -14,7 +14,8 @@ import math
 
 import numpy as np
 
-from engine.analysis.continual import prefix_horizon
+from engine.analysis.continual import prefix_horizon, stream_cost
+from engine.analysis.cost_model import Cost
 from engine.linalg.causal import LowerToeplitz, prefix_step_variances, sqrt_coefficients
 from engine.mechanisms.base import Mechanism, Plan, register, registered_name
 from engine.mechanisms.views import Fact, SeriesView, View, facts
@@ -56,6 +57,10 @@ class OnlineSqrtMechanism(Mechanism):
     def check(self, workload: Workload, privacy: Privacy) -> None:
         prefix_horizon(workload)
         super().check(workload, privacy)
+
+    def estimate(self, workload: Workload, privacy: Privacy) -> Cost:
+        """O(steps) memory and work (:func:`engine.analysis.continual.stream_cost`)."""
+        return stream_cost(workload, 16, 40.0 * math.log2(max(workload.domain.size, 2)))
 
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
         n, weight = prefix_horizon(workload)

@@ -14,7 +14,8 @@ import math
 
 import numpy as np
 
-from engine.analysis.continual import prefix_horizon
+from engine.analysis.continual import prefix_horizon, stream_cost
+from engine.analysis.cost_model import Cost
 from engine.linalg.matrix import Sparse
 from engine.mechanisms.base import Mechanism, Plan, register, registered_name
 from engine.mechanisms.online_tree.tree import DyadicTree
@@ -38,6 +39,11 @@ class OnlineTreeMechanism(Mechanism):
     def check(self, workload: Workload, privacy: Privacy) -> None:
         prefix_horizon(workload)
         super().check(workload, privacy)
+
+    def estimate(self, workload: Workload, privacy: Privacy) -> Cost:
+        """O(steps) memory and work (:func:`engine.analysis.continual.stream_cost`)."""
+        levels = math.log2(max(workload.domain.size, 2)) + 1.0
+        return stream_cost(workload, 2.0 * levels + 6.0, 4.0 * levels)  # the sparse tree
 
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
         n, weight = prefix_horizon(workload)
