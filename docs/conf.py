@@ -92,6 +92,20 @@ PAPERS = {
     "aim-grem": "M. Fuentes, B. Mullins, Y. Xiao, D. Kifer, C. Musco, D. Sheldon. *Fast "
                 "private adaptive query answering for large data domains* (AIM+GReM), after "
                 "R. McKenna et al., *AIM*, VLDB 2022.",
+    "online-tree": "T.-H. H. Chan, E. Shi, D. Song. *Private and continual release of "
+                   "statistics.* ACM TISSEC 2011; C. Dwork, M. Naor, T. Pitassi, G. Rothblum. "
+                   "*Differential privacy under continual observation.* STOC 2010; with J. "
+                   "Honaker's efficient estimate, *Efficient use of differentially private "
+                   "binary trees*, 2015.",
+    "online-sqrt": "H. Fichtenberger, M. Henzinger, J. Upadhyay. *Constant matters: "
+                   "fine-grained error bound on differentially private continual observation.* "
+                   "ICML 2023.",
+    "online-optimal": "S. Denisov, H. B. McMahan, K. Rush, A. Smith, A. Thakurta. *Improved "
+                      "differential privacy for SGD via optimal private linear operators on "
+                      "adaptive streams.* NeurIPS 2022.",
+    "online-blt": "K. Dvijotham, H. B. McMahan, K. Pillutla, T. Steinke, A. Thakurta. "
+                  "*Efficient and near-optimal noise generation for streaming differential "
+                  "privacy* (buffered linear Toeplitz). FOCS 2024.",
     "hierarchical-pgsr": "F. Fioretto, P. Van Hentenryck, K. Zhu. *Differential privacy of "
                          "hierarchical census data: an optimization approach.* Artificial "
                          "Intelligence 2021.",
@@ -104,6 +118,10 @@ SHOWN_IN = {
     "querysmasher": "notebooks/05-paper-tables",
     "eigen-design": "notebooks/05-paper-tables",
     "hdmm-opt0": "notebooks/05-paper-tables",
+    "online-tree": "notebooks/07-continual-release",
+    "online-sqrt": "notebooks/07-continual-release",
+    "online-optimal": "notebooks/07-continual-release",
+    "online-blt": "notebooks/07-continual-release",
 }
 
 

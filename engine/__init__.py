@@ -70,6 +70,14 @@ from engine.progress import Progress
 from engine.scenario import Scenario
 from engine.specfile import load_text
 from engine.workflows.compare import Comparison, ComparisonRow, compare, plan, plan_row
+from engine.workflows.continual import (
+    ContinualPrice,
+    continual_spec,
+    is_continual,
+    is_online,
+    online_mechanisms,
+    price_of_continual_release,
+)
 from engine.workflows.evaluate import (
     AIM_GREM,
     CENSUS_VARIANT_TITLES,
@@ -127,6 +135,7 @@ __all__ = [
     "CensusTrials",
     "Comparison",
     "ComparisonRow",
+    "ContinualPrice",
     "Cost",
     "DEFAULT_DELTA",
     "Dataset",
@@ -174,6 +183,7 @@ __all__ = [
     "classic_prefix",
     "compare",
     "compare_adaptive",
+    "continual_spec",
     "dask_client",
     "dask_executor",
     "data_dir",
@@ -185,6 +195,8 @@ __all__ = [
     "fingerprint_file",
     "format_bytes",
     "gaussian_half_width",
+    "is_continual",
+    "is_online",
     "get",
     "jsonable",
     "load_adult",
@@ -195,10 +207,12 @@ __all__ = [
     "mechanism_class",
     "mechanism_names",
     "one_line",
+    "online_mechanisms",
     "parse_group",
     "pgm_available",
     "plan",
     "plan_row",
+    "price_of_continual_release",
     "quote",
     "readable_labels",
     "reconstruction_map",

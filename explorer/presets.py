@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine import catalog
+from engine import catalog, continual_spec
 
 Spec = dict[str, Any]
 
@@ -83,6 +83,14 @@ PRESETS: dict[str, Preset] = {
             "Every interval [a, b] of each numeric attribute, for each value of the others.",
             lambda domain, k: catalog.range_queries(_domain_or_demo(domain)),
             uses_domain=True,
+        ),
+        Preset(
+            "published_every_month",
+            "Published every month: counts to date over 120 months",
+            "A count to date (cases, claims) published every month for ten years: the 120 "
+            "cumulative counts of one ordered attribute, month. The Compare page shows what "
+            "publishing every month costs against publishing once.",
+            lambda domain, k: continual_spec(),
         ),
         *(_catalog_preset(entry) for entry in catalog.CATALOG.values()),
     )

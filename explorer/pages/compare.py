@@ -23,6 +23,7 @@ from bokeh.models.widgets.tables import NumberFormatter
 from engine import METHODS, Comparison
 from explorer.components.background import BackgroundView, change_page
 from explorer.components.charts import LiveBarsChart, color_of
+from explorer.components.continual import continual_section
 from explorer.components.exports import csv_download, described, provenance, text_download
 from explorer.components.histogram import ScaledHistogram
 from explorer.components.mechanism_choice import mechanism_choice
@@ -395,6 +396,7 @@ class ComparePage(Page):
                    text_download(lambda: json.dumps(comparison_description(session), indent=1),
                                  "comparison.json", "Download what it describes (JSON)",
                                  css_class="comparison-json")),
+            continual_section(session),
             pn.layout.Divider(),
             self._per_query_section(),
             pn.layout.Divider(),
