@@ -8,7 +8,9 @@ formed), and that product is cheaper when V has structure
 (:class:`~engine.mechanisms.hdmm.workload_gram.WorkloadGram`). A bound-constrained L-BFGS
 (:mod:`~engine.mechanisms.hdmm.nonneg_lbfgs`) runs from seeded starts smoothed through the
 workload (:func:`pidentity_start`), screened at a moderate tolerance while they fit a work
-budget and until the best two agree, then the best one is polished. The one-parameter
+budget and until the best two agree, then the best one is polished. Where the budget admits
+one start only and the cells have a one-dimensional order, that start is a hierarchy of
+blocks (:func:`hierarchical_start`), the shape of the optima on ranges. The one-parameter
 ``[I; theta T] / (1 + theta)`` candidate is optimised here too (:func:`optimize_idtotal`).
 """
 
@@ -19,6 +21,7 @@ from concurrent.futures import Executor
 
 import numpy as np
 import scipy.linalg as sla
+from scipy.optimize import minimize_scalar
 
 from engine.executor import SerialExecutor, map_ordered
 from engine.mechanisms.hdmm.nonneg_lbfgs import minimize_nonneg
@@ -64,12 +67,24 @@ NONNEG_WEIGHTS = 16 * 1024
 #: and its own bookkeeping costs more than a structured objective. On all ranges of 4,096
 #: cells, p = 128 (524,288 weights), one start reached 14.44 RMSE (Table 4: 14.38) after
 #: 908 evaluations in 38.5 CPU s with it, 14.42 after 800 in 62 s with L-BFGS-B; prefixes
-#: 12.25 (Table 4: 12.20) after 1,000 in 54 s. It gets less far per evaluation, so the
-#: default 300 + 200 iterations end higher there (all ranges about 14.6) but in half the time.
+#: 12.25 (Table 4: 12.20) after 1,000 in 54 s. It gets less far per evaluation, but from the
+#: hierarchical start the default 300 + 200 iterations end at 14.37 and 12.15 there.
 SCIPY_MAX_WEIGHTS = 512 * 1024 - 1
 #: After several starts the polish runs at most this share of the iterations the best one's
 #: screening took.
 POLISH_SHARE = 0.5
+
+#: Arrays of p x n floats one p-Identity optimisation holds at its peak: 20 for the ten
+#: curvature pairs of :func:`minimize_nonneg`, as many for their copy on the free weights,
+#: and about 12 for the point, the gradients, the trial step and the loss's temporaries.
+PEAK_ARRAYS = 52
+
+
+def pidentity_peak_bytes(p: int, n: int) -> float:
+    """Estimated peak memory (bytes) of :func:`optimize_pidentity` on a structured Gram with
+    p extra queries on n cells (a float: no overflow): ``PEAK_ARRAYS`` p x n arrays."""
+    return 8.0 * PEAK_ARRAYS * p * n
+
 
 def pidentity_loss_grad(theta: np.ndarray, V: np.ndarray | WorkloadGram, p: int,
                         diag_v: np.ndarray | None = None) -> tuple[float, np.ndarray]:
@@ -162,6 +177,60 @@ def pidentity_start(V: np.ndarray | WorkloadGram, p: int, rng: np.random.Generat
     return START_SCALES[k % len(START_SCALES)] * 0.5 * (U + np.clip(smooth, 0.0, None))
 
 
+def hierarchy_blocks(n: int, p: int) -> list[tuple[int, int]]:
+    """The blocks ``[start, stop)`` of a dyadic hierarchy over n ordered cells with at most p
+    of them: widths ``w, 2w, 4w, ...`` up to the whole domain (the last block of a level may
+    be shorter), w the smallest power of two whose levels fit in p rows."""
+    width = 1
+    while True:
+        levels = []
+        w = width
+        while True:
+            levels.append(w)
+            if w >= n:
+                break
+            w *= 2
+        if sum(-(-n // w) for w in levels) <= p or width >= n:
+            break
+        width *= 2
+    return [(start, min(start + w, n)) for w in levels for start in range(0, n, w)][:p]
+
+
+def hierarchical_start(gram: WorkloadGram, p: int, order: np.ndarray) -> np.ndarray:
+    """A p-Identity start shaped like a hierarchical strategy (H2/HB): one extra query per
+    block of :func:`hierarchy_blocks` along ``order`` (the Gram's
+    :meth:`~engine.mechanisms.hdmm.workload_gram.WorkloadGram.cell_order`), all with one
+    weight c, the c that minimises the loss (a bounded search on ``log c``, about 20
+    evaluations).
+
+    On the ranges of Table 4 the p-Identity optima are such blocks: on all ranges of 1,024
+    cells (p = 64) the optimum's rows are contiguous runs of 20-100 cells with nearly equal
+    weights. From this start one start of 500 iterations reaches all ranges of 4,096 cells at
+    14.36 RMSE and prefixes at 12.14 (Table 4: 14.38, 12.20), where the smoothed random start
+    of :func:`pidentity_start` ends at 14.66 and 12.82 after as many.
+
+    Args:
+        gram: workload Gram.
+        p: number of extra queries (rows beyond the hierarchy's blocks start at 0).
+        order: the cells in their one-dimensional order.
+
+    Returns:
+        A non-negative p x n start.
+    """
+    n = gram.n
+    T = np.zeros((p, n))
+    for row, (start, stop) in enumerate(hierarchy_blocks(n, p)):
+        T[row, order[start:stop]] = 1.0
+
+    def loss(log_c: float) -> float:
+        f, _ = pidentity_loss_grad(math.exp(log_c) * T, gram, p)
+        return f if math.isfinite(f) else float(np.finfo(float).max)
+
+    best = minimize_scalar(loss, bounds=(math.log(1e-3), math.log(10.0)), method="bounded",
+                           options={"xatol": 0.02, "maxiter": 25})
+    return math.exp(float(best.x)) * T
+
+
 def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 8, seed: int = 0,
                        maxiter: int = 300, polish_iterations: int = 200,
                        screen_ftol: float = SCREEN_FTOL, max_work: int = MAX_WORK,
@@ -184,7 +253,9 @@ def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 
     the fifth reaches 5343.4). At 256 cells agreement stops all ranges after 2-6 starts
     instead of 8 (seeds 0-2: 2, 6, 4; the optima within 0.1 % of the eight-start ones),
     while prefixes, whose starts scatter more, mostly run the budget. From 512 cells on one
-    start costs more than the budget, exactly one runs and the polish continues it.
+    start costs more than the budget, exactly one runs and the polish continues it; when
+    the Gram knows its cells' one-dimensional order (and no ``init`` is given) that start is
+    :func:`hierarchical_start` instead of a random one.
 
     On an ``executor`` the same rule gives the same starts: the warm start and the first
     random start run here, then as many further starts as fit if each is as long as the
@@ -223,6 +294,10 @@ def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 
     warm = [] if init is None else [np.asarray(init, float).reshape(p, n)]
     total = len(warm) + restarts
     budget = SCREEN_WORK // (p * n * n)  # in evaluations
+    order = gram.cell_order()
+    if init is None and order is not None and budget < maxiter:
+        # one start is all the budget admits: on one-dimensional cells it is the hierarchy
+        warm, total = [hierarchical_start(gram, p, order)], 1
     free = FREE_WORK // (p * n * n)
     cap = max(1, int(max_work // gram.evaluation_work(p)))
     # every start the rule admits has at most budget evaluations before it, so with this

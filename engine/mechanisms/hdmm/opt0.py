@@ -42,8 +42,8 @@ def _is_scaled_identity(V: np.ndarray) -> bool:
 
 #: Most p-Identity rows by default. Every evaluation costs O(p**2 n) beside the product with
 #: V (and the optimiser O(p n)), so past 2,048 cells (p = n/16 = 128) p stays here: on all
-#: ranges of 4,096 cells p = 128 reaches 14.42 RMSE (Table 4, p = 256: 14.38) at about half
-#: the cost per evaluation.
+#: ranges of 4,096 cells p = 128 reaches 14.37 RMSE from the hierarchical start (Table 4,
+#: p = 256: 14.38) at about half the cost per evaluation.
 MAX_DEFAULT_P = 128
 
 

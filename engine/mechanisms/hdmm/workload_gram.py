@@ -85,6 +85,13 @@ class WorkloadGram:
         """``X V`` for a p x n array X."""
         return X @ self.dense
 
+    def cell_order(self) -> np.ndarray | None:
+        """The cells in the order along which the workload is one-dimensional (neighbouring
+        cells are asked about together), or None when that is not known (a dense Gram, a
+        product of several attributes). It places the blocks of
+        :func:`~engine.mechanisms.hdmm.laplace_opt0.hierarchical_start`."""
+        return None
+
     def product_work(self, p: int) -> float:
         """Multiply-adds of one ``X V`` with X p x n."""
         return float(p) * self.n * self.n
@@ -126,6 +133,9 @@ class DiagonalGram(StructuredGram):
     def __init__(self, d: np.ndarray) -> None:
         super().__init__(np.asarray(d).size, d)
 
+    def cell_order(self) -> np.ndarray:
+        return np.arange(self.n)
+
     def right_multiply(self, X: np.ndarray) -> np.ndarray:
         return X * self.diag
 
@@ -144,6 +154,9 @@ class SemiseparableGram(StructuredGram):
         a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
         super().__init__(a.size, a * b)
         self.generators = (a, b)
+
+    def cell_order(self) -> np.ndarray:
+        return np.arange(self.n)
 
     def right_multiply(self, X: np.ndarray) -> np.ndarray:
         a, b = self.generators
@@ -169,6 +182,9 @@ class WindowGram(StructuredGram):
         super().__init__(n, (np.minimum(i, n - width) - np.maximum(0, i - width + 1) + 1
                              ).astype(float))
         self.width = int(width)
+
+    def cell_order(self) -> np.ndarray:
+        return np.arange(self.n)
 
     def right_multiply(self, X: np.ndarray) -> np.ndarray:
         n, w = self.n, self.width
@@ -205,6 +221,14 @@ class PermutedGram(StructuredGram):
         Y = np.empty_like(X)
         Y[:, self.perm] = X
         return self.base.right_multiply(Y)[:, self.perm]
+
+    def cell_order(self) -> np.ndarray | None:
+        base = self.base.cell_order()
+        if base is None:
+            return None
+        where = np.empty_like(self.perm)  # where[c]: the cell of V that is base cell c
+        where[self.perm] = np.arange(self.n)
+        return where[base]
 
     def product_work(self, p: int) -> float:
         return self.base.product_work(p) + 2.0 * p * self.n
@@ -247,6 +271,14 @@ class SumGram(StructuredGram):
 
     def right_multiply(self, X: np.ndarray) -> np.ndarray:
         return sum((w * g.right_multiply(X) for w, g in self.terms), np.zeros_like(X))
+
+    def cell_order(self) -> np.ndarray | None:
+        """The terms' common order (None when two terms order the cells differently)."""
+        orders = [g.cell_order() for _, g in self.terms]
+        first = orders[0]
+        if first is None or any(o is None or not np.array_equal(o, first) for o in orders):
+            return None
+        return first
 
     def product_work(self, p: int) -> float:
         return float(sum(g.product_work(p) for _, g in self.terms))
