@@ -76,7 +76,9 @@ from engine import (
 )
 from explorer.components.exports import csv_download, scenario_columns
 from explorer.components.notes import learn_note
+from explorer.components.number_box import NumberBox
 from explorer.components.worker import BackgroundRun
+from explorer.pages.compare import WRAPPED_BOXES
 
 ADULT = "Adult (bundled)"
 UPLOAD = "Uploaded CSV + domain"
@@ -187,6 +189,20 @@ def rounds_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     shown = [column for column in ROUND_COLUMNS if column in frame]
     return _as_text(frame[shown]).rename(
         columns={key: title for key, (title, _) in ROUND_COLUMNS.items()})
+
+
+def labelled_checkbox(owner: param.Parameterized, name: str, label: str, *, css_class: str,
+                      disabled: bool = False) -> pn.widgets.CheckBoxGroup:
+    """A check box for the Boolean parameter ``name`` of ``owner``, kept in step both ways,
+    whose input sits inside its ``<label>`` (a screen reader reads ``label``).
+
+    A one-box group: Bokeh's single Checkbox puts its text beside the input, not in a label
+    tied to it, so the box would have no name."""
+    box = pn.widgets.CheckBoxGroup(options=[label], value=[label] if getattr(owner, name) else [],
+                                   disabled=disabled, css_classes=[css_class])
+    box.param.watch(lambda event: setattr(owner, name, label in event.new), "value")
+    owner.param.watch(lambda event: setattr(box, "value", [label] if event.new else []), name)
+    return box
 
 
 def adult_attributes() -> list[str]:
@@ -585,20 +601,32 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                       pn.pane.Markdown("The domain must be public: it is never inferred from "
                                        "the records."),
                       visible=self.param.dataset.rx() == UPLOAD),
-            pn.widgets.MultiChoice.from_param(self.param.attributes, label="Attributes"),
+            # Check boxes, not a multi-choice menu: each is a labelled native input that a
+            # keyboard and a screen reader reach (the menu's chips carry ARIA states axe
+            # refuses), as on the Compare page.
+            pn.pane.Markdown("**Attributes** (none ticked: all)", margin=(0, 10)),
+            pn.widgets.CheckBoxGroup.from_param(self.param.attributes, inline=True,
+                                                sizing_mode="stretch_width",
+                                                css_classes=["adaptive-attributes"],
+                                                stylesheets=[WRAPPED_BOXES]),
             pn.pane.Markdown("**Workload: all k-way marginals**", margin=(0, 10)),
             pn.widgets.RadioButtonGroup.from_param(self.param.way, label="Marginals (k-way)"),
-            pn.widgets.FloatInput.from_param(self.param.epsilon, label="epsilon", step=0.1),
-            pn.widgets.FloatInput.from_param(self.param.delta,
-                                             label="delta (1e-9 as in the AIM paper)"),
-            pn.widgets.IntInput.from_param(self.param.max_rounds, label="Rounds cap"),
-            pn.widgets.IntInput.from_param(self.param.seed, label="Seed (teaching only)"),
+            # Number boxes, not spinners: a spinner's up/down buttons have no name a screen
+            # reader can read, and a box says what is wrong with what was typed.
+            NumberBox.from_param(self, "epsilon", label="epsilon", css_class="adaptive-epsilon"),
+            NumberBox.from_param(self, "delta", label="delta (1e-9 as in the AIM paper)",
+                                 css_class="adaptive-delta"),
+            NumberBox.from_param(self, "max_rounds", label="Rounds cap",
+                                 css_class="adaptive-rounds-cap"),
+            NumberBox.from_param(self, "seed", label="Seed (teaching only)",
+                                 css_class="adaptive-seed"),
             pn.pane.Alert(SEEDED_LABEL, alert_type="warning",
                           visible=self.param.seed.rx().rx.is_not(None)),
-            pn.widgets.Checkbox.from_param(self.param.compare_rp,
-                                           label="Compare with ResidualPlanner"),
-            pn.widgets.Checkbox.from_param(self.param.compare_pgm, label="Compare with AIM+PGM",
-                                           disabled=not self.pgm_available()),
+            labelled_checkbox(self, "compare_rp", "Compare with ResidualPlanner",
+                              css_class="adaptive-compare-rp"),
+            labelled_checkbox(self, "compare_pgm", "Compare with AIM+PGM",
+                              css_class="adaptive-compare-pgm",
+                              disabled=not self.pgm_available()),
             pn.pane.Markdown(pgm_note),
             pn.widgets.Select.from_param(self.param.post_processing,
                                          label="Post-processing for errors"),

@@ -64,6 +64,7 @@ from engine import (
 )
 from explorer.components.exports import SCENARIO_COLUMNS, csv_download
 from explorer.components.notes import learn_note
+from explorer.components.number_box import NumberBox
 from explorer.components.worker import BackgroundRun
 
 SYNTHETIC = "synthetic"
@@ -507,18 +508,21 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             pn.Column(upload, pn.pane.Markdown(
                 "CSV header: the level names, then `size` and optionally `count`; one row "
                 "per (leaf, size) with its count, or one row per group."),
-                pn.widgets.IntInput.from_param(self.param.max_size,
-                                               label="Max size (public top bucket)"),
+                NumberBox.from_param(self, "max_size", label="Max size (public top bucket)",
+                                     css_class="census-max-size"),
                 visible=self.param.source.rx() == UPLOAD),
-            pn.widgets.FloatInput.from_param(self.param.epsilon, label="epsilon", step=0.1),
+            # Number boxes, not spinners: a spinner's up/down buttons have no name a screen
+            # reader can read, and a box says what is wrong with what was typed.
+            NumberBox.from_param(self, "epsilon", label="epsilon", css_class="census-epsilon"),
             pn.widgets.Select.from_param(self.param.split, label="Budget split over levels"),
             pn.widgets.TextInput.from_param(self.param.level_weights,
                                             label="Level weights (root first)",
                                             visible=self.param.split.rx() == "user"),
             pn.widgets.Select.from_param(self.param.noise, label="Noise"),
             pn.widgets.CheckBoxGroup.from_param(self.param.variants, label="Variants"),
-            pn.widgets.IntInput.from_param(self.param.trials, label="Trials"),
-            pn.widgets.IntInput.from_param(self.param.seed, label="Seed (teaching only)"),
+            NumberBox.from_param(self, "trials", label="Trials", css_class="census-trials"),
+            NumberBox.from_param(self, "seed", label="Seed (teaching only)",
+                                 css_class="census-seed"),
             pn.pane.Alert(SEEDED_LABEL, alert_type="warning",
                           visible=self.param.seed.rx().rx.is_not(None)),
             pn.Row(run, cancel),

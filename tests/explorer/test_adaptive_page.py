@@ -247,3 +247,75 @@ def test_csv_describes_the_run_not_the_widgets_changed_since():
     assert set(table["epsilon"]) == {1.0} and set(table["privacy"]) == {
         "gaussian eps=1 delta=1e-09"}
     assert set(table["release"]) == {"seeded: reproducible, not a private release"}
+
+
+def number_box(view: pn.viewable.Viewable, css: str) -> tuple[pn.widgets.TextInput,
+                                                                pn.pane.Markdown]:
+    """A number box's text input (class ``css``) and its message (class ``css-problem``)."""
+    [box] = by_class(view, pn.widgets.TextInput, css)
+    [message] = by_class(view, pn.pane.Markdown, f"{css}-problem")
+    return box, message
+
+
+def test_controls_are_labelled_inputs_a_screen_reader_names():
+    """Issue 29 item 9: no multi-choice chips, spinners or unlabelled check boxes (axe-core's
+    aria-allowed-attr, button-name and label findings); check boxes and number boxes instead."""
+    page = AdaptivePage(attributes=["age", "sex"])
+    view = page.__panel__()
+    for kind in (pn.widgets.MultiChoice, pn.widgets.IntInput, pn.widgets.FloatInput,
+                 pn.widgets.Checkbox):
+        assert view.select(kind) == [], kind
+    [attributes] = by_class(view, pn.widgets.CheckBoxGroup, "adaptive-attributes")
+    assert list(attributes.options) == page.param.attributes.objects
+    assert len(attributes.options) == 14 and attributes.value == ["age", "sex"]
+    attributes.value = ["age", "sex", "race"]
+    assert page.attributes == ["age", "sex", "race"]
+    labels = [number_box(view, f"adaptive-{css}")[0].name
+              for css in ("epsilon", "delta", "rounds-cap", "seed")]
+    assert labels == ["epsilon", "delta (1e-9 as in the AIM paper)", "Rounds cap",
+                      "Seed (teaching only)"]
+    # an uploaded domain's attributes replace Adult's boxes; ticks not in it are dropped
+    [domain] = [f for f in view.select(pn.widgets.FileInput) if f.accept.startswith(".json")]
+    domain.value = json.dumps({"sex": 2, "smoker": 2, "years": 5}).encode()
+    assert list(attributes.options) == ["sex", "smoker", "years"]
+    assert attributes.value == ["sex"] and page.attributes == ["sex"]
+
+
+def test_number_boxes_set_the_page_and_say_what_is_wrong():
+    page = AdaptivePage()
+    view = page.__panel__()
+    (rounds, _), (seed, seed_problem) = (number_box(view, "adaptive-rounds-cap"),
+                                         number_box(view, "adaptive-seed"))
+    (epsilon, problem), (delta, _) = (number_box(view, "adaptive-epsilon"),
+                                      number_box(view, "adaptive-delta"))
+    assert delta.value == "1e-09" and epsilon.value == "1"
+    rounds.value = "1,000"
+    seed.value = "7"
+    delta.value = "1e-6"
+    assert (page.max_rounds, page.seed, page.delta) == (1000, 7, 1e-6)
+    epsilon.value = "abc"
+    assert page.epsilon == 1.0 and epsilon.value == "abc"
+    assert problem.object == 'epsilon: "abc" is not a number; still using 1.'
+    epsilon.value = "0"
+    assert page.epsilon == 1.0
+    assert problem.object == "epsilon: must be between 0.001 and 100 (got 0); still using 1."
+    seed.value = ""  # empty: OS entropy again
+    assert page.seed is None and seed_problem.object == ""
+    page.max_rounds = 12  # set elsewhere: the box shows it
+    assert rounds.value == "12"
+
+
+def test_compare_check_boxes_are_labelled_and_kept_in_step():
+    page = AdaptivePage()
+    view = page.__panel__()
+    [rp] = by_class(view, pn.widgets.CheckBoxGroup, "adaptive-compare-rp")
+    [pgm] = by_class(view, pn.widgets.CheckBoxGroup, "adaptive-compare-pgm")
+    assert rp.options == ["Compare with ResidualPlanner"] and rp.value == rp.options
+    assert pgm.options == ["Compare with AIM+PGM"] and pgm.value == []
+    assert pgm.disabled is (not page.pgm_available())
+    rp.value = []
+    assert page.compare_rp is False
+    page.compare_rp = True
+    assert rp.value == ["Compare with ResidualPlanner"]
+    page.compare_pgm = True
+    assert pgm.value == ["Compare with AIM+PGM"]

@@ -82,6 +82,37 @@ def test_panel_view_builds(page):
     assert view.select(pn.pane.HoloViews)
 
 
+def test_number_boxes_not_spinners_set_the_page_and_say_what_is_wrong():
+    """Issue 29 item 9: no spinner (its up/down buttons have no name a screen reader reads);
+    a labelled number box per number, kept in step with the page."""
+    page = CensusPage()
+    view = page.__panel__()
+    assert view.select(pn.widgets.IntInput) == [] and view.select(pn.widgets.FloatInput) == []
+
+    def box(css: str) -> tuple[pn.widgets.TextInput, pn.pane.Markdown]:
+        [text] = [t for t in view.select(pn.widgets.TextInput) if css in t.css_classes]
+        [message] = [m for m in view.select(pn.pane.Markdown) if f"{css}-problem" in m.css_classes]
+        return text, message
+
+    (epsilon, problem), (trials, _) = box("census-epsilon"), box("census-trials")
+    (seed, _), (top, _) = box("census-seed"), box("census-max-size")
+    assert [epsilon.name, trials.name, seed.name, top.name] == [
+        "epsilon", "Trials", "Seed (teaching only)", "Max size (public top bucket)"]
+    assert (epsilon.value, trials.value, seed.value, top.value) == ("1", "5", "", "")
+    epsilon.value, trials.value, seed.value, top.value = "0.5", "12", "3", "6"
+    assert (page.epsilon, page.trials, page.seed, page.max_size) == (0.5, 12, 3, 6)
+    trials.value = "2.5"
+    assert page.trials == 12 and trials.value == "2.5"
+    assert [m.object for m in view.select(pn.pane.Markdown)
+            if "census-trials-problem" in m.css_classes] == [
+        "Trials: must be a whole number (got 2.5); still using 12."]
+    epsilon.value = "-1"
+    assert page.epsilon == 0.5
+    assert problem.object == "epsilon: must be between 0.0001 and 100 (got -1); still using 0.5."
+    page.seed = None  # set elsewhere: the box shows it
+    assert seed.value == ""
+
+
 def test_errors_are_shown_not_raised():
     bad = CensusPage(synthetic_spec="levels=2,3", variants=["dp"], trials=1)
     bad.run()

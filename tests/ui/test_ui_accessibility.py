@@ -47,16 +47,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
         "fix it).",
 }
 
-#: Findings on pages other helpers own (issue 29, helper h28), listed in the report with their
-#: fix and shown by the test, not failed on, until that branch lands: page -> rule ids.
-PENDING: dict[str, set[str]] = {
-    # MultiChoice chips (aria-selected without a role): check boxes; IntInput/FloatInput spin
-    # buttons without a name: NumberBox; a Checkbox without a label: give it one.
-    "/adaptive": {"aria-allowed-attr", "button-name", "label"},
-    "/census": {"button-name"},  # IntInput spin buttons: NumberBox
-}
-
-
 def violations(page) -> list[dict]:
     """axe-core's serious and critical violations on ``page``, minus :data:`EXCLUDED`."""
     from axe_playwright_python.sync_playwright import Axe
@@ -86,7 +76,6 @@ def described(path: str, rules: list[dict]) -> list[str]:
 
 def test_no_page_has_a_serious_or_critical_accessibility_violation(open_app, page):
     problems: list[str] = []
-    later: list[str] = []
     sid = ""
     for path, _ in menu():
         open_app(app_path(path, sid))
@@ -96,12 +85,7 @@ def test_no_page_has_a_serious_or_critical_accessibility_violation(open_app, pag
             selector, text = READY[path]
             expect(page.locator(selector).first).to_contain_text(text, timeout=180_000)
         page.wait_for_timeout(1500)  # late renders (charts, async views)
-        found = violations(page)
-        pending = PENDING.get(path, set())
-        later += described(path, [rule for rule in found if rule["id"] in pending])
-        problems += described(path, [rule for rule in found if rule["id"] not in pending])
-    if later:
-        print("\nPending on other pages (see PENDING):\n" + "\n".join(later))
+        problems += described(path, violations(page))
     assert not problems, "axe-core found:\n" + "\n".join(problems)
 
 
@@ -120,6 +104,9 @@ FOCUS_PATH_JS = """() => {
 KEYBOARD = {
     "/builder": {"attr-name", "attr-size", "group-k", "group-weight", "preset-k"},
     "/compare": {"mechanism-choice", "eps-input"},
+    "/adaptive": {"adaptive-attributes", "adaptive-epsilon", "adaptive-rounds-cap",
+                  "adaptive-seed", "adaptive-compare-rp"},
+    "/census": {"census-epsilon", "census-trials", "census-seed"},
 }
 
 

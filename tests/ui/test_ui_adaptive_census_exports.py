@@ -49,6 +49,12 @@ def test_adaptive_page_prints_counts_explains_rounds_and_downloads_adaptive_csv(
         field = page.get_by_label(label)
         field.fill(value)
         field.press("Enter")
+    # the attributes are labelled check boxes: untick one by its name, as a screen reader would
+    workclass = page.get_by_role("checkbox", name="workclass", exact=True)
+    expect(workclass).to_be_checked()
+    workclass.uncheck()
+    expect(workclass).not_to_be_checked()
+    expect(page.get_by_role("checkbox", name="Compare with ResidualPlanner")).to_be_checked()
     page.get_by_role("button", name="Run").click()
     results = page.locator(".adaptive-results").first
     expect(results).to_contain_text("ResidualPlanner (batch)", timeout=RUN_TIMEOUT_MS)
@@ -74,6 +80,8 @@ def test_adaptive_page_prints_counts_explains_rounds_and_downloads_adaptive_csv(
     assert table["round"].dropna().tolist() == list(range(1, len(rounds) + 1))
     assert list(table.columns[-len(SCENARIO_COLUMNS):]) == list(SCENARIO_COLUMNS)
     assert set(table["privacy"]) == {"gaussian eps=1 delta=1e-09"}
+    # 2-way marginals of age, education-num, sex, race and income>50K (workclass unticked)
+    assert set(table["workload"]) == {"2,293 queries over 27,200 cells (10 terms)"}
     assert set(table["release"]) == {"seeded: reproducible, not a private release"}
     assert console_errors == []
 
@@ -87,6 +95,15 @@ def test_census_csv_has_privacy_columns_and_whole_counts(open_app, console_error
     seed = page.get_by_label("Seed (teaching only)")
     seed.fill("2")
     seed.press("Enter")
+    # a number box keeps what was typed and says what is wrong beside it
+    trials = page.get_by_label("Trials", exact=True)
+    trials.fill("abc")
+    trials.press("Enter")
+    expect(page.locator(".census-trials-problem").first).to_contain_text(
+        'Trials: "abc" is not a number; still using 5.')
+    trials.fill("5")
+    trials.press("Enter")
+    expect(page.locator(".census-trials-problem").first).to_be_hidden()
     page.get_by_role("button", name="Run trials").click()
     expect(page.locator(".census-results").first).to_contain_text(
         "M_DP (plain, exact DP)", timeout=RUN_TIMEOUT_MS)
