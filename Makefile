@@ -13,7 +13,7 @@ CHROMIUM := /usr/bin/chromium
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 BENCHMARKS := $(wildcard benchmarks/*.py)
 
-.PHONY: help serve chromium postgresql test lint format bench docs clean distclean
+.PHONY: help serve chromium postgresql nginx test lint format bench docs clean distclean
 
 help:
 	@echo "make serve     serve the explorer at http://127.0.0.1:$(PORT)/ (PORT=..., SERVE_FLAGS=...)"
@@ -59,7 +59,18 @@ postgresql:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y postgresql; \
 	fi
 
-test: lint chromium postgresql
+# tests/ui/test_ui_nginx.py runs Debian's nginx in front of two explorer servers (the several
+# machines recipe of docs/serving.md), with its own configuration, logs and pid file.
+nginx:
+	@if [ -x /usr/sbin/nginx ]; then \
+		echo "nginx: /usr/sbin/nginx present"; \
+	else \
+		if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y nginx; \
+	fi
+
+test: lint chromium postgresql nginx
 	$(PY) -m pytest tests $(if $(NOTEBOOKS),--nbmake notebooks)
 	$(MAKE) docs
 
