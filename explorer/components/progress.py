@@ -24,7 +24,7 @@ from explorer.session import Session
 #: How often a served page looks at the running job (milliseconds).
 POLL_MS = 250
 #: Seconds between two reads of the shared board for a job of another process.
-BOARD_POLL_S = 1.0
+BOARD_POLL_S = 2.0
 
 
 def served() -> bool:
@@ -86,10 +86,12 @@ class PlanningProgress(pn.viewable.Viewer):
 
     def follow_elsewhere(self) -> None:
         """Show the session's job that runs in another process (read from the board at most
-        every :data:`BOARD_POLL_S`); pick up its finished rows; hide once it is over."""
+        every :data:`BOARD_POLL_S`, and only while the session lacks rows); pick up its
+        finished rows; hide once it is over."""
         now = time.monotonic()
-        if now - self._board_read < BOARD_POLL_S:
-            return
+        if now - self._board_read < BOARD_POLL_S or (self._elsewhere is None
+                                                     and self.session.complete):
+            return  # a session with every row has no job to follow: no read of the store
         self._board_read = now
         status = self.session.job_elsewhere()
         followed, self._elsewhere = self._elsewhere, status
