@@ -234,13 +234,18 @@ def main() -> None:
     parser.add_argument("--run-limit", type=float, default=360.0,
                         help="seconds one run may take; analysts still busy then are stopped "
                         "and count as errors")
+    parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="extra environment of the served explorer, e.g. "
+                        "PYTHONMALLOC=malloc")
     args = parser.parse_args()
+    server_env = dict(item.split("=", 1) for item in args.server_env if "=" in item)
     if args.table:
         args.analysts, args.procs = [20, 50, 100], [1, 2]
     begun = time.perf_counter()
     print(f"goals: {GOALS}")
     print(f"load average at start: {psutil.getloadavg()[0]:.1f} ({psutil.cpu_count()} cores); "
-          f"{args.moves} slider moves per analyst, arrivals within {args.ramp:g} s")
+          f"{args.moves} slider moves per analyst, arrivals within {args.ramp:g} s"
+          + (f"; server environment {server_env}" if server_env else ""))
     print()
     print("| " + " | ".join(COLUMNS) + " |")
     print("|" + " --- |" * len(COLUMNS))
@@ -251,7 +256,8 @@ def main() -> None:
                 with tempfile.TemporaryDirectory() as logs, serving(
                         Path(logs) / "server.log", "--num-procs", str(procs),
                         unused_session_ms=UNUSED_SESSION_MS, timeout_s=START_S,
-                        environment={"EXPLORER_SESSION_IDLE_SECONDS": str(SESSION_IDLE_S)}
+                        environment={"EXPLORER_SESSION_IDLE_SECONDS": str(SESSION_IDLE_S),
+                                     **server_env}
                 ) as app:
                     ws_url = app.url.replace("http://", "ws://") + "/app/ws"
                     row = asyncio.run(run(ws_url, psutil.Process(app.process.pid), analysts,
