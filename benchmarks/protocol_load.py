@@ -229,9 +229,9 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=5)
     parser.add_argument("--ramp", type=float, default=5.0,
                         help="the analysts arrive within this many seconds")
-    parser.add_argument("--timeout", type=float, default=120.0,
+    parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds any one step may take before it counts as an error")
-    parser.add_argument("--run-limit", type=float, default=360.0,
+    parser.add_argument("--run-limit", type=float, default=600.0,
                         help="seconds one run may take; analysts still busy then are stopped "
                         "and count as errors")
     parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE",
