@@ -15,7 +15,7 @@ CHROMIUM := /usr/bin/chromium
 TEST_WORKERS ?= auto
 BENCHMARKS := $(wildcard benchmarks/*.py)
 
-.PHONY: help serve chromium postgresql test lint format bench docs clean distclean
+.PHONY: help serve chromium postgresql nginx test lint format bench docs clean distclean
 
 help:
 	@echo "make serve     serve the explorer at http://127.0.0.1:$(PORT)/ (PORT=..., SERVE_FLAGS=...)"
@@ -40,28 +40,32 @@ serve: $(VENV)
 	@echo "Explorer: http://127.0.0.1:$(PORT)/"
 	$(VENV)/bin/panel serve explorer/app.py --address 127.0.0.1 --port $(PORT) $(SERVE_FLAGS)
 
-# Browser tests drive Debian's Chromium (Playwright's own browser downloads are not used).
+# Debian packages the tests drive, each installed with apt-get when its program is missing:
+# Chromium for the browser tests (Playwright's own browser downloads are not used), PostgreSQL
+# for the ledger and session-store tests (tests/conftest.py starts a throw-away server on
+# 127.0.0.1 with the binaries under /usr/lib/postgresql/N/bin), nginx for
+# tests/ui/test_ui_nginx.py (nginx in front of two explorer servers: docs/serving.md's
+# several-machines recipe, with its own configuration, logs and pid file).
+define debian_package
+@if ls $(2) >/dev/null 2>&1; then \
+	echo "$(1): $$(ls -d $(2) | tail -1) present"; \
+else \
+	if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	$$SUDO apt-get update && \
+	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y $(1); \
+fi
+endef
+
 chromium:
-	@if [ -x $(CHROMIUM) ]; then \
-		echo "chromium: $(CHROMIUM) present"; \
-	else \
-		if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get update && \
-		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium; \
-	fi
+	$(call debian_package,chromium,$(CHROMIUM))
 
-# The ledger's tests also run on a throw-away PostgreSQL server (tests/conftest.py starts one
-# on 127.0.0.1 with Debian's binaries under /usr/lib/postgresql/N/bin).
 postgresql:
-	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
-		echo "postgresql: $$(ls -d /usr/lib/postgresql/*/bin | tail -1) present"; \
-	else \
-		if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get update && \
-		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y postgresql; \
-	fi
+	$(call debian_package,postgresql,/usr/lib/postgresql/*/bin/initdb)
 
-test: lint chromium postgresql
+nginx:
+	$(call debian_package,nginx,/usr/sbin/nginx)
+
+test: lint chromium postgresql nginx
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests
 	$(MAKE) docs
 

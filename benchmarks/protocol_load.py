@@ -25,9 +25,13 @@ slider p95 < 300 ms; at 100 analysts: no error, no lost session, memory back wit
 All traffic goes to 127.0.0.1, every wait is bounded by ``--timeout`` and the run stops by
 itself.
 
+Every run is bounded: analysts still busy ``--run-limit`` seconds after the first arrived are
+stopped and count as errors ("did not finish"). The rows print as a Markdown table (the one in
+``benchmarks/README.md``), followed by the total time.
+
 Usage::
 
-    python benchmarks/protocol_load.py                       # 20 50 100 analysts x 1 2 procs
+    python benchmarks/protocol_load.py --table               # 20 50 100 analysts x 1 2 procs
     python benchmarks/protocol_load.py --analysts 20 --procs 1 --moves 3
 """
 
@@ -47,7 +51,7 @@ import psutil
 from protocol_client import PageClient, ProtocolError
 from tornado.httpclient import HTTPClientError
 
-from explorer.server.served import serving
+from explorer.server.served import ServerStartError, serving
 
 #: Bokeh discards a session this long after its last connection closed (milliseconds).
 UNUSED_SESSION_MS = 5_000
@@ -55,6 +59,8 @@ UNUSED_SESSION_MS = 5_000
 SESSION_IDLE_S = 10.0
 #: Seconds to watch a page's address for a session id other than the one asked for.
 SESSION_SWAP_S = 3.0
+#: Seconds a fresh server may take to answer (a loaded machine imports slowly).
+START_S = 240.0
 #: Issue 30's goals.
 GOALS = "page p95 < 2 s and slider p95 < 0.3 s at 20 analysts / 2 processes; " \
         "at 100: no error, no lost session, RSS back within 50 MB of idle"
@@ -171,12 +177,17 @@ async def run(ws_url: str, root: psutil.Process, analysts: int, args: argparse.N
         await asyncio.sleep(delay)
         await analyst(ws_url, args.moves, args.timeout, tally, rng)
 
-    visits = asyncio.gather(*(arrive(rng.uniform(0, args.ramp)) for _ in range(analysts)))
+    visits = [asyncio.ensure_future(arrive(rng.uniform(0, args.ramp))) for _ in range(analysts)]
     started = time.perf_counter()
-    while not visits.done():
+    deadline = started + args.run_limit
+    while not all(visit.done() for visit in visits) and time.perf_counter() < deadline:
         await asyncio.sleep(0.5)
         peak = max(peak, rss_mb(root))
-    await visits
+    unfinished = [visit for visit in visits if not visit.done()]
+    for visit in unfinished:
+        visit.cancel()  # its pages close in the analyst's ``finally``
+    await asyncio.gather(*visits, return_exceptions=True)
+    tally.errors += [f"did not finish within {args.run_limit:g} s"] * len(unfinished)
     seconds = time.perf_counter() - started
     cpu = cpu_seconds(root) - cpu_before
     await asyncio.sleep(UNUSED_SESSION_MS / 1000 + SESSION_IDLE_S + 5)
@@ -190,37 +201,82 @@ async def run(ws_url: str, root: psutil.Process, analysts: int, args: argparse.N
             "first_error": tally.errors[0] if tally.errors else ""}
 
 
+COLUMNS = ("procs", "analysts", "page p50 / p95 (s)", "slider p50 / p95 (ms)",
+           "web CPU per page (s)", "RSS per session (MB)", "errors", "lost sessions",
+           "RSS idle -> after they left (MB)", "run (s)", "load average")
+
+
+def table_row(procs: int, row: dict[str, float | int | str]) -> str:
+    """One Markdown row of the table (:data:`COLUMNS`)."""
+    cells = (f"{procs}", f"{row['analysts']}",
+             f"{row['page_p50']:.2f} / {row['page_p95']:.2f}",
+             f"{row['slider_p50'] * 1e3:.0f} / {row['slider_p95'] * 1e3:.0f}",
+             f"{row['cpu_per_page']:.2f}", f"{row['rss_per_analyst']:.1f}",
+             f"{row['errors']}", f"{row['lost']}",
+             f"{row['rss_idle']:.0f} -> {row['rss_after']:.0f} "
+             f"({row['rss_after'] - row['rss_idle']:+.0f})",
+             f"{row['seconds']:.0f}", f"{psutil.getloadavg()[0]:.1f}")
+    return "| " + " | ".join(cells) + " |"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--table", action="store_true",
+                        help="the whole table: 20, 50 and 100 analysts x 1 and 2 processes "
+                        "(the defaults of --analysts and --procs)")
     parser.add_argument("--analysts", type=int, nargs="+", default=[20, 50, 100])
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--moves", type=int, default=5)
     parser.add_argument("--ramp", type=float, default=5.0,
                         help="the analysts arrive within this many seconds")
-    parser.add_argument("--timeout", type=float, default=60.0,
+    parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds any one step may take before it counts as an error")
+    parser.add_argument("--run-limit", type=float, default=600.0,
+                        help="seconds one run may take; analysts still busy then are stopped "
+                        "and count as errors")
+    parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="extra environment of the served explorer, e.g. "
+                        "PYTHONMALLOC=malloc")
     args = parser.parse_args()
+    server_env = dict(item.split("=", 1) for item in args.server_env if "=" in item)
+    if args.table:
+        args.analysts, args.procs = [20, 50, 100], [1, 2]
+    begun = time.perf_counter()
     print(f"goals: {GOALS}")
-    print(f"load average at start: {psutil.getloadavg()[0]:.1f} (2 cores)")
-    header = ("procs analysts  page p50/p95 (s)  slider p50/p95 (ms)  CPU/page (s)  "
-              "RSS/analyst (MB)  errors  lost  RSS idle -> after (MB)")
-    print(header)
+    print(f"load average at start: {psutil.getloadavg()[0]:.1f} ({psutil.cpu_count()} cores); "
+          f"{args.moves} slider moves per analyst, arrivals within {args.ramp:g} s"
+          + (f"; server environment {server_env}" if server_env else ""))
+    print()
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("|" + " --- |" * len(COLUMNS))
+    errors = []
     for procs in args.procs:
         for analysts in args.analysts:
-            with tempfile.TemporaryDirectory() as logs, serving(
-                    Path(logs) / "server.log", "--num-procs", str(procs),
-                    unused_session_ms=UNUSED_SESSION_MS,
-                    environment={"EXPLORER_SESSION_IDLE_SECONDS": str(SESSION_IDLE_S)}) as app:
-                ws_url = app.url.replace("http://", "ws://") + "/app/ws"
-                row = asyncio.run(run(ws_url, psutil.Process(app.process.pid), analysts, args))
-            print(f"{procs:5d} {analysts:8d}  {row['page_p50']:6.2f} / {row['page_p95']:6.2f}"
-                  f"    {row['slider_p50'] * 1e3:7.0f} / {row['slider_p95'] * 1e3:7.0f}"
-                  f"      {row['cpu_per_page']:6.2f}        {row['rss_per_analyst']:6.1f}"
-                  f"          {row['errors']:4d}  {row['lost']:4d}  {row['rss_idle']:6.0f} -> "
-                  f"{row['rss_after']:6.0f}   ({row['seconds']:.0f} s, load average "
-                  f"{psutil.getloadavg()[0]:.1f})", flush=True)
+            try:
+                with tempfile.TemporaryDirectory() as logs, serving(
+                        Path(logs) / "server.log", "--num-procs", str(procs),
+                        unused_session_ms=UNUSED_SESSION_MS, timeout_s=START_S,
+                        environment={"EXPLORER_SESSION_IDLE_SECONDS": str(SESSION_IDLE_S),
+                                     **server_env}
+                ) as app:
+                    ws_url = app.url.replace("http://", "ws://") + "/app/ws"
+                    row = asyncio.run(run(ws_url, psutil.Process(app.process.pid), analysts,
+                                          args))
+            except ServerStartError as exc:
+                print(f"| {procs} | {analysts} | the server did not start: "
+                      f"{str(exc).splitlines()[0]} |", flush=True)
+                continue
+            except (ProtocolError, HTTPClientError, OSError) as exc:
+                print(f"| {procs} | {analysts} | the warm-up analyst failed: {exc} |", flush=True)
+                continue
+            print(table_row(procs, row), flush=True)
             if row["first_error"]:
-                print(f"      first error: {row['first_error']}")
+                errors.append(f"{procs} proc(s), {analysts} analysts, first error: "
+                              f"{row['first_error']}")
+    print()
+    print("\n".join(errors))
+    print(f"total {time.perf_counter() - begun:.0f} s; load average at the end "
+          f"{psutil.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

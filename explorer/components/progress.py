@@ -3,9 +3,16 @@
 Planning runs on a planner thread (see :class:`explorer.planning.jobs.PlanningJob`); this view
 polls it from the page's own event loop with a periodic callback, so the page stays responsive and
 finished mechanisms appear while the rest are still being planned.
+
+When the session's job runs in another serving process (the page was reloaded in a process that
+does not run it), the view follows the job's row on the shared board instead, once every
+:data:`BOARD_POLL_S`: its progress, finished rows (from the shared plan cache) as they arrive,
+and a Cancel that reaches the other process (see :mod:`explorer.planning.board`).
 """
 
 from __future__ import annotations
+
+import time
 
 import panel as pn
 import param
@@ -16,6 +23,8 @@ from explorer.session import Session
 
 #: How often a served page looks at the running job (milliseconds).
 POLL_MS = 250
+#: Seconds between two reads of the shared board for a job of another process.
+BOARD_POLL_S = 2.0
 
 
 def served() -> bool:
@@ -25,7 +34,8 @@ def served() -> bool:
 
 
 class PlanningProgress(pn.viewable.Viewer):
-    """Shows the session's planning job while it runs; its button cancels it."""
+    """Shows the session's planning job while it runs, here or in another process; its
+    button cancels it."""
 
     session = param.ClassSelector(class_=Session, doc="The session whose job is shown.")
     status = param.String(default="", doc="The last status line shown.")
@@ -46,7 +56,12 @@ class PlanningProgress(pn.viewable.Viewer):
                               css_classes=["planning-progress"], sizing_mode="stretch_width",
                               align="center")
         self._callback = None
-        self.show(self.session.job.status() if self.session.job is not None else None)
+        self._board_read = -BOARD_POLL_S  # when the board was last read (monotonic seconds)
+        self._elsewhere: JobStatus | None = None  # the other process's job being followed
+        if self.session.job is not None:
+            self.show(self.session.job.status())
+        else:
+            self.follow_elsewhere()
 
     def __panel__(self) -> pn.viewable.Viewable:
         if served():
@@ -65,10 +80,29 @@ class PlanningProgress(pn.viewable.Viewer):
     def tick(self) -> None:
         """Look at the job once: pick up finished rows and update the indicator."""
         if self.session.job is None:
+            self.follow_elsewhere()
+            return
+        self.show(self.session.poll())
+
+    def follow_elsewhere(self) -> None:
+        """Show the session's job that runs in another process (read from the board at most
+        every :data:`BOARD_POLL_S`, and only while the session lacks rows); pick up its
+        finished rows; hide once it is over."""
+        now = time.monotonic()
+        if now - self._board_read < BOARD_POLL_S or (self._elsewhere is None
+                                                     and self.session.complete):
+            return  # a session with every row has no job to follow: no read of the store
+        self._board_read = now
+        status = self.session.job_elsewhere()
+        followed, self._elsewhere = self._elsewhere, status
+        if followed is not None and (status is None or status.done != followed.done):
+            self.session.refresh()  # rows it finished are in the shared plan cache
+        if status is None:
             if self._layout.visible:
                 self.show(None)
             return
-        self.show(self.session.poll())
+        self.show(status)
+        self._skip.disabled = True  # a skip is the waiting session's own, in that process
 
     def show(self, status: JobStatus | None) -> None:
         """Display a job status (None hides the indicator)."""
@@ -92,6 +126,11 @@ class PlanningProgress(pn.viewable.Viewer):
 
     def cancel(self) -> None:
         """Stop waiting for the running job (what has finished is kept): the indicator hides
-        at once, not at the next poll."""
+        at once, not at the next poll. A job of another process is asked to stop (it is the
+        session's own): the indicator shows it until it has."""
+        if self.session.job is None and self._elsewhere is not None:
+            self.session.cancel_elsewhere()  # the other process stops at its next checkpoint
+            self._cancel.disabled = True
+            return
         self.session.cancel()
         self.show(None)

@@ -8,11 +8,18 @@ and at most every :data:`REPORT_SECONDS` while it plans, so any process can show
 flag (:meth:`JobBoard.cancel_job`); the job reads it at the same pace and between mechanisms,
 and stops at its next checkpoint as after a local cancel.
 
+A process that finds an unfinished job of another, living process on the board
+(:func:`running_elsewhere`) follows it instead of planning the same workload a second time:
+its pages show the job's progress from the board, and their Cancel sets the flag. A job whose
+process is gone (killed: its pid no longer exists on this machine, or it has not written for
+:data:`STALE_SECONDS` from another machine) is planned afresh.
+
 A board that fails (an unwritable store) is logged once and then left alone: planning goes on.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import socket
@@ -25,6 +32,10 @@ from engine import one_line
 LOG = logging.getLogger("explorer.planning")
 #: Seconds between two writes of a planning job's progress (and two reads of its cancel flag).
 REPORT_SECONDS = 1.0
+#: Seconds without a write after which a job of a process on another machine counts as gone.
+STALE_SECONDS = 60.0
+#: The states of a job that has not finished.
+UNFINISHED = ("queued", "running", "cancelling")
 
 
 class JobBoard(Protocol):
@@ -45,6 +56,37 @@ class JobBoard(Protocol):
 def process_name() -> str:
     """``host:pid`` of this process (after a fork: the child's own)."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def process_alive(process: str) -> bool | None:
+    """Whether the process ``host:pid`` is alive, when it ran on this machine (None: another
+    machine's, which cannot be asked)."""
+    host, _, pid = process.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def running_elsewhere(row: Any, now: dt.datetime | None = None) -> bool:
+    """True when the board row ``row`` (see :meth:`JobBoard.job`; None: no job) is an
+    unfinished job of another process that is still alive (this machine: its pid exists;
+    another machine: it wrote less than :data:`STALE_SECONDS` ago)."""
+    if row is None or row.state not in UNFINISHED or row.process == process_name():
+        return False
+    alive = process_alive(row.process)
+    if alive is not None:
+        return alive
+    updated = getattr(row, "updated", None)
+    if updated is None:
+        return False
+    now = now or dt.datetime.now(dt.UTC)
+    return (now - updated).total_seconds() < STALE_SECONDS
 
 
 class BoardReport:

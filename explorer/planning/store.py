@@ -54,7 +54,7 @@ from engine import (
     scheduler_from_environment,
     svd_bound,
 )
-from explorer.planning.board import JobBoard
+from explorer.planning.board import JobBoard, running_elsewhere
 from explorer.planning.jobs import JobStatus, PlanningJob
 from explorer.planning.plan_cache import BOUND, PlanCache
 from explorer.planning.schedule import mechanism_title
@@ -360,6 +360,8 @@ class PlanStore:
                 return job
             if not names:
                 return None
+            if self.job_elsewhere(key, privacy.noise) is not None:
+                return None  # another process plans it: pages follow it on the board
             self._admit(subscriber)
             job = PlanningJob(self, key, workload, privacy, names)
             job.subscribe(subscriber)
@@ -423,14 +425,21 @@ class PlanStore:
         with self._lock:
             return [job for job in self._jobs.values() if not job.status().finished]
 
-    def board_status(self, key: str, noise: str) -> JobStatus | None:
+    def board_status(self, key: str, noise: str, elsewhere: bool = False) -> JobStatus | None:
         """The status of the job planning ``key`` for ``noise`` as the board has it, whichever
-        process runs it (None without a board, or when none was recorded)."""
+        process runs it (None without a board, or when none was recorded); ``elsewhere``: only
+        an unfinished job of another living process (:func:`~explorer.planning.board.
+        running_elsewhere`), else None."""
         row = self._board_call(lambda board: board.job(key, noise))
-        if row is None:
+        if row is None or (elsewhere and not running_elsewhere(row)):
             return None
         return JobStatus(row.state, row.total, row.done, row.current, 0, math.nan, row.message,
                          0.0)
+
+    def job_elsewhere(self, key: str, noise: str) -> JobStatus | None:
+        """The status of an unfinished job planning ``key`` for ``noise`` in another living
+        process (None: there is none, or no board)."""
+        return self.board_status(key, noise, elsewhere=True)
 
     def cancel_everywhere(self, key: str, noise: str) -> bool:
         """Ask the job planning ``key`` for ``noise`` to stop, in whichever process it runs;

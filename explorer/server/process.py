@@ -12,7 +12,8 @@ anything in the script runs per page load; :func:`prepare` is the part that must
   sees them and may cancel them;
 * :func:`expire_sessions`: sessions without a tab are dropped once idle for
   ``EXPLORER_SESSION_IDLE_SECONDS``, whether or not anybody opens a page later; the shared
-  store is told which sessions have a tab here and forgets those idle everywhere.
+  store is told which sessions have a tab here and forgets those idle everywhere; once some
+  are dropped, :func:`release_memory` hands their memory back to the operating system.
 
 The once-only guard lives here, in an imported module, because the script's own globals are
 new in every session (a check on them would redo the work on every page).
@@ -20,6 +21,8 @@ new in every session (a check on them would redo the work on every page).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
 import gc
 import logging
@@ -44,6 +47,27 @@ def freeze_startup_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def release_memory() -> bool:
+    """Collect garbage and return the C heap's free pages to the operating system.
+
+    glibc's allocator keeps the memory of freed objects for reuse (each thread's arena and the
+    heap's top): after a hundred sessions closed, the server's resident memory stayed
+    100-270 MB above idle (benchmarks/README.md) although nothing held their pages any more.
+    ``malloc_trim(0)`` gives the free pages back. Returns False where the C library has no
+    ``malloc_trim`` (not glibc): the collection still runs.
+    """
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        trim = None
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 def start_planners() -> None:
@@ -75,7 +99,8 @@ def expire_sessions(
     def sweep() -> None:
         while not stop.wait(interval):
             try:
-                registry.expire()
+                if registry.expire():
+                    release_memory()
                 registry.keep_alive()
             except Exception:  # a failed sweep must not end the sweeping
                 LOG.exception("expiring idle sessions failed")

@@ -107,6 +107,7 @@ class JobRow:
     message: str
     cancel: bool
     process: str
+    updated: dt.datetime | None = None  # when it was last written (UTC)
 
 
 def _now() -> dt.datetime:
@@ -261,8 +262,11 @@ class SessionStore:
             ).first()
         if row is None:
             return None
+        updated = row.updated
+        if updated is not None and updated.tzinfo is None:  # SQLite keeps no time zone
+            updated = updated.replace(tzinfo=dt.UTC)
         return JobRow(row.key, row.noise, row.state, row.total, row.done, row.current,
-                      row.message, bool(row.cancel), row.process)
+                      row.message, bool(row.cancel), row.process, updated)
 
     def cancel_job(self, key: str, noise: str) -> bool:
         """Ask the job of ``key``/``noise``, in whichever process runs it, to stop at its next

@@ -209,6 +209,16 @@ class PlanningQueue(PlansView):
         self._update_queue(None)
         self.refresh()
 
+    def job_elsewhere(self) -> JobStatus | None:
+        """The status of the unfinished job that plans this workload and noise in another
+        serving process (the session's page was reloaded there; see
+        :mod:`explorer.planning.board`), or None."""
+        return self._store.job_elsewhere(self._key, self.privacy.noise)
+
+    def cancel_elsewhere(self) -> bool:
+        """Ask the job of :meth:`job_elsewhere` to stop (False: there is none any more)."""
+        return self._store.cancel_everywhere(self._key, self.privacy.noise)
+
     def skip(self) -> str | None:
         """Skip the mechanism being planned (for this session); returns its name.
 

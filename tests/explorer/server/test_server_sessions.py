@@ -79,7 +79,9 @@ def test_sessions_expire_only_when_no_tab_is_connected(registry, clock):
     assert fresh is not session and new_sid != sid
 
 
-def test_idle_sessions_are_swept_without_any_page_being_opened():
+def test_idle_sessions_are_swept_without_any_page_being_opened(monkeypatch):
+    releases = []
+    monkeypatch.setattr(serverprocess, "release_memory", lambda: releases.append(1) or True)
     store = PlanStore()
     registry = SessionRegistry(idle_seconds=0.5, factory=lambda spec: Session(spec, store=store))
     idle, _ = registry.open(None)
@@ -99,6 +101,11 @@ def test_idle_sessions_are_swept_without_any_page_being_opened():
         stop.set()
         thread.join(5.0)
     assert not thread.is_alive()
+    assert 1 <= len(releases) <= 2  # after each sweep that dropped a session (one or both)
+
+
+def test_memory_is_handed_back_to_the_system_on_glibc():
+    assert serverprocess.release_memory() is True  # Debian's glibc has malloc_trim
 
 
 def test_the_idle_time_comes_from_the_environment(monkeypatch):
