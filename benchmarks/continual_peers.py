@@ -1,0 +1,160 @@
+"""Continual release (issue 33) beside the peer jax_privacy's matrix_factorization, one run.
+
+For the n-step prefix workload under single participation, each mechanism's unit total
+squared error ``sensitivity**2 * ||W C^-1||_F**2`` (sensitivity = largest column norm of the
+strategy C; ``RMSE = sqrt(unit / n)`` at sigma = 1 per unit sensitivity, zCDP rho = 0.5),
+ours (``online-sqrt``, ``online-optimal``, ``online-blt``) beside the peer's:
+
+* sqrt: the peer's Toeplitz coefficients of the square root of the prefix matrix (Fichtenberger
+  et al.), its mean loss ``toeplitz.loss(..., reduction_fn=mean)`` times n. Exact on both
+  sides (goal: ratio 1 to 1e-9);
+* optimal: the peer's dense projected-gradient L-BFGS (``dense.optimize``, Denisov et al.
+  single participation, stopping at a projected gradient of 1e-3), its per-query errors
+  summed times its single-participation sensitivity squared. Goal: ratio 1 within the peer's
+  optimisation tolerance (ours stops at a certified duality gap of 1e-6, so ours <= peer's);
+* blt: the peer's BLT optimiser (``buffered_toeplitz.optimize_loss``, 5 buffers as ours, the
+  mean-error materialised loss of McMahan et al. 2024 under single participation); its loss
+  times n. The peer's BLT parameters (``c_0 = 1``, ``c_k = sum_j s_j d_j**(k-1)``, the same
+  parametrisation as ours) are also re-evaluated with our closed form, so a difference of the
+  optimisers and a difference of the error formulas read apart.
+
+With ``--peer-python PATH --peer-src DIR`` the peer runs in a subprocess under PATH (an
+environment with jax, jaxlib, numpy, scipy, absl-py, optax and dp-accounting), importing only
+its ``jax_privacy.matrix_factorization`` package from the source tree DIR; CPU seconds are
+``time.process_time`` around each computation on each side (the peer's include jax's
+compilation). The peer's code is never shipped or fetched here. Without the flags the script
+says how to run it and exits.
+
+Run: ``python benchmarks/continual_peers.py --peer-python PY --peer-src DIR [--sizes 64 256
+1024] [--large 4096 16384]`` (large: sqrt and BLT only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from engine.mechanisms import get
+from engine.mechanisms.online_blt.fit import blt_unit_tse
+from engine.mechanisms.online_sqrt import sqrt_closed_form_tse
+from engine.privacy import Privacy
+from engine.workloads import PrefixBlock, Workload
+
+ZCDP = Privacy(noise="zcdp", rho=0.5)  # sigma = 1 per unit sensitivity
+ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+OURS = {"sqrt": "online-sqrt", "optimal": "online-optimal", "blt": "online-blt"}
+BUFFERS = 5
+
+#: Runs under the peer's interpreter: argv = source dir, JSON list of [n, mechanism];
+#: prints one JSON object per case.
+PEER_SCRIPT = r'''
+import json, sys, time, types, typing
+import optax
+if not hasattr(optax, "ArrayTree"):  # released optax dropped the alias the peer annotates with
+    optax.ArrayTree = typing.Any
+package = types.ModuleType("jax_privacy")  # the matrix_factorization package alone
+package.__path__ = [sys.argv[1] + "/jax_privacy"]
+sys.modules["jax_privacy"] = package
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import numpy as np
+from jax_privacy.matrix_factorization import buffered_toeplitz, dense, sensitivity, toeplitz
+
+def sqrt(n):
+    coef = toeplitz.optimal_max_error_strategy_coefs(n)
+    return {"unit": float(toeplitz.loss(coef, n, reduction_fn=jnp.mean)) * n}
+
+def optimal(n):
+    C = np.asarray(dense.optimize(n))
+    per_query = np.asarray(dense.per_query_error(strategy_matrix=jnp.asarray(C)))
+    sens = float(sensitivity.single_participation_sensitivity(C))
+    return {"unit": float(per_query.sum()) * sens**2}
+
+def blt(n, buffers):
+    loss_fn = buffered_toeplitz.LossFn.build_min_sep(n=n, error="mean", min_sep=1,
+                                                     max_participations=1)
+    fitted, loss = buffered_toeplitz.optimize_loss(loss_fn, num_buffers=buffers)
+    coef = fitted.toeplitz_coefs(n)
+    return {"unit": float(toeplitz.loss(coef, n, reduction_fn=jnp.mean)) * n,
+            "optimiser_loss_times_n": float(loss) * n,
+            "theta": [float(x) for x in fitted.buf_decay],
+            "omega": [float(x) for x in fitted.output_scale]}
+
+for n, name in json.loads(sys.argv[2]):
+    cpu = time.process_time()
+    out = blt(n, int(sys.argv[3])) if name == "blt" else {"sqrt": sqrt, "optimal": optimal}[name](n)
+    out.update(n=n, mechanism=name, cpu=time.process_time() - cpu)
+    print(json.dumps(out), flush=True)
+'''
+
+
+def ours(n: int, name: str) -> tuple[float, float]:
+    """Our plan's unit total squared error and its CPU seconds."""
+    cpu = time.process_time()
+    plan = get(OURS[name]).plan(Workload.one_dim(PrefixBlock(n)), ZCDP)
+    unit = plan.unit_tse()
+    return unit, time.process_time() - cpu
+
+
+def peer(python: str, source: str, cases: list[tuple[int, str]]) -> dict[tuple[int, str], dict]:
+    """The peer's figures, one JSON object per case, from one subprocess."""
+    done = subprocess.run([python, "-c", PEER_SCRIPT, source, json.dumps(cases), str(BUFFERS)],
+                          env={**os.environ, **ONE_THREAD}, capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        sys.exit(f"the peer's run failed: {done.stderr.strip().splitlines()[-1:]}")
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {(row["n"], row["mechanism"]): row for row in rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peer-python", help="a python with jax, optax and dp-accounting")
+    parser.add_argument("--peer-src", help="the peer's source tree (holds jax_privacy/)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024],
+                        help="horizons for all three mechanisms (default 64 256 1024)")
+    parser.add_argument("--large", type=int, nargs="*", default=[],
+                        help="further horizons for sqrt and BLT only")
+    args = parser.parse_args()
+    if not (args.peer_python and args.peer_src):
+        print(__doc__)
+        print("No --peer-python / --peer-src given: nothing measured. The recorded table is in "
+              "benchmarks/README.md (continual release beside jax_privacy).")
+        return
+    cases = [(n, name) for n in args.sizes for name in OURS]
+    cases += [(n, name) for n in args.large for name in ("sqrt", "blt")]
+    theirs = peer(args.peer_python, args.peer_src, cases)
+    print(f"load average {os.getloadavg()[0]:.1f}; unit total squared error "
+          "(sensitivity^2 ||W C^-1||_F^2); RMSE = sqrt(unit / n) at sigma = 1")
+    print(f"{'n':>6} {'mechanism':>9} {'ours':>14} {'peer':>14} {'ours/peer':>10} "
+          f"{'RMSE ours':>9} {'CPU s ours':>10} {'CPU s peer':>10}")
+    blt_rows = []
+    for n, name in cases:
+        mine, cpu = ours(n, name)
+        other = theirs[(n, name)]
+        print(f"{n:>6} {name:>9} {mine:14.4f} {other['unit']:14.4f} "
+              f"{mine / other['unit']:10.6f} {math.sqrt(mine / n):9.4f} {cpu:10.2f} "
+              f"{other['cpu']:10.2f}")
+        if name == "blt":
+            blt_rows.append(other)
+    print("\nclosed forms: our square-root closed form / peer's sqrt, and the peer's BLT "
+          "parameters under our closed form / peer's own evaluation")
+    for n in sorted({n for n, name in cases if name == "sqrt"}):
+        exact = sqrt_closed_form_tse(n) / theirs[(n, "sqrt")]["unit"]
+        print(f"{n:>6} sqrt closed form / peer {exact:.12f}")
+    for row in blt_rows:
+        mine = blt_unit_tse(np.array(row["omega"]), np.array(row["theta"]), row["n"])
+        print(f"{row['n']:>6} peer BLT under our closed form / peer {mine / row['unit']:.12f}; "
+              f"theta {np.round(row['theta'], 6).tolist()}")
+
+
+if __name__ == "__main__":
+    main()
