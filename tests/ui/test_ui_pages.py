@@ -19,7 +19,7 @@ READY = {
     "/": (".mechanism-list", "identity"),
     "/builder": (".workload-stats", "queries over"),
     "/compare": (".compare-headline", "most accurate"),
-    "/strategy": (".strategy-facts", "L1 sensitivity"),
+    "/strategy": (".strategy-facts", "typical error per query"),
     "/tradeoff": (".tradeoff-readout", "identity"),
     "/learn": (".glossary", "Glossary"),
 }

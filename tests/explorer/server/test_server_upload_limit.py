@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from bokeh.util.token import generate_jwt_token, generate_session_id
@@ -51,14 +52,21 @@ async def send_upload(ws_url: str, size: int) -> str:
                 pass
 
 
+def upload_outcome(ws_url: str, size: int) -> str:
+    """:func:`send_upload` on an event loop of its own thread: a test worker that has run
+    browser tests already has Playwright's loop running in this thread."""
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        return thread.submit(asyncio.run, send_upload(ws_url, size)).result()
+
+
 def test_an_oversized_upload_is_refused_and_the_server_keeps_serving(tmp_path, monkeypatch):
     monkeypatch.setenv("EXPLORER_MAX_UPLOAD_MB", "0.5")  # read by the command line made here
     with serving(tmp_path / "server.log") as app:
         ws_url = app.url.replace("http://", "ws://") + "/app/ws"
         # a 0.3 MB file's message is read (and refused by Bokeh as a bad patch: an ERROR
         # reply on an open connection); a 2 MB file's is not read at all: the connection closes
-        assert asyncio.run(send_upload(ws_url, 400_000)) == "ERROR"
-        assert asyncio.run(send_upload(ws_url, 2_700_000)) == "closed"
+        assert upload_outcome(ws_url, 400_000) == "ERROR"
+        assert upload_outcome(ws_url, 2_700_000) == "closed"
         with urllib.request.urlopen(app.url + "/app", timeout=60) as response:
             assert response.status == 200
         assert app.process.poll() is None
