@@ -11,7 +11,8 @@ PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 # pytest-xdist workers for `make test` (one per core; a file's tests stay on one worker, so a
-# browser test file starts its server once).
+# browser test file starts its server once). `make test` prints the 30 slowest tests, the
+# place to start when the suite's time grows.
 TEST_WORKERS ?= auto
 BENCHMARKS := $(wildcard benchmarks/*.py)
 
@@ -66,7 +67,7 @@ nginx:
 	$(call debian_package,nginx,/usr/sbin/nginx)
 
 test: lint chromium postgresql nginx
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30 tests
 	$(MAKE) docs
 
 # Notebooks run once per content change (MyST-NB's cache under docs/_build); no network.
