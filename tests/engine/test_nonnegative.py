@@ -21,6 +21,7 @@ from engine.linalg.nonnegative import (
     nonnegative_least_squares,
     round_preserving_total,
     simplex_projection,
+    simplex_threshold,
 )
 from engine.workloads.labels import row_value, run_value
 from engine.workloads.workload import Workload
@@ -359,3 +360,18 @@ def test_shifted_solve_in_single_precision_and_grouped_factors():
     assert single.dtype == np.float32
     np.testing.assert_allclose(single, exact, rtol=0, atol=2e-5 * np.abs(exact).max())
     np.testing.assert_allclose(solver.apply(v), H @ v, rtol=0, atol=1e-9 * np.abs(H @ v).max())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_warm_threshold_guess_gives_the_exact_projection(seed):
+    # any guess (below, at, above the threshold, or above every entry) gives the cold result
+    rng = np.random.default_rng(200 + seed)
+    v = rng.normal(size=5000) * 3.0
+    total = float(rng.uniform(10.0, 500.0))
+    cold = simplex_threshold(v, total)
+    np.testing.assert_allclose(simplex_projection(v, total), _sorted_simplex_projection(v, total),
+                               rtol=0, atol=1e-9)
+    for guess in (cold - 5.0, cold - 1e-3, cold, cold + 0.5, float(v.max()) + 1.0):
+        assert simplex_threshold(v, total, guess) == pytest.approx(cold, rel=1e-12, abs=1e-12)
+    single = v.astype(np.float32)
+    assert simplex_projection(single, total).dtype == np.float32
