@@ -13,24 +13,27 @@ one labelled table per workload term. Two cases:
 Each with the ``identity`` and ``hdmm-kron`` plans at Gaussian (eps=1, delta=1e-6), the fit
 at the default work limit (``--work-limits`` for others; 0 is the least-squares estimate
 projected onto non-negative counts with the total, unrefined). The noise is drawn from OS
-entropy, as in a release. Prints seconds per phase, the ratio post-process / whole release,
-and the mean absolute error over all workload answers of the raw estimates and of the
-published counts (the data are known here).
+entropy, as in a release. Prints CPU seconds (``time.process_time``) per phase, the ratio
+post-process / whole release (plan + measure + reconstruct + post-process: the plan is
+included), and the mean absolute error over all workload answers of the raw estimates and of
+the published counts (the data are known here). Run it with one BLAS thread
+(``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1``): CPU seconds then measure the work, not the
+machine's load; the header says how many threads the environment allows.
 
 Then AIM+GReM (data-dependent) on Adult's six default attributes of the Adaptive page (age,
 workclass, education-num, sex, race, income>50K: 244,800 cells), all 2-way marginals, at
 (eps=1, delta=1e-9): the run (selection, measurement, GReM-MLE), then its tables
 (:func:`engine.workflows.adaptive_tables.adaptive_tables`: the non-negative fit in the
-marginals' eigenbasis, rounding, labelled tables). CPU seconds (``time.process_time``) here,
-since the mechanism's run and the fit are both single-threaded.
+marginals' eigenbasis, rounding, labelled tables).
 
-Usage: python benchmarks/release_postprocess.py [--mechanisms identity hdmm-kron]
-       [--work-limits 1e8 0]
+Usage: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/release_postprocess.py
+       [--mechanisms identity hdmm-kron] [--work-limits 6e7 0]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -69,29 +72,29 @@ def adult_case() -> tuple[str, Workload, np.ndarray]:
 
 def release(workload: Workload, x: np.ndarray, mechanism: str, work_limits: list[float]
             ) -> tuple[dict[str, float], float, list[tuple[float, float]]]:
-    """Seconds of each phase of one release, the raw answers' mean absolute error, and per
-    work limit the post-processing's seconds and the published counts' mean absolute error
+    """CPU seconds of each phase of one release, the raw answers' mean absolute error, and per
+    work limit the post-processing's CPU seconds and the published counts' mean absolute error
     (every run's tables checked to share the one total)."""
     seconds: dict[str, float] = {}
-    start = time.perf_counter()
+    start = time.process_time()
     plan = get(mechanism).plan(workload, PRIVACY)
-    seconds["plan"] = time.perf_counter() - start
-    start = time.perf_counter()
+    seconds["plan"] = time.process_time() - start
+    start = time.process_time()
     measurement = plan.measure(x)
-    seconds["measure"] = time.perf_counter() - start
-    start = time.perf_counter()
+    seconds["measure"] = time.process_time() - start
+    start = time.process_time()
     raw = plan.reconstruct(measurement)
     variances = plan.variances()
-    seconds["reconstruct"] = time.perf_counter() - start
+    seconds["reconstruct"] = time.process_time() - start
     truth = workload.answer(x)
     post = []
     for limit in work_limits:
-        start = time.perf_counter()
+        start = time.process_time()
         tables = publishable_tables(
             workload, strategy=plan.strategy, measurements=measurement.y,
             noise_variances=np.asarray(measurement.noise_std) ** 2, total=int(x.sum()),
             per_query_variance=variances, raw=raw, work_limit=limit)
-        elapsed = time.perf_counter() - start
+        elapsed = time.process_time() - start
         totals = {int(f["estimate"].sum()) for f in tables.frames.values()}
         if totals != {int(x.sum())}:
             raise SystemExit(f"{mechanism}: tables disagree on the total: {sorted(totals)}")
@@ -132,6 +135,9 @@ def main() -> None:
                         help="work limits of the non-negative fit (cell-products; 0: the "
                              "projected least-squares estimate, unrefined)")
     args = parser.parse_args()
+    threads = {k: os.environ.get(k, "unset") for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    print("CPU seconds (time.process_time); BLAS threads: "
+          + ", ".join(f"{k}={v}" for k, v in threads.items()))
     print(f"{'case':38s} {'mechanism':10s} {'plan':>5s} {'measure':>7s} {'reconstr':>8s} "
           f"{'work':>6s} {'post':>6s} {'share':>6s} {'raw MAE':>8s} {'table MAE':>9s}")
     for case in (synthetic_case, adult_case):

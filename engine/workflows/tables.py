@@ -328,16 +328,32 @@ def _frames(workload: Workload, counts: np.ndarray | None, raw: np.ndarray,
     return frames
 
 
+#: A count vector with at most this share of its cells occupied has its marginals summed from
+#: the occupied cells alone (one pass over them per table instead of passes over the domain).
+SPARSE_SHARE = 1 / 16
+
+
 class _Marginals:
-    """Integer marginals of the one count vector, each summed from the smallest one known
-    that contains it (exact: int64 sums)."""
+    """Integer marginals of the one count vector (attributes in domain order), each summed
+    from the occupied cells when they are few, else from the smallest marginal known that
+    contains it (exact: int64 sums, or bincounts of whole counts below 2**53)."""
 
     def __init__(self, shape: tuple[int, ...], counts: np.ndarray) -> None:
         self.shape = shape
         self.known: dict[tuple[int, ...], np.ndarray] = {
             tuple(range(len(shape))): counts.reshape(shape)}
+        occupied = np.flatnonzero(counts)
+        self.occupied = ((np.unravel_index(occupied, shape), counts[occupied])
+                         if occupied.size <= SPARSE_SHARE * counts.size else None)
 
     def over(self, attrs: tuple[int, ...]) -> np.ndarray:
+        if attrs not in self.known and self.occupied is not None:
+            coordinates, values = self.occupied
+            sizes = tuple(self.shape[a] for a in attrs)
+            index = (np.ravel_multi_index([coordinates[a] for a in attrs], sizes) if attrs
+                     else np.zeros(values.size, dtype=np.intp))
+            sums = np.bincount(index, weights=values, minlength=math.prod(sizes))
+            self.known[attrs] = sums.astype(np.int64).reshape(sizes)
         if attrs not in self.known:
             source = min((s for s in self.known if set(attrs) <= set(s)),
                          key=lambda s: self.known[s].size)

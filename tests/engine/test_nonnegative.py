@@ -12,6 +12,7 @@ import scipy.optimize as so
 
 from engine.domain import Domain
 from engine.errors import SpecError
+from engine.linalg import nonnegative
 from engine.linalg.marginals import MarginalStrategy, key_of
 from engine.linalg.matrix import Dense, Identity, Kron
 from engine.linalg.nonnegative import (
@@ -20,6 +21,7 @@ from engine.linalg.nonnegative import (
     nonnegative_least_squares,
     round_preserving_total,
     simplex_projection,
+    simplex_threshold,
 )
 from engine.workloads.labels import row_value, run_value
 from engine.workloads.workload import Workload
@@ -291,3 +293,85 @@ def test_marginal_gram_solver_is_the_weighted_union_of_marginals_exactly() -> No
     target = A.T @ (row_weights * rng.normal(size=A.shape[0]))
     assert np.allclose(solver.least_squares(target), np.linalg.pinv(H) @ target, rtol=0,
                        atol=1e-9)
+
+
+def _largest_remainders(x: np.ndarray, total: int) -> np.ndarray:
+    """The rounding by definition: floors, then one more to the ``total - sum(floors)``
+    cells first in (largest fraction, lowest index) order."""
+    floors = np.floor(np.maximum(x, 0.0))
+    fractions = np.maximum(x, 0.0) - floors
+    order = np.lexsort((np.arange(x.size), -fractions))
+    counts = floors.astype(np.int64)
+    counts[order[:total - int(counts.sum())]] += 1
+    return counts
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_sparse_rounding_is_the_largest_remainder_rounding(seed):
+    # mostly empty estimates with ties, whole values and cells rounded up from zero
+    rng = np.random.default_rng(100 + seed)
+    x = np.round(rng.exponential(3.0, size=2000), 1) * (rng.random(2000) < 0.05)
+    x[rng.integers(0, 2000, 5)] = -1e-10  # round-off below zero counts as zero
+    floors = int(np.floor(np.maximum(x, 0.0)).sum())
+    fractional = int((np.maximum(x, 0.0) % 1 > 0).sum())
+    for total in (floors, floors + 3, floors + fractional, floors + 150):
+        np.testing.assert_array_equal(round_preserving_total(x, total),
+                                      _largest_remainders(x, total))
+
+
+def test_single_precision_admm_reaches_the_double_precision_objective(monkeypatch):
+    # 160,000 cells (above SINGLE_PRECISION_CELLS): the single-precision ADMM stage lands on
+    # the double-precision one's objective within 1e-6, feasible and on the exact total
+    rng = np.random.default_rng(21)
+    factor = np.vstack([np.eye(20), np.ones((1, 20)), rng.uniform(0, 1, (2, 20))])
+    A = Kron([Dense(factor) for _ in range(4)])
+    cells = rng.zipf(1.3, size=20_000) % A.shape[1]
+    truth = np.bincount(cells, minlength=A.shape[1]).astype(float)
+    y = A.matvec(truth) + rng.normal(size=A.shape[0]) * 5
+    assert A.shape[1] >= nonnegative.SINGLE_PRECISION_CELLS
+
+    def objective(x: np.ndarray) -> float:
+        r = A.matvec(x) - y
+        return float(r @ r) / 50
+
+    single = nonnegative_fit(A, y, 25.0, total=20_000, max_products=40, max_iter=0)
+    monkeypatch.setattr(nonnegative, "SINGLE_PRECISION_CELLS", 2**40)
+    double = nonnegative_fit(A, y, 25.0, total=20_000, max_products=40, max_iter=0)
+    assert single.products == double.products == 39  # 19 ADMM iterations, one gradient
+    assert single.x.dtype == np.float64 and single.x.min() >= 0
+    assert single.x.sum() == pytest.approx(20_000, rel=1e-12)
+    start = nonnegative_fit(A, y, 25.0, total=20_000, max_products=0)
+    assert objective(double.x) < 0.9 * objective(start.x)  # the stage does work
+    assert objective(single.x) == pytest.approx(objective(double.x), rel=1e-6)
+
+
+def test_shifted_solve_in_single_precision_and_grouped_factors():
+    rng = np.random.default_rng(22)
+    factors = [Dense(rng.normal(size=(n + 1, n))) for n in (2, 5, 3, 4)]
+    A = Kron(factors)
+    solver = ShiftedGramSolver.of(A, np.full(A.shape[0], 2.0))
+    # 2 x 5 = 10 and 3 x 4 = 12 columns: two merged factors
+    assert [u.shape[1] for u in solver.vectors] == [10, 12]
+    H = 2.0 * A.dense().T @ A.dense()
+    v = rng.normal(size=A.shape[1])
+    exact = np.linalg.solve(H + 0.3 * np.eye(A.shape[1]), v)
+    np.testing.assert_allclose(solver.solve(v, 0.3), exact, rtol=1e-9, atol=1e-11)
+    single = solver.solve(v.astype(np.float32), 0.3)
+    assert single.dtype == np.float32
+    np.testing.assert_allclose(single, exact, rtol=0, atol=2e-5 * np.abs(exact).max())
+    np.testing.assert_allclose(solver.apply(v), H @ v, rtol=0, atol=1e-9 * np.abs(H @ v).max())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_warm_threshold_guess_gives_the_exact_projection(seed):
+    # any guess (below, at, above the threshold, or above every entry) gives the cold result
+    rng = np.random.default_rng(200 + seed)
+    v = rng.normal(size=5000) * 3.0
+    total = float(rng.uniform(10.0, 500.0))
+    cold = simplex_threshold(v, total)
+    np.testing.assert_allclose(simplex_projection(v, total), _sorted_simplex_projection(v, total),
+                               rtol=0, atol=1e-9)
+    for guess in (cold - 5.0, cold - 1e-3, cold, cold + 0.5, float(v.max()) + 1.0):
+        assert simplex_threshold(v, total, guess) == pytest.approx(cold, rel=1e-12, abs=1e-12)
+    single = v.astype(np.float32)
+    assert simplex_projection(single, total).dtype == np.float32

@@ -267,3 +267,22 @@ def test_parquet_beside_csv_when_pyarrow_is_installed(tmp_path):
     back = pd.read_parquet(tmp_path / "sex.parquet")
     assert back["sex"].tolist() == ["female", "male"]
     assert back["estimate"].tolist() == tables.frames["sex"]["estimate"].tolist()
+
+
+@pytest.mark.parametrize("occupied", [3, 40])
+def test_tables_of_a_sparse_and_a_dense_estimate_are_its_exact_marginals(occupied):
+    # whole non-negative measurements on the total are their own fit: every table must be
+    # the data's marginal, whether summed from the few occupied cells or through the domain
+    rng = np.random.default_rng(occupied)
+    x = np.zeros(DOMAIN.size)
+    x[rng.choice(DOMAIN.size, occupied, replace=False)] = rng.integers(1, 50, occupied)
+    workload = Workload.marginals(DOMAIN, upto=3)
+    tables = publishable_tables(workload, strategy=Identity(DOMAIN.size), measurements=x,
+                                noise_variances=1.0, total=int(x.sum()),
+                                per_query_variance=np.ones(workload.num_queries))
+    cube = x.reshape(DOMAIN.shape)
+    for term, frame in zip(workload.terms, tables.frames.values(), strict=True):
+        drop = tuple(i for i in range(len(DOMAIN.shape)) if i not in term.attrs)
+        expected = cube.sum(axis=drop).reshape(-1).astype(np.int64)
+        assert frame["estimate"].dtype == np.int64
+        np.testing.assert_array_equal(frame["estimate"].to_numpy(), expected)
