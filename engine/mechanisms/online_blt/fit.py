@@ -10,7 +10,8 @@ squared error
 (``b = cumsum(first column of C^-1)``) is evaluated in closed form in O(buffers^3), whatever
 n (:func:`engine.linalg.causal.blt_sensitivity2`,
 :func:`engine.linalg.causal.blt_prefix_total_variance`). We start from the non-negative least
-squares fit of the square-root factorization's column on log-spread decay rates and minimise
+squares fit of the square-root factorization's column on log-spread decay rates, and from
+the same kind of rates with equal weights, and minimise
 the logarithm of the error over ``(log(-log theta), log omega)``: L-BFGS-B with central
 differences, then a Nelder-Mead polish (the objective is smooth but badly scaled), from a
 few starts.
@@ -34,11 +35,13 @@ from engine.progress import Progress, report
 
 #: Value of the objective for parameters whose inverse recurrence diverges.
 DIVERGED = 1e3
-#: Longest time scale of each start, as a fraction of the horizon (the objective has local
-#: minima; the best of the starts is kept).
-STARTS = (1.0, 0.1, 0.01)
+#: Longest time scale of each least-squares start, as a fraction of the horizon (the
+#: objective has local minima; the best of these starts and :func:`spread_start` is kept).
+STARTS = (1.0, 0.1)
 #: Most Nelder-Mead iterations of the polish after each L-BFGS-B run.
 POLISH_ITERATIONS = 600
+#: Longest time scale of :func:`spread_start`, as a fraction of the horizon.
+SPREAD_LONGEST = 0.1
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,15 @@ def start(buffers: int, n: int, longest: float = 1.0) -> tuple[np.ndarray, np.nd
     return np.maximum(omega, 1e-6), theta
 
 
+def spread_start(buffers: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Decay rates log-spread over time scales from 2 steps to ``SPREAD_LONGEST * n`` steps,
+    every weight ``1 / (2 buffers)`` (so ``c_1 = 1/2``, the square root's): no buffer starts
+    at zero weight, which the least-squares starts allow and which lets the optimiser settle
+    with a buffer switched off or two buffers merged (n = 4,096)."""
+    scales = np.logspace(math.log10(2.0), math.log10(max(SPREAD_LONGEST * n, 3.0)), buffers)
+    return np.full(buffers, 0.5 / buffers), 1.0 - 1.0 / scales
+
+
 def fit_blt(n: int, buffers: int = 5, max_iterations: int = 2000,
             progress: Progress | None = None) -> BltFit:
     """The BLT parameters minimising the unit total squared error on n steps."""
@@ -114,8 +126,8 @@ def fit_blt(n: int, buffers: int = 5, max_iterations: int = 2000,
         report(progress, evaluations, math.exp(base + objective(z)), "BLT fit")
 
     candidates = [z0]
-    for longest in STARTS:
-        omega, theta = start(buffers, n, longest)
+    starts = [start(buffers, n, longest) for longest in STARTS] + [spread_start(buffers, n)]
+    for omega, theta in starts:
         z = np.concatenate((np.log(-np.log(theta)), np.log(omega)))
         quasi_newton = minimize(objective, z, method="L-BFGS-B", jac="3-point",
                                 callback=step, options={
