@@ -136,3 +136,19 @@ def test_compare_on_1024_steps_lists_the_online_mechanisms_in_order() -> None:
         assert rmse[name] > rmse["hdmm-opt0"], name
     # the price of publishing every period with the square root: within 6 % of the optimum
     assert 1.03 <= rmse["online-sqrt"] / rmse["online-optimal"] <= 1.06
+
+
+def test_online_blt_fitted_for_max_error_has_the_lower_worst_step() -> None:
+    """``error="max"``: the plan's worst-step unit error is the peer jax_privacy's max-error
+    optimum at 1,024 steps (10.709812865785876, benchmarks/continual_peers.py --max-error),
+    below the mean-error plan's worst step, and its total above the mean-error plan's."""
+    workload = Workload.one_dim(PrefixBlock(1024))
+    plans = {error: get("online-blt", error=error).plan(workload, ZCDP)
+             for error in ("mean", "max")}
+    worst = {error: plan.sensitivity[2] ** 2 * float(plan.unit_variances().max())
+             for error, plan in plans.items()}
+    total = {error: plan.unit_tse() for error, plan in plans.items()}
+    assert worst["max"] == pytest.approx(10.709812865785876, rel=1e-6)
+    assert worst["max"] < worst["mean"] / 1.04
+    assert total["max"] > total["mean"] * 1.03
+    assert plans["max"].fact("fitted_for") == "worst step"

@@ -9,8 +9,11 @@ squared error
 
 (``b = cumsum(first column of C^-1)``) is evaluated in closed form in O(buffers^3), whatever
 n (:func:`engine.linalg.causal.blt_sensitivity2`,
-:func:`engine.linalg.causal.blt_prefix_total_variance`). We start from the non-negative least
-squares fit of the square-root factorization's column on log-spread decay rates and minimise
+:func:`engine.linalg.causal.blt_prefix_total_variance`); the worst (last) step's unit error
+``sensitivity**2 * sum_{k<n} b_k**2``, Dvijotham et al.'s objective, likewise
+(:func:`blt_last_step_variance`), for ``error="max"``. We start from the non-negative least
+squares fit of the square-root factorization's column on log-spread decay rates, and from
+the same kind of rates with equal weights, and minimise
 the logarithm of the error over ``(log(-log theta), log omega)``: L-BFGS-B with central
 differences, then a Nelder-Mead polish (the objective is smooth but badly scaled), from a
 few starts.
@@ -34,11 +37,18 @@ from engine.progress import Progress, report
 
 #: Value of the objective for parameters whose inverse recurrence diverges.
 DIVERGED = 1e3
-#: Longest time scale of each start, as a fraction of the horizon (the objective has local
-#: minima; the best of the starts is kept).
-STARTS = (1.0, 0.1, 0.01)
+#: Longest time scale of each least-squares start, as a fraction of the horizon (the
+#: objective has local minima; the best of these starts and :func:`spread_start` is kept).
+STARTS = (1.0, 0.1)
 #: Most Nelder-Mead iterations of the polish after each L-BFGS-B run.
 POLISH_ITERATIONS = 600
+#: Longest time scale of :func:`spread_start`, as a fraction of the horizon.
+SPREAD_LONGEST = 0.1
+#: Largest condition number of the inverse's eigenvectors for the max-error closed form.
+MAX_MODE_CONDITION = 1e6
+#: Errors a fit can minimise: "mean" (total squared error over the horizon) or "max" (the
+#: worst step's, the last one's; Dvijotham et al.'s objective).
+ERRORS = ("mean", "max")
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,7 @@ class BltFit:
         n: the horizon (steps).
         unit_tse: sensitivity**2 * ||W C^-1||_F**2 of the fit (unit noise).
         evaluations: closed-form error evaluations made.
+        error: the error minimised, one of :data:`ERRORS`.
     """
 
     omega: np.ndarray
@@ -57,6 +68,7 @@ class BltFit:
     n: int
     unit_tse: float
     evaluations: int
+    error: str = "mean"
 
     def strategy(self) -> BufferedToeplitz:
         """C, applied as one recurrence per buffer."""
@@ -67,6 +79,41 @@ def blt_unit_tse(omega: np.ndarray, theta: np.ndarray, n: int) -> float:
     """Unit total squared error of the BLT strategy on the n-step prefix workload (closed
     form; inf when its inverse diverges)."""
     return blt_sensitivity2(omega, theta, n) * blt_prefix_total_variance(omega, theta, n)
+
+
+def blt_last_step_variance(omega: np.ndarray, theta: np.ndarray, n: int) -> float:
+    """``sum_{k<n} b_k**2``, the unit variance of the last (worst) published prefix sum of the
+    BLT strategy, in closed form, O(buffers^3): with ``b_k = gamma + sum_i delta_i beta_i**k``
+    (the modes of :func:`engine.linalg.causal.blt_prefix_total_variance`) it is a sum of
+    geometric series. inf when the inverse diverges, nan when two modes nearly coincide."""
+    omega = np.asarray(omega, dtype=float)
+    theta = np.asarray(theta, dtype=float)
+    mu, V = np.linalg.eig(np.diag(1.0 - theta) + np.outer(np.ones(theta.size), omega))
+    if np.abs(1.0 - mu).max() >= 1.0 or np.abs(mu).min() == 0.0:
+        return float("inf")
+    if np.linalg.cond(V) > MAX_MODE_CONDITION:
+        return float("nan")
+    alpha = -(omega @ V) * np.linalg.solve(V, np.ones(theta.size))
+    gamma = 1.0 + (alpha / mu).sum()
+    delta = -alpha / mu
+    cross = np.add.outer(mu, mu) - np.multiply.outer(mu, mu)  # 1 - beta_i beta_j
+    total = (gamma**2 * n + 2.0 * gamma * (delta * _geometric(mu, n)).sum()
+             + delta @ _geometric(cross, n) @ delta)
+    return float(np.real(total))
+
+
+def _geometric(u: np.ndarray, n: int) -> np.ndarray:
+    """``sum_{k<n} (1 - u)**k = (1 - (1 - u)**n) / u`` (n at u = 0), complex u."""
+    u = np.asarray(u, dtype=complex)
+    near = np.abs(u) < 1e-12
+    safe = np.where(near, 0.5, u)
+    return np.where(near, float(n), -np.expm1(n * np.log1p(-safe)) / safe)
+
+
+def blt_unit_max(omega: np.ndarray, theta: np.ndarray, n: int) -> float:
+    """Unit max (last-step) squared error ``sensitivity**2 * sum_{k<n} b_k**2`` of the BLT
+    strategy on the n-step prefix workload (closed form)."""
+    return blt_sensitivity2(omega, theta, n) * blt_last_step_variance(omega, theta, n)
 
 
 def start(buffers: int, n: int, longest: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -82,12 +129,25 @@ def start(buffers: int, n: int, longest: float = 1.0) -> tuple[np.ndarray, np.nd
     return np.maximum(omega, 1e-6), theta
 
 
+def spread_start(buffers: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Decay rates log-spread over time scales from 2 steps to ``SPREAD_LONGEST * n`` steps,
+    every weight ``1 / (2 buffers)`` (so ``c_1 = 1/2``, the square root's): no buffer starts
+    at zero weight, which the least-squares starts allow and which lets the optimiser settle
+    with a buffer switched off or two buffers merged (n = 4,096)."""
+    scales = np.logspace(math.log10(2.0), math.log10(max(SPREAD_LONGEST * n, 3.0)), buffers)
+    return np.full(buffers, 0.5 / buffers), 1.0 - 1.0 / scales
+
+
 def fit_blt(n: int, buffers: int = 5, max_iterations: int = 2000,
-            progress: Progress | None = None) -> BltFit:
-    """The BLT parameters minimising the unit total squared error on n steps."""
+            progress: Progress | None = None, error: str = "mean") -> BltFit:
+    """The BLT parameters minimising the unit total squared error on n steps (``error="mean"``)
+    or the unit squared error of the worst step (``error="max"``)."""
+    if error not in ERRORS:
+        raise ValueError(f"error: one of {', '.join(ERRORS)}, not {error!r}")
+    measure = blt_unit_tse if error == "mean" else blt_unit_max
     omega0, theta0 = start(buffers, n)
     if n < 2:
-        return BltFit(omega0, theta0, n, 1.0, 0)
+        return BltFit(omega0, theta0, n, 1.0, 0, error)
     evaluations = 0
 
     def parameters(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -101,7 +161,7 @@ def fit_blt(n: int, buffers: int = 5, max_iterations: int = 2000,
         if not (np.all(np.isfinite(omega)) and np.all(np.isfinite(theta))):
             return DIVERGED
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            value = blt_unit_tse(omega, theta, n)
+            value = measure(omega, theta, n)
         return math.log(value) if math.isfinite(value) and value > 0 else DIVERGED
 
     z0 = np.concatenate((np.log(-np.log(theta0)), np.log(omega0)))
@@ -114,8 +174,8 @@ def fit_blt(n: int, buffers: int = 5, max_iterations: int = 2000,
         report(progress, evaluations, math.exp(base + objective(z)), "BLT fit")
 
     candidates = [z0]
-    for longest in STARTS:
-        omega, theta = start(buffers, n, longest)
+    starts = [start(buffers, n, longest) for longest in STARTS] + [spread_start(buffers, n)]
+    for omega, theta in starts:
         z = np.concatenate((np.log(-np.log(theta)), np.log(omega)))
         quasi_newton = minimize(objective, z, method="L-BFGS-B", jac="3-point",
                                 callback=step, options={
@@ -127,4 +187,4 @@ def fit_blt(n: int, buffers: int = 5, max_iterations: int = 2000,
                                      "fatol": 1e-12})
         candidates += [quasi_newton.x, polished.x]
     omega, theta = parameters(min(candidates, key=objective))
-    return BltFit(omega, theta, n, blt_unit_tse(omega, theta, n), evaluations)
+    return BltFit(omega, theta, n, blt_unit_tse(omega, theta, n), evaluations, error)

@@ -25,7 +25,7 @@ from engine.linalg.causal import (
 )
 from engine.linalg.matrix import Matrix
 from engine.mechanisms.base import Mechanism, Plan, register, registered_name
-from engine.mechanisms.online_blt.fit import BltFit, fit_blt
+from engine.mechanisms.online_blt.fit import ERRORS, BltFit, fit_blt
 from engine.mechanisms.views import Fact, SeriesView, TableView, View, facts
 from engine.privacy import Privacy
 from engine.progress import Progress
@@ -51,6 +51,9 @@ class OnlineBltMechanism(Mechanism):
     max_iterations = param.Integer(default=2000, bounds=(1, None), doc=(
         "Most iterations of each stage of the parameter fit (closed-form error, O(buffers^3) "
         "per evaluation whatever the horizon)."))
+    error = param.Selector(default="mean", objects=list(ERRORS), doc=(
+        "Error the fit minimises: mean (total over the horizon) or max (the worst step's, "
+        "the last one; Dvijotham et al.'s choice)."))
 
     def check(self, workload: Workload, privacy: Privacy) -> None:
         prefix_horizon(workload)
@@ -62,7 +65,7 @@ class OnlineBltMechanism(Mechanism):
 
     def _plan(self, workload: Workload, privacy: Privacy, progress: Progress | None) -> Plan:
         n, weight = prefix_horizon(workload)
-        fit = fit_blt(n, self.buffers, self.max_iterations, progress)
+        fit = fit_blt(n, self.buffers, self.max_iterations, progress, self.error)
         strategy = fit.strategy()
         c = strategy.coefficients()
         inverse, r = exact_inverse(strategy, c)
@@ -102,6 +105,8 @@ def _views(fit: BltFit, c: np.ndarray, unit: np.ndarray) -> tuple[View, ...]:
                   Fact("meaning", "what it measures", "each step's count plus noise that "
                        "decays geometrically at a few rates"),
                   Fact("steps", "steps published", fit.n),
+                  Fact("fitted_for", "error the fit minimises",
+                       "mean over the horizon" if fit.error == "mean" else "worst step"),
                   Fact("buffers", "buffers", buffers),
                   Fact("memory", "numbers kept per step (buffers and the running total)",
                        buffers + 1, "numbers"),
