@@ -15,10 +15,10 @@ This module holds the shared algebra of the online families:
   recurrence per buffer (O(buffers) state per step), and :func:`blt_inverse`;
 * :func:`sqrt_coefficients`: ``binom(2k, k) / 4**k``, the square root of the prefix matrix
   (Fichtenberger, Henzinger & Upadhyay, "Constant matters", ICML 2023);
-* :func:`blt_sensitivity2`, :func:`blt_prefix_total_variance`: a BLT's sensitivity and
-  error in closed form, O(buffers^3) whatever the horizon (BLT: Dvijotham, McMahan,
-  Pillutla, Steinke & Thakurta, "Efficient and near-optimal noise generation for streaming
-  differential privacy", FOCS 2024);
+* :func:`blt_sensitivity2`, :func:`blt_prefix_total_variance`, :func:`blt_last_step_variance`:
+  a BLT's sensitivity, total and last-step error in closed form, O(buffers^3) whatever the
+  horizon (BLT: Dvijotham, McMahan, Pillutla, Steinke & Thakurta, "Efficient and
+  near-optimal noise generation for streaming differential privacy", FOCS 2024);
 * :func:`causal_factor`: the lower-triangular C with ``C^T C = X`` (a reversed Cholesky), by
   which an optimal Gram X becomes a causal strategy (Denisov, McMahan, Rush, Smith & Thakurta,
   NeurIPS 2022, section 3);
@@ -278,21 +278,55 @@ def blt_prefix_total_variance(omega: np.ndarray, theta: np.ndarray, n: int) -> f
     the inverse recurrence diverges (some ``|beta_i| >= 1``), nan when two modes nearly
     coincide (then use :func:`prefix_total_variance` on :func:`series_inverse`).
     """
-    omega = np.asarray(omega, dtype=float)
-    theta = np.asarray(theta, dtype=float)
-    if omega.size == 0:
+    if np.asarray(omega).size == 0:
         return n * (n + 1) / 2.0
-    mu, V = np.linalg.eig(np.diag(1.0 - theta) + np.outer(np.ones(theta.size), omega))
-    beta = 1.0 - mu
-    if np.abs(beta).max() >= 1.0 or np.abs(mu).min() == 0.0:
-        return float("inf")
-    if np.linalg.cond(V) > MAX_MODE_CONDITION:
-        return float("nan")  # nearly repeated modes: partial fractions lose their precision
-    alpha = -(omega @ V) * np.linalg.solve(V, np.ones(theta.size))
-    gamma = 1.0 + (alpha / mu).sum()
-    delta = -alpha / mu
+    modes = _blt_modes(omega, theta)
+    if isinstance(modes, float):
+        return modes
+    mu, gamma, delta = modes
     cross = np.add.outer(mu, mu) - np.multiply.outer(mu, mu)  # 1 - beta_i beta_j
     total = (gamma**2 * n * (n + 1) / 2.0
              + 2.0 * gamma * (delta * _weighted_geometric(mu, n)).sum()
              + delta @ _weighted_geometric(cross, n) @ delta)
     return float(np.real(total))
+
+
+def blt_last_step_variance(omega: np.ndarray, theta: np.ndarray, n: int) -> float:
+    """``sum_{k<n} b_k**2``, the unit variance of the last (worst) published prefix sum of the
+    BLT strategy, in closed form, O(buffers^3): with the modes of
+    :func:`blt_prefix_total_variance` it is a sum of geometric series. inf when the inverse
+    diverges, nan when two modes nearly coincide."""
+    if np.asarray(omega).size == 0:
+        return float(n)
+    modes = _blt_modes(omega, theta)
+    if isinstance(modes, float):
+        return modes
+    mu, gamma, delta = modes
+    cross = np.add.outer(mu, mu) - np.multiply.outer(mu, mu)  # 1 - beta_i beta_j
+    total = (gamma**2 * n + 2.0 * gamma * (delta * _geometric(mu, n)).sum()
+             + delta @ _geometric(cross, n) @ delta)
+    return float(np.real(total))
+
+
+def _blt_modes(omega: np.ndarray, theta: np.ndarray
+               ) -> tuple[np.ndarray, complex, np.ndarray] | float:
+    """``(mu, gamma, delta)`` with ``b_k = gamma + sum_i delta_i (1 - mu_i)**k`` for the
+    running sums b of the BLT inverse's coefficients (see :func:`blt_prefix_total_variance`);
+    inf when the inverse recurrence diverges, nan when two modes nearly coincide."""
+    omega = np.asarray(omega, dtype=float)
+    theta = np.asarray(theta, dtype=float)
+    mu, V = np.linalg.eig(np.diag(1.0 - theta) + np.outer(np.ones(theta.size), omega))
+    if np.abs(1.0 - mu).max() >= 1.0 or np.abs(mu).min() == 0.0:
+        return float("inf")
+    if np.linalg.cond(V) > MAX_MODE_CONDITION:
+        return float("nan")  # nearly repeated modes: partial fractions lose their precision
+    alpha = -(omega @ V) * np.linalg.solve(V, np.ones(theta.size))
+    return mu, 1.0 + (alpha / mu).sum(), -alpha / mu
+
+
+def _geometric(u: np.ndarray, n: int) -> np.ndarray:
+    """``sum_{k<n} (1 - u)**k = (1 - (1 - u)**n) / u`` (n at u = 0), complex u."""
+    u = np.asarray(u, dtype=complex)
+    near = np.abs(u) < 1e-12
+    safe = np.where(near, 0.5, u)
+    return np.where(near, float(n), -np.expm1(n * np.log1p(-safe)) / safe)

@@ -15,6 +15,7 @@ from engine.linalg.causal import (
     BufferedToeplitz,
     LowerToeplitz,
     blt_inverse,
+    blt_last_step_variance,
     blt_prefix_total_variance,
     blt_sensitivity2,
     causal_factor,
@@ -25,7 +26,7 @@ from engine.linalg.causal import (
     sqrt_coefficients,
 )
 from engine.mechanisms.online_blt import fit_blt
-from engine.mechanisms.online_blt.fit import blt_last_step_variance, blt_unit_max, spread_start
+from engine.mechanisms.online_blt.fit import blt_unit_max, spread_start
 from engine.mechanisms.online_sqrt import sqrt_closed_form_tse
 from engine.mechanisms.online_tree import DyadicTree
 from engine.workloads import PrefixBlock, Workload

@@ -11,9 +11,9 @@ squared error
 n (:func:`engine.linalg.causal.blt_sensitivity2`,
 :func:`engine.linalg.causal.blt_prefix_total_variance`); the worst (last) step's unit error
 ``sensitivity**2 * sum_{k<n} b_k**2``, Dvijotham et al.'s objective, likewise
-(:func:`blt_last_step_variance`), for ``error="max"``. We start from the non-negative least
-squares fit of the square-root factorization's column on log-spread decay rates, and from
-the same kind of rates with equal weights, and minimise
+(:func:`engine.linalg.causal.blt_last_step_variance`), for ``error="max"``. We start from
+the non-negative least squares fit of the square-root factorization's column on log-spread
+decay rates, and from the same kind of rates with equal weights, and minimise
 the logarithm of the error over ``(log(-log theta), log omega)``: L-BFGS-B with central
 differences, then a Nelder-Mead polish (the objective is smooth but badly scaled), from a
 few starts.
@@ -29,6 +29,7 @@ from scipy.optimize import minimize, nnls
 
 from engine.linalg.causal import (
     BufferedToeplitz,
+    blt_last_step_variance,
     blt_prefix_total_variance,
     blt_sensitivity2,
     sqrt_coefficients,
@@ -44,8 +45,6 @@ STARTS = (1.0, 0.1)
 POLISH_ITERATIONS = 600
 #: Longest time scale of :func:`spread_start`, as a fraction of the horizon.
 SPREAD_LONGEST = 0.1
-#: Largest condition number of the inverse's eigenvectors for the max-error closed form.
-MAX_MODE_CONDITION = 1e6
 #: Errors a fit can minimise: "mean" (total squared error over the horizon) or "max" (the
 #: worst step's, the last one's; Dvijotham et al.'s objective).
 ERRORS = ("mean", "max")
@@ -79,35 +78,6 @@ def blt_unit_tse(omega: np.ndarray, theta: np.ndarray, n: int) -> float:
     """Unit total squared error of the BLT strategy on the n-step prefix workload (closed
     form; inf when its inverse diverges)."""
     return blt_sensitivity2(omega, theta, n) * blt_prefix_total_variance(omega, theta, n)
-
-
-def blt_last_step_variance(omega: np.ndarray, theta: np.ndarray, n: int) -> float:
-    """``sum_{k<n} b_k**2``, the unit variance of the last (worst) published prefix sum of the
-    BLT strategy, in closed form, O(buffers^3): with ``b_k = gamma + sum_i delta_i beta_i**k``
-    (the modes of :func:`engine.linalg.causal.blt_prefix_total_variance`) it is a sum of
-    geometric series. inf when the inverse diverges, nan when two modes nearly coincide."""
-    omega = np.asarray(omega, dtype=float)
-    theta = np.asarray(theta, dtype=float)
-    mu, V = np.linalg.eig(np.diag(1.0 - theta) + np.outer(np.ones(theta.size), omega))
-    if np.abs(1.0 - mu).max() >= 1.0 or np.abs(mu).min() == 0.0:
-        return float("inf")
-    if np.linalg.cond(V) > MAX_MODE_CONDITION:
-        return float("nan")
-    alpha = -(omega @ V) * np.linalg.solve(V, np.ones(theta.size))
-    gamma = 1.0 + (alpha / mu).sum()
-    delta = -alpha / mu
-    cross = np.add.outer(mu, mu) - np.multiply.outer(mu, mu)  # 1 - beta_i beta_j
-    total = (gamma**2 * n + 2.0 * gamma * (delta * _geometric(mu, n)).sum()
-             + delta @ _geometric(cross, n) @ delta)
-    return float(np.real(total))
-
-
-def _geometric(u: np.ndarray, n: int) -> np.ndarray:
-    """``sum_{k<n} (1 - u)**k = (1 - (1 - u)**n) / u`` (n at u = 0), complex u."""
-    u = np.asarray(u, dtype=complex)
-    near = np.abs(u) < 1e-12
-    safe = np.where(near, 0.5, u)
-    return np.where(near, float(n), -np.expm1(n * np.log1p(-safe)) / safe)
 
 
 def blt_unit_max(omega: np.ndarray, theta: np.ndarray, n: int) -> float:
