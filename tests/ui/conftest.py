@@ -38,8 +38,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
-from explorer.server.served import ServerStartError, chromium_options, serving
+from explorer.server.served import ServerStartError, chromium_options, drag_eps_slider, serving
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO_ROOT / "test-results"
@@ -220,3 +221,28 @@ def save_screenshot(page, name: str) -> Path:
 def screenshot(page) -> Callable[[str], Path]:
     """``screenshot(name)``: save a full-page PNG of ``page``; returns the path."""
     return lambda name: save_screenshot(page, name)
+
+
+#: Seconds a change may take to reach the shared session store (0.25 s on a quiet machine).
+STORE_WRITE_S = 20.0
+
+
+def move_eps_until_stored(page, url: str, store) -> tuple[str, str]:
+    """Open the trade-off page at ``url``, drag eps and wait until the shared session store
+    (a :class:`explorer.server.session_store.SessionStore`) holds the new level; returns the
+    session id and the level line the page shows."""
+    page.goto(url, wait_until="load")
+    wait_for_panel(page, ".eps-slider")
+    sid = session_id(page)
+    level = page.locator(".tradeoff-level").first
+    expect(level).to_contain_text("eps", timeout=60_000)
+    before = level.inner_text()
+    drag_eps_slider(page, 80)
+    expect(level).not_to_have_text(before, timeout=30_000)
+    deadline = time.monotonic() + STORE_WRITE_S
+    while time.monotonic() < deadline:
+        row = store.load(sid, None)
+        if row is not None and row.state["privacy"]["epsilon"] != 1.0:
+            return sid, level.inner_text()
+        time.sleep(0.2)
+    raise AssertionError(f"the change did not reach the store in {STORE_WRITE_S:.0f} s")

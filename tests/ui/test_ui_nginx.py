@@ -16,30 +16,25 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import RESULTS_DIR, UNUSED_SESSION_MS, app_path, session_id, wait_for_panel
+from conftest import (
+    RESULTS_DIR,
+    UNUSED_SESSION_MS,
+    app_path,
+    move_eps_until_stored,
+    session_id,
+    wait_for_panel,
+)
 from playwright.sync_api import expect
 
 from explorer.server.nginx import NGINX, running_nginx
-from explorer.server.served import ADDRESS, ServerStartError, drag_eps_slider, free_port, serving
+from explorer.server.served import ADDRESS, ServerStartError, free_port, serving
 from explorer.server.session_store import SessionStore
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
-#: Seconds a change may take to reach the shared store (0.25 s on a quiet machine).
-WRITE_S = 20.0
 #: Reloads through nginx after the change (round robin alternates, so both servers take some).
 RELOADS = 4
 
-
-def written(store: SessionStore, sid: str, check) -> None:
-    """Wait until the shared store holds a state of ``sid`` that passes ``check``."""
-    deadline = time.monotonic() + WRITE_S
-    while time.monotonic() < deadline:
-        row = store.load(sid, None)
-        if row is not None and check(row.state):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"the change did not reach the store in {WRITE_S:.0f} s")
 
 
 def tradeoff_level(page, url: str, sid: str) -> tuple[str, str]:
@@ -78,16 +73,7 @@ def test_nginx_round_robin_serves_a_session_from_both_servers(browser):
         context.set_default_timeout(60_000)
         page = context.new_page()
 
-        page.goto(nginx.url + app_path("/tradeoff"), wait_until="load")
-        wait_for_panel(page, ".eps-slider")
-        sid = session_id(page)
-        level = page.locator(".tradeoff-level").first
-        expect(level).to_contain_text("eps", timeout=60_000)
-        before = level.inner_text()
-        drag_eps_slider(page, 80)
-        expect(level).not_to_have_text(before, timeout=30_000)
-        moved = level.inner_text()
-        written(store, sid, lambda state: state["privacy"]["epsilon"] != 1.0)
+        sid, moved = move_eps_until_stored(page, nginx.url + app_path("/tradeoff"), store)
 
         answered = []
         for reload in range(RELOADS):

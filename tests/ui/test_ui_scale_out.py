@@ -23,19 +23,18 @@ from conftest import (
     UNUSED_SESSION_MS,
     app_path,
     comparison_rows,
+    move_eps_until_stored,
     session_id,
     wait_for_panel,
 )
 from playwright.sync_api import expect
 
-from explorer.server.served import ServerStartError, drag_eps_slider, serving
+from explorer.server.served import ServerStartError, serving
 from explorer.server.session_store import SessionStore
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
 PLAN_TIMEOUT_MS = 180_000
-#: Seconds a change may take to reach the shared store (0.25 s on a quiet machine).
-WRITE_S = 20.0
 
 
 def serving_processes(root: psutil.Process, timeout_s: float = 60.0) -> list[psutil.Process]:
@@ -84,30 +83,11 @@ def test_a_session_survives_reloads_in_either_process_and_their_sigkill(browser)
         pytest.fail(str(exc))
 
 
-def written(store: SessionStore, sid: str, check) -> None:
-    """Wait until the shared store holds a state of ``sid`` that passes ``check``."""
-    deadline = time.monotonic() + WRITE_S
-    while time.monotonic() < deadline:
-        row = store.load(sid, None)
-        if row is not None and check(row.state):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"the change did not reach the store in {WRITE_S:.0f} s")
-
 
 def survive_reloads_and_kills(context, app, store: SessionStore) -> None:
     context.set_default_timeout(60_000)
     page = context.new_page()
-    page.goto(app.url + app_path("/tradeoff"), wait_until="load")
-    wait_for_panel(page, ".eps-slider")
-    sid = session_id(page)
-    level = page.locator(".tradeoff-level").first
-    expect(level).to_contain_text("eps", timeout=60_000)
-    before = level.inner_text()
-    drag_eps_slider(page, 80)
-    expect(level).not_to_have_text(before, timeout=30_000)
-    moved = level.inner_text()
-    written(store, sid, lambda state: state["privacy"]["epsilon"] != 1.0)
+    sid, moved = move_eps_until_stored(page, app.url + app_path("/tradeoff"), store)
     _, rows = readout(page, "/compare", sid)  # planned in whichever process took it
     assert len(rows) >= 4 and all(rows.values())
 
