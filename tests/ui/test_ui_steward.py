@@ -95,15 +95,22 @@ def download(page, selector: str, filename: str) -> bytes:
     return Path(info.value.path()).read_bytes()
 
 
-def test_steward_registers_releases_downloads_and_is_refused(browser, served: str,
-                                                             tmp_path: Path) -> None:
-    csv_file = records(tmp_path / "clinic.csv")
+def steward_page(browser) -> tuple[object, object, list[str]]:
+    """A browser context that accepts downloads, its page, and the list the page's uncaught
+    errors are collected in."""
     context = browser.new_context(viewport={"width": 1280, "height": 900},
                                   accept_downloads=True)
     context.set_default_timeout(60_000)
     errors: list[str] = []
     page = context.new_page()
     page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
+    return context, page, errors
+
+
+def test_steward_registers_releases_downloads_and_is_refused(browser, served: str,
+                                                             tmp_path: Path) -> None:
+    csv_file = records(tmp_path / "clinic.csv")
+    context, page, errors = steward_page(browser)
 
     # 1. the Budget page: their own CSV under their own name, with their own budget
     page.goto(f"{served}/app?page=budget", wait_until="load")
@@ -232,12 +239,7 @@ def test_steward_releases_aim_grem_and_a_census_hierarchy(browser, served: str,
     csv_file = survey(tmp_path / "survey.csv")
     domain_file = tmp_path / "survey-domain.json"
     domain_file.write_text(json.dumps(SURVEY_DOMAIN))
-    context = browser.new_context(viewport={"width": 1280, "height": 900},
-                                  accept_downloads=True)
-    context.set_default_timeout(60_000)
-    errors: list[str] = []
-    page = context.new_page()
-    page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
+    context, page, errors = steward_page(browser)
 
     # 1. register the survey under its own name
     page.goto(f"{served}/app?page=budget", wait_until="load")
