@@ -52,6 +52,8 @@ from engine.ledger import (
     fingerprint_bytes,
     fingerprint_file,
     sqlite_file,
+    sqlite_transactions,
+    upgrade_schema,
 )
 from engine.ledger.charge import release_cost
 from engine.mechanisms import Measurement, Plan, get, mechanism_class, registry_names
@@ -223,10 +225,12 @@ __all__ = [
     "release_zip",
     "scheduler_from_environment",
     "sqlite_file",
+    "sqlite_transactions",
     "stamped_csv",
     "svd_bound",
     "synthetic_hierarchy",
     "typical_half_width",
+    "upgrade_schema",
     "value_count_variances",
     "workload_summary",
 ]

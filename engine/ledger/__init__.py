@@ -31,9 +31,11 @@ from engine.ledger.store import (
     fingerprint_bytes,
     fingerprint_file,
     sqlite_file,
+    sqlite_transactions,
+    upgrade_schema,
 )
 
 __all__ = ["ANONYMOUS", "UNITS", "Budget", "BudgetExceeded", "BudgetStatus", "Cost",
            "DatasetEntry", "Ledger", "LedgerError", "ReleaseEntry", "Reservation", "Spent",
            "composed", "data_dir", "database_message", "default_url", "fingerprint_bytes",
-           "fingerprint_file", "sqlite_file"]
+           "fingerprint_file", "sqlite_file", "sqlite_transactions", "upgrade_schema"]

@@ -32,6 +32,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import threading
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -221,8 +223,7 @@ class Ledger:
         try:
             if self.is_sqlite:
                 self.engine = sa.create_engine(self.url, connect_args={"timeout": timeout})
-                sa.event.listen(self.engine, "connect", _sqlite_manual_transactions)
-                sa.event.listen(self.engine, "begin", _sqlite_begin_immediate)
+                sqlite_transactions(self.engine, write_lock_always=True)
             else:
                 self.engine = sa.create_engine(self.url, isolation_level="READ COMMITTED")
         except (SQLAlchemyError, ImportError) as exc:
@@ -245,15 +246,8 @@ class Ledger:
                               f"{database_message(exc)}") from None
 
     def _upgrade(self) -> None:
-        """Bring the schema to the newest shipped Alembic revision (in one transaction)."""
-        from alembic import command
-        from alembic.config import Config
-
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
-        with self.engine.begin() as conn:
-            config.attributes["connection"] = conn
-            command.upgrade(config, "head")
+        """Bring the schema to the newest shipped Alembic revision (see :func:`upgrade_schema`)."""
+        upgrade_schema(self.engine, MIGRATIONS)
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -440,14 +434,60 @@ def lock_dataset_row(dataset_id: int) -> sa.Select:
     return sa.select(datasets.c.id).where(datasets.c.id == dataset_id).with_for_update()
 
 
-def _sqlite_manual_transactions(dbapi_connection: Any, _record: Any) -> None:
-    """pysqlite: no implicit BEGIN (the ``begin`` listener issues BEGIN IMMEDIATE)."""
-    dbapi_connection.isolation_level = None
+#: Alembic's command API keeps its context in module globals: one upgrade at a time per process.
+_UPGRADING = threading.Lock()
 
 
-def _sqlite_begin_immediate(conn: sa.Connection) -> None:
-    """Take SQLite's write lock at the start of every transaction (check-and-write is atomic)."""
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
+def sqlite_transactions(engine: sa.Engine, *, write_lock_always: bool) -> None:
+    """Let SQLAlchemy, not pysqlite, begin an SQLite engine's transactions, so DDL is
+    transactional and a transaction can take the write lock at its start.
+
+    pysqlite begins a transaction only before a data change, so a migration's ``CREATE TABLE``
+    runs outside any transaction and two processes opening a new database both create it. With
+    these listeners every transaction starts with ``BEGIN``, or ``BEGIN IMMEDIATE`` (the write
+    lock, taken before the first read) when ``write_lock_always`` is set or the connection has
+    the execution option ``write_lock=True``. Other databases are left alone.
+    """
+    if engine.dialect.name != "sqlite":
+        return
+
+    def manual(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    def begin(conn: sa.Connection) -> None:
+        immediate = write_lock_always or conn.get_execution_options().get("write_lock", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    sa.event.listen(engine, "connect", manual)
+    sa.event.listen(engine, "begin", begin)
+
+
+def upgrade_schema(engine: sa.Engine, script_location: Path, *,
+                   version_table: str = "alembic_version") -> None:
+    """Bring the schema of the Alembic history at ``script_location`` to its newest revision,
+    in one transaction that one process at a time runs.
+
+    Several serving processes may open a new database at the same moment; each checks the
+    version table and would create the same tables. The upgrade therefore holds the database's
+    write lock (SQLite: ``BEGIN IMMEDIATE``, which needs :func:`sqlite_transactions` on the
+    engine; PostgreSQL: a transaction-scoped advisory lock keyed by ``version_table``): the
+    second process waits, then finds the schema current. ``script_location``'s ``env.py`` runs
+    on ``config.attributes["connection"]`` and reads ``config.attributes["version_table"]``.
+    """
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(script_location))
+    config.attributes["version_table"] = version_table
+    with _UPGRADING, engine.connect() as conn:
+        conn.execution_options(write_lock=True)
+        with conn.begin():
+            if engine.dialect.name == "postgresql":
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
+                             {"key": zlib.crc32(version_table.encode())})
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
 
 
 def _dataset(row: Any) -> DatasetEntry:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,14 +32,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from engine import database_message, default_url, sqlite_file
+from engine import database_message, default_url, sqlite_file, sqlite_transactions, upgrade_schema
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 #: Alembic's version table of this schema (the ledger keeps ``alembic_version``).
 VERSION_TABLE = "explorer_alembic_version"
 URL_ENV = "DPWB_SESSION_URL"
-#: Alembic's command API keeps its context in module globals: one upgrade at a time.
-_UPGRADING = threading.Lock()
 
 METADATA = sa.MetaData()
 sessions = sa.Table(
@@ -133,6 +130,7 @@ class SessionStore:
                 path.parent.mkdir(parents=True, exist_ok=True)
             if self.url.startswith("sqlite"):
                 self.engine = sa.create_engine(self.url, connect_args={"timeout": timeout})
+                sqlite_transactions(self.engine, write_lock_always=False)
             else:
                 self.engine = sa.create_engine(self.url, pool_pre_ping=True)
         except (SQLAlchemyError, ImportError, OSError) as exc:
@@ -154,15 +152,7 @@ class SessionStore:
                              f"{database_message(exc)}") from None
 
     def _upgrade(self) -> None:
-        from alembic import command
-        from alembic.config import Config
-
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
-        config.attributes["version_table"] = VERSION_TABLE
-        with _UPGRADING, self.engine.begin() as conn:
-            config.attributes["connection"] = conn
-            command.upgrade(config, "head")
+        upgrade_schema(self.engine, MIGRATIONS, version_table=VERSION_TABLE)
 
     def close(self) -> None:
         """Release the connection pool."""

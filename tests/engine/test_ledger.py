@@ -288,6 +288,7 @@ def test_migration_0002_gives_old_rows_an_owner(url: str, tmp_path: Path) -> Non
     engine = sa.create_engine(url)
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["version_table"] = "alembic_version"
     with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, "0001")
