@@ -23,6 +23,12 @@ ours (``online-sqrt``, ``online-optimal``, ``online-blt``) beside the peer's:
   ``online-blt`` with ``error="max"``; the fits' mean errors and our mean-error fit's max
   error are printed too.
 
+* bracket (``--bracket``, no peer needed): our ``online-blt`` (the mean-error fit) against the
+  optimum at horizons up to 2^20 and beyond: the exact SVD bound (closed-form singular values
+  of the prefix matrix) is below every matrix mechanism's error, online or offline, so the
+  optimum lies in [bound, BLT]; printed as BLT / bound on the total squared error and on the
+  RMSE (``engine.analysis.continual.optimum_bracket``).
+
 With ``--peer-python PATH --peer-src DIR`` the peer runs in a subprocess under PATH (an
 environment with jax, jaxlib, numpy, scipy, absl-py, optax and dp-accounting), importing only
 its ``jax_privacy.matrix_factorization`` package from the source tree DIR; CPU seconds are
@@ -31,7 +37,8 @@ compilation). The peer's code is never shipped or fetched here. Without the flag
 says how to run it and exits.
 
 Run: ``python benchmarks/continual_peers.py --peer-python PY --peer-src DIR [--sizes 64 256
-1024] [--large 4096 16384] [--max-error 1024 4096]`` (large: sqrt and BLT only).
+1024] [--large 4096 16384] [--max-error 1024 4096]`` (large: sqrt and BLT only), or
+``python benchmarks/continual_peers.py --bracket 1024 4096 16384 65536 262144 1048576``.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ import time
 
 import numpy as np
 
+from engine.analysis.continual import optimum_bracket
 from engine.mechanisms import get
 from engine.mechanisms.online_blt.fit import blt_unit_max, blt_unit_tse, fit_blt
 from engine.mechanisms.online_sqrt import sqrt_closed_form_tse
@@ -126,6 +134,23 @@ def ours(n: int, name: str) -> tuple[float, float, float]:
     return unit, worst, time.process_time() - cpu
 
 
+def bracket(sizes: list[int]) -> None:
+    """Print BLT's error against the optimum's bracket [SVD bound, BLT] at each horizon."""
+    print(f"load average {os.getloadavg()[0]:.1f}; online-blt ({BUFFERS} buffers, mean-error "
+          "fit) against the exact SVD bound; unit total squared error")
+    print(f"{'n':>9} {'BLT':>16} {'SVD bound':>16} {'BLT/bound':>10} {'RMSE ratio':>10} "
+          f"{'CPU s fit':>9} {'CPU s bound':>11}")
+    for n in sizes:
+        cpu = time.process_time()
+        fit = fit_blt(n, BUFFERS)
+        fit_cpu = time.process_time() - cpu
+        cpu = time.process_time()
+        found = optimum_bracket(Workload.one_dim(PrefixBlock(n)), fit.unit_tse)
+        bound_cpu = time.process_time() - cpu
+        print(f"{n:>9,} {found.mechanism:16.1f} {found.bound:16.1f} {found.ratio:10.4f} "
+              f"{found.rmse_ratio:10.4f} {fit_cpu:9.2f} {bound_cpu:11.3f}")
+
+
 def peer(python: str, source: str, cases: list[tuple[int, str]]) -> dict[tuple[int, str], dict]:
     """The peer's figures, one JSON object per case, from one subprocess."""
     done = subprocess.run([python, "-c", PEER_SCRIPT, source, json.dumps(cases), str(BUFFERS)],
@@ -147,7 +172,13 @@ def main() -> None:
                         help="further horizons for sqrt and BLT only")
     parser.add_argument("--max-error", type=int, nargs="*", default=[],
                         help="horizons of the max-error rows (blt-max)")
+    parser.add_argument("--bracket", type=int, nargs="*", default=[],
+                        help="horizons of BLT against the SVD bound (no peer needed)")
     args = parser.parse_args()
+    if args.bracket:
+        bracket(args.bracket)
+        if not (args.peer_python and args.peer_src):
+            return
     if not (args.peer_python and args.peer_src):
         print(__doc__)
         print("No --peer-python / --peer-src given: nothing measured. The recorded table is in "

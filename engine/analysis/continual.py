@@ -6,6 +6,10 @@ mechanisms (``online-tree``, ``online-sqrt``, ``online-optimal``, ``online-blt``
 that workload; :func:`prefix_horizon` says so or refuses in one line, and
 :class:`HorizonError` summarises a plan's per-step variances as the error per step, its root
 mean square over the horizon and its worst step (all in counts: people, claims, ...).
+:func:`optimum_bracket` places an online mechanism's error against the best possible: the
+SVD bound (exact, from the prefix matrix's closed-form singular values at any horizon up to
+``SPECTRUM_LIMIT`` steps) is below every matrix mechanism's error, online or offline, so the
+optimum lies between the bound and the mechanism.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.analysis.cost_model import FLOAT, OVERHEAD, Cost
+from engine.analysis.svd_bound import svd_bound
 from engine.errors import NotApplicable
 from engine.workloads.blocks import PrefixBlock
 from engine.workloads.workload import Workload
@@ -77,3 +82,48 @@ class HorizonError:
         std = np.sqrt(np.maximum(v, 0.0))
         std.setflags(write=False)
         return cls(std, math.sqrt(float(v.mean())), float(std.max()), float(std[-1]))
+
+
+@dataclass(frozen=True)
+class OptimumBracket:
+    """Where the optimal matrix mechanism's error lies, given one mechanism's.
+
+    Attributes:
+        steps: the horizon n.
+        mechanism: the mechanism's unit total squared error (``sensitivity**2 ||W C^-1||_F**2``,
+            squared counts at unit noise).
+        bound: the exact SVD bound of the same workload (same units), which no strategy beats.
+    """
+
+    steps: int
+    mechanism: float
+    bound: float
+
+    @property
+    def ratio(self) -> float:
+        """``mechanism / bound`` (at least 1): the mechanism is within this factor of the
+        optimum's total squared error."""
+        return self.mechanism / self.bound
+
+    @property
+    def rmse_ratio(self) -> float:
+        """``sqrt(ratio)``: the same bracket on the RMSE."""
+        return math.sqrt(self.ratio)
+
+
+def optimum_bracket(workload: Workload, unit_tse: float) -> OptimumBracket:
+    """The bracket ``[bound, unit_tse]`` of the optimum on a prefix workload.
+
+    Raises:
+        NotApplicable: when the workload is not prefix sums (:data:`NOT_PREFIX`), or its SVD
+            bound is not exact (too long a horizon: the one-line reason).
+        ValueError: when ``unit_tse`` is below the bound (it cannot be a mechanism's error).
+    """
+    steps, _ = prefix_horizon(workload)
+    bound = svd_bound(workload)
+    if bound.kind != "exact":
+        raise NotApplicable(f"not applicable: no exact SVD bound ({bound.reason})")
+    if not unit_tse >= bound.value * (1.0 - 1e-12):
+        raise ValueError(f"unit_tse: {unit_tse:.6g} is below the SVD bound {bound.value:.6g}, "
+                         "which no matrix mechanism beats")
+    return OptimumBracket(steps, float(unit_tse), float(bound.value))

@@ -20,21 +20,24 @@ from engine.analysis.block_spectrum import (
     marginal_pair,
     union_sqrt_trace,
 )
-from engine.analysis.cost_model import FLOAT, memory_limit
+from engine.analysis.cost_model import FLOAT, format_bytes, memory_limit
 from engine.analysis.expected_error import EXPLICIT_LIMIT
+from engine.analysis.svd_bound_spectra import (
+    DENSE_COPIES,
+    FACTOR_LIMIT,
+    nuclear_norm,
+    spectrum_refusal,
+)
 from engine.domain import Domain
 from engine.linalg.marginals import marginal_svd_bound
-from engine.linalg.matrix import Identity, Matrix, Ones
+from engine.linalg.matrix import Matrix
 from engine.linalg.pinv import psd_sqrt_trace
 from engine.privacy import Privacy, budget_for_rmse
-from engine.workloads.blocks import Block
 from engine.workloads.workload import Workload
 
 #: ``(weight, per-attribute factors)`` of every term of a union of Kronecker products.
 Products = list[tuple[float, tuple[Matrix, ...]]]
 
-#: Largest single attribute whose Gram is eigendecomposed for a Kronecker bound.
-FACTOR_LIMIT = 16384
 #: Most entries (products x 2**attributes) of the marginal-weight sums of Thm. 10: the
 #: closed form builds a 2**d vector per product.
 MARGINAL_WEIGHT_LIMIT = 50_000_000
@@ -86,21 +89,14 @@ def svd_bound_explicit(V: np.ndarray) -> float:
 
 
 def svd_bound_factor(block: Matrix) -> float:
-    """``SVDB`` of one Kronecker factor from the eigenvalues of its Gram (closed forms for the
-    1-D blocks that have them: all-range, prefix, circular, ...)."""
-    n = block.shape[1]
-    if isinstance(block, Block):
-        lam = block.gram_eigenvalues()
-    elif isinstance(block, Identity):
-        lam = np.ones(n)
-    elif isinstance(block, Ones):  # m rows of ones: one eigenvalue m n, the rest zero
-        lam = np.zeros(n)
-        lam[-1] = block.m * n
-    else:
-        lam = np.linalg.eigvalsh(block.gram().dense())
-    # round-off "zeros" would add sqrt(eps) each to an SVD *lower* bound: drop them
-    tol = 10.0 * n * np.finfo(float).eps * max(float(lam.max(initial=0.0)), 0.0)
-    return float(np.sqrt(np.where(lam > tol, lam, 0.0)).sum() ** 2 / n)
+    """``SVDB = (sum sigma)**2 / n`` of one Kronecker factor: closed forms for the 1-D blocks
+    that have them (prefix, all-range, ...: any n up to ``SPECTRUM_LIMIT``, no n x n matrix
+    formed), else from its Gram's eigenvalues (engine.analysis.svd_bound_spectra).
+
+    Raises:
+        ValueError: when the spectrum is not computed (too large, or over the memory budget).
+    """
+    return nuclear_norm(block) ** 2 / block.shape[1]
 
 
 def _marginal_like(block: Matrix) -> bool:
@@ -145,7 +141,7 @@ def _marginal_weights(weights: list[float], factors: list[list[Matrix]]) -> np.n
 def dense_side_limit() -> int:
     """Largest matrix side eigendecomposed for one block of a union: ``DENSE_SIDE_LIMIT``, or
     less when three n x n float64 copies would exceed the memory budget (cost_model)."""
-    return int(min(DENSE_SIDE_LIMIT, math.isqrt(int(memory_limit() / (3 * FLOAT)))))
+    return int(min(DENSE_SIDE_LIMIT, math.isqrt(int(memory_limit() / (DENSE_COPIES * FLOAT)))))
 
 
 def _product_union_bound(domain: Domain, products: Products, dense_limit: int,
@@ -168,11 +164,14 @@ def _product_union_bound(domain: Domain, products: Products, dense_limit: int,
                                        f"{MARGINAL_WEIGHT_LIMIT:,} entries in all)")
         w = _marginal_weights(weights, [list(fs) for _, fs in products])
         return Bound(marginal_svd_bound(w, domain.shape), "marginals")
-    if max(domain.shape) > FACTOR_LIMIT:
-        return None
     shared = _shared_attributes(products, len(domain))
     rest = [i for i in range(len(domain)) if i not in shared]
-    value = math.prod(svd_bound_factor(products[0][1][i]) for i in shared)
+    for i in shared:
+        refusal = spectrum_refusal(products[0][1][i], f"attribute {domain.names[i]!r}")
+        if refusal:
+            return Bound(None, "none", refusal)
+    value = 1.0 if check_only else math.prod(svd_bound_factor(products[0][1][i])
+                                               for i in shared)
     weights2 = np.array([w**2 for w in weights])
     if not rest:
         return Bound(float(weights2.sum() * value), "kronecker")
@@ -276,7 +275,8 @@ def svd_bound(workload: Workload, *, dense_limit: int | None = None) -> Bound:
       :func:`dense_side_limit`), a certified floor: the sum of the exact bounds of
       sub-workloads that partition the terms (``kind == "floor"``, the parts in
       ``floor_parts``; see ``_certified_floor``);
-    * any workload on at most ``EXPLICIT_LIMIT`` cells: eigenvalues of the explicit Gram;
+    * any workload on at most ``EXPLICIT_LIMIT`` cells: eigenvalues of the explicit Gram
+      (when three copies fit the memory budget);
     * otherwise: no bound (``value=None``) with the reason.
     """
     domain = workload.domain
@@ -287,9 +287,14 @@ def svd_bound(workload: Workload, *, dense_limit: int | None = None) -> Bound:
             bound = _product_union_bound(domain, products, limit)
         except BlockTooLargeError as exc:
             bound = _certified_floor(domain, products, limit, str(exc))
-        if bound is not None:
+        if bound is not None and (bound.value is not None or domain.size > EXPLICIT_LIMIT):
             return bound
     if domain.size <= EXPLICIT_LIMIT:
+        need = DENSE_COPIES * FLOAT * float(domain.size) ** 2
+        if need > memory_limit():
+            return Bound(None, "none", f"the explicit eigendecomposition needs "
+                                       f"{format_bytes(need)}; the memory limit is "
+                                       f"{format_bytes(memory_limit())}")
         return Bound(svd_bound_explicit(workload.gram().dense()), "explicit")
     return Bound(None, "none", f"no closed form for this union of {len(workload.terms)} terms "
                                f"and the domain ({domain.size:,} cells) is too large for an "
