@@ -25,6 +25,7 @@ sub-bounds cost one spectrum per distinct factor.
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -51,7 +52,7 @@ CHUNK = 2**16
 CHUNK_ARRAYS = 4
 #: Float copies of the n x n Gram alive during a dense eigendecomposition.
 DENSE_COPIES = 3
-#: Most cached nuclear norms (one float each, keyed by factor spec).
+#: Most cached nuclear norms (one float each, keyed by a digest of the factor's spec).
 CACHE_SIZE = 256
 
 _cache: dict[tuple, float] = {}
@@ -138,8 +139,9 @@ def _eigen_nuclear(factor: Matrix) -> float:
 
 
 def _cache_key(factor: Matrix) -> tuple | None:
-    if isinstance(factor, Block):
-        return (type(factor).__name__, factor.shape, repr(factor.spec()))
+    if isinstance(factor, Block):  # a digest: an explicit block's spec holds all its rows
+        spec = hashlib.sha256(repr(factor.spec()).encode()).hexdigest()
+        return (type(factor).__name__, factor.shape, spec)
     if isinstance(factor, (Identity, Ones)):
         return (type(factor).__name__, factor.shape)
     return None  # an arbitrary matrix: no spec to key on
