@@ -51,23 +51,29 @@ def _rmse(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _before(row: tuple[str, float | None, float] | None) -> str:
+    if row is None:
+        return "(preset added after 9e7b4cd)"
+    method, rmse, seconds = row
+    return f"{method:<28}{_rmse(rmse):>9}{seconds:>6.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     print(f"SVD bound per preset, Gaussian eps=1 delta=1e-6; goal: exact in < {GOAL_SECONDS:g} s")
-    print(f"{'preset':<18}{'cells':>11}{'terms':>6}  {'kind':<6}{'method':<21}{'RMSE':>9}"
+    print(f"{'preset':<22}{'cells':>11}{'terms':>6}  {'kind':<6}{'method':<21}{'RMSE':>9}"
           f"{'s':>7}{'s/goal':>7}  | before: {'method':<20}{'RMSE':>9}{'s':>6}")
     for key in PRESETS:
         workload = Scenario.from_spec(build_preset(key)).workload
         bound, seconds = timed(lambda w=workload: svd_bound(w), repeats=args.repeats)
-        method, rmse, before_s = PREVIOUS[key]
+        before = PREVIOUS.get(key)
         cells = workload.domain.size
         cells_text = f"{cells:,}" if cells < 10**9 else f"{cells:.1e}"
-        print(f"{key:<18}{cells_text:>11}{len(workload.terms):>6}  {bound.kind:<6}"
+        print(f"{key:<22}{cells_text:>11}{len(workload.terms):>6}  {bound.kind:<6}"
               f"{bound.method:<21}{_rmse(bound.rmse(workload, GAUSS)):>9}{seconds:>7.2f}"
-              f"{seconds / GOAL_SECONDS:>7.2f}  | {method:<28}{_rmse(rmse):>9}{before_s:>6.2f}",
-              flush=True)
+              f"{seconds / GOAL_SECONDS:>7.2f}  | " + _before(before), flush=True)
 
 
 if __name__ == "__main__":
