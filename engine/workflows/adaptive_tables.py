@@ -41,7 +41,6 @@ from engine.workflows.tables import (
     MARGIN_Z,
     WORK_LIMIT,
     PublishedTables,
-    max_cells,
     publishable_tables,
 )
 from engine.workloads.workload import Workload
@@ -62,7 +61,9 @@ def adaptive_tables(workload: Workload, result: Any, *, post_process: str = "con
         workload: the released marginal workload.
         result: the mechanism's output.
         post_process: ``consistent`` or ``raw`` (the raw estimates and their margins only).
-            A domain too large to hold one count per cell publishes ``raw`` and says so.
+            A domain too large to hold one count per cell gets its consistent counts from a
+            graphical model (:mod:`engine.workflows.model_tables`, the ``pgm`` extra), or
+            publishes ``raw`` and says why.
         work_limit: the non-negative fit's budget (:func:`publishable_tables`).
 
     Returns:
@@ -78,9 +79,6 @@ def adaptive_tables(workload: Workload, result: Any, *, post_process: str = "con
         cell = SAMPLER_VARIANCE_FACTOR * float(variance[term.attrs])
         per_query.append(np.full(term.num_queries, weight ** 2 * cell))
     answers, variances = np.concatenate(raw), np.concatenate(per_query)
-    too_large = workload.domain.size > max_cells()
-    if too_large:
-        post_process = "raw"
     biased = [result.label(g) for g in dict.fromkeys(t.attrs for t in workload.terms)
               if unmeasured[g]]
     tables = publishable_tables(
@@ -89,9 +87,6 @@ def adaptive_tables(workload: Workload, result: Any, *, post_process: str = "con
         raw_column=True, work_limit=work_limit, margin_note=_margin_note(biased))
     method = tables.method.replace("the released workload answers",
                                    "the released GReM-MLE marginals")
-    if too_large:
-        method = (f"{method} The domain has {workload.domain.size:.3g} cells, more than "
-                  f"the {max_cells():,} whose one count per cell fits in memory: raw only.")
     return PublishedTables(tables.frames, method)
 
 

@@ -42,7 +42,7 @@ import scipy.sparse.linalg as spla
 
 from engine.analysis.cost_model import FLOAT, format_bytes, memory_limit
 from engine.domain import Attribute
-from engine.errors import SpecError
+from engine.errors import NotApplicable, SpecError
 from engine.linalg.matrix import DENSE_GUARD, Matrix
 from engine.linalg.nonnegative import (
     NonnegativeFit,
@@ -50,6 +50,7 @@ from engine.linalg.nonnegative import (
     nonnegative_fit,
     round_preserving_total,
 )
+from engine.workflows.model_tables import ModelCounts, model_counts
 from engine.workloads.labels import (
     DESCRIBED_BLOCK_ENTRIES,
     readable_labels,
@@ -225,7 +226,19 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                         f"got {variance.size:,}")
     y = np.asarray(measurements, dtype=float).reshape(-1)
     fitted = workload.matrix if strategy is None else strategy
-    needs_vector = post_process == "consistent" or (raw is None and strategy is not None)
+    model, held = None, None
+    if post_process == "consistent" and workload.domain.size > max_cells():
+        # too large for one count per cell: consistent counts from a graphical model fitted
+        # to the raw answers, else the raw answers only, saying why
+        answers = raw if raw is not None else (y if strategy is None else None)
+        if answers is not None and np.size(answers) == queries:
+            try:
+                model = model_counts(workload, answers, variance, total=total,
+                                     max_cells=max_cells())
+            except NotApplicable as exc:
+                post_process, held = "raw", str(exc)
+    needs_vector = ((post_process == "consistent" and model is None)
+                    or (raw is None and strategy is not None))
     if needs_vector:
         check_domain(workload)
     raw_given = raw is not None
@@ -236,20 +249,27 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     if raw.size != queries:
         raise SpecError(f"raw: expected {queries:,} answers, got {raw.size:,}")
     counts, fit = None, None
-    if post_process == "consistent":
+    if model is not None:
+        counts = _Marginals(workload.domain.shape, known=model.tables)
+    elif post_process == "consistent":
         variances = variance if strategy is None else noise_variances
         products = None if work_limit is None else int(work_limit // workload.domain.size)
         solver = _marginal_solver(workload, variance) if strategy is None else None
         fit = nonnegative_fit(fitted, y, variances, total=total, max_products=products,
                               gram_solver=solver)
-        counts = round_preserving_total(fit.x, int(total) if total is not None
-                                        else int(round(float(fit.x.sum()))))
+        whole = round_preserving_total(fit.x, int(total) if total is not None
+                                       else int(round(float(fit.x.sum()))))
+        counts = _Marginals(workload.domain.shape, vector=whole)
     frames = _frames(workload, counts, raw, MARGIN_Z[noise] * np.sqrt(variance),
                      raw_column or counts is None)
     estimator = ("the released answers" if strategy is None
                  else "the plan's reconstruction" if raw_given else "W A^+ y")
-    return PublishedTables(frames, _method(post_process, noise, total, estimator, fit,
-                                           margin_note))
+    method = _method(post_process, noise, total, estimator, fit, margin_note, model)
+    if held is not None:
+        method += (f" The domain has {workload.domain.size:.3g} cells, more than the "
+                   f"{max_cells():,} whose one count per cell fits in memory: raw only; "
+                   f"{held}.")
+    return PublishedTables(frames, method)
 
 
 def check_domain(workload: Workload) -> None:
@@ -301,10 +321,9 @@ def _marginal_solver(workload: Workload, variance: np.ndarray) -> ShiftedGramSol
 MARGIN_DECIMALS = 2
 
 
-def _frames(workload: Workload, counts: np.ndarray | None, raw: np.ndarray,
+def _frames(workload: Workload, marginals: _Marginals | None, raw: np.ndarray,
             margins: np.ndarray, keep_raw: bool) -> dict[str, pd.DataFrame]:
     frames: dict[str, pd.DataFrame] = {}
-    marginals = _Marginals(workload.domain.shape, counts) if counts is not None else None
     labels: list[str] | None = None
     start = 0
     for term in workload.terms:
@@ -334,17 +353,21 @@ SPARSE_SHARE = 1 / 16
 
 
 class _Marginals:
-    """Integer marginals of the one count vector (attributes in domain order), each summed
-    from the occupied cells when they are few, else from the smallest marginal known that
-    contains it (exact: int64 sums, or bincounts of whole counts below 2**53)."""
+    """Integer marginals of one count vector, or of whole-count tables that agree on every
+    attribute they share (a graphical model's rounded cliques; attributes in domain order),
+    each summed from the occupied cells when they are few, else from the smallest marginal
+    known that contains it (exact: int64 sums, or bincounts of whole counts below 2**53)."""
 
-    def __init__(self, shape: tuple[int, ...], counts: np.ndarray) -> None:
+    def __init__(self, shape: tuple[int, ...], *, vector: np.ndarray | None = None,
+                 known: dict[tuple[int, ...], np.ndarray] | None = None) -> None:
         self.shape = shape
-        self.known: dict[tuple[int, ...], np.ndarray] = {
-            tuple(range(len(shape))): counts.reshape(shape)}
-        occupied = np.flatnonzero(counts)
-        self.occupied = ((np.unravel_index(occupied, shape), counts[occupied])
-                         if occupied.size <= SPARSE_SHARE * counts.size else None)
+        self.known: dict[tuple[int, ...], np.ndarray] = dict(known or {})
+        self.occupied = None
+        if vector is not None:
+            self.known[tuple(range(len(shape)))] = vector.reshape(shape)
+            occupied = np.flatnonzero(vector)
+            if occupied.size <= SPARSE_SHARE * vector.size:
+                self.occupied = (np.unravel_index(occupied, shape), vector[occupied])
 
     def over(self, attrs: tuple[int, ...]) -> np.ndarray:
         if attrs not in self.known and self.occupied is not None:
@@ -429,7 +452,8 @@ def _distinct_name(name: str, known: dict[str, pd.DataFrame]) -> str:
 
 
 def _method(post_process: str, noise: str, total: int | None, estimator: str,
-            fit: NonnegativeFit | None, margin_note: str | None) -> str:
+            fit: NonnegativeFit | None, margin_note: str | None,
+            model: ModelCounts | None = None) -> str:
     z = MARGIN_Z[noise]
     if margin_note is not None:
         margin = margin_note
@@ -446,10 +470,22 @@ def _method(post_process: str, noise: str, total: int | None, estimator: str,
     if post_process == "raw":
         return ("raw: the unbiased least-squares estimates, unrounded (fractional, possibly "
                 f"negative; tables may disagree). {margin}.")
-    fitted = ("the released workload answers" if estimator == "the released answers"
-              else "the noisy measurements")
     kept = (f"summing exactly to the public total {int(total):,}" if total is not None
             else "summing to its own fitted total")
+    if model is not None:
+        fitted = ("the released workload answers" if estimator == "the released answers"
+                  else f"the raw estimates ({estimator})")
+        return ("consistent: a graphical model (Private-PGM, the mbi package: "
+                f"{model.iterations} mirror-descent iterations) fitted to {fitted}, each cell "
+                f"weighted by the inverse of its noise variance, {kept} ({model.total:,}); the "
+                f"model holds {model.cells:,} cells, not the domain's. Its clique marginals are "
+                "rounded to whole counts along its junction tree (the first by largest "
+                "remainders to the total, each next one within every value of the attributes "
+                "it shares with the one before, to that value's whole count), so tables agree "
+                "on every attribute they share and share one total; every table sums one "
+                f"rounded clique. Post-processing only: it costs no privacy. {margin}.")
+    fitted = ("the released workload answers" if estimator == "the released answers"
+              else "the noisy measurements")
     if fit is not None and fit.converged:
         solved = "(converged to the optimum)"
     elif fit is not None and fit.products == 0:
