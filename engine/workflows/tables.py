@@ -475,15 +475,8 @@ def _method(post_process: str, noise: str, total: int | None, estimator: str,
     if model is not None:
         fitted = ("the released workload answers" if estimator == "the released answers"
                   else f"the raw estimates ({estimator})")
-        return ("consistent: a graphical model (Private-PGM, the mbi package: "
-                f"{model.iterations} mirror-descent iterations) fitted to {fitted}, each cell "
-                f"weighted by the inverse of its noise variance, {kept} ({model.total:,}); the "
-                f"model holds {model.cells:,} cells, not the domain's. Its clique marginals are "
-                "rounded to whole counts along its junction tree (the first by largest "
-                "remainders to the total, each next one within every value of the attributes "
-                "it shares with the one before, to that value's whole count), so tables agree "
-                "on every attribute they share and share one total; every table sums one "
-                f"rounded clique. Post-processing only: it costs no privacy. {margin}.")
+        return (f"consistent: {model.describe(fitted, kept)}. Post-processing only: it costs "
+                f"no privacy. {margin}.")
     fitted = ("the released workload answers" if estimator == "the released answers"
               else "the noisy measurements")
     if fit is not None and fit.converged:

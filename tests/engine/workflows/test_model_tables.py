@@ -15,7 +15,7 @@ from engine.domain import Domain
 from engine.mechanisms import get
 from engine.privacy import Privacy
 from engine.workflows.adaptive_tables import adaptive_tables
-from engine.workflows.model_tables import round_within_groups
+from engine.workflows.table_rounding import controlled_round, round_within_groups
 from engine.workflows.tables import MARGIN_Z, publishable_tables
 from engine.workloads.workload import Workload
 
@@ -135,12 +135,56 @@ def test_aim_grem_tables_on_a_domain_too_large_come_from_a_model(monkeypatch) ->
     assert "fitted to the released GReM-MLE marginals" in tables.method
 
 
-def test_a_junction_tree_too_large_publishes_raw_and_says_why(monkeypatch) -> None:
+def test_a_junction_tree_too_large_for_3_way_tables_publishes_raw_and_says_why(monkeypatch
+                                                                             ) -> None:
     monkeypatch.setattr("engine.workflows.tables.max_cells", lambda: 30)
-    workload = Workload.marginals(DOMAIN, k=2)  # every pair: the junction tree is the domain
+    workload = Workload.marginals(DOMAIN, sets=[["sex", "age", "smoker"],
+                                                ["age", "smoker", "region"],
+                                                ["sex", "region"]])
     tables = _tables(workload, _truth(3), seed=3, total=None)
     assert tables.method.startswith("raw: ")
     assert tables.method.endswith(
         "The domain has 60 cells, more than the 30 whose one count per cell fits in memory: "
         "raw only; a graphical model of these tables would hold 60 cells, more than the 30 "
         "that fit in memory.")
+
+
+def test_every_pair_of_a_domain_too_large_gets_whole_counts_that_agree(monkeypatch) -> None:
+    # every pair: the junction tree is the whole domain; approximate inference, then 1-way
+    # tables rounded to the total and each pair rounded to its two 1-way tables
+    monkeypatch.setattr("engine.workflows.tables.max_cells", lambda: 150)
+    domain = Domain.from_sizes([3] * 5)  # 243 cells; 10 pairs of 9 cells and 5 of 3: 105
+    workload = Workload.marginals(domain, k=2)
+    truth = np.random.default_rng(4).poisson(5, domain.size).astype(float)
+    tables = _tables(workload, truth, seed=4, total=int(truth.sum()))
+    assert tables.method.startswith("consistent: an approximate graphical model (Private-PGM, "
+                                    "the mbi package: 1000 mirror-descent iterations with "
+                                    "convex generalized belief propagation")
+    assert "it holds 105 cells, not the domain's" in tables.method
+    for a in domain.names:
+        holding = [n for n in tables.frames if a in n.split(" x ")]
+        sums = [tables.frames[n].groupby(a, sort=False)["estimate"].sum().tolist()
+                for n in holding]
+        assert all(s == sums[0] for s in sums), (a, sums)
+    true, start = workload.answer(truth), 0
+    for term, frame in zip(workload.terms, tables.frames.values(), strict=True):
+        assert frame["estimate"].dtype == np.int64 and (frame["estimate"] >= 0).all()
+        assert int(frame["estimate"].sum()) == int(truth.sum())
+        error = frame["estimate"].to_numpy() - true[start:start + term.num_queries]
+        start += term.num_queries
+        # three measurements of each cell's 1-way sums pooled: within 4 sd + rounding
+        assert np.abs(error).max() <= 4 * SD + 1, (term, error)
+
+
+def test_controlled_rounding_keeps_both_totals_and_every_cell_within_one() -> None:
+    rng = np.random.default_rng(8)
+    for _ in range(50):
+        table = rng.gamma(0.5, 5.0, rng.integers(1, 12, 2))
+        table[rng.random(table.shape) < 0.3] = 0.0
+        n = int(round(table.sum()))
+        rows = round_within_groups(table.sum(axis=1)[None, :], np.array([n]))[0]
+        columns = round_within_groups(table.sum(axis=0)[None, :], np.array([n]))[0]
+        counts = controlled_round(table, rows, columns)
+        np.testing.assert_array_equal(counts.sum(axis=1), rows)
+        np.testing.assert_array_equal(counts.sum(axis=0), columns)
+        assert (counts >= 0).all() and np.abs(counts - table).max() < 2.0
