@@ -51,7 +51,8 @@ SAMPLER_VARIANCE_FACTOR = 1.002
 
 
 def adaptive_tables(workload: Workload, result: Any, *, post_process: str = "consistent",
-                    work_limit: float | None = WORK_LIMIT) -> PublishedTables:
+                    work_limit: float | None = WORK_LIMIT,
+                    fit_space: str = "cells") -> PublishedTables:
     """One labelled table per workload marginal of an AIM+GReM ``result``
     (:class:`~engine.mechanisms.aim_grem.result.AdaptiveResult` with ``cell_variance`` and
     ``unmeasured`` in its details): ``estimate`` (whole non-negative counts that agree
@@ -65,6 +66,7 @@ def adaptive_tables(workload: Workload, result: Any, *, post_process: str = "con
             graphical model (:mod:`engine.workflows.model_tables`, the ``pgm`` extra), or
             publishes ``raw`` and says why.
         work_limit: the non-negative fit's budget (:func:`publishable_tables`).
+        fit_space: ``cells`` or ``marginals`` (:func:`publishable_tables`).
 
     Returns:
         The tables and their method in words.
@@ -84,7 +86,8 @@ def adaptive_tables(workload: Workload, result: Any, *, post_process: str = "con
     tables = publishable_tables(
         workload, strategy=None, measurements=answers, noise_variances=variances, total=None,
         per_query_variance=variances, post_process=post_process, noise="zcdp", raw=answers,
-        raw_column=True, work_limit=work_limit, margin_note=_margin_note(biased))
+        raw_column=True, work_limit=work_limit, margin_note=_margin_note(biased),
+        fit_space=fit_space)
     method = tables.method.replace("the released workload answers",
                                    "the released GReM-MLE marginals")
     return PublishedTables(tables.frames, method)

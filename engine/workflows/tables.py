@@ -50,6 +50,7 @@ from engine.linalg.nonnegative import (
     nonnegative_fit,
     round_preserving_total,
 )
+from engine.workflows.marginal_fit import MarginalFit, fit_marginals, fits_marginals
 from engine.workflows.model_tables import ModelCounts, model_counts
 from engine.workloads.labels import (
     DESCRIBED_BLOCK_ENTRIES,
@@ -62,6 +63,9 @@ from engine.workloads.workload import Workload
 
 #: The post-processings :func:`publishable_tables` knows.
 POST_PROCESSING = ("consistent", "raw")
+#: Where the consistent route fits: one count per cell of the domain, or (1- and 2-way
+#: marginal tables only) the tables themselves (:mod:`engine.workflows.marginal_fit`).
+FIT_SPACES = ("cells", "marginals")
 #: Half-width of the 95 % interval in standard deviations, per noise family: the normal
 #: quantile for Gaussian noise; for Laplace noise the exact 95 % interval of one Laplace
 #: variable, ln(20)/sqrt(2) = 2.12 sd (an answer combining several Laplace draws is closer to
@@ -177,7 +181,8 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                        post_process: str = "consistent", noise: str = "gaussian",
                        raw: np.ndarray | None = None, raw_column: bool = False,
                        work_limit: float | None = WORK_LIMIT,
-                       margin_note: str | None = None) -> PublishedTables:
+                       margin_note: str | None = None,
+                       fit_space: str = "cells") -> PublishedTables:
     """Labelled tables of a release, one per workload term.
 
     Args:
@@ -203,6 +208,10 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
             converges; 0: the least-squares estimate projected onto non-negative vectors with
             the total, the fastest consistent route). Every budget gives whole,
             non-negative, consistent counts; the method says whether the fit converged.
+        fit_space: ``cells`` (one non-negative estimate of the data) or ``marginals`` (for
+            1- and 2-way marginal tables: the tables themselves are fitted, a few thousand
+            unknowns whatever the domain's size; :mod:`engine.workflows.marginal_fit`; other
+            workloads fit cells).
         margin_note: how the margins were computed and for which estimate they hold, in
             words (default: from the plan's per-query variance, for the unbiased raw
             estimate).
@@ -226,17 +235,27 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                         f"got {variance.size:,}")
     y = np.asarray(measurements, dtype=float).reshape(-1)
     fitted = workload.matrix if strategy is None else strategy
-    model, held = None, None
-    if post_process == "consistent" and workload.domain.size > max_cells():
+    if fit_space not in FIT_SPACES:
+        raise SpecError(f"fit_space: unknown {fit_space!r}; allowed: {', '.join(FIT_SPACES)}")
+    model: ModelCounts | MarginalFit | None = None
+    held = None
+    # the raw answers when they are at hand without the data vector
+    answers = raw if raw is not None else (y if strategy is None else None)
+    if answers is not None and np.size(answers) != queries:
+        answers = None  # refused below, naming the field
+    if (post_process == "consistent" and fit_space == "marginals" and fits_marginals(workload)
+            and answers is not None):
+        model = fit_marginals(workload, np.asarray(answers, float).reshape(-1), variance,
+                              total=total)
+    elif (post_process == "consistent" and workload.domain.size > max_cells()
+          and answers is not None):
         # too large for one count per cell: consistent counts from a graphical model fitted
         # to the raw answers, else the raw answers only, saying why
-        answers = raw if raw is not None else (y if strategy is None else None)
-        if answers is not None and np.size(answers) == queries:
-            try:
-                model = model_counts(workload, answers, variance, total=total,
-                                     max_cells=max_cells())
-            except NotApplicable as exc:
-                post_process, held = "raw", str(exc)
+        try:
+            model = model_counts(workload, answers, variance, total=total,
+                                 max_cells=max_cells())
+        except NotApplicable as exc:
+            post_process, held = "raw", str(exc)
     needs_vector = ((post_process == "consistent" and model is None)
                     or (raw is None and strategy is not None))
     if needs_vector:
@@ -453,7 +472,7 @@ def _distinct_name(name: str, known: dict[str, pd.DataFrame]) -> str:
 
 def _method(post_process: str, noise: str, total: int | None, estimator: str,
             fit: NonnegativeFit | None, margin_note: str | None,
-            model: ModelCounts | None = None) -> str:
+            model: ModelCounts | MarginalFit | None = None) -> str:
     z = MARGIN_Z[noise]
     if margin_note is not None:
         margin = margin_note
