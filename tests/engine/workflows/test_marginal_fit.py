@@ -89,3 +89,26 @@ def test_an_unknown_fit_space_is_refused_in_one_line() -> None:
         publishable_tables(WORKLOAD, strategy=None, measurements=np.zeros(WORKLOAD.num_queries),
                            noise_variances=1.0, total=None,
                            per_query_variance=np.ones(WORKLOAD.num_queries), fit_space="data")
+
+
+def test_every_pair_of_a_domain_of_7e11_cells_without_mbi(monkeypatch) -> None:
+    # no data vector and no graphical model: the tables themselves are the unknowns
+    monkeypatch.setattr("engine.workflows.model_tables.model_available", lambda: False)
+    big = Domain.from_sizes([30] * 8)  # 6.6e11 cells; 28 pairs of 900 cells
+    workload = Workload.marginals(big, k=2)
+    rng = np.random.default_rng(9)
+    answers = np.concatenate([rng.multinomial(5_000, np.full(900, 1 / 900))
+                              for _ in workload.terms]).astype(float)
+    noisy = answers + rng.normal(0.0, 2.0, answers.size)
+    tables = publishable_tables(workload, strategy=None, measurements=noisy,
+                                noise_variances=4.0, total=5_000,
+                                per_query_variance=np.full(answers.size, 4.0), raw=noisy,
+                                fit_space="marginals")
+    assert tables.method.startswith("consistent: non-negative 1- and 2-way tables (25,441 "
+                                    "unknowns")
+    one_way = {}
+    for name, frame in tables.frames.items():
+        assert int(frame["estimate"].sum()) == 5_000 and (frame["estimate"] >= 0).all()
+        for a in name.split(" x "):
+            sums = frame.groupby(a, sort=False)["estimate"].sum().tolist()
+            assert one_way.setdefault(a, sums) == sums
