@@ -63,8 +63,8 @@ def adaptive_tables(workload: Workload, result: Any, *, post_process: str = "con
         result: the mechanism's output.
         post_process: ``consistent`` or ``raw`` (the raw estimates and their margins only).
             A domain too large to hold one count per cell gets its consistent counts from a
-            graphical model (:mod:`engine.workflows.model_tables`, the ``pgm`` extra), or
-            publishes ``raw`` and says why.
+            fit of the tables themselves (1- and 2-way), a graphical model (the ``pgm``
+            extra), or publishes ``raw`` and says why (:func:`publishable_tables`).
         work_limit: the non-negative fit's budget (:func:`publishable_tables`).
         fit_space: ``cells`` or ``marginals`` (:func:`publishable_tables`).
 

@@ -3,22 +3,15 @@ cell: the `mbi` route of :func:`engine.workflows.tables.publishable_tables`.
 
 The released marginal tables (their raw unbiased answers, each cell weighted by the inverse of
 its noise variance) are fitted by a Markov random field whose cliques are the tables' attribute
-sets (Private-PGM: McKenna, Sheldon & Miklau 2019, the ``mbi`` package, mirror descent). Two
-routes, both holding tables over the cliques only, never the domain:
-
-* **exact**, when the model's junction tree fits in memory: its clique marginals are rounded to
-  whole counts along the junction tree, the first clique by largest remainders to the total,
-  every next clique within each value of the separator it shares with the clique before it, to
-  that separator's whole counts. Neighbouring cliques then agree exactly on their separators,
-  so (running intersection) any two tables summed from the rounded cliques agree on every
-  attribute they share, and all share one total;
-* **approximate**, when the junction tree would not fit but every table is 1- or 2-way (the
-  usual all-pairs workload, whose junction tree is the whole domain): pseudo-marginals from
-  mirror descent with convex generalized belief propagation (McKenna et al. 2021, "Relaxed
-  marginal consistency"), nearly consistent; each attribute's 1-way table is their mean,
-  rounded to the total by largest remainders, and each 2-way table is scaled to its two whole
-  1-way tables and rounded cell by cell up or down keeping both
-  (:func:`engine.workflows.table_rounding.controlled_round`), so the tables agree exactly.
+sets (Private-PGM: McKenna, Sheldon & Miklau 2019, the ``mbi`` package, mirror descent). The
+model holds one table per clique of its junction tree, never the domain. Its clique marginals
+are rounded to whole counts along the junction tree: the first clique by largest remainders to
+the total, every next clique within each value of the separator it shares with the clique
+before it, to that separator's whole counts. Neighbouring cliques then agree exactly on their
+separators, so (running intersection) any two tables summed from the rounded cliques agree on
+every attribute they share, and all share one total. (Workloads of 1- and 2-way tables need
+no model: :mod:`engine.workflows.marginal_fit` fits the tables themselves, whose junction
+tree is often the whole domain.)
 
 Fitting and rounding read only the released answers: post-processing, no privacy cost.
 ``mbi`` (with JAX) is the optional ``pgm`` extra; nothing here imports it at module import.
@@ -35,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import NotApplicable
-from engine.workflows.table_rounding import controlled_round, round_within_groups
+from engine.workflows.table_rounding import round_within_groups
 from engine.workloads.term import Term
 from engine.workloads.workload import Workload
 
@@ -56,37 +49,24 @@ class ModelCounts:
         total: the one total every table sums to (counts).
         cells: cells the model holds (the cliques' sizes summed).
         iterations: mirror-descent iterations run.
-        exact: exact inference on the junction tree (else approximate, 1- and 2-way tables).
     """
 
     tables: dict[tuple[int, ...], np.ndarray]
     total: int
     cells: int
     iterations: int
-    exact: bool
 
     def describe(self, fitted: str, kept: str) -> str:
         """The route in words, for a release's method (``fitted``: what the model was fitted
         to; ``kept``: which total the tables keep)."""
-        if self.exact:
-            return (f"a graphical model (Private-PGM, the mbi package: {self.iterations} "
-                    f"mirror-descent iterations) fitted to {fitted}, each cell weighted by the "
-                    f"inverse of its noise variance, {kept} ({self.total:,}); the model holds "
-                    f"{self.cells:,} cells, not the domain's. Its clique marginals are rounded "
-                    "to whole counts along its junction tree (the first by largest remainders "
-                    "to the total, each next one within every value of the attributes it "
-                    "shares with the one before, to that value's whole count), so tables agree "
-                    "on every attribute they share and share one total; every table sums one "
-                    "rounded clique")
-        return (f"an approximate graphical model (Private-PGM, the mbi package: "
-                f"{self.iterations} mirror-descent iterations with convex generalized belief "
-                f"propagation, whose marginals nearly agree) fitted to {fitted}, each cell "
-                f"weighted by the inverse of its noise variance, {kept} ({self.total:,}); it "
-                f"holds {self.cells:,} cells, not the domain's. Each attribute's 1-way table is "
-                "the mean of the model's, rounded to the total by largest remainders; each "
-                "2-way table is scaled to its two whole 1-way tables (iterative proportional "
-                "fitting) and rounded cell by cell up or down keeping both (controlled "
-                "rounding), so tables agree on every attribute they share and share one total")
+        return (f"a graphical model (Private-PGM, the mbi package: {self.iterations} "
+                f"mirror-descent iterations) fitted to {fitted}, each cell weighted by the "
+                f"inverse of its noise variance, {kept} ({self.total:,}); the model holds "
+                f"{self.cells:,} cells, not the domain's. Its clique marginals are rounded to "
+                "whole counts along its junction tree (the first by largest remainders to the "
+                "total, each next one within every value of the attributes it shares with the "
+                "one before, to that value's whole count), so tables agree on every attribute "
+                "they share and share one total; every table sums one rounded clique")
 
 
 def model_available() -> bool:
@@ -116,8 +96,7 @@ def model_counts(workload: Workload, answers: np.ndarray, variances: np.ndarray,
 
     Raises:
         NotApplicable: ``mbi`` is missing, a table is not a plain marginal, or the junction
-            tree would hold more than ``max_cells`` cells and the tables are not all 1- and
-            2-way (one line saying which).
+            tree would hold more than ``max_cells`` cells (one line saying which).
     """
     terms = workload.terms
     if not all(is_marginal(t) for t in terms) or not any(t.attrs for t in terms):
@@ -131,29 +110,21 @@ def model_counts(workload: Workload, answers: np.ndarray, variances: np.ndarray,
     domain = mbi.Domain(tuple(names), tuple(workload.domain.shape[a] for a in used))
     cliques = [tuple(workload.domain.attributes[a].name for a in sorted(t.attrs))
                for t in terms if t.attrs]
-    cliques = list(dict.fromkeys(cliques))
-    tree, _ = mbi.junction_tree.make_junction_tree(domain, cliques)
+    tree, _ = mbi.junction_tree.make_junction_tree(domain, list(dict.fromkeys(cliques)))
     cells = sum(domain.size(c) for c in tree.nodes)
-    pairwise = all(len(c) <= 2 for c in cliques)
-    region_cells = sum(domain.size(c) for c in cliques) + sum(domain.shape)
-    if cells > max_cells and not (pairwise and region_cells <= max_cells):
+    if cells > max_cells:
         raise NotApplicable(f"a graphical model of these tables would hold {cells:,} cells, "
                             f"more than the {max_cells:,} that fit in memory")
     answers = np.asarray(answers, float).reshape(-1)
     variances = np.asarray(variances, float).reshape(-1)
     measurements = _measurements(mbi, workload, answers, variances)
     whole = int(total) if total is not None else _total(workload, answers, variances)
-    exact = cells <= max_cells
-    if exact:
-        model = mbi.estimation.MirrorDescent().estimate(domain, measurements,
-                                                        known_total=float(max(whole, 1)),
-                                                        iters=iterations)
-        tables = _rounded_cliques(tree, lambda c: _marginal(model, c), whole)
-    else:
-        cells = region_cells
-        tables = _rounded_pairs(mbi, domain, measurements, cliques, whole, iterations)
+    model = mbi.estimation.MirrorDescent().estimate(domain, measurements,
+                                                    known_total=float(max(whole, 1)),
+                                                    iters=iterations)
+    tables = _rounded_cliques(tree, lambda c: _marginal(model, c), whole)
     return ModelCounts({tuple(index[a] for a in c): t for c, t in tables.items()}, whole,
-                       int(cells), int(iterations), exact)
+                       int(cells), int(iterations))
 
 
 def _total(workload: Workload, answers: np.ndarray, variances: np.ndarray) -> int:
@@ -170,31 +141,6 @@ def _total(workload: Workload, answers: np.ndarray, variances: np.ndarray) -> in
     return max(int(round(float(np.average(sums, weights=weights)))), 0)
 
 
-def _rounded_pairs(mbi: Any, domain: Any, measurements: list[Any],
-                   cliques: list[tuple[str, ...]], total: int, iterations: int
-                   ) -> dict[tuple[str, ...], np.ndarray]:
-    """Whole 1- and 2-way tables that agree, from pseudo-marginals of approximate inference
-    (module docstring)."""
-    loss = mbi.marginal_loss.from_linear_measurements(measurements, domain)
-    known = float(max(total, 1))
-    # mbi's exact mirror descent starts from this step (2 / (L n)); the approximate one has
-    # no line search, and larger fixed steps diverge
-    pseudo = mbi.approximate_oracles.mirror_descent(
-        domain, loss, known_total=known, stepsize=2.0 / (loss.lipschitz * known),
-        iters=iterations)
-    names = list(domain.attributes)
-    ones: dict[str, np.ndarray] = {}
-    for a in names:
-        means = [_marginal(pseudo, c).sum(axis=tuple(i for i, b in enumerate(c) if b != a))
-                 for c in cliques if a in c]
-        ones[a] = round_within_groups(np.mean(means, axis=0)[None, :], np.array([total]))[0]
-    tables: dict[tuple[str, ...], np.ndarray] = {(a,): t for a, t in ones.items()}
-    for c in cliques:
-        if len(c) == 2:
-            tables[c] = controlled_round(_marginal(pseudo, c), ones[c[0]], ones[c[1]])
-    return tables
-
-
 def _import_mbi() -> Any:
     import jax
 
@@ -204,7 +150,6 @@ def _import_mbi() -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         import mbi
-        import mbi.approximate_oracles  # noqa: F401 -- not imported by mbi's __init__
     return mbi
 
 

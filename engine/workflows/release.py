@@ -440,9 +440,10 @@ def publishable(plan: Plan, measurement: Measurement, estimate: np.ndarray, *,
     ``raw`` (that unbiased least-squares estimate, ``estimate`` here).
 
     Where the domain is too large to hold one estimate per cell, marginal tables get their
-    counts from a graphical model (the ``pgm`` extra; :mod:`engine.workflows.model_tables`);
-    otherwise, or when ``post_process`` is ``raw``, the tables carry the raw estimates only
-    and the method says why.
+    counts from a fit of the tables themselves (1- and 2-way) or a graphical model (the
+    ``pgm`` extra; :func:`~engine.workflows.tables.publishable_tables`); otherwise, or when
+    ``post_process`` is ``raw``, the tables carry the raw estimates only and the method says
+    why.
     """
     factor = 1.0 if measurement.noise is None else float(measurement.noise.variance_factor)
     variance = np.asarray(plan.variances(), float) * factor

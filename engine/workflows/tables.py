@@ -211,7 +211,10 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
         fit_space: ``cells`` (one non-negative estimate of the data) or ``marginals`` (for
             1- and 2-way marginal tables: the tables themselves are fitted, a few thousand
             unknowns whatever the domain's size; :mod:`engine.workflows.marginal_fit`; other
-            workloads fit cells).
+            workloads fit cells). A domain too large to hold one count per cell fits 1- and
+            2-way marginal tables in their space whatever this says, other marginal tables
+            with a graphical model (:mod:`engine.workflows.model_tables`, the ``pgm`` extra),
+            and publishes ``raw`` otherwise, saying why.
         margin_note: how the margins were computed and for which estimate they hold, in
             words (default: from the plan's per-query variance, for the unbiased raw
             estimate).
@@ -243,12 +246,12 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     answers = raw if raw is not None else (y if strategy is None else None)
     if answers is not None and np.size(answers) != queries:
         answers = None  # refused below, naming the field
-    if (post_process == "consistent" and fit_space == "marginals" and fits_marginals(workload)
-            and answers is not None):
+    too_large = workload.domain.size > max_cells()
+    if (post_process == "consistent" and answers is not None and fits_marginals(workload)
+            and (fit_space == "marginals" or too_large)):
         model = fit_marginals(workload, np.asarray(answers, float).reshape(-1), variance,
                               total=total)
-    elif (post_process == "consistent" and workload.domain.size > max_cells()
-          and answers is not None):
+    elif post_process == "consistent" and too_large and answers is not None:
         # too large for one count per cell: consistent counts from a graphical model fitted
         # to the raw answers, else the raw answers only, saying why
         try:

@@ -178,9 +178,10 @@ def test_aim_grem_on_a_domain_too_large_without_mbi_publishes_raw_and_says_why(m
     monkeypatch.setattr("engine.workflows.tables.max_cells", lambda: 10)
     monkeypatch.setattr("engine.workflows.model_tables.model_available", lambda: False)
     data = Dataset.synthetic(DOMAIN, 300, rng=4)
-    workload = Workload.marginals(DOMAIN, k=2)
+    workload = Workload.marginals(DOMAIN, k=3)  # 1- and 2-way tables would need no model
     tables = adaptive_tables(workload, _aim(3, data, workload))
-    assert list(tables.frames["sex x age"].columns) == ["sex", "age", "margin_95", "raw"]
+    assert list(tables.frames["sex x age x smoker"].columns) == ["sex", "age", "smoker",
+                                                                 "margin_95", "raw"]
     assert tables.method.startswith("raw: ")
     assert tables.method.endswith(
         "The domain has 20 cells, more than the 10 whose one count per cell fits in memory: "

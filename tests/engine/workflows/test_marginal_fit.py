@@ -92,7 +92,7 @@ def test_an_unknown_fit_space_is_refused_in_one_line() -> None:
 
 
 def test_every_pair_of_a_domain_of_7e11_cells_without_mbi(monkeypatch) -> None:
-    # no data vector and no graphical model: the tables themselves are the unknowns
+    # too large for a data vector: the tables themselves are the unknowns, no model needed
     monkeypatch.setattr("engine.workflows.model_tables.model_available", lambda: False)
     big = Domain.from_sizes([30] * 8)  # 6.6e11 cells; 28 pairs of 900 cells
     workload = Workload.marginals(big, k=2)
@@ -102,8 +102,7 @@ def test_every_pair_of_a_domain_of_7e11_cells_without_mbi(monkeypatch) -> None:
     noisy = answers + rng.normal(0.0, 2.0, answers.size)
     tables = publishable_tables(workload, strategy=None, measurements=noisy,
                                 noise_variances=4.0, total=5_000,
-                                per_query_variance=np.full(answers.size, 4.0), raw=noisy,
-                                fit_space="marginals")
+                                per_query_variance=np.full(answers.size, 4.0), raw=noisy)
     assert tables.method.startswith("consistent: non-negative 1- and 2-way tables (25,441 "
                                     "unknowns")
     one_way = {}

@@ -229,17 +229,20 @@ def test_a_domain_too_large_for_a_data_vector_is_refused(monkeypatch):
         publishable_tables(workload, strategy=workload.matrix, measurements=np.ones(4 * 10**5),
                            noise_variances=1.0, total=None,
                            per_query_variance=np.ones(4 * 10**5))
-    # consistent counts without mbi: the raw answers, and why
+    # a 3-way table without mbi: the raw answers, and why
+    monkeypatch.setattr("engine.workflows.tables.max_cells", lambda: 10)
     monkeypatch.setattr("engine.workflows.model_tables.model_available", lambda: False)
-    tables = publishable_tables(workload, strategy=None, measurements=np.ones(4 * 10**5),
-                                noise_variances=1.0, total=None,
-                                per_query_variance=np.ones(4 * 10**5))
-    assert list(tables.frames["a1"].columns) == ["a1", "margin_95", "raw"]
+    three = Workload.marginals(DOMAIN, k=3)
+    tables = publishable_tables(three, strategy=None, measurements=np.ones(48),
+                                noise_variances=1.0, total=None, per_query_variance=np.ones(48))
+    assert list(tables.frames["age x sex x race"].columns) == ["age", "sex", "race",
+                                                               "margin_95", "raw"]
     assert tables.method.startswith("raw: ")
     assert tables.method.endswith(
-        f"The domain has 1e+20 cells, more than the {max_cells():,} whose one count per cell "
-        "fits in memory: raw only; install the pgm extra (pip install 'dpworkbench[pgm]': mbi "
-        "with JAX) to publish consistent whole counts from a graphical model instead.")
+        "The domain has 48 cells, more than the 10 whose one count per cell fits in memory: "
+        "raw only; install the pgm extra (pip install 'dpworkbench[pgm]': mbi with JAX) to "
+        "publish consistent whole counts from a graphical model instead.")
+    monkeypatch.undo()
     assert 0 < max_cells() <= 50_000_000
     assert math.isfinite(max_cells())
 
