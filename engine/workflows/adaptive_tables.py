@@ -41,7 +41,6 @@ from engine.workflows.tables import (
     MARGIN_Z,
     WORK_LIMIT,
     PublishedTables,
-    max_cells,
     publishable_tables,
 )
 from engine.workloads.workload import Workload
@@ -52,7 +51,8 @@ SAMPLER_VARIANCE_FACTOR = 1.002
 
 
 def adaptive_tables(workload: Workload, result: Any, *, post_process: str = "consistent",
-                    work_limit: float | None = WORK_LIMIT) -> PublishedTables:
+                    work_limit: float | None = WORK_LIMIT,
+                    fit_space: str = "cells") -> PublishedTables:
     """One labelled table per workload marginal of an AIM+GReM ``result``
     (:class:`~engine.mechanisms.aim_grem.result.AdaptiveResult` with ``cell_variance`` and
     ``unmeasured`` in its details): ``estimate`` (whole non-negative counts that agree
@@ -62,8 +62,11 @@ def adaptive_tables(workload: Workload, result: Any, *, post_process: str = "con
         workload: the released marginal workload.
         result: the mechanism's output.
         post_process: ``consistent`` or ``raw`` (the raw estimates and their margins only).
-            A domain too large to hold one count per cell publishes ``raw`` and says so.
+            A domain too large to hold one count per cell gets its consistent counts from a
+            fit of the tables themselves (1- and 2-way), a graphical model (the ``pgm``
+            extra), or publishes ``raw`` and says why (:func:`publishable_tables`).
         work_limit: the non-negative fit's budget (:func:`publishable_tables`).
+        fit_space: ``cells`` or ``marginals`` (:func:`publishable_tables`).
 
     Returns:
         The tables and their method in words.
@@ -78,20 +81,15 @@ def adaptive_tables(workload: Workload, result: Any, *, post_process: str = "con
         cell = SAMPLER_VARIANCE_FACTOR * float(variance[term.attrs])
         per_query.append(np.full(term.num_queries, weight ** 2 * cell))
     answers, variances = np.concatenate(raw), np.concatenate(per_query)
-    too_large = workload.domain.size > max_cells()
-    if too_large:
-        post_process = "raw"
     biased = [result.label(g) for g in dict.fromkeys(t.attrs for t in workload.terms)
               if unmeasured[g]]
     tables = publishable_tables(
         workload, strategy=None, measurements=answers, noise_variances=variances, total=None,
         per_query_variance=variances, post_process=post_process, noise="zcdp", raw=answers,
-        raw_column=True, work_limit=work_limit, margin_note=_margin_note(biased))
+        raw_column=True, work_limit=work_limit, margin_note=_margin_note(biased),
+        fit_space=fit_space)
     method = tables.method.replace("the released workload answers",
                                    "the released GReM-MLE marginals")
-    if too_large:
-        method = (f"{method} The domain has {workload.domain.size:.3g} cells, more than "
-                  f"the {max_cells():,} whose one count per cell fits in memory: raw only.")
     return PublishedTables(tables.frames, method)
 
 

@@ -89,7 +89,6 @@ from engine.workflows.release_files import (
 from engine.workflows.tables import (
     POST_PROCESSING,
     PublishedTables,
-    max_cells,
     publishable_tables,
 )
 
@@ -440,14 +439,15 @@ def publishable(plan: Plan, measurement: Measurement, estimate: np.ndarray, *,
     the unbiased estimate, from the plan's per-query variance at the noise actually drawn) and
     ``raw`` (that unbiased least-squares estimate, ``estimate`` here).
 
-    Where the domain is too large to hold one estimate per cell, or ``post_process`` is
-    ``raw``, the tables carry the raw estimates only and the method says so.
+    Where the domain is too large to hold one estimate per cell, marginal tables get their
+    counts from a fit of the tables themselves (1- and 2-way) or a graphical model (the
+    ``pgm`` extra; :func:`~engine.workflows.tables.publishable_tables`); otherwise, or when
+    ``post_process`` is ``raw``, the tables carry the raw estimates only and the method says
+    why.
     """
     factor = 1.0 if measurement.noise is None else float(measurement.noise.variance_factor)
     variance = np.asarray(plan.variances(), float) * factor
     strategy = plan.strategy if plan.measurer is None else None
-    if post_process == "consistent" and plan.workload.domain.size > max_cells():
-        post_process = "raw"
     return publishable_tables(
         plan.workload, strategy=strategy,
         measurements=measurement.y if strategy is not None else estimate,

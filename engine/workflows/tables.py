@@ -42,7 +42,7 @@ import scipy.sparse.linalg as spla
 
 from engine.analysis.cost_model import FLOAT, format_bytes, memory_limit
 from engine.domain import Attribute
-from engine.errors import SpecError
+from engine.errors import NotApplicable, SpecError
 from engine.linalg.matrix import DENSE_GUARD, Matrix
 from engine.linalg.nonnegative import (
     NonnegativeFit,
@@ -50,6 +50,8 @@ from engine.linalg.nonnegative import (
     nonnegative_fit,
     round_preserving_total,
 )
+from engine.workflows.marginal_fit import MarginalFit, fit_marginals, fits_marginals
+from engine.workflows.model_tables import ModelCounts, model_counts
 from engine.workloads.labels import (
     DESCRIBED_BLOCK_ENTRIES,
     readable_labels,
@@ -61,6 +63,9 @@ from engine.workloads.workload import Workload
 
 #: The post-processings :func:`publishable_tables` knows.
 POST_PROCESSING = ("consistent", "raw")
+#: Where the consistent route fits: one count per cell of the domain, or (1- and 2-way
+#: marginal tables only) the tables themselves (:mod:`engine.workflows.marginal_fit`).
+FIT_SPACES = ("cells", "marginals")
 #: Half-width of the 95 % interval in standard deviations, per noise family: the normal
 #: quantile for Gaussian noise; for Laplace noise the exact 95 % interval of one Laplace
 #: variable, ln(20)/sqrt(2) = 2.12 sd (an answer combining several Laplace draws is closer to
@@ -176,7 +181,8 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                        post_process: str = "consistent", noise: str = "gaussian",
                        raw: np.ndarray | None = None, raw_column: bool = False,
                        work_limit: float | None = WORK_LIMIT,
-                       margin_note: str | None = None) -> PublishedTables:
+                       margin_note: str | None = None,
+                       fit_space: str = "cells") -> PublishedTables:
     """Labelled tables of a release, one per workload term.
 
     Args:
@@ -202,6 +208,13 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
             converges; 0: the least-squares estimate projected onto non-negative vectors with
             the total, the fastest consistent route). Every budget gives whole,
             non-negative, consistent counts; the method says whether the fit converged.
+        fit_space: ``cells`` (one non-negative estimate of the data) or ``marginals`` (for
+            1- and 2-way marginal tables: the tables themselves are fitted, a few thousand
+            unknowns whatever the domain's size; :mod:`engine.workflows.marginal_fit`; other
+            workloads fit cells). A domain too large to hold one count per cell fits 1- and
+            2-way marginal tables in their space whatever this says, other marginal tables
+            with a graphical model (:mod:`engine.workflows.model_tables`, the ``pgm`` extra),
+            and publishes ``raw`` otherwise, saying why.
         margin_note: how the margins were computed and for which estimate they hold, in
             words (default: from the plan's per-query variance, for the unbiased raw
             estimate).
@@ -225,7 +238,29 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                         f"got {variance.size:,}")
     y = np.asarray(measurements, dtype=float).reshape(-1)
     fitted = workload.matrix if strategy is None else strategy
-    needs_vector = post_process == "consistent" or (raw is None and strategy is not None)
+    if fit_space not in FIT_SPACES:
+        raise SpecError(f"fit_space: unknown {fit_space!r}; allowed: {', '.join(FIT_SPACES)}")
+    model: ModelCounts | MarginalFit | None = None
+    held = None
+    # the raw answers when they are at hand without the data vector
+    answers = raw if raw is not None else (y if strategy is None else None)
+    if answers is not None and np.size(answers) != queries:
+        answers = None  # refused below, naming the field
+    too_large = workload.domain.size > max_cells()
+    if (post_process == "consistent" and answers is not None and fits_marginals(workload)
+            and (fit_space == "marginals" or too_large)):
+        model = fit_marginals(workload, np.asarray(answers, float).reshape(-1), variance,
+                              total=total)
+    elif post_process == "consistent" and too_large and answers is not None:
+        # too large for one count per cell: consistent counts from a graphical model fitted
+        # to the raw answers, else the raw answers only, saying why
+        try:
+            model = model_counts(workload, answers, variance, total=total,
+                                 max_cells=max_cells())
+        except NotApplicable as exc:
+            post_process, held = "raw", str(exc)
+    needs_vector = ((post_process == "consistent" and model is None)
+                    or (raw is None and strategy is not None))
     if needs_vector:
         check_domain(workload)
     raw_given = raw is not None
@@ -236,20 +271,27 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     if raw.size != queries:
         raise SpecError(f"raw: expected {queries:,} answers, got {raw.size:,}")
     counts, fit = None, None
-    if post_process == "consistent":
+    if model is not None:
+        counts = _Marginals(workload.domain.shape, known=model.tables)
+    elif post_process == "consistent":
         variances = variance if strategy is None else noise_variances
         products = None if work_limit is None else int(work_limit // workload.domain.size)
         solver = _marginal_solver(workload, variance) if strategy is None else None
         fit = nonnegative_fit(fitted, y, variances, total=total, max_products=products,
                               gram_solver=solver)
-        counts = round_preserving_total(fit.x, int(total) if total is not None
-                                        else int(round(float(fit.x.sum()))))
+        whole = round_preserving_total(fit.x, int(total) if total is not None
+                                       else int(round(float(fit.x.sum()))))
+        counts = _Marginals(workload.domain.shape, vector=whole)
     frames = _frames(workload, counts, raw, MARGIN_Z[noise] * np.sqrt(variance),
                      raw_column or counts is None)
     estimator = ("the released answers" if strategy is None
                  else "the plan's reconstruction" if raw_given else "W A^+ y")
-    return PublishedTables(frames, _method(post_process, noise, total, estimator, fit,
-                                           margin_note))
+    method = _method(post_process, noise, total, estimator, fit, margin_note, model)
+    if held is not None:
+        method += (f" The domain has {workload.domain.size:.3g} cells, more than the "
+                   f"{max_cells():,} whose one count per cell fits in memory: raw only; "
+                   f"{held}.")
+    return PublishedTables(frames, method)
 
 
 def check_domain(workload: Workload) -> None:
@@ -301,10 +343,9 @@ def _marginal_solver(workload: Workload, variance: np.ndarray) -> ShiftedGramSol
 MARGIN_DECIMALS = 2
 
 
-def _frames(workload: Workload, counts: np.ndarray | None, raw: np.ndarray,
+def _frames(workload: Workload, marginals: _Marginals | None, raw: np.ndarray,
             margins: np.ndarray, keep_raw: bool) -> dict[str, pd.DataFrame]:
     frames: dict[str, pd.DataFrame] = {}
-    marginals = _Marginals(workload.domain.shape, counts) if counts is not None else None
     labels: list[str] | None = None
     start = 0
     for term in workload.terms:
@@ -334,17 +375,21 @@ SPARSE_SHARE = 1 / 16
 
 
 class _Marginals:
-    """Integer marginals of the one count vector (attributes in domain order), each summed
-    from the occupied cells when they are few, else from the smallest marginal known that
-    contains it (exact: int64 sums, or bincounts of whole counts below 2**53)."""
+    """Integer marginals of one count vector, or of whole-count tables that agree on every
+    attribute they share (a graphical model's rounded cliques; attributes in domain order),
+    each summed from the occupied cells when they are few, else from the smallest marginal
+    known that contains it (exact: int64 sums, or bincounts of whole counts below 2**53)."""
 
-    def __init__(self, shape: tuple[int, ...], counts: np.ndarray) -> None:
+    def __init__(self, shape: tuple[int, ...], *, vector: np.ndarray | None = None,
+                 known: dict[tuple[int, ...], np.ndarray] | None = None) -> None:
         self.shape = shape
-        self.known: dict[tuple[int, ...], np.ndarray] = {
-            tuple(range(len(shape))): counts.reshape(shape)}
-        occupied = np.flatnonzero(counts)
-        self.occupied = ((np.unravel_index(occupied, shape), counts[occupied])
-                         if occupied.size <= SPARSE_SHARE * counts.size else None)
+        self.known: dict[tuple[int, ...], np.ndarray] = dict(known or {})
+        self.occupied = None
+        if vector is not None:
+            self.known[tuple(range(len(shape)))] = vector.reshape(shape)
+            occupied = np.flatnonzero(vector)
+            if occupied.size <= SPARSE_SHARE * vector.size:
+                self.occupied = (np.unravel_index(occupied, shape), vector[occupied])
 
     def over(self, attrs: tuple[int, ...]) -> np.ndarray:
         if attrs not in self.known and self.occupied is not None:
@@ -429,7 +474,8 @@ def _distinct_name(name: str, known: dict[str, pd.DataFrame]) -> str:
 
 
 def _method(post_process: str, noise: str, total: int | None, estimator: str,
-            fit: NonnegativeFit | None, margin_note: str | None) -> str:
+            fit: NonnegativeFit | None, margin_note: str | None,
+            model: ModelCounts | MarginalFit | None = None) -> str:
     z = MARGIN_Z[noise]
     if margin_note is not None:
         margin = margin_note
@@ -446,10 +492,15 @@ def _method(post_process: str, noise: str, total: int | None, estimator: str,
     if post_process == "raw":
         return ("raw: the unbiased least-squares estimates, unrounded (fractional, possibly "
                 f"negative; tables may disagree). {margin}.")
-    fitted = ("the released workload answers" if estimator == "the released answers"
-              else "the noisy measurements")
     kept = (f"summing exactly to the public total {int(total):,}" if total is not None
             else "summing to its own fitted total")
+    if model is not None:
+        fitted = ("the released workload answers" if estimator == "the released answers"
+                  else f"the raw estimates ({estimator})")
+        return (f"consistent: {model.describe(fitted, kept)}. Post-processing only: it costs "
+                f"no privacy. {margin}.")
+    fitted = ("the released workload answers" if estimator == "the released answers"
+              else "the noisy measurements")
     if fit is not None and fit.converged:
         solved = "(converged to the optimum)"
     elif fit is not None and fit.products == 0:

@@ -35,6 +35,10 @@ from engine import DEFAULT_DELTA, Budget, Ledger, LedgerError, SpecError, finger
 from explorer.components.number_box import NumberBox
 
 UNIT_LABELS = {"rho (zCDP)": "rho", "eps (pure)": "epsilon", "(eps, delta)": "epsilon-delta"}
+#: Which releases each unit takes, beside the menu: the Census page's releases are pure eps.
+UNIT_NOTE = ("rho takes every release (a pure eps release counts eps²/2); eps (pure) takes "
+             "only pure releases, such as the Census page's; (eps, delta) takes every release "
+             "(eps and delta add up; zCDP releases count by their total rho).")
 
 
 class BudgetPage(pn.viewable.Viewer):
@@ -190,7 +194,7 @@ class BudgetPage(pn.viewable.Viewer):
                 f"**{r['data set']}**: spent {r['spent']:.6g} of {r['total']:.6g} "
                 f"({r['unit']}; {r['releases']} releases), remaining {r['remaining']:.6g} = "
                 f"rho {r['remaining rho']:.6g} = eps {r['remaining eps']:.6g} at delta "
-                f"{r['at delta']:.3g}", margin=(0, 10)))
+                f"{r['at delta']:.3g}", margin=(0, 10), css_classes=["budget-line"]))
             items.append(pn.indicators.Progress(value=int(round(r["spent %"])), max=100,
                                                 bar_color="warning", sizing_mode="stretch_width",
                                                 css_classes=["budget-bar"]))
@@ -220,7 +224,9 @@ class BudgetPage(pn.viewable.Viewer):
                              "charged, so it is not registered here."),
             pn.widgets.TextInput.from_param(self.param.dataset_name, name="Name",
                                             css_classes=["budget-name"]),
-            pn.widgets.Select.from_param(self.param.unit, name="Unit"),
+            pn.widgets.Select.from_param(self.param.unit, label="Unit",
+                                         css_classes=["budget-unit"]),
+            pn.pane.Markdown(UNIT_NOTE, css_classes=["budget-unit-note"]),
             total,
             pn.Column(NumberBox.from_param(self, "total_delta", label="delta (eps, delta)"),
                       visible=self.param.unit.rx() == "(eps, delta)"),

@@ -2,13 +2,17 @@
 the Budget page, plan a two-attribute workload on Compare, release the recommended plan on the
 Release page from the same CSV, download the zip and find labelled, whole, non-negative,
 consistent counts with margins, then release again until the ledger refuses and says what
-remains. Then an AIM+GReM release of another registered CSV on the Adaptive page and a census
-hierarchy release on the Census page, each downloaded and checked the same way."""
+remains. Then an AIM+GReM release of another registered CSV on the Adaptive page, and a census
+hierarchy registered with a pure eps budget (the Budget page's Unit menu) and released on the
+Census page charged to it, each downloaded and checked the same way; the Budget page's spent
+moves by exactly the census release's cost."""
 
 from __future__ import annotations
 
 import io
 import json
+import math
+import re
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +24,7 @@ import yaml
 from conftest import save_screenshot, start_server, wait_for_panel
 from playwright.sync_api import expect
 
+from engine.ledger import Cost
 from engine.mechanisms.hierarchical.io import write_hierarchy_csv
 from engine.mechanisms.hierarchical.synthetic import synthetic_census
 from engine.privacy import DEFAULT_DELTA, cdp_eps, cdp_rho
@@ -31,6 +36,7 @@ pytestmark = [pytest.mark.ui, pytest.mark.slow]
 PLAN_TIMEOUT_MS = 120_000
 NAME = "clinic visits 2026"
 RHO, TOTAL = 0.25, 0.6  # two releases fit, the third does not
+TOWNS, TOWNS_EPS = "towns census", 3.0  # the census hierarchy's data set and pure eps budget
 AGES = ["0-29", "30-39", "40-49", "50-64", "65-99"]
 SCENARIO = yaml.safe_dump({
     "domain": {"sex": {"labels": ["female", "male"]},
@@ -93,6 +99,25 @@ def download(page, selector: str, filename: str) -> bytes:
         page.locator(f"{selector} button").first.click()
     assert info.value.suggested_filename == filename
     return Path(info.value.path()).read_bytes()
+
+
+def budget_spent(page, name: str, unit: str) -> float:
+    """The spent budget of data set ``name`` as the Budget page's bar line prints it
+    (``name: spent S of T (unit; N releases)``)."""
+    line = page.locator(".budget-line", has_text=f"{name}: spent").first.locator("p")
+    expect(line).to_be_visible()
+    text = line.inner_text()
+    match = re.search(rf"{re.escape(name)}: spent (\S+) of \S+ \({unit};", text)
+    assert match, text
+    return float(match.group(1))
+
+
+def printed_half_unit(value: float, digits: int = 6) -> float:
+    """Half a unit in the last place of ``value`` printed with ``digits`` significant
+    digits (``{:.6g}``): how far the printed number may be from the true one."""
+    if value == 0:
+        return 0.0
+    return 0.5 * 10.0 ** (math.floor(math.log10(abs(value))) - digits + 1)
 
 
 def steward_page(browser) -> tuple[object, object, list[str]]:
@@ -287,10 +312,31 @@ def test_steward_releases_aim_grem_and_a_census_hierarchy(browser, served: str,
         assert (tables[left].groupby(attr, sort=False)["estimate"].sum().to_dict()
                 == tables[right].groupby(attr, sort=False)["estimate"].sum().to_dict())
 
-    # 3. a census hierarchy on the Census page: one table per level, parents = children
+    # 3. a census hierarchy: registered on the Budget page with a pure eps budget (the Census
+    # page's releases are pure eps), released on the Census page charged to it, one table per
+    # level, parents = children; the Budget page's spent moves by exactly the release's cost
     hierarchy = tmp_path / "towns.csv"
     write_hierarchy_csv(synthetic_census("levels=1,3,8;groups=600;max_size=6;seed=3"),
                         hierarchy)
+    page.goto(f"{served}/app?page=budget", wait_until="load")
+    wait_for_panel(page, ".budget-total")
+    page.locator("input[type=file]").set_input_files(str(hierarchy))
+    name = page.locator(".budget-name input")
+    name.fill(TOWNS)
+    name.press("Enter")
+    unit = page.get_by_label("Unit", exact=True)
+    expect(unit.locator("option")).to_have_text(["rho (zCDP)", "eps (pure)", "(eps, delta)"])
+    expect(page.locator(".budget-unit-note").first).to_contain_text(
+        "eps (pure) takes only pure releases, such as the Census page's")
+    unit.select_option(label="eps (pure)")
+    total = page.locator(".budget-total input")
+    total.fill(str(TOWNS_EPS))
+    total.press("Enter")
+    page.get_by_role("button", name="Register").click()
+    expect(page.get_by_text(f"Registered {TOWNS} (owner anonymous) with eps={TOWNS_EPS:g}")
+           ).to_be_visible()
+    spent_before = budget_spent(page, TOWNS, "epsilon")
+
     page.goto(f"{served}/app?page=census", wait_until="load")
     wait_for_panel(page, ".census-empty")
     page.get_by_role("button", name="upload CSV").click()
@@ -298,9 +344,13 @@ def test_steward_releases_aim_grem_and_a_census_hierarchy(browser, served: str,
     top = page.get_by_label("Max size (public top bucket)")
     top.fill("6")
     top.press("Enter")
+    cost = Cost.pure(1.0)  # the page's default eps
+    expect(page.locator(".census-quote").first).to_contain_text(
+        f"This release costs {cost.describe()}, charged to {TOWNS} (eps={TOWNS_EPS:g} in all)")
     page.get_by_role("button", name="Release", exact=True).click()
     status = page.locator(".census-release-status").first
-    expect(status).to_contain_text("Released dp at eps = 1 (0 consistency violations)",
+    expect(status).to_contain_text("Released dp at eps = 1 (0 consistency violations); "
+                                   f"charged {cost.describe()} to {TOWNS}: spent",
                                    timeout=PLAN_TIMEOUT_MS)
     expect(page.locator(".census-release-method").first).to_contain_text(
         "'estimate' column is consistent")
@@ -308,7 +358,8 @@ def test_steward_releases_aim_grem_and_a_census_hierarchy(browser, served: str,
     levels, record, _ = published(download(page, ".census-release-zip",
                                            "census-release.zip"))
     assert sorted(levels) == ["county", "nation", "state"]
-    assert record["mechanism"] == "hierarchical-pgsr"
+    assert record["mechanism"] == "hierarchical-pgsr" and record["notice"] is None
+    assert record["budget"]["spent"] == pytest.approx(cost.epsilon, rel=1e-12)
     county, state, nation = levels["county"], levels["state"], levels["nation"]
     assert list(county.columns) == ["nation", "state", "county", "size", "estimate",
                                     "margin_95", "raw"]
@@ -318,5 +369,13 @@ def test_steward_releases_aim_grem_and_a_census_hierarchy(browser, served: str,
             == state["estimate"].tolist())
     assert (state.groupby("size", sort=False)["estimate"].sum().tolist()
             == nation["estimate"].tolist())
+
+    page.goto(f"{served}/app?page=budget", wait_until="load")
+    wait_for_panel(page, ".budget-bar")
+    spent_after = budget_spent(page, TOWNS, "epsilon")
+    # the page prints 6 significant digits: each reading is within half its last digit
+    tolerance = printed_half_unit(spent_before) + printed_half_unit(spent_after)
+    assert abs((spent_after - spent_before) - cost.epsilon) <= tolerance, (spent_before,
+                                                                           spent_after)
     context.close()
     assert errors == []

@@ -173,12 +173,17 @@ def test_census_raw_intervals_cover_at_least_95_percent(variant) -> None:
     assert 0.94 <= hits / cells <= 0.975, hits / cells
 
 
-def test_aim_grem_on_a_domain_too_large_publishes_raw_and_says_why(monkeypatch) -> None:
-    monkeypatch.setattr("engine.workflows.adaptive_tables.max_cells", lambda: 10)
+def test_aim_grem_on_a_domain_too_large_without_mbi_publishes_raw_and_says_why(monkeypatch
+                                                                              ) -> None:
+    monkeypatch.setattr("engine.workflows.tables.max_cells", lambda: 10)
+    monkeypatch.setattr("engine.workflows.model_tables.model_available", lambda: False)
     data = Dataset.synthetic(DOMAIN, 300, rng=4)
-    workload = Workload.marginals(DOMAIN, k=2)
+    workload = Workload.marginals(DOMAIN, k=3)  # 1- and 2-way tables would need no model
     tables = adaptive_tables(workload, _aim(3, data, workload))
-    assert list(tables.frames["sex x age"].columns) == ["sex", "age", "margin_95", "raw"]
+    assert list(tables.frames["sex x age x smoker"].columns) == ["sex", "age", "smoker",
+                                                                 "margin_95", "raw"]
     assert tables.method.startswith("raw: ")
-    assert tables.method.endswith("The domain has 20 cells, more than the 10 whose one count "
-                                  "per cell fits in memory: raw only.")
+    assert tables.method.endswith(
+        "The domain has 20 cells, more than the 10 whose one count per cell fits in memory: "
+        "raw only; install the pgm extra (pip install 'dpworkbench[pgm]': mbi with JAX) to "
+        "publish consistent whole counts from a graphical model instead.")

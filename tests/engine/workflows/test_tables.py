@@ -221,15 +221,40 @@ def test_bad_input_gets_one_line_naming_the_field():
         publishable_tables(workload, per_query_variance=np.ones(12), noise="cauchy", **common)
 
 
-def test_a_domain_too_large_for_a_data_vector_is_refused():
+def test_a_domain_too_large_for_a_data_vector_is_refused(monkeypatch):
     big = Domain.from_sizes([10**5] * 4)
     workload = Workload.marginals(big, k=1)
+    # W A^+ y needs the data vector
     with pytest.raises(SpecError, match=r"tables: the domain has 1e\+20 cells; .* at most "):
-        publishable_tables(workload, strategy=None, measurements=np.ones(4 * 10**5),
+        publishable_tables(workload, strategy=workload.matrix, measurements=np.ones(4 * 10**5),
                            noise_variances=1.0, total=None,
                            per_query_variance=np.ones(4 * 10**5))
+    # a 3-way table without mbi: the raw answers, and why
+    monkeypatch.setattr("engine.workflows.tables.max_cells", lambda: 10)
+    monkeypatch.setattr("engine.workflows.model_tables.model_available", lambda: False)
+    three = Workload.marginals(DOMAIN, k=3)
+    tables = publishable_tables(three, strategy=None, measurements=np.ones(48),
+                                noise_variances=1.0, total=None, per_query_variance=np.ones(48))
+    assert list(tables.frames["age x sex x race"].columns) == ["age", "sex", "race",
+                                                               "margin_95", "raw"]
+    assert tables.method.startswith("raw: ")
+    assert tables.method.endswith(
+        "The domain has 48 cells, more than the 10 whose one count per cell fits in memory: "
+        "raw only; install the pgm extra (pip install 'dpworkbench[pgm]': mbi with JAX) to "
+        "publish consistent whole counts from a graphical model instead.")
+    monkeypatch.undo()
     assert 0 < max_cells() <= 50_000_000
     assert math.isfinite(max_cells())
+
+
+def test_a_domain_too_large_with_tables_that_are_not_marginals_publishes_raw(monkeypatch):
+    monkeypatch.setattr("engine.workflows.tables.max_cells", lambda: 10)
+    workload = parse_workload([{"product": {"age": "prefix", "sex": "total"}}], DOMAIN)
+    tables = publishable_tables(workload, strategy=None, measurements=np.arange(6.0),
+                                noise_variances=1.0, total=None, per_query_variance=np.ones(6))
+    assert tables.method.endswith(
+        "The domain has 48 cells, more than the 10 whose one count per cell fits in memory: "
+        "raw only; the graphical-model route takes plain marginal tables only.")
 
 
 def test_every_work_limit_gives_consistent_counts_and_says_how_far_the_fit_went():

@@ -1,0 +1,113 @@
+"""Consistent whole counts fitted in the space of 1- and 2-way marginal tables
+(``fit_space="marginals"``): exact agreement, the public total, whole non-negative counts, the
+truth back when there is no noise, and more accurate than the raw answers on sparse data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.domain import Domain
+from engine.errors import SpecError
+from engine.mechanisms import get
+from engine.privacy import Privacy
+from engine.workflows.marginal_fit import fit_marginals, fits_marginals
+from engine.workflows.tables import publishable_tables
+from engine.workloads.spec import parse_workload
+from engine.workloads.workload import Workload
+
+DOMAIN = Domain.from_spec({
+    "age": {"bin_edges": [0, 10, 20, 30, 40, 50, 60], "kind": "numeric"},
+    "sex": {"labels": ["female", "male"]},
+    "race": {"labels": ["a", "b", "c", "d"]},
+    "smoker": {"labels": ["no", "yes"]},
+})
+WORKLOAD = Workload.marginals(DOMAIN, upto=2)
+GAUSSIAN = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
+
+
+def _sparse(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.poisson(3.0, size=DOMAIN.size).astype(float)
+    x[rng.random(DOMAIN.size) < 0.6] = 0.0
+    return x
+
+
+def _release(x: np.ndarray, seed: int, mechanism: str = "identity"):
+    plan = get(mechanism).plan(WORKLOAD, GAUSSIAN)
+    measurement = plan.measure(x, np.random.default_rng(seed))
+    raw = plan.reconstruct(measurement)
+    tables = publishable_tables(
+        WORKLOAD, strategy=plan.strategy, measurements=measurement.y,
+        noise_variances=np.asarray(measurement.noise_std) ** 2, total=int(x.sum()),
+        per_query_variance=plan.variances(), raw=raw, raw_column=True, fit_space="marginals")
+    return raw, tables
+
+
+def test_which_workloads_fit_in_the_marginals_space() -> None:
+    assert fits_marginals(WORKLOAD)
+    assert not fits_marginals(Workload.marginals(DOMAIN, k=3))
+    assert not fits_marginals(parse_workload([{"product": {"age": "prefix"}}], DOMAIN))
+
+
+@pytest.mark.parametrize("mechanism", ["identity", "hdmm-kron"])
+def test_tables_agree_keep_the_total_and_beat_the_raw_answers(mechanism) -> None:
+    x = _sparse(1)
+    raw, tables = _release(x, seed=2, mechanism=mechanism)
+    assert tables.method.startswith("consistent: non-negative 1- and 2-way tables (")
+    for frame in tables.frames.values():
+        assert frame["estimate"].dtype == np.int64 and (frame["estimate"] >= 0).all()
+        assert int(frame["estimate"].sum()) == int(x.sum())
+    for a in DOMAIN.names:
+        one_way = tables.frames[a]["estimate"].tolist()
+        for name, frame in tables.frames.items():
+            if a in name.split(" x ") and name != a:
+                assert frame.groupby(a, sort=False)["estimate"].sum().tolist() == one_way
+    truth = WORKLOAD.answer(x)
+    counts = np.concatenate([f["estimate"].to_numpy() for f in tables.frames.values()])
+    ratio = np.abs(counts - truth).mean() / np.abs(raw - truth).mean()
+    # 60 % of the cells are empty: non-negativity and agreement pool the tables' noise
+    assert 0.2 <= ratio <= 0.9, ratio
+
+
+def test_without_noise_the_truth_comes_back_exactly() -> None:
+    x = _sparse(3)
+    answers = WORKLOAD.answer(x)
+    fitted = fit_marginals(WORKLOAD, answers, np.ones(answers.size), total=int(x.sum()))
+    start = 0
+    for term in WORKLOAD.terms:
+        stop = start + term.num_queries
+        np.testing.assert_array_equal(fitted.tables[term.attrs].reshape(-1) if term.attrs
+                                      else [fitted.total], answers[start:stop])
+        start = stop
+    assert fitted.unknowns == 6 * 2 + 6 * 4 + 6 * 2 + 2 * 4 + 2 * 2 + 4 * 2 + 6 + 2 + 4 + 2 + 1
+
+
+def test_an_unknown_fit_space_is_refused_in_one_line() -> None:
+    with pytest.raises(SpecError, match=r"^fit_space: unknown 'data'; allowed: cells, "
+                                        r"marginals$"):
+        publishable_tables(WORKLOAD, strategy=None, measurements=np.zeros(WORKLOAD.num_queries),
+                           noise_variances=1.0, total=None,
+                           per_query_variance=np.ones(WORKLOAD.num_queries), fit_space="data")
+
+
+def test_every_pair_of_a_domain_of_7e11_cells_without_mbi(monkeypatch) -> None:
+    # too large for a data vector: the tables themselves are the unknowns, no model needed
+    monkeypatch.setattr("engine.workflows.model_tables.model_available", lambda: False)
+    big = Domain.from_sizes([30] * 8)  # 6.6e11 cells; 28 pairs of 900 cells
+    workload = Workload.marginals(big, k=2)
+    rng = np.random.default_rng(9)
+    answers = np.concatenate([rng.multinomial(5_000, np.full(900, 1 / 900))
+                              for _ in workload.terms]).astype(float)
+    noisy = answers + rng.normal(0.0, 2.0, answers.size)
+    tables = publishable_tables(workload, strategy=None, measurements=noisy,
+                                noise_variances=4.0, total=5_000,
+                                per_query_variance=np.full(answers.size, 4.0), raw=noisy)
+    assert tables.method.startswith("consistent: non-negative 1- and 2-way tables (25,441 "
+                                    "unknowns")
+    one_way = {}
+    for name, frame in tables.frames.items():
+        assert int(frame["estimate"].sum()) == 5_000 and (frame["estimate"] >= 0).all()
+        for a in name.split(" x "):
+            sums = frame.groupby(a, sort=False)["estimate"].sum().tolist()
+            assert one_way.setdefault(a, sums) == sums
