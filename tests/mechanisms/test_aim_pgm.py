@@ -17,6 +17,8 @@ from engine.mechanisms.aim_grem.pgm import PGM_NOISE_RECORD, aim_pgm
 from engine.progress import Progress
 
 pytest.importorskip("mbi")
+#: one AIM+PGM run (JAX compiles mbi's mirror descent on first use) takes over 10 s
+pytestmark = pytest.mark.slow
 
 DOMAIN = Domain.from_sizes([3, 2, 4])
 PAIRS = list(itertools.combinations(range(3), 2))
@@ -82,13 +84,9 @@ def test_aim_pgm_seeds_repeat_and_entropy_differs(seeded, data):
     assert [r.marginal for r in again.rounds] == [r.marginal for r in seeded.rounds]
     for g in PAIRS:
         np.testing.assert_array_equal(again.estimates[g], seeded.estimates[g])
-    fresh = [
-        aim_pgm(DOMAIN, PAIRS, counter(data), RHO, np.random.default_rng(), **ITERS)
-        for _ in range(2)
-    ]
-    assert not np.array_equal(fresh[0].estimates[(0, 2)], fresh[1].estimates[(0, 2)])
-    for run in fresh:
-        assert abs(run.rho_spent - RHO) <= 1e-12 * RHO
+    fresh = aim_pgm(DOMAIN, PAIRS, counter(data), RHO, np.random.default_rng(), **ITERS)
+    assert not np.array_equal(fresh.estimates[(0, 2)], seeded.estimates[(0, 2)])
+    assert abs(fresh.rho_spent - RHO) <= 1e-12 * RHO
 
 
 def test_aim_pgm_stops_at_the_round_it_is_cancelled(data):
