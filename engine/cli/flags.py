@@ -21,6 +21,7 @@ from engine.analysis.cost_model import parse_size
 from engine.errors import SpecError
 from engine.executor import SCHEDULER_VARIABLE, executor_for, scheduler_from_environment
 from engine.privacy import DEFAULT_DELTA, NOISE_TYPES, Privacy
+from engine.workflows.tables import FIT_SPACES
 
 
 class UsageError(Exception):
@@ -99,6 +100,10 @@ def add_release_flags(p: argparse.ArgumentParser) -> None:
                    "estimates only (margin_95 and raw: fractional, possibly negative, tables "
                    "may disagree) instead of consistent whole counts; post-processing costs "
                    "no privacy either way")
+    p.add_argument("--fit-space", choices=FIT_SPACES, default="cells",
+                   help="where the consistent counts are fitted: one count per cell "
+                   "(default), or, for 1- and 2-way marginal tables, the tables themselves "
+                   "(faster on large domains; see docs/releasing.md)")
     add_ledger_flag(p)
 
 

@@ -212,7 +212,8 @@ def cmd_run(args: argparse.Namespace) -> dict[str, Any]:
                            teaching=args.teaching,
                            out=args.out, ledger=args.ledger, user=local_user(), grid=grid,
                            executor=executor,
-                           post_process="raw" if args.raw else "consistent")
+                           post_process="raw" if args.raw else "consistent",
+                           fit_space=args.fit_space)
     for note in released.notes:
         print(f"note: {note}", file=sys.stderr)
     record = released.record

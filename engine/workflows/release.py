@@ -87,6 +87,7 @@ from engine.workflows.release_files import (
     write_release,
 )
 from engine.workflows.tables import (
+    FIT_SPACES,
     POST_PROCESSING,
     PublishedTables,
     publishable_tables,
@@ -134,7 +135,7 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
             at_delta: float | None = None, grid: int | None = None,
             executor: Executor | None = None, progress: Progress | None = None,
             on_round: Callable[[Any], None] | None = None,
-            post_process: str = "consistent") -> Release:
+            post_process: str = "consistent", fit_space: str = "cells") -> Release:
     """Release ``data`` through ``mechanism`` (module docstring: the order and who is charged).
 
     Args:
@@ -171,6 +172,9 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
             (:func:`~engine.workflows.adaptive_tables.adaptive_tables`);
             ``hierarchical-pgsr`` publishes its variant's own counts either way
             (:func:`~engine.workflows.census_tables.hierarchy_tables`).
+        fit_space: where the consistent counts are fitted (``cells`` or ``marginals``,
+            :func:`~engine.workflows.tables.publishable_tables`): ``marginals`` fits 1- and
+            2-way marginal tables in their own space, faster on large domains.
 
     Returns:
         The :class:`Release`.
@@ -185,10 +189,12 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
     if post_process not in POST_PROCESSING:
         raise SpecError(f"post_process: unknown {post_process!r}; allowed: "
                         f"{', '.join(POST_PROCESSING)}")
+    if fit_space not in FIT_SPACES:
+        raise SpecError(f"fit_space: unknown {fit_space!r}; allowed: {', '.join(FIT_SPACES)}")
     if out is not None:
         check_out_dir(out)
     step = _prepare(mechanism, data, workload, privacy, knobs or {}, grid, executor,
-                    post_process)
+                    post_process, fit_space)
     sandbox = seed is not None or bundled or teaching
     notice = SEEDED_LABEL if seed is not None else (TEACHING_LABEL if sandbox else None)
     record: dict[str, Any] = {
@@ -353,22 +359,22 @@ class _Step:
 
 def _prepare(mechanism: str | Plan, data: Any, workload: Any, privacy: Privacy | None,
              knobs: dict[str, Any], grid: int | None, executor: Executor | None,
-             post_process: str) -> _Step:
+             post_process: str, fit_space: str) -> _Step:
     """Check the input and price the release (no data is read for the noise yet)."""
     if isinstance(mechanism, Plan):
         plan = mechanism if privacy is None else mechanism.with_privacy(privacy)
-        return _linear(plan, data, grid, post_process)
+        return _linear(plan, data, grid, post_process, fit_space)
     mech = get(mechanism, **knobs)
     if mechanism == HIERARCHICAL:
         return _hierarchical(mech, data, privacy)
     if workload is None or privacy is None:
         raise SpecError(f"release: {mechanism} needs a workload and a privacy level")
     if mech.data_dependent:
-        return _adaptive(mech, data, workload, privacy, post_process)
+        return _adaptive(mech, data, workload, privacy, post_process, fit_space)
     mech.check(workload, privacy)
     require(mech.estimate(workload, privacy), mechanism, "run")
     return _linear(plan_on(mech, workload, privacy, executor), data, grid, post_process,
-                   mechanism_knobs(mech))
+                   fit_space, mechanism_knobs(mech))
 
 
 def plan_on(mech: Mechanism, workload: Any, privacy: Privacy, executor: Executor | None
@@ -399,7 +405,7 @@ def mechanism_knobs(mech: Mechanism) -> dict[str, Any]:
             and isinstance(v, int | float | str | bool | type(None) | list | tuple)}
 
 
-def _linear(plan: Plan, data: Any, grid: int | None, post_process: str,
+def _linear(plan: Plan, data: Any, grid: int | None, post_process: str, fit_space: str,
             knobs: dict[str, Any] | None = None) -> _Step:
     """A data-independent plan: exact noise on the strategy answers, least squares, tables."""
     workload = plan.workload
@@ -423,15 +429,15 @@ def _linear(plan: Plan, data: Any, grid: int | None, post_process: str,
             drawn["noise"] = {"sampler": plan.mechanism, "scale": plan.noise_std(),
                               "exact": False}
             drawn["rho_spent"] = plan.privacy.zcdp_rho()
-        return estimate, publishable(plan, measurement, estimate,
-                                     post_process=post_process), drawn
+        return estimate, publishable(plan, measurement, estimate, post_process=post_process,
+                                     fit_space=fit_space), drawn
 
     return _Step(plan.mechanism, knobs or {}, cost, RECORD_UNIT, plan.privacy.to_spec(),
                  {"workload": workload_summary(workload.domain, workload)}, _records(data), run)
 
 
 def publishable(plan: Plan, measurement: Measurement, estimate: np.ndarray, *,
-                post_process: str = "consistent") -> PublishedTables:
+                post_process: str = "consistent", fit_space: str = "cells") -> PublishedTables:
     """The published tables of a data-independent release (one call site of the
     post-processing, which costs no privacy): one table per workload term in the domain's own
     values, ``estimate`` (whole non-negative counts derived from one non-negative integer
@@ -443,7 +449,7 @@ def publishable(plan: Plan, measurement: Measurement, estimate: np.ndarray, *,
     counts from a fit of the tables themselves (1- and 2-way) or a graphical model (the
     ``pgm`` extra; :func:`~engine.workflows.tables.publishable_tables`); otherwise, or when
     ``post_process`` is ``raw``, the tables carry the raw estimates only and the method says
-    why.
+    why. ``fit_space`` chooses where consistent counts are fitted (``cells`` or ``marginals``).
     """
     factor = 1.0 if measurement.noise is None else float(measurement.noise.variance_factor)
     variance = np.asarray(plan.variances(), float) * factor
@@ -453,11 +459,11 @@ def publishable(plan: Plan, measurement: Measurement, estimate: np.ndarray, *,
         measurements=measurement.y if strategy is not None else estimate,
         noise_variances=np.square(measurement.noise_std), total=None,
         per_query_variance=variance, post_process=post_process, noise=plan.privacy.noise,
-        raw=estimate, raw_column=True)
+        raw=estimate, raw_column=True, fit_space=fit_space)
 
 
 def _adaptive(mech: Mechanism, data: Any, workload: Any, privacy: Privacy,
-              post_process: str) -> _Step:
+              post_process: str, fit_space: str) -> _Step:
     """AIM+GReM: selection and measurements from the data inside the mechanism's run."""
     cost = release_cost(privacy)
 
@@ -466,7 +472,8 @@ def _adaptive(mech: Mechanism, data: Any, workload: Any, privacy: Privacy,
         result = mech.run(workload, privacy, data, rng, progress=progress, on_round=on_round)
         drawn = {"noise": dict(result.details["noise"]), "rho_spent": result.rho_spent,
                  "ledger": [{"charge": what, "rho": c} for what, c in result.ledger]}
-        return result, adaptive_tables(workload, result, post_process=post_process), drawn
+        return result, adaptive_tables(workload, result, post_process=post_process,
+                                                fit_space=fit_space), drawn
 
     return _Step(mech.name, mechanism_knobs(mech), cost, RECORD_UNIT, privacy.to_spec(),
                  {"workload": workload_summary(workload.domain, workload)}, _records(data), run)

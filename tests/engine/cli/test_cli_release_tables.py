@@ -212,3 +212,43 @@ def test_an_unknown_post_processing_is_one_line_before_anything_is_done(steward,
                 post_process="rounded")
     assert str(refused.value) == "post_process: unknown 'rounded'; allowed: consistent, raw"
     assert not out.exists()
+
+
+def test_fit_space_marginals_fits_the_tables_themselves(capsys, steward, tmp_path) -> None:
+    """``--fit-space marginals`` on 1- and 2-way marginals: the same noise (seeded), the same
+    raw estimates and margins, counts fitted in the tables' own space that still agree and
+    share one total; a bad value is one line."""
+    spec, data = steward
+    marginals_only = tmp_path / "marginals.yaml"
+    marginals_only.write_text(SPEC.replace(
+        "  - product: {sex: identity, age: total, smoker: identity}\n", ""))
+    seeded = ("--mechanism", "hdmm", "--seed", "9")
+    cells = run(capsys, marginals_only, data, tmp_path / "cells", *seeded)
+    fitted = run(capsys, marginals_only, data, tmp_path / "fitted", *seeded,
+                 "--fit-space", "marginals")
+    assert cells["release"]["post_processing"].startswith(
+        "consistent: one non-negative estimate of the data (one count per cell)")
+    assert fitted["release"]["post_processing"].startswith(
+        "consistent: non-negative 1- and 2-way tables (")
+    tables = {stem: read(tmp_path / "fitted", stem) for stem in MARGINALS}
+    for stem in MARGINALS:
+        before = read(tmp_path / "cells", stem)
+        assert np.array_equal(tables[stem]["raw"].to_numpy(), before["raw"].to_numpy())
+        assert np.array_equal(tables[stem]["margin_95"].to_numpy(),
+                              before["margin_95"].to_numpy())
+        counts = tables[stem]["estimate"].to_numpy()
+        assert counts.dtype.kind == "i" and (counts >= 0).all()
+    totals = {int(t["estimate"].sum()) for t in tables.values()}
+    assert len(totals) == 1
+    for pair in ("sex_x_age", "sex_x_smoker", "age_x_smoker"):
+        for attr in MARGINALS[pair]:
+            assert (tables[pair].groupby(attr, sort=False)["estimate"].sum()
+                    .reindex(tables[attr][attr]).tolist() == tables[attr]["estimate"].tolist())
+    assert main(["run", str(marginals_only), "--data", str(data), "--fit-space", "tables"]) != 0
+    assert capsys.readouterr().err.strip() == ("error: argument --fit-space: invalid choice: "
+                                               "'tables' (choose from 'cells', 'marginals')")
+    scenario = Scenario.load(spec)
+    with pytest.raises(SpecError, match="^fit_space: unknown 'tables'; allowed: cells, "):
+        release("identity", data=load_csv(str(data), scenario.domain),
+                workload=scenario.workload, privacy=scenario.privacy, fit_space="tables",
+                seed=1)
