@@ -40,6 +40,8 @@ def test_site_template_renders_the_sidebar_items_in_a_div():
     sidebar = html.split('id="sidebar"', 1)[1].split('id="main"', 1)[0]
     assert '<div class="nav flex-column">' in sidebar
     assert re.search(r"<(ul|li)[\s>]", sidebar) is None
+    # an alert straight in the sidebar gets Bootstrap's page colours: darkened to 4.5:1
+    assert ".alert-warning { --bs-alert-color: #664d03; }" in html
 
 
 def test_data_table_sends_formatted_cells_with_their_sort_keys():
