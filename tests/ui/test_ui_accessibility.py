@@ -101,3 +101,37 @@ def test_the_tab_key_reaches_every_input(path, open_app, page):
         if not missing:
             break
     assert not missing, f"{path}: the Tab key never reached {sorted(missing)}"
+
+
+def test_a_slider_is_named_and_the_arrow_keys_move_it(open_app, page):
+    """The eps slider (a labelled range input) reads out its name and the eps it stands for,
+    and a key press moves the privacy level as a drag does."""
+    open_app(app_path("/tradeoff"), wait_for=".eps-slider")
+    level = page.locator(".tradeoff-level").first
+    expect(level).to_contain_text("eps=1", timeout=120_000)
+    expect(page.get_by_role("slider", name="delta (log10)")).to_have_attribute(
+        "aria-valuetext", "-6.00")
+    slider = page.get_by_role("slider", name="epsilon (log scale)")
+    expect(slider).to_have_attribute("aria-valuetext", "1")
+    slider.focus()
+    slider.press("ArrowRight")  # one step of 0.01 in log10: eps 10 ** 0.01 = 1.023
+    expect(slider).to_have_attribute("aria-valuetext", "1.02")
+    expect(level).to_contain_text("eps=1.02", timeout=30_000)
+
+
+def test_a_column_title_sorts_the_table(open_app, page):
+    """A table's column titles are buttons: the first press sorts up, the next down, and
+    aria-sort says which."""
+    open_app(app_path("/"), wait_for=".mechanism-list")
+    table = page.locator(".mechanism-list").first
+    names = table.locator('tbody td[data-field="mechanism"]')
+    expect(names.first).to_be_visible(timeout=60_000)
+    shown = names.all_inner_texts()
+    assert len(shown) >= 10 and shown != sorted(shown)
+    title = table.locator('th[data-field="mechanism"]')
+    title.get_by_role("button", name="mechanism").click()
+    expect(title).to_have_attribute("aria-sort", "ascending")
+    assert names.all_inner_texts() == sorted(shown)
+    title.get_by_role("button", name="mechanism").press("Enter")
+    expect(title).to_have_attribute("aria-sort", "descending")
+    assert names.all_inner_texts() == sorted(shown, reverse=True)
