@@ -51,6 +51,7 @@ import psutil
 from protocol_client import PageClient, ProtocolError
 from tornado.httpclient import HTTPClientError
 
+from explorer.components.privacy import EXPONENT_BOUNDS
 from explorer.server.served import ServerStartError, serving
 
 #: Bokeh discards a session this long after its last connection closed (milliseconds).
@@ -101,7 +102,7 @@ async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
         if slider is None:
             raise ProtocolError("the trade-off page has no eps slider")
         slider = tradeoff.models[slider]["data"]["id"]  # a LabelledSlider's values live there
-        low, high = float(tradeoff.models[slider]["start"]), float(tradeoff.models[slider]["end"])
+        low, high = EXPONENT_BOUNDS["epsilon"]  # the slider's range (log10 of eps)
         for _ in range(moves):
             before = tradeoff.text_of("tradeoff-level")
             value = round(rng.uniform(low, high), 2)

@@ -149,7 +149,7 @@ export function render({ model }) {
 #: Bootstrap's table look, inside the component's shadow root.
 TABLE_CSS = """
 .data-table { width: 100%; height: 100%; display: flex; flex-direction: column; }
-.table-scroll { flex: 1 1 auto; }
+.table-scroll { flex: 1 1 auto; min-height: 0; }
 .table-scroll.scrolls { overflow: auto; }
 table { width: 100%; border-collapse: collapse; font-size: 0.875rem; }
 th, td { padding: 4px 8px; border-bottom: 1px solid #dee2e6; text-align: left;
