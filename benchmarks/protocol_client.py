@@ -15,8 +15,8 @@ request it drops every other message, so the patches a change triggers are lost.
 Example (against a running server)::
 
     client = await PageClient.open("ws://127.0.0.1:5006/app/ws", {"page": "tradeoff"})
-    slider = client.find("eps-slider")
-    await client.change(slider, value=-0.4, value_throttled=-0.4)
+    slider = client.models[client.find("eps-slider")]["data"]["id"]  # the slider's values
+    await client.change(slider, value=-0.4)
     await client.wait_for(lambda: client.text_of("tradeoff-level") != before, timeout=30)
 """
 

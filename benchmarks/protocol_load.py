@@ -51,6 +51,7 @@ import psutil
 from protocol_client import PageClient, ProtocolError
 from tornado.httpclient import HTTPClientError
 
+from explorer.components.privacy import EXPONENT_BOUNDS
 from explorer.server.served import ServerStartError, serving
 
 #: Bokeh discards a session this long after its last connection closed (milliseconds).
@@ -100,11 +101,12 @@ async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
         slider = tradeoff.find("eps-slider")
         if slider is None:
             raise ProtocolError("the trade-off page has no eps slider")
-        low, high = float(tradeoff.models[slider]["start"]), float(tradeoff.models[slider]["end"])
+        slider = tradeoff.models[slider]["data"]["id"]  # a LabelledSlider's values live there
+        low, high = EXPONENT_BOUNDS["epsilon"]  # the slider's range (log10 of eps)
         for _ in range(moves):
             before = tradeoff.text_of("tradeoff-level")
             value = round(rng.uniform(low, high), 2)
-            await tradeoff.change(slider, value=value, value_throttled=value)
+            await tradeoff.change(slider, value=value)
             took = await tradeoff.wait_for(
                 lambda before=before: tradeoff.text_of("tradeoff-level") != before, timeout)
             if tally is not None:

@@ -36,7 +36,13 @@ from pathlib import Path
 
 import yaml
 
-from explorer.server.served import REPO_ROOT, chromium_options, serving
+from explorer.server.served import (
+    EPS_SLIDER,
+    HANDLE_CENTRE_JS,
+    REPO_ROOT,
+    chromium_options,
+    serving,
+)
 
 #: Seconds a slider move may take to show on the page before it is counted as missed.
 MOVE_TIMEOUT_S = 30.0
@@ -139,9 +145,7 @@ async def plan_sf1(browser, base: str, timeout_ms: float):
 
 
 async def drag(page, pixels: float) -> None:
-    handle = page.locator(".eps-slider .noUi-handle").first
-    box = await handle.bounding_box()
-    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    x, y = await page.locator(EPS_SLIDER).first.evaluate(HANDLE_CENTRE_JS)
     await page.mouse.move(x, y)
     await page.mouse.down()
     await page.mouse.move(x + pixels, y, steps=4)

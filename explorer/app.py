@@ -27,6 +27,7 @@ import panel as pn
 
 from engine import one_line
 from explorer.components.design import ReadableBootstrap
+from explorer.components.site_template import SiteTemplate
 from explorer.pages.adaptive import AdaptivePage
 from explorer.pages.base import PAGES, page_url
 from explorer.pages.budget import BudgetPage
@@ -61,9 +62,10 @@ VIEWS: dict[str, Callable[[Session, str], pn.viewable.Viewable]] = {
 }
 
 #: Panel extensions (browser code) each page needs beyond the default ones; a page loads only
-#: its own, so the others do not download the code editor (0.5 MB).
-EXTENSIONS: dict[str, tuple[str, ...]] = {"/builder": ("tabulator", "codeeditor")}
-PAGE_EXTENSIONS: tuple[str, ...] = ("tabulator",)
+#: its own, so the others do not download the code editor (0.5 MB). Tables are plain HTML
+#: (explorer.components.table), so no page loads Tabulator.
+EXTENSIONS: dict[str, tuple[str, ...]] = {"/builder": ("codeeditor",)}
+PAGE_EXTENSIONS: tuple[str, ...] = ()
 
 
 def menu() -> list[tuple[str, str]]:
@@ -159,7 +161,7 @@ def page_app(path: str | None = None) -> pn.template.BaseTemplate:
         session.page_loading(doc)
         pn.state.onload(lambda: session.page_loaded(doc))
     with watchers_added(session, session.privacy) as page_watchers:
-        template = pn.template.BootstrapTemplate(
+        template = SiteTemplate(  # Bootstrap, with a valid sidebar list (issue 29)
             title=f"{TITLE} · {label}" if path != "/" else TITLE,
             sidebar=[navigation(path, sid), share_control(sid), store_problem()],
             main=[build_page(path, session, sid)],

@@ -12,19 +12,21 @@ from panel.theme import Bootstrap
 from panel.theme.base import Inherit
 from panel.viewable import Viewable
 
-#: Text colours with at least 4.5:1 contrast on their background (Bootstrap 5.3's alert text
-#: colours; inline code in a dark blue, code blocks keep their dark theme).
-READABLE_CSS = """
-:host {
-  --warning-text-color: #664d03;
-  --danger-text-color: #842029;
-  --info-text-color: #055160;
-  --success-text-color: #0f5132;
-}
-:not(pre) > code {
-  color: #1c3f94;
-}
-"""
+#: Alert text colours with at least 4.5:1 contrast on their alert's background (Bootstrap 5.3's).
+ALERT_TEXT = {"warning": "#664d03", "danger": "#842029", "info": "#055160", "success": "#0f5132"}
+
+#: Text colours with at least 4.5:1 contrast on their background (the alerts'; inline code in a
+#: dark blue, code blocks keep their dark theme).
+READABLE_CSS = (":host {\n"
+                + "".join(f"  --{kind}-text-color: {color};\n"
+                          for kind, color in ALERT_TEXT.items())
+                + "}\n:not(pre) > code {\n  color: #1c3f94;\n}\n")
+
+#: The alert colours for an alert placed straight into the page template, outside every
+#: component (the sidebar's store warning, a page that could not be built): Bootstrap's page
+#: stylesheet colours those, and a component's stylesheet does not reach it.
+PAGE_ALERT_CSS = "".join(f".alert-{kind} {{ --bs-alert-color: {color}; }}\n"
+                         for kind, color in ALERT_TEXT.items())
 
 
 class ReadableBootstrap(Bootstrap):

@@ -1,9 +1,9 @@
 """Privacy controls bound to the session's live :class:`~engine.privacy.Privacy`.
 
-The eps and rho sliders are the Privacy object's own parameters (``pn.Param`` on it), updated
-when a slider is released (``throttled``), so a drag costs one re-scale, not hundreds. delta
-spans ten orders of magnitude, so it gets a log slider: :class:`PrivacyControls` holds its
-base-10 exponent and keeps it equal to ``privacy.delta`` in both directions.
+The sliders (:class:`~explorer.components.slider.LabelledSlider`, named for screen readers) are
+updated when released, so a drag costs one re-scale, not hundreds. eps, rho and delta span
+orders of magnitude, so their sliders are logarithmic: :class:`PrivacyControls` holds their
+base-10 exponents and keeps them equal to the Privacy object's values in both directions.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import param
 
 from engine import Privacy, cdp_eps, cdp_rho
 from explorer.components.number_box import NumberBox
+from explorer.components.slider import LabelledSlider
 
 
 @lru_cache(maxsize=1024)
@@ -39,9 +40,6 @@ def conversion_text(noise: str, epsilon: float, delta: float, rho: float) -> str
 
 #: The log10 range of each budget's slider (the typed box accepts any positive value).
 EXPONENT_BOUNDS = {"epsilon": (-2.0, 1.0), "rho": (-3.0, 1.0)}
-
-#: Shows a log slider's exponent as the value itself (e.g. ``0.316``).
-_POWER_OF_TEN = "return Number(Math.pow(10, tick).toPrecision(3)).toString();"
 
 
 def rounded(value: float, digits: int = 3) -> float:
@@ -125,24 +123,20 @@ class PrivacyControls(pn.viewable.Viewer):
         return conversion_text(p.noise, float(p.epsilon), float(p.delta), float(p.rho))
 
     def __panel__(self) -> pn.viewable.Viewable:
-        from bokeh.models import CustomJSTickFormatter
-
         p = self.privacy
         noise = pn.widgets.RadioButtonGroup.from_param(
             p.param.noise, color="primary", variant="outline",
             css_classes=["noise-choice"])
         knobs = {}
         for name, css in (("epsilon", "eps"), ("rho", "rho")):
-            slider = pn.widgets.FloatSlider.from_param(
-                self.param[f"{name}_exponent"], throttled=True, show_value=True,
-                format=CustomJSTickFormatter(code=_POWER_OF_TEN),
+            slider = LabelledSlider.from_param(
+                self.param[f"{name}_exponent"], shown_as="power of ten",
                 css_classes=[f"{css}-slider"], width=220)
             visible = pn.bind(lambda n, name=name: (n == "zcdp") == (name == "rho"),
                               p.param.noise)
             knobs[name] = pn.Row(self._inputs[name], slider, visible=visible, margin=0)
-        delta = pn.widgets.FloatSlider.from_param(
-            self.param.delta_exponent, throttled=True, format="0.00",
-            css_classes=["delta-slider"], width=260,
+        delta = LabelledSlider.from_param(
+            self.param.delta_exponent, decimals=2, css_classes=["delta-slider"], width=260,
             visible=pn.bind(lambda n: n != "laplace", p.param.noise))
         # At once, in the same update as the level: a conversion takes under a millisecond
         # (cached per level), and built on the shared view threads it waited behind the

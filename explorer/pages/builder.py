@@ -25,6 +25,7 @@ from explorer.components.notes import caption
 from explorer.components.number_box import NumberBox
 from explorer.components.progress import served
 from explorer.components.spec_editor import SpecEditor, error_alert
+from explorer.components.table import DataTable
 from explorer.pages.base import Page
 from explorer.presets import PRESETS, build_preset
 
@@ -744,12 +745,9 @@ class BuilderPage(Page):
             sizing_mode="stretch_width")
 
 
-def listing_table(rows: list[dict[str, Any]], css_class: str) -> pn.widgets.Tabulator:
+def listing_table(rows: list[dict[str, Any]], css_class: str) -> DataTable:
     """A read-only table of the draft's attributes or groups that hides no row and cuts no
     text: its height follows its rows and its columns their longest entry; over
     :data:`TABLE_PAGE_ROWS` rows it turns pages (with the page buttons under it)."""
-    long = len(rows) > TABLE_PAGE_ROWS
-    return pn.widgets.Tabulator(
-        pd.DataFrame(rows), show_index=False, disabled=True, layout="fit_data_stretch",
-        css_classes=[css_class], sizing_mode="stretch_width",
-        pagination="local" if long else None, page_size=TABLE_PAGE_ROWS if long else None)
+    return DataTable(pd.DataFrame(rows), css_classes=[css_class], sizing_mode="stretch_width",
+                     page_size=TABLE_PAGE_ROWS)

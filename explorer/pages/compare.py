@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 import panel as pn
 import param
-from bokeh.models.widgets.tables import NumberFormatter
 
 from engine import METHODS, Comparison
 from explorer.components.background import BackgroundView, change_page
@@ -41,6 +40,7 @@ from explorer.components.people import (
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, served
 from explorer.components.report import html_report
+from explorer.components.table import DataTable
 from explorer.pages.base import Page, lazy_card
 from explorer.planning.schedule import AUTO_START_SECONDS, OPERATIONS_PER_SECOND, is_data_dependent
 from explorer.session import Session
@@ -143,7 +143,7 @@ def comparison_description(session: Session) -> dict[str, Any]:
             **provenance(workload, bound), "columns": COLUMN_MEANINGS}
 
 
-def comparison_table(comparison: Comparison | None) -> pn.widgets.Tabulator:
+def comparison_table(comparison: Comparison | None) -> DataTable:
     """The comparison table, built with its rows (one row per mechanism, a row selectable).
 
     A page makes one and puts each new comparison into it (``value``): a new table per
@@ -151,20 +151,13 @@ def comparison_table(comparison: Comparison | None) -> pn.widgets.Tabulator:
     while the headline (updated in place) was current; the browser had received the new
     table's model as a bare reference ("DataTabulator(p5885).css_classes is unset").
     """
-    return pn.widgets.Tabulator(
-        comparison_frame(comparison), show_index=False, disabled=True, selectable=1,
-        # columns share the page's width and long titles and notes wrap: sized to their data,
-        # the note ("not applicable: data-dependent ...") pushed the table past the page's
-        # right edge, cut at "not applicabl"
-        layout="fit_columns", widths=COLUMN_WIDTHS, titles=COLUMN_TITLES,
-        sizing_mode="stretch_width",
-        css_classes=["comparison-table"],
-        hidden_columns=["error_95_method"],
-        formatters={"error_95": NumberFormatter(format="0,0.0"),
-                    "rmse": NumberFormatter(format="0,0.0000"),
-                    "ratio_to_bound": NumberFormatter(format="0.000"),
-                    "plan_seconds": NumberFormatter(format="0.000"),
-                    "title": {"type": "textarea"}, "note": {"type": "textarea"}})
+    return DataTable(
+        comparison_frame(comparison), selectable=True,
+        # columns share the page's width and long titles and notes wrap
+        widths=COLUMN_WIDTHS, titles=COLUMN_TITLES, sizing_mode="stretch_width",
+        css_classes=["comparison-table"], hidden_columns=["error_95_method"],
+        formats={"error_95": ",.1f", "rmse": ",.4f", "ratio_to_bound": ".3f",
+                 "plan_seconds": ".3f"})
 
 
 def bound_line(comparison: Comparison | None) -> str:
@@ -328,7 +321,7 @@ class ComparePage(Page):
     #: the per-query view shown: (mechanism, plans, spread, worst table, histogram, its pane)
     _per_query: tuple[Any, ...] | None = None
     #: the comparison table (its rows follow the live comparison)
-    _table: pn.widgets.Tabulator
+    _table: DataTable
 
     def __panel__(self) -> pn.viewable.Viewable:
         session = self.session
@@ -579,13 +572,10 @@ class ComparePage(Page):
         pane = pn.pane.Bokeh(histogram.figure, sizing_mode="stretch_width")
         # error_95_method is the same on every row (the plan's, named in the sentence above
         # and kept in the CSV): on the page it only pushed the table past the right edge
-        table = pn.widgets.Tabulator(
-            frame, show_index=False, disabled=True, layout="fit_data_stretch",
-            hidden_columns=["error_95_method"],
+        table = DataTable(
+            frame, hidden_columns=["error_95_method"],
             sizing_mode="stretch_width", css_classes=["worst-queries"],
-            formatters={"expected_error": NumberFormatter(format="0,0.0000"),
-                        "error_95": NumberFormatter(format="0,0.0"),
-                        "variance": NumberFormatter(format="0,0.0000")})
+            formats={"expected_error": ",.4f", "error_95": ",.1f", "variance": ",.4f"})
         self._per_query = (name, self.session.plans, text, table, histogram, pane)
         return pn.Column(
             text,

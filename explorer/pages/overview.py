@@ -14,6 +14,7 @@ import panel as pn
 
 from engine import mechanism_class, registry_names
 from explorer.components.messages import plain
+from explorer.components.table import DataTable
 from explorer.pages.base import PAGES, Page
 from explorer.planning.schedule import is_data_dependent
 
@@ -95,5 +96,4 @@ class OverviewPage(Page):
             return pn.pane.Alert(f"Engine not ready: {plain(exc)}", alert_type="warning")
         if frame.empty:
             return pn.pane.Markdown("No mechanisms are registered.")
-        return pn.widgets.Tabulator(frame, show_index=False, disabled=True,
-                                    layout="fit_data_stretch", sizing_mode="stretch_width")
+        return DataTable(frame, sizing_mode="stretch_width")

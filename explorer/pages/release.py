@@ -52,6 +52,7 @@ from engine import (
     stamped_csv,
 )
 from explorer.components.exports import text_download
+from explorer.components.table import DataTable
 from explorer.pages.base import Page
 from explorer.session.model import Upload
 
@@ -285,9 +286,8 @@ class ReleasePage(Page):
         frame = self.table_frame()
         pick = pn.widgets.Select.from_param(self.param.table, label="Published table",
                                             width=300, css_classes=["release-table-pick"])
-        shown = pn.widgets.Tabulator(frame.head(SHOWN_ROWS), disabled=True, show_index=False,
-                                     sizing_mode="stretch_width", height=320,
-                                     css_classes=["release-table"])
+        shown = DataTable(frame.head(SHOWN_ROWS), sizing_mode="stretch_width", height=320,
+                          css_classes=["release-table"])
         more = (f"The first {SHOWN_ROWS:,} of {len(frame):,} rows; the download has them all."
                 if len(frame) > SHOWN_ROWS else "")
         record = self.released.record

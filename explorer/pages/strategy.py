@@ -45,6 +45,7 @@ from explorer.components.matrix_picture import zoomable_picture
 from explorer.components.mechanism_choice import mechanism_choice
 from explorer.components.notes import caption
 from explorer.components.progress import PlanningProgress, served
+from explorer.components.table import DataTable
 from explorer.pages.base import Page
 
 #: Largest domain whose A and AᵀA are listed entry by entry (all-zero rows of A left out);
@@ -229,8 +230,7 @@ def _with_units(label: str, units: str) -> str:
 
 def _table(frame: pd.DataFrame, key: str) -> pn.viewable.Viewable:
     return pn.Column(
-        pn.widgets.Tabulator(frame, show_index=False, disabled=True, page_size=20,
-                             pagination="local", sizing_mode="stretch_width"),
+        DataTable(frame, page_size=20, sizing_mode="stretch_width"),
         csv_download(lambda: frame, f"{key}.csv", "Download table (CSV)"))
 
 

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 import panel as pn
 import param
-from bokeh.models.widgets.tables import NumberFormatter
 
 from engine import Comparison, Privacy, SpecError
 from explorer.components.background import BackgroundView, change_page
@@ -34,6 +33,7 @@ from explorer.components.people import (
 )
 from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, served
+from explorer.components.table import DataTable
 from explorer.pages.base import Page
 from explorer.pages.compare import LIVE_PER_QUERY_LIMIT
 from explorer.session import Session
@@ -363,21 +363,17 @@ class TradeoffPage(Page):
         unit = pn.widgets.RadioButtonGroup.from_param(
             self.model.param.unit, options={"+/- people (95 %)": "people", "RMSE": "rmse"},
             label="Chart's error axis", css_classes=["tradeoff-unit"])
-        readout = pn.widgets.Tabulator(
-            pn.bind(readout_frame, session.param.comparison), show_index=False, disabled=True,
-            # columns share the page's width and notes wrap (sized to their data, the notes
-            # were cut at the page's right edge)
-            selectable=1, layout="fit_columns", sizing_mode="stretch_width",
+        readout = DataTable(
+            pn.bind(readout_frame, session.param.comparison),
+            # columns share the page's width and notes wrap
+            selectable=True, sizing_mode="stretch_width",
             widths={"mechanism": "18%", "error_95": "17%", "error_95_at_half_budget": "17%",
                     "rmse": "10%", "ratio_to_bound": "11%", "note": "27%"},
             titles={"error_95": "typical error (+/- people, 95 %)",
                     "error_95_at_half_budget": "at half the budget (+/- people)",
                     "rmse": "RMSE", "ratio_to_bound": "ratio to bound"},
-            formatters={"note": {"type": "textarea"},
-                        "error_95": NumberFormatter(format="0,0.0"),
-                        "error_95_at_half_budget": NumberFormatter(format="0,0.0"),
-                        "rmse": NumberFormatter(format="0,0.0000"),
-                        "ratio_to_bound": NumberFormatter(format="0.000")},
+            formats={"error_95": ",.1f", "error_95_at_half_budget": ",.1f", "rmse": ",.4f",
+                     "ratio_to_bound": ".3f"},
             css_classes=["tradeoff-readout"])
         readout.param.watch(lambda event: self._select_row(readout), "selection")
         intro = (f"How the error of each planned mechanism ({self.link('/compare', 'compare')}"
@@ -413,7 +409,7 @@ class TradeoffPage(Page):
             sizing_mode="stretch_width", css_classes=["tradeoff-page"],
         )
 
-    def _select_row(self, table: pn.widgets.Tabulator) -> None:
+    def _select_row(self, table: DataTable) -> None:
         rows = table.selection
         names = list(table.value["mechanism"]) if table.value is not None else []
         self.highlight(names[rows[0]] if rows and rows[0] < len(names) else None)
@@ -507,18 +503,13 @@ class TradeoffPage(Page):
             pn.pane.Markdown(f"The smallest **{name}** at which a typical count is within "
                              f"**+/- {shown} people** (95 %), and at which every count, the "
                              "worst too, is:", margin=(0, 10), css_classes=["required-lead"]),
-            pn.widgets.Tabulator(frame, show_index=False, disabled=True,
-                                 layout="fit_columns", sizing_mode="stretch_width",
-                                 widths={"mechanism": "18%", f"{name}_typical": "22%",
-                                         f"{name}_every": "22%", "note": "38%"},
-                                 css_classes=["required-budget"],
-                                 titles={f"{name}_typical":
-                                         f"{name}: a typical count within +/- {shown}",
-                                         f"{name}_every": f"{name}: every count within +/- "
-                                                          f"{shown}"},
-                                 formatters={"note": {"type": "textarea"},
-                                             f"{name}_typical": NumberFormatter(format="0.000"),
-                                             f"{name}_every": NumberFormatter(format="0.000")}),
+            DataTable(frame, sizing_mode="stretch_width",
+                      widths={"mechanism": "18%", f"{name}_typical": "22%",
+                              f"{name}_every": "22%", "note": "38%"},
+                      css_classes=["required-budget"],
+                      titles={f"{name}_typical": f"{name}: a typical count within +/- {shown}",
+                              f"{name}_every": f"{name}: every count within +/- {shown}"},
+                      formats={f"{name}_typical": ".3f", f"{name}_every": ".3f"}),
             caption("Each count is within the target 95 % of the time. A typical count: one "
                     "whose error has the mechanism's RMSE as its standard deviation. Every "
                     "count: the mechanism's worst query meets the target too. The bound's row "

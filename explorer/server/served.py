@@ -180,12 +180,23 @@ def chromium_options() -> dict[str, Any]:
     return {"executable_path": CHROMIUM, "headless": True, "args": list(CHROMIUM_ARGS)}
 
 
+#: The eps slider's range input (a :class:`explorer.components.slider.LabelledSlider`).
+EPS_SLIDER = ".eps-slider input[type=range]"
+
+#: The centre of a range input's handle ([x, y] in the page): where the value sits along the
+#: track, inset by half of Chromium's 16-pixel handle at either end.
+HANDLE_CENTRE_JS = """el => {
+  const box = el.getBoundingClientRect();
+  const handle = 16;
+  const at = (el.value - el.min) / (el.max - el.min);
+  return [box.left + handle / 2 + at * (box.width - handle), box.top + box.height / 2];
+}"""
+
+
 def drag_eps_slider(page: Any, pixels: float) -> None:
     """Drag the eps slider's handle ``pixels`` to the right (left when negative) and release
     it, as a person would (a Playwright sync page; the browser tests and the benchmarks)."""
-    handle = page.locator(".eps-slider .noUi-handle").first
-    box = handle.bounding_box()
-    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    x, y = page.locator(EPS_SLIDER).first.evaluate(HANDLE_CENTRE_JS)
     page.mouse.move(x, y)
     page.mouse.down()
     page.mouse.move(x + pixels, y, steps=4)

@@ -194,10 +194,10 @@ def test_attribute_and_group_tables_hide_no_row():
     few = [{"name": f"a{i}", "size": i} for i in range(3)]
     many = [{"name": f"a{i}", "size": i} for i in range(TABLE_PAGE_ROWS + 5)]
     short = listing_table(few, "attribute-table")
-    assert short.height is None and short.pagination is None  # as tall as its rows
-    paged = listing_table(many, "group-table")
-    assert paged.height is None and paged.pagination == "local"
-    assert paged.page_size == TABLE_PAGE_ROWS and len(paged.value) == TABLE_PAGE_ROWS + 5
+    assert short.height is None and len(short.rows) == 3  # as tall as its rows, one page
+    paged = listing_table(many, "group-table")  # pages of TABLE_PAGE_ROWS rows in the browser
+    assert paged.height is None and paged.page_size == TABLE_PAGE_ROWS
+    assert len(paged.rows) == TABLE_PAGE_ROWS + 5
 
 
 def test_served_builder_starts_each_workloads_svd_bound(monkeypatch):

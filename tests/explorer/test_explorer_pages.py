@@ -24,6 +24,7 @@ from engine.privacy import Privacy, cdp_rho
 from engine.scenario import Scenario
 from engine.workflows.compare import Comparison
 from explorer.components.privacy import PrivacyControls, conversion_text
+from explorer.components.table import DataTable
 from explorer.pages.compare import (
     TABLE_COLUMNS,
     ComparePage,
@@ -72,24 +73,24 @@ def test_comparison_table_and_csv_columns(session):
     assert tuple(comparison_frame(None).columns) == TABLE_COLUMNS
 
 
-def test_the_comparison_tables_keep_their_column_configuration_as_rows_arrive(session):
-    """A changed column configuration makes the browser's table rebuild itself, and it
-    drops data arriving meanwhile (Panel 1.9's Tabulator ignores data set while it builds):
-    an empty table, one whose rows are all pending and a full one must look alike to it."""
+def test_the_comparison_tables_keep_their_columns_as_rows_arrive(session):
+    """The comparison and trade-off tables are made once and take each new comparison in
+    place: an empty table, one whose rows are all pending and a full one keep their columns,
+    and the rows follow."""
     full = session.comparison
     pending = dataclasses.replace(full, rows=tuple(
         dataclasses.replace(r, plan=None, error="planning") for r in full.rows))
     stages = [pending, dataclasses.replace(full, rows=full.rows[:1]), full]
     compare_table = comparison_table(None)
-    readout_table = pn.widgets.Tabulator(readout_frame(None), show_index=False)
+    readout_table = DataTable(readout_frame(None))
     for table, frame in [(compare_table, comparison_frame), (readout_table, readout_frame)]:
-        model = table.get_root()
-        configuration = model.configuration
+        columns = table.columns
         for stage in stages:
             table.value = frame(stage)
-            assert model.configuration == configuration
+            assert table.columns == columns
         # every mechanism; the readout adds the bound's row
-        assert len(model.source.data["mechanism"]) == len(full.rows) + (frame is readout_frame)
+        assert len(table.rows) == len(full.rows) + (frame is readout_frame)
+        assert [row[0][0] for row in table.rows] == list(frame(full)["mechanism"])
 
 
 def test_headline_answers_the_analysts_questions(session):
@@ -180,7 +181,7 @@ def test_compare_page_renders_and_plans_without_a_server():
     s = Session(PREFIX, store=PlanStore())
     view = ComparePage(session=s).__panel__()
     assert s.complete  # planned on the spot outside a server
-    tables = view.select(pn.widgets.Tabulator)
+    tables = view.select(DataTable)
     assert any(list(t.value.columns) == list(TABLE_COLUMNS) for t in tables)
     downloads = [w.filename for w in view.select(pn.widgets.FileDownload)]
     assert {"comparison.csv", "scenario.yaml", "comparison.py"} <= set(downloads)
@@ -204,7 +205,7 @@ def _drawn(view) -> list:
     """The HoloViews elements and tables a rendered view holds."""
     column = render_view(view, "#000000")
     return ([type(p.object) for p in column.select(pn.pane.HoloViews)]
-            + [type(t) for t in column.select(pn.widgets.Tabulator)]
+            + [type(t) for t in column.select(DataTable)]
             + [type(t) for t in column.select(pn.pane.DataFrame)])
 
 
@@ -219,11 +220,11 @@ def test_views_are_drawn_by_their_type():
     assert _drawn(few) == [hv.Bars]
     many = WeightsView(key="many", names=tuple(map(str, range(MAX_BARS + 1))),
                        values=np.ones(MAX_BARS + 1), units="share", **words)
-    assert _drawn(many) == [pn.widgets.Tabulator]
+    assert _drawn(many) == [DataTable]
     table = TableView.of([{"residual": "b", "noise": 0.3}, {"residual": "a x b", "noise": 0.1}],
                          key="t", **words)
     column = render_view(table, "#000000")
-    frame = column.select(pn.widgets.Tabulator)[0].value
+    frame = column.select(DataTable)[0].value
     assert list(frame.columns) == ["residual", "noise"] and frame["noise"].tolist() == [0.3, 0.1]
     assert _drawn(SeriesView(key="s", values=np.array([3.0, 2.0, 1.5]), x_label="sweep",
                              **words)) == [hv.Curve]
@@ -380,7 +381,7 @@ def test_per_query_errors_in_people_with_readable_labels(session):
     # on the page the method (one per plan) is said once under the table, not in a column
     # pushed past the page's edge
     view = page._per_query_view("identity", session.plans)
-    table = next(t for t in view.select(pn.widgets.Tabulator) if "worst-queries" in t.css_classes)
+    table = next(t for t in view.select(DataTable) if "worst-queries" in t.css_classes)
     assert table.hidden_columns == ["error_95_method"]
     assert any(frame["error_95_method"][0] in m.object for m in view.select(pn.pane.Markdown))
     text = page._in_people("identity", session.comparison, "x <= 3").object

@@ -151,13 +151,13 @@ def open_app(page, app_url: str) -> Callable[..., object]:
 def comparison_rows(page) -> dict[str, str]:
     """The comparison table's rows on ``page`` as ``{mechanism: rmse cell text}``, read from
     the mechanism cells (a text search for "hdmm" would also match "hdmm-kron")."""
-    rows = page.locator(".comparison-table .tabulator-row")
+    rows = page.locator(".comparison-table tbody tr")
     out = {}
     for i in range(rows.count()):
         row = rows.nth(i)
-        name = row.locator('[tabulator-field="mechanism"]').inner_text().strip()
+        name = row.locator('td[data-field="mechanism"]').inner_text().strip()
         if name:
-            out[name] = row.locator('[tabulator-field="rmse"]').inner_text().strip()
+            out[name] = row.locator('td[data-field="rmse"]').inner_text().strip()
     return out
 
 

@@ -59,9 +59,9 @@ def test_errors_and_budgets_in_people(open_app, console_errors, screenshot):
     expect(headline).to_contain_text(
         f"the most accurate mechanism is {best.mechanism} ({best.title}): a typical count is "
         f"within +/- {shown} people, 95 % of the time (RMSE {best.rmse:.4g} per count)")
-    row = page.locator(".comparison-table .tabulator-row").filter(
-        has=page.locator('[tabulator-field="mechanism"]', has_text=best.mechanism)).first
-    expect(row.locator('[tabulator-field="error_95"]')).to_have_text(f"{typical:,.1f}")
+    row = page.locator(".comparison-table tbody tr").filter(
+        has=page.locator('td[data-field="mechanism"]', has_text=best.mechanism)).first
+    expect(row.locator('td[data-field="error_95"]')).to_have_text(f"{typical:,.1f}")
 
     # the trade-off page: a target in people, refused text kept with the reason beside it
     page.locator(".site-nav").get_by_role("link", name="Privacy trade-off").click()
@@ -79,15 +79,15 @@ def test_errors_and_budgets_in_people(open_app, console_errors, screenshot):
                                                                  timeout=30_000)
     needed = engine_rows["identity"].plan.budget_for_rmse(3 / Z95, s.privacy)
     table = page.locator(".required-budget").first
-    identity = table.locator(".tabulator-row").filter(
-        has=page.locator('[tabulator-field="mechanism"]', has_text="identity")).first
-    expect(identity.locator('[tabulator-field="epsilon_typical"]')).to_have_text(
+    identity = table.locator("tbody tr").filter(
+        has=page.locator('td[data-field="mechanism"]', has_text="identity")).first
+    expect(identity.locator('td[data-field="epsilon_typical"]')).to_have_text(
         f"{needed:.3f}", timeout=30_000)
     # every count, the worst (the total, 8 cells) too: its error 1.96 x sqrt(8) sigma
     worst_rmse = 3 / Z95 * engine_rows["identity"].rmse / (
         engine_rows["identity"].plan.noise_std() * 8 ** 0.5)
     every = engine_rows["identity"].plan.budget_for_rmse(worst_rmse, s.privacy)
-    expect(identity.locator('[tabulator-field="epsilon_every"]')).to_have_text(f"{every:.3f}")
+    expect(identity.locator('td[data-field="epsilon_every"]')).to_have_text(f"{every:.3f}")
     screenshot("analyst-people-tradeoff")
     assert console_errors == []
 

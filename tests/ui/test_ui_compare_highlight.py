@@ -55,18 +55,21 @@ BAR_ALPHAS_JS = """() => {
   return out;
 }"""
 
-#: Cells of the tables under ``selector`` whose text is wider than the cell (cut off).
+#: Cells of the tables under ``selector`` whose text is wider than the cell (cut off), or
+#: null when no table cell is found there (the cells live in the tables' shadow roots).
 CUT_CELLS_JS = """(selector) => {
-  const cut = [];
-  const walk = (root) => {
-    for (const el of root.querySelectorAll('*')) {
-      if (el.shadowRoot) walk(el.shadowRoot);
-      if (el.matches(selector + ' .tabulator-cell, ' + selector + ' .tabulator-col-title')
-          && el.scrollWidth > el.clientWidth + 1) cut.push(el.textContent.trim());
+  const cells = [];
+  const walk = (root, inside) => {
+    for (const el of root.children) {
+      const within = inside || el.matches(selector);
+      if (within && el.matches('td, th')) cells.push(el);
+      if (el.shadowRoot) walk(el.shadowRoot, within);
+      walk(el, within);
     }
   };
-  walk(document);
-  return cut;
+  walk(document, false);
+  if (cells.length === 0) return null;
+  return cells.filter(el => el.scrollWidth > el.clientWidth + 1).map(el => el.textContent.trim());
 }"""
 
 
@@ -118,8 +121,8 @@ def test_a_table_row_highlights_one_mechanism(open_app, console_errors):
     headline = page.locator(".compare-headline").first
     expect(headline).not_to_contain_text("still planning", timeout=PLAN_TIMEOUT_MS)
     wait_for_alphas(page, "Object.keys(a).length === 3")
-    rows = page.locator(".comparison-table .tabulator-row")
-    rows.filter(has=page.locator('[tabulator-field="mechanism"]',
+    rows = page.locator(".comparison-table tbody tr")
+    rows.filter(has=page.locator('td[data-field="mechanism"]',
                                  has_text=re.compile(r"^hb$"))).first.click()
     alphas = wait_for_alphas(page, "a.h2 < 0.5 && a.identity < 0.5 && a.hb === 1")
     assert alphas["hb"] == 1 and alphas["identity"] == pytest.approx(FADED_ALPHA)
@@ -131,13 +134,13 @@ def test_builder_and_compare_tables_hide_no_row_and_cut_no_text(open_app, consol
     page = open_compare(open_app, MANY, "36 cells")
     groups = page.locator(".group-table").first
     # every group is listed: a first page of TABLE_PAGE_ROWS rows, the rest on the next page
-    expect(groups.locator(".tabulator-row")).to_have_count(TABLE_PAGE_ROWS)
-    groups.get_by_role("button", name="Show Page 2").click()
-    expect(groups.locator(".tabulator-row")).to_have_count(len(MANY["workload"]) -
+    expect(groups.locator("tbody tr")).to_have_count(TABLE_PAGE_ROWS)
+    groups.get_by_role("button", name="Next page").click()
+    expect(groups.locator("tbody tr")).to_have_count(len(MANY["workload"]) -
                                                            TABLE_PAGE_ROWS)
     expect(groups).to_contain_text(LONG_LABEL)
     attributes = page.locator(".attribute-table").first
-    expect(attributes.locator(".tabulator-row")).to_have_count(3)
+    expect(attributes.locator("tbody tr")).to_have_count(3)
     expect(attributes).to_contain_text(LONG_LABEL)
     assert page.evaluate(CUT_CELLS_JS, ".attribute-table") == []
     assert page.evaluate(CUT_CELLS_JS, ".group-table") == []
@@ -148,7 +151,7 @@ def test_builder_and_compare_tables_hide_no_row_and_cut_no_text(open_app, consol
     expect(headline).to_contain_text("most accurate mechanism is", timeout=PLAN_TIMEOUT_MS)
     expect(headline).not_to_contain_text("still planning", timeout=PLAN_TIMEOUT_MS)
     table = page.locator(".comparison-table").first
-    mechanisms = table.locator('.tabulator-row [tabulator-field="mechanism"]')
+    mechanisms = table.locator('tbody tr td[data-field="mechanism"]')
     expect(mechanisms).to_have_count(len(Session(MANY).mechanisms), timeout=30_000)
     expect(table).to_contain_text("not applicable")
     assert page.evaluate(CUT_CELLS_JS, ".comparison-table") == []

@@ -43,10 +43,10 @@ def load_scenario(page, text: str) -> None:
 
 
 def readout_row(page, name: str):
-    rows = page.locator(".tradeoff-readout .tabulator-row")
+    rows = page.locator(".tradeoff-readout tbody tr")
     for i in range(rows.count()):
         row = rows.nth(i)
-        if row.locator('[tabulator-field="mechanism"]').inner_text().strip() == name:
+        if row.locator('td[data-field="mechanism"]').inner_text().strip() == name:
             return row
     raise AssertionError(f"{name} not in the trade-off readout")
 
@@ -70,10 +70,10 @@ def test_tradeoff_controls_refuse_nonsense_and_tell_equal_lines_apart(open_app, 
 
     # identity and hb: the same number, and the table says so
     identity = readout_row(page, "identity")
-    assert float(identity.locator('[tabulator-field="rmse"]').inner_text()) == 3.0
+    assert float(identity.locator('td[data-field="rmse"]').inner_text()) == 3.0
     hb = readout_row(page, "hb")
-    assert float(hb.locator('[tabulator-field="rmse"]').inner_text()) == 3.0
-    expect(hb.locator('[tabulator-field="note"]')).to_have_text("same error as identity")
+    assert float(hb.locator('td[data-field="rmse"]').inner_text()) == 3.0
+    expect(hb.locator('td[data-field="note"]')).to_have_text("same error as identity")
 
     # a typed eps of 0 is refused in words; the page keeps eps = 1
     type_into(page, ".eps-input", "0")
@@ -84,7 +84,7 @@ def test_tradeoff_controls_refuse_nonsense_and_tell_equal_lines_apart(open_app, 
     expect(level).to_contain_text("laplace eps=2", timeout=30_000)
     expect(page.locator(".privacy-problem").first).to_be_hidden()
     # Laplace at eps = 2 halves the noise's standard deviation: identity's RMSE is 1.5
-    expect(readout_row(page, "identity").locator('[tabulator-field="rmse"]')).to_have_text(
+    expect(readout_row(page, "identity").locator('td[data-field="rmse"]')).to_have_text(
         "1.5000")
     expect(page.locator(".privacy-conversion").first).to_contain_text(
         "Pure eps = 2 (Laplace) implies rho = 2 zCDP.", timeout=30_000)
@@ -102,7 +102,7 @@ def test_tradeoff_controls_refuse_nonsense_and_tell_equal_lines_apart(open_app, 
 
     # clicking a row highlights that mechanism's line
     assert set(page.evaluate(CURVE_ALPHAS_JS).values()) == {1}
-    readout_row(page, "h2").locator('[tabulator-field="mechanism"]').click()
+    readout_row(page, "h2").locator('td[data-field="mechanism"]').click()
     page.wait_for_function(f"() => ({CURVE_ALPHAS_JS})()['identity'] < 0.5", timeout=30_000)
     alphas = page.evaluate(CURVE_ALPHAS_JS)
     assert alphas["h2"] == 1.0 and alphas["identity"] == pytest.approx(0.15)

@@ -185,9 +185,9 @@ def test_steward_registers_releases_downloads_and_is_refused(browser, served: st
                                    f"rho={TOTAL:g}", timeout=PLAN_TIMEOUT_MS)
 
     # the first published table on the page: the domain's values, whole counts
-    shown = page.locator(".release-table .tabulator-row")
+    shown = page.locator(".release-table tbody tr")
     expect(shown.first).to_be_visible()
-    first_row = [shown.first.locator(f'[tabulator-field="{c}"]').inner_text().strip()
+    first_row = [shown.first.locator(f'td[data-field="{c}"]').inner_text().strip()
                  for c in ("sex", "age", "estimate")]
     assert first_row[:2] == ["female", "0-29"] and first_row[2].isdigit(), first_row
     save_screenshot(page, "steward-release")
