@@ -14,6 +14,12 @@ moving through the menu would; every page is opened once to warm up (imports, fi
 then ``--runs`` rounds are measured. Printed: the median CPU seconds of each page, the median
 over the eight pages, and the goal beside it.
 
+Parts of a page below its first screen are built when the reader scrolls near them
+(:func:`explorer.components.lazy_view.on_sight`); this client never scrolls, so by default the
+number is a page's first screen, as a reader who does not scroll costs. ``--scrolled`` also
+reports every such part as seen (as a browser does once the reader has scrolled to the end,
+or at once for the parts within a screen of the window) and counts their builds too.
+
 ``--profile PAGE`` instead builds that page's document in this process (``page_app`` into a
 ``bokeh.document.Document``, then its JSON, as the server does for ``PULL-DOC-REQ``), once to
 warm up and once under ``cProfile``, and prints the top functions by cumulative time.
@@ -22,6 +28,7 @@ Usage::
 
     python benchmarks/page_cpu.py                    # 5 rounds of the 8 pages
     python benchmarks/page_cpu.py --runs 9 --options --warm
+    python benchmarks/page_cpu.py --scrolled         # every part built, as if scrolled to
     python benchmarks/page_cpu.py --profile compare
 """
 
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import pstats
 import statistics
@@ -40,7 +48,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import psutil
-from protocol_client import PageClient
+from protocol_client import PageClient, ProtocolError
 from protocol_load import session_of
 
 from explorer.server.served import serving
@@ -77,15 +85,48 @@ async def settled(process: psutil.Process, timeout: float) -> float:
     return process_cpu(process)
 
 
+#: The CSS class of a part not built until the reader scrolls near it (``on_sight``).
+WAITING = "on-sight-waiting"
+
+
+async def scroll_through(client: PageClient, process: psutil.Process, timeout: float) -> None:
+    """Report every part waiting to be seen as seen (its ``SeenSignal``'s ``seen``), again for
+    parts that appear meanwhile, until the server is quiet with none left."""
+    reported: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ProtocolError):  # no message for a while: read what came
+            await client.wait_for(lambda: False, QUIET_S)
+        waiting = [m for m in dict.fromkeys(client.order) if m not in reported
+                   and WAITING in (client.models[m].get("css_classes") or [])]
+        if not waiting:
+            await settled(process, timeout)
+            with contextlib.suppress(ProtocolError):
+                await client.wait_for(lambda: False, QUIET_S)
+            if not any(m not in reported and WAITING in (client.models[m].get("css_classes")
+                                                         or []) for m in client.order):
+                return
+            continue
+        for model in waiting:
+            reported.add(model)
+            data = client.models[model].get("data") or {}
+            if "id" in data:
+                await client.change(data["id"], seen=True)
+
+
 async def open_page(ws_url: str, process: psutil.Process, page: str, sid: str,
-                    timeout: float) -> tuple[float, str]:
-    """Open ``page`` in session ``sid`` (a new one when ''); its CPU seconds and the session."""
+                    timeout: float, scrolled: bool = False) -> tuple[float, str]:
+    """Open ``page`` in session ``sid`` (a new one when ''); its CPU seconds and the session.
+    ``scrolled``: every part built when seen is reported seen (:func:`scroll_through`)."""
     arguments = {"page": page} if page else {}
     if sid:
         arguments["s"] = sid
     before = await settled(process, timeout)
     client = await PageClient.open(ws_url, arguments, timeout=timeout)
     after = await settled(process, timeout)
+    if scrolled:
+        await scroll_through(client, process, timeout)
+        after = await settled(process, timeout)
     if not sid:
         await client.wait_for(lambda: bool(session_of(client)), timeout)
         sid = session_of(client)
@@ -93,14 +134,14 @@ async def open_page(ws_url: str, process: psutil.Process, page: str, sid: str,
     return after - before, sid
 
 
-async def measure(ws_url: str, process: psutil.Process, runs: int, timeout: float
-                  ) -> dict[str, list[float]]:
+async def measure(ws_url: str, process: psutil.Process, runs: int, timeout: float,
+                  scrolled: bool = False) -> dict[str, list[float]]:
     """Warm every page up once, then ``runs`` rounds; CPU seconds per page label."""
     seconds: dict[str, list[float]] = {label: [] for _, label in PAGES}
     for round_ in range(runs + 1):
         sid = ""
         for page, label in PAGES:
-            cpu, sid = await open_page(ws_url, process, page, sid, timeout)
+            cpu, sid = await open_page(ws_url, process, page, sid, timeout, scrolled)
             if round_:
                 seconds[label].append(cpu)
         # let Bokeh discard the closed sessions outside the measured opens
@@ -185,17 +226,20 @@ def main() -> None:
     parser.add_argument("--profile", metavar="PAGE", default=None,
                         help="profile one page's build in this process instead ('' = start)")
     parser.add_argument("--top", type=int, default=40, help="profile lines to print")
+    parser.add_argument("--scrolled", action="store_true",
+                        help="also build every part that waits to be scrolled to")
     args = parser.parse_args()
     if args.profile is not None:
         profile(args.profile, args.top)
         return
     print(f"load average at start: {psutil.getloadavg()[0]:.1f} (2 cores); "
-          f"panel serve options: {' '.join(args.options) or '(none)'}")
+          f"panel serve options: {' '.join(args.options) or '(none)'}; "
+          f"{'every part scrolled to' if args.scrolled else 'first screen (no scrolling)'}")
     with tempfile.TemporaryDirectory() as logs, serving(Path(logs) / "server.log",
                                                         *args.options) as app:
         ws_url = app.url.replace("http://", "ws://") + "/app/ws"
         seconds = asyncio.run(measure(ws_url, psutil.Process(app.process.pid), args.runs,
-                                      args.timeout))
+                                      args.timeout, args.scrolled))
     report(seconds)
     print(f"load average at end: {psutil.getloadavg()[0]:.1f}")
 

@@ -17,7 +17,7 @@ import panel as pn
 import param
 
 from explorer.components.messages import plain
-from explorer.components.notes import learn_note
+from explorer.components.notes import NOTE_TITLE
 from explorer.session import Session
 
 LOG = logging.getLogger(__name__)
@@ -69,6 +69,13 @@ def lazy_card(build: Callable[[], pn.viewable.Viewable], **card_params: Any) -> 
 
     card.param.watch(expanded, "collapsed")
     return card
+
+
+def lazy_note(text: str) -> pn.Card:
+    """The collapsed "What am I looking at?" note (Markdown), its text rendered on the first
+    expand (a long note's Markdown was rendered on every page open and seldom read)."""
+    return lazy_card(lambda: pn.pane.Markdown(text, sizing_mode="stretch_width"),
+                     title=NOTE_TITLE, css_classes=["learn-note"], sizing_mode="stretch_width")
 
 
 class Page(pn.viewable.Viewer):
@@ -133,5 +140,5 @@ class Page(pn.viewable.Viewer):
         if intro:
             parts.append(pn.pane.Markdown(intro, sizing_mode="stretch_width", margin=(0, 10)))
         if self.note:
-            parts.append(learn_note(self.note))
+            parts.append(lazy_note(self.note))
         return pn.Column(*parts, sizing_mode="stretch_width")

@@ -20,6 +20,7 @@ import param
 from engine import BLOCKS, GROUPS, Attribute, Domain, Marginals, PairQueries, Product, parse_group
 from explorer.components.exports import text_download
 from explorer.components.heatmap import matrix_heatmap, too_big
+from explorer.components.lazy_view import on_sight
 from explorer.components.messages import plain
 from explorer.components.notes import caption
 from explorer.components.number_box import NumberBox
@@ -40,6 +41,9 @@ GROUP_HELP = {kind: group.kinds[kind] for kind, group in GROUPS.items()
               if issubclass(group, Product | Marginals | PairQueries)}
 #: Largest workload (queries x cells) whose matrix is drawn.
 HEATMAP_LIMIT = 1_000_000
+#: About the height of the workload's matrix and its caption, in pixels (its placeholder's
+#: until the reader scrolls near it and it is drawn).
+HEATMAP_HEIGHT = 520
 #: Rows of the attribute and group tables shown at once; longer tables turn pages.
 TABLE_PAGE_ROWS = 15
 
@@ -507,7 +511,9 @@ class BuilderPage(Page):
             pn.pane.Markdown("### Scenario as YAML", margin=(0, 10)),
             SpecEditor(session=session),
             pn.pane.Markdown("### The workload matrix", margin=(0, 10)),
-            pn.bind(self._heatmap_view, session.param.scenario),
+            # drawn when the reader scrolls near it (on_sight)
+            on_sight(lambda: pn.panel(pn.bind(self._heatmap_view, session.param.scenario)),
+                     HEATMAP_HEIGHT),
             sizing_mode="stretch_width", min_width=420,
         )
         return pn.Column(self.header(intro),

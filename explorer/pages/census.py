@@ -63,9 +63,9 @@ from engine import (
     synthetic_hierarchy,
 )
 from explorer.components.exports import SCENARIO_COLUMNS, csv_download
-from explorer.components.notes import learn_note
 from explorer.components.number_box import NumberBox
 from explorer.components.worker import BackgroundRun
+from explorer.pages.base import lazy_note
 
 SYNTHETIC = "synthetic"
 EXAMPLE = "running example"
@@ -580,7 +580,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
                 "Hentenryck & Zhu 2021). Errors are "
                 "Monte Carlo RMSE per (size, region) query against the true data "
                 "(evaluation only)."),
-            learn_note(NOTE),
+            lazy_note(NOTE),
             pn.pane.Markdown(self.param.description),
             pn.pane.Markdown(self.param.status),
             pn.pane.Alert(self.param.error, alert_type="danger",

@@ -19,12 +19,13 @@ import pandas as pd
 import panel as pn
 import param
 
-from engine import METHODS, Comparison
+from engine import METHODS, Comparison, is_continual
 from explorer.components.background import BackgroundView, change_page
 from explorer.components.charts import LiveBarsChart, color_of
 from explorer.components.continual import continual_section
 from explorer.components.exports import csv_download, described, provenance, text_download
 from explorer.components.histogram import ScaledHistogram
+from explorer.components.lazy_view import on_sight
 from explorer.components.mechanism_choice import mechanism_choice
 from explorer.components.messages import plain
 from explorer.components.notes import caption
@@ -75,6 +76,9 @@ DATA_PAGES = {"aim-grem": "Adaptive", "hierarchical-pgsr": "Census hierarchy"}
 BOUND_WAIT = 1.0
 #: How many of the worst queries are listed.
 WORST = 20
+#: About the heights of the sections below the table, in pixels: their placeholders' until
+#: the reader scrolls near them and they are built.
+CONTINUAL_HEIGHT, PER_QUERY_HEIGHT, EXPORTS_HEIGHT = 560, 1000, 160
 #: Largest number of rows of the per-query CSV (every query of one mechanism): a file size,
 #: not a limit on what is computed (per-query errors go up to the engine's
 #: :data:`~engine.analysis.expected_error.QUERY_LIMIT`, the one limit the pages state).
@@ -389,11 +393,15 @@ class ComparePage(Page):
                    text_download(lambda: json.dumps(comparison_description(session), indent=1),
                                  "comparison.json", "Download what it describes (JSON)",
                                  css_class="comparison-json")),
-            continual_section(session),
+            # below the table: built when the reader scrolls near them (on_sight)
+            on_sight(lambda: continual_section(session),
+                     CONTINUAL_HEIGHT if is_continual(session.workload) else 0,
+                     css_classes=["continual-section"]),
             pn.layout.Divider(),
-            self._per_query_section(),
+            on_sight(self._per_query_section, PER_QUERY_HEIGHT,
+                     css_classes=["per-query-section"]),
             pn.layout.Divider(),
-            self._exports_section(),
+            on_sight(self._exports_section, EXPORTS_HEIGHT, css_classes=["exports-section"]),
             sizing_mode="stretch_width", css_classes=["compare-page"],
         )
 

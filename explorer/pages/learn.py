@@ -16,6 +16,7 @@ import panel as pn
 from engine import Comparison, classic_prefix, registry_names
 from explorer.components.charts import LiveBarsChart, LiveTradeoffChart
 from explorer.components.heatmap import matrix_heatmap
+from explorer.components.lazy_view import on_sight
 from explorer.components.notes import caption
 from explorer.components.people import GAUSSIAN_FACTOR, people, people_factor, row_factor
 from explorer.components.progress import PlanningProgress, served
@@ -24,6 +25,8 @@ from explorer.pages.tradeoff import UNITS, curve_frame, knob_value, marker_frame
 
 #: The mechanisms the tour compares, in the order it discusses them.
 TOUR_MECHANISMS = ("identity", "h2", "wavelet", "hdmm")
+#: About a chart's height on the page, in pixels (its placeholder's until it is drawn).
+CHART_HEIGHT = 350
 
 NOTE = """
 This page is for learning the ideas behind the workbench with a small, classic example.
@@ -138,15 +141,16 @@ class LearnPage(Page):
             pn.pane.Markdown(pn.bind(tour_level, session.param.comparison),
                              css_classes=["tour-level"], margin=(0, 10),
                              sizing_mode="stretch_width"),
-            pn.Column(pn.pane.Bokeh(pn.bind(lambda c: LiveBarsChart(c, factor=row_factor).figure,
-                                            session.param.comparison),
-                                    sizing_mode="stretch_width"),
-                      sizing_mode="stretch_width", css_classes=["tour-chart"]),
+            # the charts are built when the reader scrolls near them (on_sight)
+            on_sight(lambda: pn.Column(
+                pn.pane.Bokeh(pn.bind(lambda c: LiveBarsChart(c, factor=row_factor).figure,
+                                      session.param.comparison), sizing_mode="stretch_width"),
+                sizing_mode="stretch_width", css_classes=["tour-chart"]), CHART_HEIGHT),
             caption(pn.bind(bars_caption, session.param.comparison)),
-            pn.Column(pn.pane.Bokeh(pn.bind(self._budget_chart, session.param.plans,
-                                            session.privacy.param.noise),
-                                    sizing_mode="stretch_width"),
-                      sizing_mode="stretch_width", css_classes=["tour-budget-chart"]),
+            on_sight(lambda: pn.Column(
+                pn.pane.Bokeh(pn.bind(self._budget_chart, session.param.plans,
+                                      session.privacy.param.noise), sizing_mode="stretch_width"),
+                sizing_mode="stretch_width", css_classes=["tour-budget-chart"]), CHART_HEIGHT),
             caption("Each line: a mechanism's typical error, +/- people at 95 %, at every "
                     "budget (both axes logarithmic); the dots mark the budget the tour uses."),
             pn.pane.Markdown(steps_after, sizing_mode="stretch_width"),
@@ -173,10 +177,10 @@ class LearnPage(Page):
         if w.num_queries * w.domain.size > 300_000:
             return pn.Column(line, pn.pane.Markdown(
                 "(Too large to draw; start the tour to see the example.)", margin=(0, 10)))
-        return pn.Column(line, pn.pane.HoloViews(
+        return pn.Column(line, on_sight(lambda: pn.pane.HoloViews(
             matrix_heatmap(w.dense(), "The queries as a matrix", xlabel="value",
                            ylabel="query", height=320),
-            sizing_mode="stretch_width"), sizing_mode="stretch_width")
+            sizing_mode="stretch_width"), 330), sizing_mode="stretch_width")
 
 
 def tour_level(comparison: Comparison | None) -> str:

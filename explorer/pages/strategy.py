@@ -41,18 +41,22 @@ from explorer.components.background import BackgroundView
 from explorer.components.charts import color_of, series_curve, weights_bars
 from explorer.components.exports import csv_download
 from explorer.components.heatmap import too_big
+from explorer.components.lazy_view import on_sight
 from explorer.components.matrix_picture import zoomable_picture
 from explorer.components.mechanism_choice import mechanism_choice
 from explorer.components.notes import caption
 from explorer.components.progress import PlanningProgress, served
 from explorer.components.table import DataTable
-from explorer.pages.base import Page
+from explorer.pages.base import Page, lazy_card
 
 #: Largest domain whose A and AᵀA are listed entry by entry (all-zero rows of A left out);
 #: larger ones are drawn from the implicit matrix, block by block.
 MATRIX_CELLS = 1024
 #: Longest list of named weights drawn as bars (longer ones become a table).
 MAX_BARS = 60
+#: Views drawn when the page opens (the plan's numbers and the strategy's picture); the
+#: others are drawn when the reader scrolls near them (:func:`on_sight`).
+FIRST_VIEWS = 2
 
 NOTE = """
 A mechanism does not answer your queries directly. It picks a set of **measurements** (the
@@ -264,10 +268,10 @@ def render_view(view: View, color: str) -> pn.viewable.Viewable:
         detail = [f for f in view.facts if f.detail]
         tables = [_facts_table(plain, "strategy-facts")] if plain else []
         if detail:
-            tables.append(pn.Card(_facts_table(detail, "strategy-detail-facts"),
-                                  title=f"Details: {view.title.lower()}", collapsed=True,
-                                  sizing_mode="stretch_width",
-                                  css_classes=["strategy-details"]))
+            tables.append(lazy_card(lambda: _facts_table(detail, "strategy-detail-facts"),
+                                    title=f"Details: {view.title.lower()}",
+                                    sizing_mode="stretch_width",
+                                    css_classes=["strategy-details"]))
         body = pn.Column(*tables, sizing_mode="stretch_width")
     elif isinstance(view, WeightsView):  # too many weights for bars
         chart = False
@@ -283,6 +287,18 @@ def render_view(view: View, color: str) -> pn.viewable.Viewable:
         units = f" Units: {view.units}." if view.units and not chart else ""
         parts.append(caption(view.caption + units))
     return pn.Column(*parts, sizing_mode="stretch_width")
+
+
+def view_height(view: View) -> int:
+    """About the height a view takes on the page, in pixels (its placeholder's, until it is
+    drawn)."""
+    if isinstance(view, MatrixView):
+        return 480
+    if isinstance(view, WeightsView | SeriesView):
+        return 360
+    if isinstance(view, TableView):
+        return 520
+    return 40 + 36 * len(view.facts) if isinstance(view, FactsView) else 200
 
 
 def _extremes(names: list[str] | tuple[str, ...], values: np.ndarray, units: str,
@@ -358,10 +374,14 @@ class StrategyPage(Page):
             return pn.pane.Alert(f"The strategy of {name} could not be drawn: {one_line(exc)}",
                                  alert_type="warning")
         color = color_of(plan.mechanism)
-        shown = [render_view(v, color) for v in views if not v.detail]
-        folded = [render_view(v, color) for v in views if v.detail]
+        plain = [v for v in views if not v.detail]
+        folded = [v for v in views if v.detail]
+        shown = [render_view(v, color) for v in plain[:FIRST_VIEWS]]
+        shown += [on_sight(lambda v=v: render_view(v, color), view_height(v))
+                  for v in plain[FIRST_VIEWS:]]
         if folded:
-            shown.append(pn.Card(*folded, title=DETAILS, collapsed=True,
-                                 sizing_mode="stretch_width",
-                                 css_classes=["strategy-details"]))
+            shown.append(lazy_card(
+                lambda: pn.Column(*[render_view(v, color) for v in folded],
+                                  sizing_mode="stretch_width"),
+                title=DETAILS, sizing_mode="stretch_width", css_classes=["strategy-details"]))
         return pn.Column(*shown, sizing_mode="stretch_width", css_classes=["strategy-views"])

@@ -21,6 +21,7 @@ from engine import Comparison, Privacy, SpecError
 from explorer.components.background import BackgroundView, change_page
 from explorer.components.charts import BOUND_LABEL, LiveTradeoffChart, privacy_knob
 from explorer.components.exports import csv_download, described
+from explorer.components.lazy_view import on_sight
 from explorer.components.messages import plain
 from explorer.components.notes import caption
 from explorer.components.number_box import NumberBox
@@ -45,6 +46,9 @@ UNITS = {"people": ("typical error, +/- people at 95 %", "+/- people (95 %)"),
          "rmse": ("RMSE (typical error per query)", "RMSE")}
 #: Where the inverse question searches (a knob outside this range is reported as such).
 SEARCH = (1e-4, 1e4)
+#: About the height of the answer to "What budget do I need?", in pixels (its placeholder's
+#: until the reader scrolls near it).
+REQUIRED_HEIGHT = 360
 
 NOTE = """
 **Privacy budget** is how much any one person's data may change what is published. Smaller
@@ -404,8 +408,11 @@ class TradeoffPage(Page):
                          "Download table (CSV)", css_class="tradeoff-csv"),
             pn.pane.Markdown("### What budget do I need?", margin=(0, 10)),
             target,
-            BackgroundView(self._required, self.model.param.target, session.param.plans,
-                           p.param.noise, p.param.delta, p.param.calibration),
+            # answered when the reader scrolls near it (typing a target brings it into view)
+            on_sight(lambda: BackgroundView(self._required, self.model.param.target,
+                                            session.param.plans, p.param.noise,
+                                            p.param.delta, p.param.calibration),
+                     REQUIRED_HEIGHT, css_classes=["required-section"]),
             sizing_mode="stretch_width", css_classes=["tradeoff-page"],
         )
 

@@ -530,8 +530,13 @@ def test_strategy_facts_say_what_each_number_means(session):
     from explorer.pages.strategy import FACT_MEANINGS, plan_facts
 
     facts = plan_facts(session.plan("identity"))
-    # plain facts first, the sensitivities folded under Details: read both tables
-    frame = pd.concat([t.object for t in render_view(facts, "#000000").select(pn.pane.DataFrame)])
+    # plain facts first, the sensitivities folded under Details (built when it is expanded):
+    # read both tables
+    view = render_view(facts, "#000000")
+    assert len(view.select(pn.pane.DataFrame)) == 1
+    for card in view.select(pn.Card):
+        card.collapsed = False
+    frame = pd.concat([t.object for t in view.select(pn.pane.DataFrame)])
     by_label = frame.set_index("")
     assert by_label.loc["RMSE (typical error per query)", "what it means"] == FACT_MEANINGS["rmse"]
     assert "Laplace noise is scaled to it" in by_label.loc["L1 sensitivity", "what it means"]

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-import panel as pn
+import weakref
+from types import SimpleNamespace
 
+import panel as pn
+from bokeh.document import Document
+from panel.io.state import set_curdoc
+
+from explorer.components.lazy_view import SeenSignal, on_sight
 from explorer.pages.base import lazy_card
 from explorer.pages.census import CensusPage
 from explorer.pages.compare import ComparePage
+from explorer.pages.strategy import FIRST_VIEWS, StrategyPage
 from explorer.planning.store import PlanStore
 from explorer.session import Session
 
@@ -49,3 +56,52 @@ def test_census_charts_are_drawn_only_once_there_are_results():
     assert len(charts) == 3 and all(chart.object is None for chart in charts)
     page.run()
     assert page.results and all(chart.object is not None for chart in charts)
+
+
+class ServedContext:
+    """Enough of a Bokeh session context for ``served()`` to hold."""
+
+    id = "laziness-test"
+    server_context = None
+    request = SimpleNamespace(arguments={}, cookies={}, headers={})
+
+
+def test_a_part_on_sight_is_built_once_when_its_placeholder_is_seen():
+    built: list[int] = []
+
+    def build() -> pn.pane.Markdown:
+        built.append(1)
+        return pn.pane.Markdown("below the fold")
+
+    # not served (a notebook, a test): built at once, no placeholder
+    column = on_sight(build, 300, css_classes=["part"])
+    assert built == [1] and column.objects[0].object == "below the fold"
+    assert column.css_classes == ["part"]
+    # served: a placeholder of the given height until the browser says it came near
+    doc, context = Document(), ServedContext()
+    doc._session_context = weakref.ref(context)
+    with set_curdoc(doc):
+        column = on_sight(build, 300)
+    (signal,) = column.objects
+    assert isinstance(signal, SeenSignal) and signal.height == 300
+    assert "on-sight-waiting" in signal.css_classes and built == [1]
+    signal.seen = True
+    assert built == [1, 1] and column.objects[0].object == "below the fold"
+    signal.seen = False
+    signal.seen = True
+    assert built == [1, 1]
+
+
+def test_the_strategy_page_draws_the_first_views_and_waits_with_the_rest():
+    session = Session(PREFIX, store=PlanStore())
+    session.compare_now()
+    doc, context = Document(), ServedContext()
+    doc._session_context = weakref.ref(context)
+    page = StrategyPage(session=session)
+    with set_curdoc(doc):
+        views = page._views("h2", session.plans)
+    drawn, waiting = views.objects[:FIRST_VIEWS], views.objects[FIRST_VIEWS:]
+    assert len(drawn) == FIRST_VIEWS and len(waiting) >= 2
+    assert all(isinstance(part.objects[0], SeenSignal) for part in waiting)
+    assert drawn[0].select(pn.pane.DataFrame)  # the plan's numbers
+    assert drawn[1].select(pn.pane.HoloViews)  # the picture of A

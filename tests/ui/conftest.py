@@ -148,6 +148,19 @@ def open_app(page, app_url: str) -> Callable[..., object]:
     return open_path
 
 
+def reveal(page, timeout_s: float = 60.0) -> None:
+    """Scroll each part that the page builds when the reader comes near it (a placeholder with
+    the class ``on-sight-waiting``, see ``explorer.components.lazy_view``) into view, until
+    every one is built, as a reader scrolling down the page would."""
+    waiting = page.locator(".on-sight-waiting")
+    deadline = time.monotonic() + timeout_s
+    while waiting.count() and time.monotonic() < deadline:
+        with contextlib.suppress(Exception):  # replaced by its part meanwhile
+            waiting.first.scroll_into_view_if_needed(timeout=5_000)
+        page.wait_for_timeout(300)
+    assert not waiting.count(), "parts of the page were never built when scrolled to"
+
+
 def comparison_rows(page) -> dict[str, str]:
     """The comparison table's rows on ``page`` as ``{mechanism: rmse cell text}``, read from
     the mechanism cells (a text search for "hdmm" would also match "hdmm-kron")."""

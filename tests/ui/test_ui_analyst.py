@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import app_path, comparison_rows
+from conftest import app_path, comparison_rows, reveal
 from playwright.sync_api import expect
 
 from engine.analysis.per_query_error import query_error
@@ -63,7 +63,8 @@ def test_hdmm_errors_in_people_and_self_describing_exports(open_app, console_err
     assert rmse_of(page, "hdmm-opt0") == pytest.approx(7.7067, abs=1e-4)
     assert rmse_of(page, "hdmm-union") == pytest.approx(8.8486, abs=1e-4)
     expect(headline).to_contain_text("the most accurate mechanism is hdmm ")
-    # the per-query view opens on the headline's mechanism
+    # the per-query view opens on the headline's mechanism (built when scrolled to)
+    reveal(page)
     expect(page.locator(".selected-mechanism select").first).to_have_value("hdmm")
 
     # item 4, errors in people: the worst query, then one typed in words

@@ -13,7 +13,7 @@ import re
 import time
 
 import pytest
-from conftest import app_path, comparison_rows
+from conftest import app_path, comparison_rows, reveal
 from playwright.sync_api import expect
 
 import engine
@@ -69,6 +69,7 @@ def test_published_every_month_shows_each_months_error_and_the_price(open_app, c
         page.wait_for_timeout(250)
     table = {name: number(text) for name, text in comparison_rows(page).items()
              if name in names and text.strip() not in ("", "-", "NaN")}
+    reveal(page)  # the section below the table is built when scrolled to
     headline = page.locator(".continual-headline").first
     expect(headline).to_contain_text("offline optimum: ", timeout=60_000)
     expect(headline).not_to_contain_text("Still planning", timeout=60_000)

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 import yaml
-from conftest import app_path
+from conftest import app_path, reveal
 from playwright.sync_api import expect
 
 from engine import gaussian_half_width, value_count_variances
@@ -61,6 +61,7 @@ def show(page, mechanism: str) -> None:
     page.locator(".strategy-mechanism select").first.select_option(mechanism)
     expect(page.locator(".strategy-views").first).to_contain_text(mechanism,
                                                                   timeout=PLAN_TIMEOUT_MS)
+    reveal(page)  # the views below the first screen are built when scrolled to
 
 
 def pictures_drawn(page) -> None:

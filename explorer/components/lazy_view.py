@@ -1,0 +1,93 @@
+"""Parts of a page built when the reader scrolls near them, not when the page opens.
+
+A served page's web-process CPU goes mostly into Bokeh models (issue 30 item 3: a page in under
+0.2 s); charts, pictures and tables far below the first screen were built, sent and often never
+looked at. :func:`on_sight` puts a placeholder of about the part's height there instead; a
+small browser component (:class:`SeenSignal`, an ``IntersectionObserver``) reports when the
+placeholder comes within :data:`AHEAD_PX` of the browser's window, and the part is built then,
+in its place. Nothing is dropped: everything is built once it is about to be seen. In a notebook
+or a test that is not served, the part is built at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import panel as pn
+import param
+from panel.custom import JSComponent
+
+from explorer.components.progress import served
+
+#: How far below (or above) the browser's window a placeholder starts its part's build, in
+#: CSS pixels: a screen ahead, so a reader scrolling at a normal pace finds the part drawn.
+AHEAD_PX = 600
+
+
+class SeenSignal(JSComponent):
+    """An empty box of ``min_height`` that sets :attr:`seen` once the browser shows it (or it
+    comes within :data:`AHEAD_PX` of the window); it never changes again."""
+
+    seen = param.Boolean(default=False, doc="True once the box came near the window.")
+
+    _esm = f"""
+// The nearest ancestor that scrolls (across shadow roots): the page's main area in the site's
+// template, which clips what it holds, so the window itself would never see the box come near.
+function scroller(node) {{
+  for (let n = node.parentNode || node.host; n; n = n.parentNode || n.host) {{
+    if (n instanceof Element) {{
+      const overflow = getComputedStyle(n).overflowY
+      if ((overflow === "auto" || overflow === "scroll") && n.scrollHeight > n.clientHeight)
+        return n
+    }}
+  }}
+  return null
+}}
+
+export function render({{ model, el }}) {{
+  const box = document.createElement("div")
+  box.style.width = "100%"
+  box.style.height = "100%"
+  el.appendChild(box)
+  if (model.seen) return
+  let observer = null
+  const watch = () => {{
+    if (observer !== null || model.seen || !box.isConnected) return
+    observer = new IntersectionObserver((entries) => {{
+      if (entries.some((entry) => entry.isIntersecting)) {{
+        observer.disconnect()
+        model.seen = true
+      }}
+    }}, {{ root: scroller(box), rootMargin: "{AHEAD_PX}px 0px {AHEAD_PX}px 0px" }})
+    observer.observe(box)
+  }}
+  model.on("after_render", watch)
+  setTimeout(watch, 50)
+  model.on("remove", () => {{ if (observer !== null) observer.disconnect() }})
+}}
+"""
+
+
+def on_sight(build: Callable[[], pn.viewable.Viewable], height: int,
+             **layout: object) -> pn.Column:
+    """A column that holds ``build()``'s result, built once the reader scrolls near it.
+
+    Until then it holds a blank :class:`SeenSignal` of ``height`` pixels (about the part's own,
+    so the parts below stay below and are not all built at once), with the CSS class
+    ``on-sight-waiting``. Not served: ``build()`` at once. ``layout``: parameters of the
+    column (``css_classes``, ``sizing_mode``...; stretched to the page's width by default).
+    """
+    layout.setdefault("sizing_mode", "stretch_width")
+    layout.setdefault("margin", 0)
+    if not served():
+        return pn.Column(build(), **layout)
+    signal = SeenSignal(height=height, sizing_mode="stretch_width", margin=0,
+                        css_classes=["on-sight-waiting"])
+    holder = pn.Column(signal, **layout)
+
+    def seen(event: param.parameterized.Event) -> None:
+        if event.new and holder.objects == [signal]:
+            holder.objects = [build()]
+
+    signal.param.watch(seen, "seen")
+    return holder
