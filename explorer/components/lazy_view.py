@@ -6,17 +6,20 @@ looked at. :func:`on_sight` puts a placeholder of about the part's height there 
 small browser component (:class:`SeenSignal`, an ``IntersectionObserver``) reports when the
 placeholder comes within :data:`AHEAD_PX` of the browser's window, and the part is built then,
 in its place. Nothing is dropped: everything is built once it is about to be seen. In a notebook
-or a test that is not served, the part is built at once.
+or a test that is not served, the part is built at once. Folded parts wait for their first
+expand instead (:func:`lazy_card`, :func:`lazy_note`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import panel as pn
 import param
 from panel.custom import JSComponent
 
+from explorer.components.notes import NOTE_TITLE
 from explorer.components.progress import served
 
 #: How far below (or above) the browser's window a placeholder starts its part's build, in
@@ -91,3 +94,23 @@ def on_sight(build: Callable[[], pn.viewable.Viewable], height: int,
 
     signal.param.watch(seen, "seen")
     return holder
+
+
+def lazy_card(build: Callable[[], pn.viewable.Viewable], **card_params: Any) -> pn.Card:
+    """A collapsed card whose content ``build()`` makes on the first expand, not when the
+    page opens (a collapsed card's content is otherwise built, sent and never looked at)."""
+    card = pn.Card(**{"collapsed": True, **card_params})
+
+    def expanded(event: param.parameterized.Event) -> None:
+        if not event.new and not card.objects:
+            card.objects = [build()]
+
+    card.param.watch(expanded, "collapsed")
+    return card
+
+
+def lazy_note(text: str) -> pn.Card:
+    """The collapsed "What am I looking at?" note (Markdown), its text rendered on the first
+    expand (a long note's Markdown was rendered on every page open and seldom read)."""
+    return lazy_card(lambda: pn.pane.Markdown(text, sizing_mode="stretch_width"),
+                     title=NOTE_TITLE, css_classes=["learn-note"], sizing_mode="stretch_width")

@@ -9,15 +9,13 @@ and finished plans.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
 from urllib.parse import urlencode
 
 import panel as pn
 import param
 
+from explorer.components.lazy_view import lazy_note
 from explorer.components.messages import plain
-from explorer.components.notes import NOTE_TITLE
 from explorer.session import Session
 
 LOG = logging.getLogger(__name__)
@@ -56,26 +54,6 @@ def workload_status(session: Session, builder_link: str = "the workload page") -
         return (f"**Draft not applied:** {plain(session.draft_error)}. Every page still uses "
                 f"the last valid workload: **{workload}**. Fix the draft on {builder_link}.")
     return f"Workload in use: **{workload}**."
-
-
-def lazy_card(build: Callable[[], pn.viewable.Viewable], **card_params: Any) -> pn.Card:
-    """A collapsed card whose content ``build()`` makes on the first expand, not when the
-    page opens (a collapsed card's content is otherwise built, sent and never looked at)."""
-    card = pn.Card(**{"collapsed": True, **card_params})
-
-    def expanded(event: param.parameterized.Event) -> None:
-        if not event.new and not card.objects:
-            card.objects = [build()]
-
-    card.param.watch(expanded, "collapsed")
-    return card
-
-
-def lazy_note(text: str) -> pn.Card:
-    """The collapsed "What am I looking at?" note (Markdown), its text rendered on the first
-    expand (a long note's Markdown was rendered on every page open and seldom read)."""
-    return lazy_card(lambda: pn.pane.Markdown(text, sizing_mode="stretch_width"),
-                     title=NOTE_TITLE, css_classes=["learn-note"], sizing_mode="stretch_width")
 
 
 class Page(pn.viewable.Viewer):

@@ -63,9 +63,9 @@ from engine import (
     synthetic_hierarchy,
 )
 from explorer.components.exports import SCENARIO_COLUMNS, csv_download
+from explorer.components.lazy_view import lazy_note
 from explorer.components.number_box import NumberBox
 from explorer.components.worker import BackgroundRun
-from explorer.pages.base import lazy_note
 
 SYNTHETIC = "synthetic"
 EXAMPLE = "running example"

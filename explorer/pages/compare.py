@@ -25,7 +25,7 @@ from explorer.components.charts import LiveBarsChart, color_of
 from explorer.components.continual import continual_section
 from explorer.components.exports import csv_download, described, provenance, text_download
 from explorer.components.histogram import ScaledHistogram
-from explorer.components.lazy_view import on_sight
+from explorer.components.lazy_view import lazy_card, on_sight
 from explorer.components.mechanism_choice import mechanism_choice
 from explorer.components.messages import plain
 from explorer.components.notes import caption
@@ -42,7 +42,7 @@ from explorer.components.privacy import PrivacyControls
 from explorer.components.progress import PlanningProgress, served
 from explorer.components.report import html_report
 from explorer.components.table import DataTable
-from explorer.pages.base import Page, lazy_card
+from explorer.pages.base import Page
 from explorer.planning.schedule import AUTO_START_SECONDS, OPERATIONS_PER_SECOND, is_data_dependent
 from explorer.session import Session
 from explorer.snippet import comparison_snippet

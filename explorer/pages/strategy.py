@@ -41,13 +41,13 @@ from explorer.components.background import BackgroundView
 from explorer.components.charts import color_of, series_curve, weights_bars
 from explorer.components.exports import csv_download
 from explorer.components.heatmap import too_big
-from explorer.components.lazy_view import on_sight
+from explorer.components.lazy_view import lazy_card, on_sight
 from explorer.components.matrix_picture import zoomable_picture
 from explorer.components.mechanism_choice import mechanism_choice
 from explorer.components.notes import caption
 from explorer.components.progress import PlanningProgress, served
 from explorer.components.table import DataTable
-from explorer.pages.base import Page, lazy_card
+from explorer.pages.base import Page
 
 #: Largest domain whose A and AᵀA are listed entry by entry (all-zero rows of A left out);
 #: larger ones are drawn from the implicit matrix, block by block.

@@ -9,8 +9,7 @@ import panel as pn
 from bokeh.document import Document
 from panel.io.state import set_curdoc
 
-from explorer.components.lazy_view import SeenSignal, on_sight
-from explorer.pages.base import lazy_card
+from explorer.components.lazy_view import SeenSignal, lazy_card, on_sight
 from explorer.pages.census import CensusPage
 from explorer.pages.compare import ComparePage
 from explorer.pages.strategy import FIRST_VIEWS, StrategyPage
