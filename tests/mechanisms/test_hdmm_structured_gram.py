@@ -18,6 +18,7 @@ from engine.mechanisms.hdmm.laplace_opt0 import (
     optimize_pidentity,
     pidentity_loss_grad,
 )
+from engine.mechanisms.hdmm.opt0 import hierarchy_factor, opt0
 from engine.mechanisms.hdmm.pidentity import PIdentity
 from engine.mechanisms.hdmm.workload_gram import (
     DiagonalGram,
@@ -214,3 +215,24 @@ def test_default_plan_reaches_table4_at_1024_cells(kind: str, printed: float) ->
     plan = get("hdmm-opt0").plan(workload, Privacy(noise="laplace", epsilon=1.0))
     assert plan.fact("family") == "p-identity"
     assert plan.rmse() == pytest.approx(printed, rel=5e-3)
+
+
+@pytest.mark.parametrize("permuted", [False, True])
+def test_hb_tree_candidate_is_hb_and_wins_when_the_search_stops_early(permuted: bool) -> None:
+    """HB's tree in p-Identity form has HB's own error (to 1e-10; on permuted cells it is
+    laid along the cells' order, so its error is HB's on the unpermuted ranges), and
+    ``hierarchy=True`` returns it whenever the p-Identity search ends above it (here: one
+    iteration from a random start)."""
+    base = AllRangeBlock(256)
+    block = PermutedBlock(base, 0) if permuted else base
+    gram = workload_gram(Workload.one_dim(block))
+    hb = get("hb").plan(Workload.one_dim(base), Privacy(noise="laplace", epsilon=1.0))
+    tree = hierarchy_factor(gram, 1)
+    assert tree is not None and tree.info["p"] == 16  # 256 cells: b = 16, 16 inner nodes
+    assert tree.loss == pytest.approx(hb.unit_tse(), rel=1e-10)
+    V = block.gram_array()
+    early = opt0(V, 1, restarts=1, maxiter=1, polish_iterations=0, gram=gram, hierarchy=True)
+    assert early.kind == "hb-tree" and early.loss == pytest.approx(hb.unit_tse(), rel=1e-10)
+    assert early.info["candidates"]["p-identity"] > early.loss
+    full = opt0(V, 1, gram=gram, hierarchy=True)
+    assert full.kind == "p-identity" and full.loss < 0.9 * tree.loss
