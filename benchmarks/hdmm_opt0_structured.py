@@ -13,9 +13,11 @@ at n = 4,096, and OPT_0 at n = 16,384 and 65,536 beside H2, HB, Eigen-Design and
   a random start.
 * ``--large``: n = 16,384 and 65,536, where the n x n Gram would not fit in memory
   (2 GB, 34 GB): the p-Identity search runs on the structured Gram alone (one start from the
-  hierarchy, p = 128; skipped when its estimated peak memory exceeds the budget), beside
-  H2, HB, Eigen-Design (where it plans) and the SVD bound (closed-form eigenvalues). HDMM
-  has no row there.
+  hierarchy, p = 128, under ``hdmm-opt0``'s work cap ``MAX_WORK``: about 700 evaluations at
+  16,384 cells, 180 at 65,536; skipped when its estimated peak memory exceeds the budget),
+  beside H2, HB, Eigen-Design (where it plans) and the SVD bound (closed-form eigenvalues);
+  ``chosen`` is the lower of OPT_0 and HB, as ``hdmm-opt0`` chooses on 1-D Grams. HDMM has
+  no row there.
 * ``--gaussian``: the same comparison under Gaussian noise (eps = 1, delta = 1e-6, analytic
   calibration) at n = 4,096 and 16,384. The convex Gaussian OPT_0
   (:mod:`~engine.mechanisms.hdmm.gaussian_opt0`) needs an n x n eigendecomposition per dual
@@ -148,24 +150,28 @@ def hb_rmse(W: Workload, gram: WorkloadGram, privacy: Privacy = LAPLACE) -> floa
                      privacy)
 
 
-def peer_cells(W: Workload, gram: WorkloadGram, ours: float, privacy: Privacy
-               ) -> tuple[list[str], dict[str, float]]:
-    """``RMSE (CPU s) ratio-to-ours`` of H2, HB and Eigen-Design under ``privacy``, and the
-    RMSE of each that planned; HB by :func:`hb_rmse` where its plan refuses the n x n Gram."""
-    cells, values = [], {}
+def peer_results(W: Workload, gram: WorkloadGram, privacy: Privacy
+                 ) -> dict[str, tuple[float, float] | str]:
+    """``(RMSE, CPU s)`` of H2, HB and Eigen-Design under ``privacy``, or why one did not
+    plan; HB by :func:`hb_rmse` where its plan refuses the n x n Gram."""
+    out: dict[str, tuple[float, float] | str] = {}
     for name in PEERS:
         try:
             plan, t = timed(lambda name=name, W=W: get(name).plan(W, privacy))
-            r = plan.rmse()
+            out[name] = (plan.rmse(), t)
         except (NotApplicable, MemoryBudgetError, ValueError) as exc:
             if name != "hb":  # ValueError: a baseline that refuses to form the n x n Gram
-                cells.append(f"{'n/a: ' + type(exc).__name__:>21}")
+                out[name] = "n/a: " + type(exc).__name__
                 continue
             # HB refuses the n x n Gram: Woodbury on its tree
-            r, t = timed(lambda W=W, gram=gram: hb_rmse(W, gram, privacy))
-        values[name] = r
-        cells.append(f"{r:7.3f} ({t:5.1f}) {r / ours:5.2f}x")
-    return cells, values
+            out[name] = timed(lambda W=W, gram=gram: hb_rmse(W, gram, privacy))
+    return out
+
+
+def peer_cells(results: dict[str, tuple[float, float] | str], ours: float) -> list[str]:
+    """``RMSE (CPU s) ratio-to-ours`` of every peer in :func:`peer_results`."""
+    return [r if isinstance(r, str) else f"{r[0]:7.3f} ({r[1]:5.1f}) {r[0] / ours:5.2f}x"
+            for r in (results[name] for name in PEERS)]
 
 
 def large(sizes: tuple[int, ...], maxiter: int, polish: int, max_work: float,
@@ -194,12 +200,12 @@ def large(sizes: tuple[int, ...], maxiter: int, polish: int, max_work: float,
                 gram, MAX_DEFAULT_P, restarts=1, maxiter=maxiter, polish_iterations=polish,
                 max_work=max_work))
             ours = laplace_rmse(f, m)
-            peers, values = peer_cells(W, gram, ours, LAPLACE)
-            cells = [f"{ours:7.3f} ({seconds:5.1f})", *peers]
+            results = peer_results(W, gram, LAPLACE)
+            cells = [f"{ours:7.3f} ({seconds:5.1f})", *peer_cells(results, ours)]
             bound = svd_bound(W).value
             svdb = "-" if bound is None else f"{laplace_rmse(bound, m):7.3f}"
             ratio = "-" if bound is None else f"{ours / laplace_rmse(bound, m):10.2f}"
-            hb = values.get("hb", math.inf)
+            hb = results["hb"][0] if isinstance(results["hb"], tuple) else math.inf
             chosen = f"OPT_0 {ours:.3f}" if ours <= hb else f"HB {hb:.3f}"
             print(f"{kind:10} {n:6d} | {cells[0]:>15} | " + " | ".join(
                 f"{c:>21}" for c in cells[1:]) + f" | {svdb:>7} {ratio:>10} | {chosen}",
@@ -222,7 +228,7 @@ def gaussian(sizes: tuple[int, ...], ps: tuple[int, ...], maxiter: int, polish: 
             gram = workload_gram(W)
             bound = svd_bound(W).value
             svdb = None if bound is None else laplace_rmse(bound, m, GAUSSIAN)
-            peers: list[str] | None = None
+            results: dict[str, tuple[float, float] | str] | None = None
             for p in ps:
                 need = pidentity_peak_bytes(p, n)
                 if need > memory_limit():
@@ -233,11 +239,11 @@ def gaussian(sizes: tuple[int, ...], ps: tuple[int, ...], maxiter: int, polish: 
                     gram, p, restarts=1, maxiter=maxiter, polish_iterations=polish,
                     max_work=10**18, norm=2))
                 ours = laplace_rmse(f, m, GAUSSIAN)
-                if peers is None:  # the baselines once per row, against the first p
-                    peers, _ = peer_cells(W, gram, ours, GAUSSIAN)
+                if results is None:  # the baselines once per workload
+                    results = peer_results(W, gram, GAUSSIAN)
                 printed = f"{PAPER_GAUSSIAN[kind][0]:7.2f}" if n == 4096 else f"{'-':>7}"
                 print(f"{kind:10} {n:6d} {p:4d} | {f'{ours:7.3f} ({seconds:5.1f})':>15} "
-                      f"{printed} | " + " | ".join(f"{c:>21}" for c in peers) +
+                      f"{printed} | " + " | ".join(f"{c:>21}" for c in peer_cells(results, ours)) +
                       f" | {'-' if svdb is None else f'{svdb:7.3f}':>7} "
                       f"{'-' if svdb is None else f'{ours / svdb:10.3f}':>10}", flush=True)
 
