@@ -99,7 +99,7 @@ def test_views_of_an_explicit_strategy() -> None:
     np.testing.assert_allclose(A[256:], lap.view("theta").array() * weights)
     assert 0 < d["nonzero_rows"] <= 16  # Fig. 1(b): zero rows can be dropped
     assert set(lap.view("opt0_candidates").column("candidate")) == {
-        "identity", "total", "p-identity", "id-total"}
+        "identity", "total", "p-identity", "id-total", "hb-tree"}
     gau_plan = get("hdmm-opt0").plan(W, GAUSSIAN)
     gau = gau_plan.facts()
     assert gau["family"] == "gaussian" and gau["factorization"] == "cholesky"

@@ -36,6 +36,7 @@ FAMILIES = {
     "total": "the total only",
     "p-identity": "cells plus p weighted extra queries (p-Identity)",
     "id-total": "cells plus a weighted total",
+    "hb-tree": "cells plus the blocks of HB's hierarchy (no optimised strategy did better)",
     "gaussian": "the best possible measurements for Gaussian noise",
 }
 
@@ -62,7 +63,7 @@ def factor_views(factor: Factor, where: str = "") -> list[View]:
     tag, part = (f"[{where}]", f" for {where}") if where else ("", "")
     info = factor.info
     A = factor.matrix
-    pidentity = factor.kind in ("p-identity", "id-total")
+    pidentity = factor.kind in ("p-identity", "id-total", "hb-tree")
     rows = int(A.shape[0])
     out: list[View] = [facts(
         f"opt0{tag}", f"OPT_0 strategy{part}",

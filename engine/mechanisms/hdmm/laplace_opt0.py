@@ -12,6 +12,12 @@ budget and until the best two agree, then the best one is polished. Where the bu
 one start only and the cells have a one-dimensional order, that start is a hierarchy of
 blocks (:func:`hierarchical_start`), the shape of the optima on ranges. The one-parameter
 ``[I; theta T] / (1 + theta)`` candidate is optimised here too (:func:`optimize_idtotal`).
+
+The same search runs with the columns scaled to L2 norm 1 (``norm=2``): the Gaussian
+p-Identity family, a subset of the Gaussian convex problem's strategies
+(:mod:`~engine.mechanisms.hdmm.gaussian_opt0`) whose loss and gradient take the structured
+products; that problem's dual needs ``(Lambda^(1/2) V Lambda^(1/2))^(1/2)``, a function of a
+full-rank n x n matrix whose eigendecomposition no Gram structure avoids.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from scipy.optimize import minimize_scalar
 
 from engine.executor import SerialExecutor, map_ordered
 from engine.mechanisms.hdmm.nonneg_lbfgs import minimize_nonneg
+from engine.mechanisms.hdmm.pidentity import column_scale
 from engine.mechanisms.hdmm.tracking import Reporter, minimize_reported, reporter
 from engine.mechanisms.hdmm.workload_gram import WorkloadGram
 from engine.progress import Progress
@@ -87,16 +94,23 @@ def pidentity_peak_bytes(p: int, n: int) -> float:
 
 
 def pidentity_loss_grad(theta: np.ndarray, V: np.ndarray | WorkloadGram, p: int,
-                        diag_v: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+                        diag_v: np.ndarray | None = None, norm: int = 1
+                        ) -> tuple[float, np.ndarray]:
     """``f(Theta) = tr[(A(Theta)^T A(Theta))^-1 V]`` and its gradient, in O(p n**2), or
     O(p n + p**2 n) when V is a structured :class:`WorkloadGram`.
 
-    With ``s = 1 + colsum Theta``, ``C = S V S``, ``R = (I + Theta Theta^T)^-1`` (Woodbury's
-    p x p inverse), ``B = Theta C`` and ``Q = R (B Theta^T) R``:
-    ``f = tr C - sum_j c_j`` with ``c = colsum(Theta * R B)``, and the gradient (the spec's
-    ``Y / s - g / s**2``, section 3.3) simplifies to ``2 ((s**2 diag V - c) / s - (R B - Q
-    Theta))``, column by column. The only product with an n x n matrix is ``(Theta S) V``;
-    the rest are three p x n by p products and one p x p Gram.
+    With s the column norms of ``[I; Theta]`` (``1 + colsum Theta`` for ``norm`` 1,
+    ``sqrt(1 + colsum Theta**2)`` for 2; ``A = [I; Theta] S^-1`` has unit column norms, so f
+    is the unit-noise error ``C_K``), ``C = S V S``, ``R = (I + Theta Theta^T)^-1``
+    (Woodbury's p x p inverse), ``B = Theta C`` and ``Q = R (B Theta^T) R``:
+    ``f = tr C - sum_j c_j`` with ``c = colsum(Theta * R B)``. ``df/ds_j = 2 (s_j**2 V_jj -
+    c_j) / s_j`` and ``ds_j / dTheta_ij`` is 1 (L1) or ``Theta_ij / s_j`` (L2), so the
+    gradient (the spec's ``Y / s - g / s**2``, section 3.3, for L1) is ``2 (s**2 diag V - c)
+    / s - 2 (R B - Q Theta)`` for L1 and ``2 Theta (s**2 diag V - c) / s**2 - 2 (R B - Q
+    Theta)`` for L2, column by column. The only product with an n x n matrix is ``(Theta S)
+    V``; the rest are three p x n by p products and one p x p Gram. (The Gaussian
+    sensitivity of A, its largest column L2 norm, is 1 by construction: the L2 family needs
+    no max in the loss.)
 
     Args:
         theta: flattened p x n parameters (non-negative).
@@ -105,6 +119,7 @@ def pidentity_loss_grad(theta: np.ndarray, V: np.ndarray | WorkloadGram, p: int,
         p: number of extra queries.
         diag_v: ``diag(V)`` (passed in to avoid recomputing it every call; ignored for a
             :class:`WorkloadGram`).
+        norm: sensitivity norm of the columns, 1 (Laplace) or 2 (Gaussian).
 
     Returns:
         ``(f, gradient)``; ``(inf, 0)`` when ``I + Theta Theta^T`` is not numerically
@@ -117,7 +132,7 @@ def pidentity_loss_grad(theta: np.ndarray, V: np.ndarray | WorkloadGram, p: int,
         n = V.shape[0]
         dv = np.diag(V) if diag_v is None else diag_v
     Th = np.asarray(theta, dtype=float).reshape(p, n)
-    s = 1.0 + Th.sum(axis=0)
+    s = column_scale(Th, norm)
     TS = Th * s
     B = gram.right_multiply(TS) if gram is not None else TS @ V
     B *= s  # Theta C
@@ -139,7 +154,10 @@ def pidentity_loss_grad(theta: np.ndarray, V: np.ndarray | WorkloadGram, p: int,
     f = float(ssd.sum() - cross.sum())
     if not f >= 0.0 or not math.isfinite(f):
         return math.inf, np.zeros(p * n)
-    Z -= (ssd - cross) / s
+    if norm == 1:
+        Z -= (ssd - cross) / s
+    else:
+        Z -= Th * ((ssd - cross) / (s * s))
     Z *= -2.0
     return f, Z.ravel()
 
@@ -196,7 +214,8 @@ def hierarchy_blocks(n: int, p: int) -> list[tuple[int, int]]:
     return [(start, min(start + w, n)) for w in levels for start in range(0, n, w)][:p]
 
 
-def hierarchical_start(gram: WorkloadGram, p: int, order: np.ndarray) -> np.ndarray:
+def hierarchical_start(gram: WorkloadGram, p: int, order: np.ndarray, norm: int = 1
+                       ) -> np.ndarray:
     """A p-Identity start shaped like a hierarchical strategy (H2/HB): one extra query per
     block of :func:`hierarchy_blocks` along ``order`` (the Gram's
     :meth:`~engine.mechanisms.hdmm.workload_gram.WorkloadGram.cell_order`), all with one
@@ -213,6 +232,7 @@ def hierarchical_start(gram: WorkloadGram, p: int, order: np.ndarray) -> np.ndar
         gram: workload Gram.
         p: number of extra queries (rows beyond the hierarchy's blocks start at 0).
         order: the cells in their one-dimensional order.
+        norm: sensitivity norm of the loss (1: Laplace, 2: Gaussian).
 
     Returns:
         A non-negative p x n start.
@@ -223,7 +243,7 @@ def hierarchical_start(gram: WorkloadGram, p: int, order: np.ndarray) -> np.ndar
         T[row, order[start:stop]] = 1.0
 
     def loss(log_c: float) -> float:
-        f, _ = pidentity_loss_grad(math.exp(log_c) * T, gram, p)
+        f, _ = pidentity_loss_grad(math.exp(log_c) * T, gram, p, norm=norm)
         return f if math.isfinite(f) else float(np.finfo(float).max)
 
     best = minimize_scalar(loss, bounds=(math.log(1e-3), math.log(10.0)), method="bounded",
@@ -236,7 +256,7 @@ def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 
                        screen_ftol: float = SCREEN_FTOL, max_work: int = MAX_WORK,
                        init: np.ndarray | None = None,
                        progress: Progress | Reporter | None = None,
-                       executor: Executor | None = None
+                       executor: Executor | None = None, norm: int = 1
                        ) -> tuple[np.ndarray, float, list[float]]:
     """Best p-Identity ``Theta`` for V: seeded starts screened, the best one polished.
 
@@ -281,6 +301,8 @@ def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 
         progress: receives one step per objective evaluation (of the starts run here;
             a cancel also stops the starts running on ``executor``).
         executor: runs batches of further starts (None: every start in this process).
+        norm: sensitivity norm the columns are scaled in, 1 (Laplace, the paper's family) or
+            2 (Gaussian: ``[I; Theta]`` with unit L2 columns, see :func:`pidentity_loss_grad`).
 
     Returns:
         ``(Theta, f, losses)``: the best parameters (p x n), their ``tr[(A^T A)^-1 V]`` and
@@ -297,7 +319,7 @@ def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 
     order = gram.cell_order()
     if init is None and order is not None and budget < maxiter:
         # one start is all the budget admits: on one-dimensional cells it is the hierarchy
-        warm, total = [hierarchical_start(gram, p, order)], 1
+        warm, total = [hierarchical_start(gram, p, order, norm)], 1
     free = FREE_WORK // (p * n * n)
     cap = max(1, int(max_work // gram.evaluation_work(p)))
     # every start the rule admits has at most budget evaluations before it, so with this
@@ -324,11 +346,11 @@ def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 
             k = len(results)
             rep = reporter(progress, f"OPT_0 p-identity (p={p}) start {k + 1}/{total}")
             f, x, used = _screen(gram, p, start(k), rep, screen_ftol,
-                                 min(maxiter, cap - sum(lengths)))
+                                 min(maxiter, cap - sum(lengths)), norm)
             results.append((f, x))
             lengths.append(used)
             continue
-        tasks = [(gram, p, start(len(results) + j), screen_ftol, maxiter)
+        tasks = [(gram, p, start(len(results) + j), screen_ftol, maxiter, norm)
                  for j in range(further)]
         cancel = progress.progress if isinstance(progress, Reporter) else progress
         for f, x, used in map_ordered(executor, _screen_task, tasks, progress=cancel):
@@ -348,7 +370,7 @@ def optimize_pidentity(V: np.ndarray | WorkloadGram, p: int, *, restarts: int = 
         polish = min(polish, int(POLISH_SHARE * lengths[best]))
     if polish > 0 and math.isfinite(f):
         rep = reporter(progress, f"OPT_0 p-identity (p={p}) polish")
-        f2, x2, _ = _screen(gram, p, x, rep, 1e-12, polish)
+        f2, x2, _ = _screen(gram, p, x, rep, 1e-12, polish, norm)
         if f2 < f:
             f, x = f2, x2
     return x.reshape(p, n), f, losses
@@ -375,7 +397,7 @@ def _agree(losses: list[float]) -> bool:
 
 
 def _screen(gram: WorkloadGram, p: int, x0: np.ndarray, rep: Reporter,
-            ftol: float, maxiter: int) -> tuple[float, np.ndarray, int]:
+            ftol: float, maxiter: int, norm: int) -> tuple[float, np.ndarray, int]:
     """A bound-constrained L-BFGS on the p-Identity loss from ``x0``, reporting every
     evaluation: ``(loss, Theta flat, evaluations)``. Up to ``NONNEG_WEIGHTS`` weights and over
     ``SCIPY_MAX_WEIGHTS`` it is :func:`minimize_nonneg`, in between scipy's L-BFGS-B."""
@@ -383,7 +405,7 @@ def _screen(gram: WorkloadGram, p: int, x0: np.ndarray, rep: Reporter,
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
         evaluations[0] += 1
-        f, g = pidentity_loss_grad(x, gram, p)
+        f, g = pidentity_loss_grad(x, gram, p, norm=norm)
         rep.step(f)
         return f, g
 
@@ -394,11 +416,11 @@ def _screen(gram: WorkloadGram, p: int, x0: np.ndarray, rep: Reporter,
     return f, x, evaluations[0]
 
 
-def _screen_task(task: tuple[WorkloadGram, int, np.ndarray, float, int]
+def _screen_task(task: tuple[WorkloadGram, int, np.ndarray, float, int, int]
                  ) -> tuple[float, np.ndarray, int]:
     """One start screened on an executor (no progress crosses processes)."""
-    gram, p, x0, ftol, maxiter = task
-    return _screen(gram, p, x0, Reporter(), ftol, maxiter)
+    gram, p, x0, ftol, maxiter, norm = task
+    return _screen(gram, p, x0, Reporter(), ftol, maxiter, norm)
 
 
 def optimize_idtotal(V: np.ndarray | WorkloadGram,

@@ -7,7 +7,9 @@ Gaussian noise (:mod:`~engine.mechanisms.hdmm.gaussian_opt0`).
 
 As in the authors' code the candidate set also holds Identity, Total (only when it supports
 V, i.e. V is a multiple of the all-ones matrix) and, for Laplace, the one-parameter
-``[I; theta T] / (1 + theta)``; the best candidate by ``C_K`` is returned.
+``[I; theta T] / (1 + theta)``; on request (``hierarchy=True``) also HB's tree when the Gram
+knows its cells' one-dimensional order, so that the result is never worse than HB; the best
+candidate by ``C_K`` is returned.
 """
 
 from __future__ import annotations
@@ -24,8 +26,14 @@ from engine.linalg.matrix import (
     Ones,
     UpperTriangular,
 )
+from engine.linalg.trees import hb_branching, hierarchy_matrix
 from engine.mechanisms.hdmm.gaussian_opt0 import gaussian_opt0
-from engine.mechanisms.hdmm.laplace_opt0 import MAX_WORK, optimize_idtotal, optimize_pidentity
+from engine.mechanisms.hdmm.laplace_opt0 import (
+    MAX_WORK,
+    optimize_idtotal,
+    optimize_pidentity,
+    pidentity_loss_grad,
+)
 from engine.mechanisms.hdmm.pidentity import PIdentity
 from engine.mechanisms.hdmm.results import Factor
 from engine.mechanisms.hdmm.tracking import Reporter
@@ -66,11 +74,34 @@ def total_factor(n: int, V: np.ndarray, norm: int) -> Factor:
     return Factor("total", Ones(1, n), float(V.mean()) if ok else math.inf, norm)
 
 
+def hierarchy_factor(gram: WorkloadGram, norm: int) -> Factor | None:
+    """HB's strategy (Qardaji et al.'s branching, the tree without its root, laid along the
+    Gram's :meth:`~WorkloadGram.cell_order`) as a p-Identity factor whose extra queries are
+    the tree's inner nodes, with its exact loss; None when the cells have no known order or
+    the tree has no inner node. Every cell lies in one node per level, so the columns have
+    equal norms and the strategy is HB's up to a scale (the same error). One loss
+    evaluation, O(p**2 n) on a structured Gram (p = 272 inner nodes on 4,096 cells, 462 on
+    8,192)."""
+    order = gram.cell_order()
+    if order is None:
+        return None
+    n = gram.n
+    tree = hierarchy_matrix(n, hb_branching(n))[1:]
+    inner = tree[np.diff(tree.indptr) > 1]
+    if inner.shape[0] == 0:
+        return None
+    theta = np.zeros(inner.shape)
+    theta[:, order] = inner.toarray()  # tree column c is the cell order[c]
+    loss, _ = pidentity_loss_grad(theta, gram, theta.shape[0], norm=norm)
+    return Factor("hb-tree", PIdentity(theta, norm), loss, norm, {"p": theta.shape[0]})
+
+
 def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, seed: int = 0,
          maxiter: int = 300, polish_iterations: int = 200, tol: float = 1e-7,
          max_work: int = MAX_WORK, init: Factor | None = None,
          progress: Progress | Reporter | None = None,
-         executor: Executor | None = None, gram: WorkloadGram | None = None) -> Factor:
+         executor: Executor | None = None, gram: WorkloadGram | None = None,
+         hierarchy: bool = False) -> Factor:
     """OPT_0: the best strategy for the explicit Gram V in sensitivity norm ``norm``.
 
     Args:
@@ -88,6 +119,9 @@ def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, s
         executor: runs batches of p-Identity restarts (see :func:`optimize_pidentity`).
         gram: V with a known fast product (default: :meth:`WorkloadGram.of` detects a
             semiseparable V).
+        hierarchy: under Laplace noise also try HB's tree (:func:`hierarchy_factor`), so
+            that a Gram with a one-dimensional cell order never gets a strategy worse than
+            HB's (the Gaussian optimum is global: nothing beats it).
 
     Returns:
         The best :class:`Factor` by ``C_K``; ``info["candidates"]`` lists every candidate's
@@ -116,6 +150,9 @@ def opt0(V: np.ndarray, norm: int, *, p: int | None = None, restarts: int = 8, s
             t, f = optimize_idtotal(gram, progress)
             candidates.append(Factor("id-total", PIdentity(np.full((1, n), t)), f, norm,
                                      {"theta_total": t}))
+            tree = hierarchy_factor(gram, norm) if hierarchy else None
+            if tree is not None:
+                candidates.append(tree)
         else:
             A, f, info = gaussian_opt0(V, tol=tol, maxiter=maxiter, progress=progress)
             matrix = UpperTriangular(A) if info["factorization"] == "cholesky" else Dense(A)

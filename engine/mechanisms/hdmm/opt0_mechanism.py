@@ -67,7 +67,7 @@ def explicit_plan(name: str, workload: Workload, privacy: Privacy,
             gram = WorkloadGram.of_union(V, union)
     factor = opt0(V, privacy.norm, p=p, restarts=restarts, seed=seed, maxiter=maxiter,
                   polish_iterations=polish_iterations, tol=tol, progress=progress,
-                  executor=executor, gram=gram)
+                  executor=executor, gram=gram, hierarchy=True)
 
     def reconstructor(plan: Plan, y: np.ndarray) -> np.ndarray:
         return workload.answer(factor.pinv_apply(np.asarray(y, dtype=float)))

@@ -1,5 +1,7 @@
 """The p-Identity strategy ``[I; Theta] D`` (HDMM Def. 13) and its pseudo-inverse, both
-applied in O(p n) per vector through Woodbury's p x p Cholesky factor.
+applied in O(p n) per vector through Woodbury's p x p Cholesky factor. D scales every column
+to norm 1 in the sensitivity norm of the noise: L1 (Laplace, the paper's family) or L2
+(Gaussian).
 """
 
 from __future__ import annotations
@@ -15,17 +17,28 @@ from engine.linalg.matrix import (
 )
 
 
-class PIdentity(Matrix):
-    """``A(Theta) = [I; Theta] D`` with ``D = diag(1 / (1 + colsum Theta))`` (HDMM Def. 13).
+def column_scale(theta: np.ndarray, norm: int) -> np.ndarray:
+    """The norms of the columns of ``[I; Theta]``: ``1 + colsum Theta`` (L1, Theta >= 0) or
+    ``sqrt(1 + colsum Theta**2)`` (L2); D is their inverse."""
+    if norm == 1:
+        return 1.0 + theta.sum(axis=0)
+    return np.sqrt(1.0 + (theta * theta).sum(axis=0))
 
-    Every column has L1 norm 1. The Gram ``D (I + Theta^T Theta) D`` is always invertible,
-    and least squares uses Woodbury with a p x p Cholesky factor: O(p n) per vector.
+
+class PIdentity(Matrix):
+    """``A(Theta) = [I; Theta] D`` with ``D = diag(1 / (1 + colsum Theta))`` (HDMM Def. 13),
+    or ``D = diag(1 / sqrt(1 + colsum Theta**2))`` for the L2 norm.
+
+    Every column has norm 1 in the sensitivity norm ``norm``. The Gram ``D (I + Theta^T
+    Theta) D`` is always invertible, and least squares uses Woodbury with a p x p Cholesky
+    factor: O(p n) per vector.
 
     Args:
         theta: non-negative p x n array of extra-query weights.
+        norm: 1 (columns of L1 norm 1: Laplace) or 2 (L2 norm 1: Gaussian).
     """
 
-    def __init__(self, theta: np.ndarray) -> None:
+    def __init__(self, theta: np.ndarray, norm: int = 1) -> None:
         t = np.asarray(theta, dtype=float)
         if t.ndim == 1:
             t = t[None, :]
@@ -33,9 +46,12 @@ class PIdentity(Matrix):
             raise ValueError(f"PIdentity: theta must be a p x n array, got shape {t.shape}")
         if np.any(t < 0) or not np.all(np.isfinite(t)):
             raise ValueError("PIdentity: theta must be finite and non-negative")
+        if norm not in (1, 2):
+            raise ValueError(f"PIdentity: norm must be 1 or 2, got {norm!r}")
         self.theta = t
+        self.norm = int(norm)
         self.p, self.n = (int(v) for v in t.shape)
-        self.scale = 1.0 / (1.0 + t.sum(axis=0))
+        self.scale = 1.0 / column_scale(t, norm)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -104,7 +120,7 @@ class PIdentity(Matrix):
         return np.hstack([K, K @ self.theta.T]) / self.scale[:, None]
 
     def __repr__(self) -> str:
-        return f"PIdentity(p={self.p}, n={self.n})"
+        return f"PIdentity(p={self.p}, n={self.n}, norm={self.norm})"
 
 
 class PIdentityPinv(Matrix):

@@ -26,7 +26,8 @@ class Factor:
     """A strategy chosen for one explicit Gram, with what the error formulas need.
 
     Attributes:
-        kind: ``identity``, ``total``, ``p-identity``, ``id-total`` or ``gaussian``.
+        kind: ``identity``, ``total``, ``p-identity``, ``id-total``, ``hb-tree`` or
+            ``gaussian``.
         matrix: the strategy A (columns = cells).
         loss: ``||A||_K**2 tr[(A^T A)^+ V]`` on the Gram it was chosen for.
         norm: K (1 Laplace, 2 Gaussian).
