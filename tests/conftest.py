@@ -19,6 +19,54 @@ import pytest
 import sqlalchemy as sa
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+#: Scopes of fixtures that a file's tests share: such a file runs on one worker.
+SHARED_SCOPES = ("class", "module", "package")
+#: Rough seconds of a browser test, a ``slow`` test and any other, to start the longest
+#: units of work first (the longest-first rule: the last unit to finish is a short one).
+BROWSER_SECONDS, SLOW_SECONDS, OTHER_SECONDS = 20.0, 20.0, 0.5
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    """True when the test uses a class-, module- or package-scoped fixture."""
+    info = getattr(item, "_fixtureinfo", None)  # pytest's fixture closure (None: a doctest)
+    if info is None:
+        return False
+    return any(definition.scope in SHARED_SCOPES
+               for definitions in info.name2fixturedefs.values() for definition in definitions)
+
+
+def _seconds(item: pytest.Item) -> float:
+    """The rough cost of one test (see BROWSER_SECONDS)."""
+    if item.get_closest_marker("ui") is not None:
+        return BROWSER_SECONDS
+    return SLOW_SECONDS if item.get_closest_marker("slow") is not None else OTHER_SECONDS
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Units of work for ``make test`` (``-n 2 --dist loadgroup --no-loadscope-reorder``).
+
+    A ``slow`` test that shares no fixture with its file is a unit of its own, so the heavy
+    files (paper tables, notebooks) spread over both workers; every other test stays with its
+    file (an ``xdist_group`` per file): a browser-test file starts its servers once, a
+    module-scoped fixture is computed once. Units run longest first (by the rough costs
+    above), so the run ends on short ones. Runs before xdist turns the groups into scopes;
+    without ``--dist loadgroup`` nothing changes.
+    """
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        alone = (item.get_closest_marker("slow") is not None
+                 and item.get_closest_marker("ui") is None and not _shares_a_fixture(item))
+        if alone:
+            units[item.nodeid] = [item]
+            continue
+        group = str(item.path.relative_to(REPO_ROOT))
+        item.add_marker(pytest.mark.xdist_group(group))
+        units.setdefault(group, []).append(item)
+    ordered = sorted(units.values(), key=lambda unit: -sum(_seconds(item) for item in unit))
+    items[:] = [item for unit in ordered for item in unit]
 
 
 @pytest.fixture
