@@ -10,12 +10,13 @@ PY := $(VENV)/bin/python
 # Written only after a successful install, so an interrupted install is retried next time.
 VENV_STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
-# pytest-xdist workers for `make test` (one per core). Slow tests spread over the workers one
-# by one, longest first; every other test stays with its file, so a browser-test file starts
-# its server once (tests/conftest.py makes the groups). One BLAS thread per process: two
-# workers with OpenBLAS's own two threads each oversubscribe two cores (online-optimal on
-# 1,024 steps: 14.6 CPU s with one thread, 86.6 with two, under load). `make test` prints the
-# 30 slowest tests, the place to start when the suite's time grows.
+# pytest-xdist workers for `make test` (one per core). A browser-test file (it starts its
+# server once) and a file sharing a module-scoped fixture run on one worker; every other
+# test spreads on its own, longest first (the scheduler in tests/conftest.py). One BLAS
+# thread per process: two workers with OpenBLAS's own two threads each oversubscribe two
+# cores (online-optimal on 1,024 steps: 14.6 CPU s with one thread, 86.6 with two, under
+# load). `make test` prints the 30 slowest tests, the place to start when the suite's time
+# grows.
 TEST_WORKERS ?= auto
 BENCHMARKS := $(wildcard benchmarks/*.py)
 
