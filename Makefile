@@ -10,9 +10,13 @@ PY := $(VENV)/bin/python
 # Written only after a successful install, so an interrupted install is retried next time.
 VENV_STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
-# pytest-xdist workers for `make test` (one per core; a file's tests stay on one worker, so a
-# browser test file starts its server once). `make test` prints the 30 slowest tests, the
-# place to start when the suite's time grows.
+# pytest-xdist workers for `make test` (one per core). A browser-test file (it starts its
+# server once) and a file sharing a module-scoped fixture run on one worker; every other
+# test spreads on its own, longest first (the scheduler in tests/conftest.py). One BLAS
+# thread per process: two workers with OpenBLAS's own two threads each oversubscribe two
+# cores (online-optimal on 1,024 steps: 14.6 CPU s with one thread, 86.6 with two, under
+# load). `make test` prints the 30 slowest tests, the place to start when the suite's time
+# grows.
 TEST_WORKERS ?= auto
 BENCHMARKS := $(wildcard benchmarks/*.py)
 
@@ -67,7 +71,8 @@ nginx:
 	$(call debian_package,nginx,/usr/sbin/nginx)
 
 test: lint chromium postgresql nginx
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30 tests
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest \
+		-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=30 tests
 	$(MAKE) docs
 
 # Notebooks run once per content change (MyST-NB's cache under docs/_build); no network.

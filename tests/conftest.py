@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -17,8 +18,68 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sqlalchemy as sa
+from xdist.scheduler import LoadScopeScheduling
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+#: A fixture of one of these scopes is shared by the tests of a file (or of a class).
+SHARED_SCOPE = re.compile(r"""scope\s*=\s*["'](class|module|package)["']""")
+#: Rough seconds of a browser test, a ``slow`` test and any other, to start the longest
+#: units of work first (the longest-first rule: the last unit to finish is a short one).
+BROWSER_SECONDS, SLOW_SECONDS, OTHER_SECONDS = 20.0, 20.0, 0.5
+
+
+@functools.cache
+def keeps_its_tests_together(path: str) -> bool:
+    """True for a test file (``tests/...py``, from the repository root) whose tests run on one
+    worker: a browser-test file (it starts its servers once) and a file that, or whose
+    ``conftest.py``, defines a class-, module- or package-scoped fixture (computed once)."""
+    file = REPO_ROOT / path
+    if file.is_relative_to(REPO_ROOT / "tests" / "ui"):
+        return True
+    sources = [file, *(folder / "conftest.py" for folder in file.parents
+                       if folder.is_relative_to(REPO_ROOT / "tests"))]
+    return any(SHARED_SCOPE.search(source.read_text()) for source in sources
+               if source.is_file())
+
+
+class FileOrTestScheduling(LoadScopeScheduling):
+    """``make test``'s units of work (``-n 2 --dist loadgroup --no-loadscope-reorder``): the
+    tests of a file that keeps them together (:func:`keeps_its_tests_together`) are one unit,
+    every other test is a unit of its own, so heavy files (paper tables, notebooks) spread
+    over both workers. (xdist's own ``loadgroup`` reads ``xdist_group`` marks through a node
+    id that pytest 9 no longer lets it change, so its groups are not formed.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = nodeid.split("::", 1)[0]
+        return path if keeps_its_tests_together(path) else nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadScopeScheduling | None:
+    """``--dist loadgroup`` schedules :class:`FileOrTestScheduling`'s units."""
+    return FileOrTestScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
+def _seconds(item: pytest.Item) -> float:
+    """The rough cost of one test (see BROWSER_SECONDS)."""
+    if item.get_closest_marker("ui") is not None:
+        return BROWSER_SECONDS
+    return SLOW_SECONDS if item.get_closest_marker("slow") is not None else OTHER_SECONDS
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker under ``--dist loadgroup`` (xdist sets the worker's ``loadgroup``
+    option): the tests in the order their units (:class:`FileOrTestScheduling`) should start,
+    longest first by the rough costs above, so the run ends on short ones. The controller
+    keeps this order (``--no-loadscope-reorder``). Otherwise nothing changes."""
+    if not config.getoption("loadgroup", False):
+        return
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        units.setdefault(path if keeps_its_tests_together(path) else item.nodeid,
+                         []).append(item)
+    ordered = sorted(units.values(), key=lambda unit: -sum(_seconds(item) for item in unit))
+    items[:] = [item for unit in ordered for item in unit]
 
 
 @pytest.fixture

@@ -127,6 +127,11 @@ def _kron_term_trace(term: Term, solvers: list[FactorInverse]) -> float:
         return math.inf if any(math.isinf(p) for p in parts) else math.prod(parts)
     if any(math.isinf(p) for p in parts):
         return math.inf
+    if all(solvers[i].full_rank() for i in term.attrs):
+        # a Kronecker product of invertible Grams is invertible (supports every query), and
+        # its inverse is applied factor by factor: never a prod(n_i)-square matrix
+        pinvs = [solvers[i].pinv() for i in term.attrs]
+        return math.prod(parts) * _kron_inverse_trace(term, pinvs)
     P = np.ones((1, 1))
     Gs = np.ones((1, 1))
     for i in term.attrs:
@@ -136,6 +141,21 @@ def _kron_term_trace(term: Term, solvers: list[FactorInverse]) -> float:
     if not supports(V, Gs):
         return math.inf
     return math.prod(parts) * float((P * V).sum())
+
+
+def _kron_inverse_trace(term: Term, pinvs: list[np.ndarray]) -> float:
+    """``tr[(P_1 x ... x P_k) Q^T Q]`` for a non-product term's query Q on its C-ordered
+    marginal and the symmetric factor inverses ``pinvs`` (one per attribute of the term): the
+    rows of Q (or of its Gram, whichever is shorter) times the Kronecker product, one axis at a
+    time."""
+    shape = tuple(P.shape[0] for P in pinvs)
+    rows_are_queries = term.query.shape[0] <= term.query.shape[1]
+    X = term.query.dense() if rows_are_queries else term.query.gram().dense()
+    T = X.reshape((X.shape[0], *shape))
+    for axis, P in enumerate(pinvs, start=1):
+        T = np.moveaxis(np.tensordot(T, P, axes=([axis], [0])), -1, axis)
+    XP = T.reshape(X.shape)  # X (P_1 x ... x P_k), the product being symmetric
+    return float((XP * X).sum()) if rows_are_queries else float(np.trace(XP))
 
 
 def trace_term(workload: Workload, strategy: Matrix) -> float:
