@@ -48,6 +48,10 @@ def serving_processes(root: psutil.Process, timeout_s: float = 60.0) -> list[psu
         time.sleep(0.2)
     raise AssertionError(f"expected 2 serving processes, found {root.children()}")
 
+#: Mechanisms whose Compare row has no RMSE for the default workload (not applicable to it).
+NO_RMSE_HERE = {"aim-grem", "hierarchical-pgsr", "online-blt", "online-optimal", "online-sqrt",
+                "online-tree"}
+
 
 def readout(page, path: str, sid: str) -> tuple[str, dict[str, str]]:
     """Open ``path`` of session ``sid`` and return (the trade-off level or '', the comparison
@@ -89,7 +93,10 @@ def survive_reloads_and_kills(context, app, store: SessionStore) -> None:
     page = context.new_page()
     sid, moved = move_eps_until_stored(page, app.url + app_path("/tradeoff"), store)
     _, rows = readout(page, "/compare", sid)  # planned in whichever process took it
-    assert len(rows) >= 4 and all(rows.values())
+    # every mechanism has a row; the ones that cannot answer the trade-off page's workload
+    # (data-dependent, census hierarchy, online) show no RMSE, all the others show one
+    assert {name for name, rmse in rows.items() if not rmse} == NO_RMSE_HERE
+    assert len(rows) - len(NO_RMSE_HERE) >= 4
 
     for _ in range(3):  # either process, as the kernel hands out the connections
         assert readout(page, "/tradeoff", sid)[0] == moved

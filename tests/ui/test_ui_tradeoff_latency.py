@@ -73,8 +73,9 @@ def test_eps_slider_moves_chart_and_numbers(open_app, console_errors, screenshot
     x_before, _ = page.evaluate(STATE_JS)
 
     # The eps slider is logarithmic (0.01-10 over its width): a first step down, then steps
-    # up and down (up a little further each time) keep every move inside its range.
-    warmup = move_and_measure(page, -20)[0]  # the first update also warms caches
+    # up and down (up a little further each time: +120 px and -100 px over the moves) keep
+    # every move inside its range and end 10 px right of the start.
+    warmup = move_and_measure(page, -10)[0]  # the first update also warms caches
     page.wait_for_timeout(800)
     latencies = []
     for i in range(MOVES):
