@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -234,7 +233,12 @@ def test_csv_readers(tmp_path_factory, data: bytes) -> None:
 #: address space (bytes) and CPU seconds of the child that runs every command-line case
 CHILD_MEMORY = 3 * 2**30
 CHILD_CPU_SECONDS = 120
-DRIVER = """
+#: The child limits its own memory and CPU before importing the engine (a ``preexec_fn``
+#: would make subprocess fork this process, which may hold JAX's threads by then).
+DRIVER = f"""
+import resource
+resource.setrlimit(resource.RLIMIT_AS, ({CHILD_MEMORY}, {CHILD_MEMORY}))
+resource.setrlimit(resource.RLIMIT_CPU, ({CHILD_CPU_SECONDS}, {CHILD_CPU_SECONDS}))
 import json, sys, traceback
 from engine.cli.main import main
 failures = []
@@ -283,11 +287,6 @@ FLAGS = st.sampled_from(
         "--synthetic",
     ]
 )
-
-
-def _limit_child() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
-    resource.setrlimit(resource.RLIMIT_CPU, (CHILD_CPU_SECONDS, CHILD_CPU_SECONDS))
 
 
 @settings(
@@ -341,7 +340,6 @@ def test_command_line_flags(tmp_path_factory, cases: list) -> None:
         text=True,
         env=env,
         timeout=150,
-        preexec_fn=_limit_child,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
