@@ -641,3 +641,25 @@ def round_preserving_total(x: np.ndarray, total: int) -> np.ndarray:
             counts[above] += 1
             counts[candidates[competing == cut][:missing - above.size]] += 1
     return counts
+
+
+def largest_remainder_rows(x: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Whole counts row by row: every cell of row ``g`` of ``x`` (a 2-D array) gets its floor,
+    and the cells with the largest fractional parts (ties: the first cell) one more, until the
+    row reaches ``targets[g]`` (no cell gets more than one: a row that needs more than its
+    width, or less than its floors, is left short or over).
+
+    Returns:
+        int64 array of ``x``'s shape.
+
+    Example:
+        >>> largest_remainder_rows(np.array([[0.4, 1.6], [2.5, 0.5]]), np.array([2, 3])).tolist()
+        [[0, 2], [3, 0]]
+    """
+    x = np.asarray(x, dtype=float)
+    floors = np.floor(x)
+    missing = np.asarray(targets, dtype=np.int64).reshape(-1) - floors.sum(axis=1).astype(np.int64)
+    order = np.argsort(-(x - floors), axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(x.shape[1]), order.shape), axis=1)
+    return floors.astype(np.int64) + (rank < missing[:, None])

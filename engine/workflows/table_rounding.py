@@ -21,6 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_flow
 
+from engine.linalg.nonnegative import largest_remainder_rows
+
 #: Iterative proportional fitting stops when every row and column total is this close
 #: (relative to the table's total).
 FIT_TOLERANCE = 1e-10
@@ -51,12 +53,7 @@ def round_within_groups(values: np.ndarray, targets: np.ndarray) -> np.ndarray:
     scaled = np.empty_like(values)
     scaled[positive] = values[positive] * (targets[positive] / sums[positive])[:, None]
     scaled[~positive] = (targets[~positive] / width)[:, None]
-    floors = np.floor(scaled)
-    missing = np.clip(targets - floors.sum(axis=1).astype(np.int64), 0, width)
-    order = np.argsort(-(scaled - floors), axis=1, kind="stable")
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.broadcast_to(np.arange(width), order.shape), axis=1)
-    counts = floors.astype(np.int64) + (rank < missing[:, None])
+    counts = largest_remainder_rows(scaled, targets)
     if not np.array_equal(counts.sum(axis=1), targets):
         raise ArithmeticError("round_within_groups: a row's counts miss its target")
     return counts

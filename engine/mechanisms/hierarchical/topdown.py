@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.errors import NotApplicable, SpecError
+from engine.linalg.nonnegative import largest_remainder_rows
 from engine.mechanisms.hierarchical.model import RegionTree
 from engine.progress import Progress, report
 
@@ -50,13 +51,7 @@ def largest_remainder(x: np.ndarray, targets: np.ndarray) -> np.ndarray:
     Floors every value, then gives the missing units to the largest remainders (ties to the
     lower index).
     """
-    x = np.round(np.asarray(x, dtype=float), SNAP_DECIMALS)
-    base = np.floor(x)
-    deficit = (np.asarray(targets, dtype=np.int64) - base.sum(axis=1).astype(np.int64))
-    order = np.argsort(-(x - base), axis=1, kind="stable")
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.arange(x.shape[1])[None, :].repeat(len(x), 0), axis=1)
-    return (base + (ranks < deficit[:, None])).astype(np.int64)
+    return largest_remainder_rows(np.round(np.asarray(x, dtype=float), SNAP_DECIMALS), targets)
 
 
 @dataclass(frozen=True)
