@@ -87,9 +87,8 @@ from engine.workflows.release_files import (
     write_release,
 )
 from engine.workflows.tables import (
-    FIT_SPACES,
-    POST_PROCESSING,
     PublishedTables,
+    check_publishing,
     publishable_tables,
 )
 
@@ -186,11 +185,7 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
         LedgerError: the ledger cannot be used, or the data set is archived.
         Cancelled: ``progress`` was cancelled (the charge is marked failed; nothing written).
     """
-    if post_process not in POST_PROCESSING:
-        raise SpecError(f"post_process: unknown {post_process!r}; allowed: "
-                        f"{', '.join(POST_PROCESSING)}")
-    if fit_space not in FIT_SPACES:
-        raise SpecError(f"fit_space: unknown {fit_space!r}; allowed: {', '.join(FIT_SPACES)}")
+    check_publishing(post_process, fit_space)
     if out is not None:
         check_out_dir(out)
     step = _prepare(mechanism, data, workload, privacy, knobs or {}, grid, executor,

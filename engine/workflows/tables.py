@@ -226,9 +226,7 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
         SpecError: one line naming the field: an unknown post-processing or noise, a length
             that does not match the workload, or a domain too large to hold a data vector.
     """
-    if post_process not in POST_PROCESSING:
-        raise SpecError(f"post_process: unknown {post_process!r}; allowed: "
-                        f"{', '.join(POST_PROCESSING)}")
+    check_publishing(post_process, fit_space)
     if noise not in MARGIN_Z:
         raise SpecError(f"noise: unknown {noise!r}; allowed: {', '.join(MARGIN_Z)}")
     queries = workload.num_queries
@@ -238,8 +236,6 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                         f"got {variance.size:,}")
     y = np.asarray(measurements, dtype=float).reshape(-1)
     fitted = workload.matrix if strategy is None else strategy
-    if fit_space not in FIT_SPACES:
-        raise SpecError(f"fit_space: unknown {fit_space!r}; allowed: {', '.join(FIT_SPACES)}")
     model: ModelCounts | MarginalFit | None = None
     held = None
     # the raw answers when they are at hand without the data vector
@@ -292,6 +288,16 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                    f"{max_cells():,} whose one count per cell fits in memory: raw only; "
                    f"{held}.")
     return PublishedTables(frames, method)
+
+
+def check_publishing(post_process: str, fit_space: str) -> None:
+    """A one-line SpecError naming the field for a post-processing not in
+    :data:`POST_PROCESSING` or a fit space not in :data:`FIT_SPACES`."""
+    if post_process not in POST_PROCESSING:
+        raise SpecError(f"post_process: unknown {post_process!r}; allowed: "
+                        f"{', '.join(POST_PROCESSING)}")
+    if fit_space not in FIT_SPACES:
+        raise SpecError(f"fit_space: unknown {fit_space!r}; allowed: {', '.join(FIT_SPACES)}")
 
 
 def check_domain(workload: Workload) -> None:
