@@ -28,10 +28,19 @@ marginals' eigenbasis, rounding, labelled tables).
 
 ``--fit-space marginals`` fits the 1- and 2-way tables themselves instead of one count per cell
 (:mod:`engine.workflows.marginal_fit`: a quadratic programme over the tables' cells, then
-controlled rounding that keeps every 1-way table; the work limit is unused).
+controlled rounding that keeps every 1-way table; the work limit is unused);
+``--fit-space marginals-gls`` the same by generalised least squares in the raw tables'
+covariance (:func:`engine.workflows.marginal_fit.fit_generalised`).
+
+``--compare`` fits every space of ``--fit-spaces`` to the *same* noise draw, ``--draws`` draws
+per case and mechanism (the AIM+GReM run is skipped): the measurement is seeded (seeds 0, 1,
+...) in this mode only, so that the fits' errors differ by the fit and not by the noise; a
+release draws its noise from OS entropy. Prints each draw and, per fit space, the mean
+post-processing CPU seconds and share, and the published counts' MAE (mean, lowest-highest).
 
 Usage: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/release_postprocess.py
        [--mechanisms identity hdmm-kron] [--work-limits 6e7 0] [--fit-space marginals]
+       [--compare --draws 3 --fit-spaces cells marginals marginals-gls]
 """
 
 from __future__ import annotations
@@ -134,6 +143,46 @@ def adaptive_release(work_limits: list[float], fit_space: str = "cells") -> None
               f"{float(np.abs(counts - truth).mean()):9.2f} {flag}", flush=True)
 
 
+def compare(label: str, workload: Workload, x: np.ndarray, mechanism: str,
+            fit_spaces: list[str], draws: int) -> None:
+    """Every fit space on the same seeded noise draw, ``draws`` draws: per draw and fit space
+    the post-processing's CPU seconds, share and published MAE; then their means (MAE:
+    mean and lowest-highest over the draws)."""
+    start = time.process_time()
+    plan = get(mechanism).plan(workload, PRIVACY)
+    planning = time.process_time() - start
+    truth = workload.answer(x)
+    results: dict[str, list[tuple[float, float, float]]] = {space: [] for space in fit_spaces}
+    for draw in range(draws):
+        start = time.process_time()
+        measurement = plan.measure(x, np.random.default_rng(draw))  # seeded: comparison only
+        raw = plan.reconstruct(measurement)
+        variances = plan.variances()
+        before = planning + time.process_time() - start
+        for space in fit_spaces:
+            start = time.process_time()
+            tables = publishable_tables(
+                workload, strategy=plan.strategy, measurements=measurement.y,
+                noise_variances=np.asarray(measurement.noise_std) ** 2, total=int(x.sum()),
+                per_query_variance=variances, raw=raw, fit_space=space)
+            post = time.process_time() - start
+            counts = np.concatenate([f["estimate"].to_numpy() for f in tables.frames.values()])
+            if {int(f["estimate"].sum()) for f in tables.frames.values()} != {int(x.sum())}:
+                raise SystemExit(f"{mechanism} {space}: tables disagree on the total")
+            error = float(np.abs(counts - truth).mean())
+            results[space].append((post, post / (before + post), error))
+            print(f"{label:38s} {mechanism:10s} draw {draw} {space:14s} before {before:5.2f} "
+                  f"post {post:6.3f} share {post / (before + post):6.1%} "
+                  f"raw MAE {float(np.abs(raw - truth).mean()):7.2f} table MAE {error:8.3f}",
+                  flush=True)
+    for space, rows in results.items():
+        post, share, error = (np.array(column) for column in zip(*rows, strict=True))
+        flag = "ok" if share.mean() < GOAL else f"over the {GOAL:.0%} goal"
+        print(f"{label:38s} {mechanism:10s} mean   {space:14s} post {post.mean():6.3f} CPU s "
+              f"share {share.mean():6.1%} table MAE {error.mean():8.3f} "
+              f"({error.min():.3f}-{error.max():.3f}) {flag}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mechanisms", nargs="+", default=["identity", "hdmm-kron"])
@@ -143,10 +192,24 @@ def main() -> None:
     parser.add_argument("--fit-space", choices=FIT_SPACES, default="cells",
                         help="fit one count per cell, or (1- and 2-way marginals) the tables "
                              "themselves (the work limit is then unused: 'tables')")
+    parser.add_argument("--compare", action="store_true",
+                        help="fit every space of --fit-spaces to the same seeded noise draw")
+    parser.add_argument("--fit-spaces", nargs="+", choices=FIT_SPACES, default=list(FIT_SPACES))
+    parser.add_argument("--draws", type=int, default=3)
     args = parser.parse_args()
     threads = {k: os.environ.get(k, "unset") for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
     print("CPU seconds (time.process_time); BLAS threads: "
-          + ", ".join(f"{k}={v}" for k, v in threads.items()))
+          + ", ".join(f"{k}={v}" for k, v in threads.items()) + "; load average "
+          + " ".join(f"{v:.2f}" for v in os.getloadavg()))
+    if args.compare:
+        print(f"comparison mode: measurement seeded (seeds 0-{args.draws - 1}), the same noise "
+              "for every fit space; a release draws from OS entropy")
+        for case in (synthetic_case, adult_case):
+            label, workload, x = case()
+            for mechanism in args.mechanisms:
+                compare(label, workload, x, mechanism, args.fit_spaces, args.draws)
+        print("load average at the end " + " ".join(f"{v:.2f}" for v in os.getloadavg()))
+        return
     print(f"{'case':38s} {'mechanism':10s} {'plan':>5s} {'measure':>7s} {'reconstr':>8s} "
           f"{'work':>6s} {'post':>6s} {'share':>6s} {'raw MAE':>8s} {'table MAE':>9s}")
     for case in (synthetic_case, adult_case):

@@ -5,7 +5,10 @@
 * :func:`controlled_round`: a two-way table to whole row and column totals at once, every
   cell rounded up or down (Cox's controlled rounding): first scaled to those totals by
   iterative proportional fitting, then rounded by a maximum flow -- the table's transportation
-  polytope contains the scaled table, so it has a vertex with whole cells within 1 of it.
+  polytope contains the scaled table, so it has a vertex with whole cells within 1 of it;
+  when the table's zero pattern cannot carry the totals (e.g. one cell holding a row whose
+  total was rounded down and a column whose total was rounded up), the whole table with those
+  totals nearest to it cell by cell (a transportation programme, whole at its vertices).
 
 Pure numpy/scipy: post-processing of released numbers, no privacy cost.
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.optimize import linprog
 from scipy.sparse.csgraph import maximum_flow
 
 from engine.linalg.nonnegative import largest_remainder_rows
@@ -26,8 +30,9 @@ from engine.linalg.nonnegative import largest_remainder_rows
 #: Iterative proportional fitting stops when every row and column total is this close
 #: (relative to the table's total).
 FIT_TOLERANCE = 1e-10
-#: ... or after this many sweeps.
-FIT_SWEEPS = 10_000
+#: ... or after this many sweeps (a table that needs more has a zero pattern that barely
+#: carries the totals: :func:`nearest_transport` rounds it).
+FIT_SWEEPS = 1_000
 #: A scaled cell this close to a whole count is taken as that count (an interior-point
 #: solver's default accuracy leaves errors near 1e-4; rounding moves a cell by up to 1).
 SNAP = 1e-3
@@ -91,7 +96,50 @@ def controlled_round(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -
                        columns - floors.sum(axis=0).astype(np.int64), capacity)
         if bumps is not None:
             return floors.astype(np.int64) + bumps
-    raise ArithmeticError("controlled_round: no rounding keeps both totals")
+    return nearest_transport(table, rows, columns)
+
+
+def nearest_transport(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """The whole non-negative table with row totals ``rows`` and column totals ``columns``
+    (whole, one sum) nearest to ``table`` in the sum of absolute differences.
+
+    Each cell is its floor, minus whole units, plus a first unit at cost ``1 - 2 * fraction``
+    and further units at cost 1: a min-cost flow whose constraint matrix is totally
+    unimodular, so the simplex vertex (HiGHS dual simplex) is whole.
+
+    Raises:
+        ArithmeticError: the solver's vertex is not whole (it cannot be for these totals).
+    """
+    t = np.clip(np.asarray(table, dtype=float), 0.0, None)
+    k, m = t.shape
+    floors = np.floor(t)
+    fraction = (t - floors).reshape(-1)
+    cells = k * m
+    # variables: [down (<= floor), first up (<= 1), further up]
+    cost = np.concatenate([np.ones(cells), 1.0 - 2.0 * fraction, np.ones(cells)])
+    row_of = np.repeat(np.arange(k), m)
+    column_of = np.tile(np.arange(m), k)
+    index = np.arange(cells)
+    heights = np.concatenate([row_of, k + column_of])
+    sums = sp.csr_array((np.ones(2 * cells), (heights, np.concatenate([index, index]))),
+                        shape=(k + m, cells))
+    equal = sp.hstack([-sums, sums, sums]).tocsr()
+    need = np.concatenate([rows - floors.sum(axis=1), columns - floors.sum(axis=0)])
+    bounds = np.column_stack([np.zeros(3 * cells),
+                              np.concatenate([floors.reshape(-1), np.ones(cells),
+                                              np.full(cells, np.inf)])])
+    solution = linprog(cost, A_eq=equal, b_eq=need, bounds=bounds, method="highs-ds")
+    if solution.status != 0:
+        raise ArithmeticError("controlled_round: no rounding keeps both totals")
+    x = solution.x
+    counts = floors.reshape(-1) - x[:cells] + x[cells:2 * cells] + x[2 * cells:]
+    whole = np.rint(counts)
+    if np.abs(counts - whole).max() > 1e-6:
+        raise ArithmeticError("controlled_round: the transportation vertex is not whole")
+    out = whole.astype(np.int64).reshape(k, m)
+    if not (np.array_equal(out.sum(axis=1), rows) and np.array_equal(out.sum(axis=0), columns)):
+        raise ArithmeticError("controlled_round: no rounding keeps both totals")
+    return out
 
 
 def proportional_fit(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
