@@ -95,8 +95,9 @@ class MarginalFit:
                 f"every attribute they share and {kept} ({self.total:,}); then each "
                 "attribute's 1-way table rounded to the total by largest remainders and each "
                 "2-way table rounded cell by cell up or down keeping its two 1-way tables "
-                "(controlled rounding), so tables agree and share one total (two-way tables "
-                "that agree need not be the marginals of one data set)")
+                "(controlled rounding; where a table's zeros cannot carry those totals, the "
+                "nearest whole table that keeps them), so tables agree and share one total "
+                "(two-way tables that agree need not be the marginals of one data set)")
 
 
 def fits_marginals(workload: Workload) -> bool:
