@@ -42,9 +42,21 @@ import scipy.sparse as sp
 from engine.errors import NotApplicable
 from engine.workflows.marginal_covariance import MarginalCovariance
 from engine.workflows.table_rounding import controlled_round, round_within_groups
+from engine.workflows.three_way_fit import (
+    CUBE_WEIGHT,
+    MAX_CELLS,
+    ThreeWayFit,
+    fit_three_way,
+    three_way_cells,
+)
 from engine.workloads.term import Term
 from engine.workloads.workload import Workload
 
+#: How the fitted tables become whole counts, in words (a release's method).
+ROUNDING = ("then each attribute's 1-way table rounded to the total by largest remainders and "
+            "each 2-way table rounded cell by cell up or down keeping its two 1-way tables "
+            "(controlled rounding; where a table's zeros cannot carry those totals, the nearest "
+            "whole table that keeps them), so tables agree and share one total")
 #: Raw tables agree when their shared sums differ by at most this, relative to the total.
 AGREEMENT = 1e-6
 #: A fitted cell below minus this (relative to the total) is held at zero.
@@ -77,9 +89,22 @@ class MarginalFit:
     unknowns: int
     generalised: bool = False
     unmet: str | None = None
+    three_way: ThreeWayFit | None = None
 
     def describe(self, fitted: str, kept: str) -> str:
         """The route in words, for a release's method."""
+        if self.three_way is not None:
+            run = self.three_way
+            state = ("converged" if run.converged
+                     else "stopped at its iteration limit: close to, not at, the optimum")
+            also = (" and to the least-squares estimate's own 3-way tables"
+                    if run.with_estimate else "")
+            return (f"1- and 2-way tables fitted as the margins of non-negative 3-way tables "
+                    f"over every three attributes ({run.unknowns:,} unknowns, not one per "
+                    f"cell of the domain) that agree on every 2-way table they share and "
+                    f"{kept} ({self.total:,}), to {fitted}{also} by variance-weighted least "
+                    f"squares (each answer weighted by its own variance; ADMM, "
+                    f"{run.iterations} iterations, {state}); {ROUNDING}")
         if self.generalised:
             metric = ("by generalised least squares in the raw tables' own covariance (from "
                       "the strategy's per-attribute Gram matrices, exact for its Kronecker "
@@ -92,11 +117,7 @@ class MarginalFit:
                 metric += f" -- generalised least squares does not apply: {self.unmet} --"
         return (f"non-negative 1- and 2-way tables ({self.unknowns:,} unknowns, "
                 f"not one per cell of the domain) fitted to {fitted} {metric}, agreeing on "
-                f"every attribute they share and {kept} ({self.total:,}); then each "
-                "attribute's 1-way table rounded to the total by largest remainders and each "
-                "2-way table rounded cell by cell up or down keeping its two 1-way tables "
-                "(controlled rounding; where a table's zeros cannot carry those totals, the "
-                "nearest whole table that keeps them), so tables agree and share one total "
+                f"every attribute they share and {kept} ({self.total:,}); {ROUNDING} "
                 "(two-way tables that agree need not be the marginals of one data set)")
 
 
@@ -109,7 +130,8 @@ def fits_marginals(workload: Workload) -> bool:
 
 def fit_marginals(workload: Workload, raw: np.ndarray, variances: np.ndarray, *,
                   total: int | None, covariance: MarginalCovariance | None = None,
-                  unmet: str | None = None) -> MarginalFit:
+                  unmet: str | None = None, three_way: bool = False,
+                  cubes: tuple[np.ndarray, np.ndarray] | None = None) -> MarginalFit:
     """Fit and round (module docstring).
 
     Variance-weighted (``covariance`` None): the unknowns are every 2-way table of the
@@ -129,6 +151,12 @@ def fit_marginals(workload: Workload, raw: np.ndarray, variances: np.ndarray, *,
         total: the public number of records, or None (fitted, then rounded).
         covariance: the raw tables' covariance, for the generalised fit.
         unmet: why a generalised fit asked for has no covariance (stated in the method).
+        three_way: fit the tables as the margins of agreeing non-negative 3-way tables
+            (:mod:`engine.workflows.three_way_fit`; a tighter fit) when there are at least
+            three attributes and the 3-way tables hold at most ``MAX_CELLS`` cells.
+        cubes: for ``three_way``, the least-squares estimate's 3-way tables over every three
+            attributes and the inverse of their mean noise variance
+            (:func:`engine.workflows.three_way_fit.kronecker_cubes`), fitted too.
 
     Raises:
         ValueError: a variance that is not positive and finite.
@@ -138,13 +166,20 @@ def fit_marginals(workload: Workload, raw: np.ndarray, variances: np.ndarray, *,
                                if len(t.attrs) == 2))
     attributes = sorted({a for t in workload.terms for a in t.attrs})
     fitted = None
-    if covariance is not None:
+    cube = None
+    if (three_way and len(attributes) >= 3
+            and three_way_cells(shape, attributes) <= MAX_CELLS):
+        cube = fit_three_way(shape, weighted_tables(workload, raw, variances), total=total,
+                             cubes=None if cubes is None else cubes[0],
+                             cube_weight=0.0 if cubes is None else CUBE_WEIGHT * cubes[1])
+        fitted = {t: np.clip(v, 0.0, None) for t, v in cube.tables.items()}
+    elif covariance is not None:
         try:
             fitted = fit_generalised(_raw_tables(workload, raw), pairs, attributes,
                                      covariance, total)
         except NotApplicable as exc:
             unmet = str(exc)
-    generalised = fitted is not None
+    generalised = fitted is not None and cube is None
     unknowns = _free_numbers(shape, pairs, attributes)
     if fitted is None:
         fitted, unknowns = _fit_variance_weighted(workload, raw, variances, total, pairs,
@@ -156,7 +191,8 @@ def fit_marginals(workload: Workload, raw: np.ndarray, variances: np.ndarray, *,
     for pair in pairs:
         tables[pair] = controlled_round(fitted[pair].reshape([shape[a] for a in pair]),
                                         tables[(pair[0],)], tables[(pair[1],)])
-    return MarginalFit(tables, whole, unknowns, generalised, None if generalised else unmet)
+    return MarginalFit(tables, whole, unknowns, generalised,
+                       None if generalised or cube else unmet, cube)
 
 
 def fit_generalised(raw: dict[tuple[int, ...], np.ndarray], pairs: list[tuple[int, int]],
@@ -285,29 +321,16 @@ def _fit_variance_weighted(workload: Workload, raw: np.ndarray, variances: np.nd
     """The variance-weighted programme (:func:`fit_marginals`): float tables for every pair,
     every attribute and the total ``()``, and the number of unknowns."""
     shape = workload.domain.shape
-    terms = workload.terms
     blocks: list[tuple[int, ...]] = [*pairs, *((a,) for a in attributes), ()]
     sizes = [math.prod(shape[a] for a in b) for b in blocks]
     offsets = dict(zip(blocks, np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int),
                        strict=True))
     n = int(sum(sizes))
-    # objective: sum over tables of (mu_table - raw)^2 / variance (tables of one set add up)
+    # objective: sum over tables of (mu_table - raw)^2 / variance
     weights, targets = np.zeros(n), np.zeros(n)
-    start = 0
-    for term in terms:
-        stop = start + term.num_queries
-        weight = term.weight if term.weight else 1.0
-        attrs = tuple(term.attrs)
-        answers = raw[start:stop] / weight
-        if attrs != tuple(sorted(attrs)):
-            answers = answers.reshape([shape[a] for a in attrs]).T.reshape(-1)
-        w = weight**2 / np.asarray(variances[start:stop], dtype=float)
-        if not np.all(np.isfinite(w) & (w > 0)):
-            raise ValueError("variances: every answer needs a positive finite noise variance")
-        cells = slice(offsets[tuple(sorted(attrs))], offsets[tuple(sorted(attrs))] + stop - start)
-        targets[cells] = (weights[cells] * targets[cells] + w * answers) / (weights[cells] + w)
-        weights[cells] += w
-        start = stop
+    for key, (answers, w) in weighted_tables(workload, raw, variances).items():
+        targets[offsets[key]:offsets[key] + answers.size] = answers
+        weights[offsets[key]:offsets[key] + answers.size] = w
     # agreement: a pair's sums over each attribute are that attribute's 1-way table, and every
     # 1-way table sums to the total
     rows, columns, values = [], [], []
@@ -347,6 +370,40 @@ def _fit_variance_weighted(workload: Workload, raw: np.ndarray, variances: np.nd
     mu = _solve(np.maximum(weights, floor), -(weights * targets), equal, rhs)
     return {b: mu[offsets[b]:offsets[b] + size] for b, size in zip(blocks, sizes, strict=True)
             }, n
+
+
+def weighted_tables(workload: Workload, raw: np.ndarray, variances: np.ndarray
+                    ) -> dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]:
+    """The raw answers as tables over sorted attribute sets, each cell with its weight (the
+    inverse of its noise variance; tables of one set merged by those weights): flattened in
+    C order, counts and 1 / squared counts.
+
+    Raises:
+        ValueError: a variance that is not positive and finite.
+    """
+    shape = workload.domain.shape
+    tables: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+    start = 0
+    for term in workload.terms:
+        stop = start + term.num_queries
+        weight = term.weight if term.weight else 1.0
+        attrs = tuple(term.attrs)
+        key = tuple(sorted(attrs))
+        answers = raw[start:stop] / weight
+        w = weight**2 / np.asarray(variances[start:stop], dtype=float)
+        if not np.all(np.isfinite(w) & (w > 0)):
+            raise ValueError("variances: every answer needs a positive finite noise variance")
+        if attrs != key:
+            dims = [shape[a] for a in attrs]
+            answers = answers.reshape(dims).T.reshape(-1)
+            w = w.reshape(dims).T.reshape(-1)
+        if key in tables:
+            before, held = tables[key]
+            answers = (held * before + w * answers) / (held + w)
+            w = held + w
+        tables[key] = (answers, w)
+        start = stop
+    return tables
 
 
 def _plain(term: Term) -> bool:

@@ -53,6 +53,7 @@ from engine.linalg.nonnegative import (
 from engine.workflows.marginal_covariance import MarginalCovariance
 from engine.workflows.marginal_fit import MarginalFit, fit_marginals, fits_marginals
 from engine.workflows.model_tables import ModelCounts, model_counts
+from engine.workflows.three_way_fit import kronecker_cubes
 from engine.workloads.labels import (
     DESCRIBED_BLOCK_ENTRIES,
     readable_labels,
@@ -67,7 +68,7 @@ POST_PROCESSING = ("consistent", "raw")
 #: Where the consistent route fits: one count per cell of the domain, or (1- and 2-way
 #: marginal tables only) the tables themselves (:mod:`engine.workflows.marginal_fit`), each
 #: answer weighted by its variance or (``marginals-gls``) by the raw tables' full covariance.
-FIT_SPACES = ("cells", "marginals", "marginals-gls")
+FIT_SPACES = ("cells", "marginals", "marginals-gls", "three-way")
 #: Half-width of the 95 % interval in standard deviations, per noise family: the normal
 #: quantile for Gaussian noise; for Laplace noise the exact 95 % interval of one Laplace
 #: variable, ln(20)/sqrt(2) = 2.12 sd (an answer combining several Laplace draws is closer to
@@ -250,7 +251,10 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     too_large = workload.domain.size > max_cells()
     if (post_process == "consistent" and answers is not None and fits_marginals(workload)
             and (fit_space != "cells" or too_large)):
-        covariance, unmet = None, None
+        covariance, unmet, cubes = None, None, None
+        if fit_space == "three-way" and raw is not None:
+            cubes = kronecker_cubes(strategy, y, noise_variances, sorted(
+                {a for t in workload.terms for a in t.attrs}))
         if fit_space == "marginals-gls":
             covariance = (MarginalCovariance.of_strategy(strategy, noise_variances)
                           if raw is not None else None)
@@ -258,7 +262,8 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                 unmet = ("the raw answers are not one least-squares estimate of a Kronecker "
                          "strategy of full-rank factors measured with one noise variance")
         model = fit_marginals(workload, np.asarray(answers, float).reshape(-1), variance,
-                              total=total, covariance=covariance, unmet=unmet)
+                              total=total, covariance=covariance, unmet=unmet,
+                              three_way=fit_space == "three-way", cubes=cubes)
     elif post_process == "consistent" and too_large and answers is not None:
         # too large for one count per cell: consistent counts from a graphical model fitted
         # to the raw answers, else the raw answers only, saying why

@@ -94,7 +94,7 @@ def test_without_noise_the_truth_comes_back_exactly() -> None:
 
 def test_an_unknown_fit_space_is_refused_in_one_line() -> None:
     with pytest.raises(SpecError, match=r"^fit_space: unknown 'data'; allowed: cells, "
-                                        r"marginals, marginals-gls$"):
+                                        r"marginals, marginals-gls, three-way$"):
         publishable_tables(WORKLOAD, strategy=None, measurements=np.zeros(WORKLOAD.num_queries),
                            noise_variances=1.0, total=None,
                            per_query_variance=np.ones(WORKLOAD.num_queries), fit_space="data")

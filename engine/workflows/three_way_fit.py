@@ -1,0 +1,377 @@
+"""Agreeing 1- and 2-way tables fitted as the margins of non-negative 3-way tables, by ADMM.
+
+A tighter relaxation than 2-way tables that merely agree: every 3-way table over the
+attributes (all ``C(k, 3)`` sets of three) is an unknown, every cell >= 0, every two 3-way
+tables agree on the 2-way (hence 1-way) tables they share, and they keep the public total;
+the 2-way tables published are their margins. The objective is the variance-weighted least
+squares of the measured 1- and 2-way (and 0-way) tables, as in
+:mod:`engine.workflows.marginal_fit`, plus (for a Kronecker strategy,
+:func:`kronecker_cubes`) that of the least-squares estimate's own 3-way tables, each cell
+weighted by ``CUBE_WEIGHT`` over its noise variance: the measured 2-way tables alone leave
+the 3-way interactions free, and fitted to them only, the 3-way fit is no more accurate than
+the 2-way one (benchmarks/README.md, issue 28).
+
+Solved by ADMM in consensus form, never a dense factorisation: unknowns ``x`` (the 3-way
+tables, agreeing by construction), a non-negative copy ``z`` and the measured tables ``y``
+(``x = z``, ``margins(x) = y``). The ``x``-step is closed form: tables that agree are the sums
+of orthogonal interaction components (a 3-way table is its 2-way, 1-way and total parts
+plus a 3-way interaction that is its own), so the nearest agreeing family to the copies
+averages each shared component over the tables that hold it, weighted by their sizes; the
+``z``-step is a per-cell weighted average with the estimate's 3-way cells, clipped at 0,
+the ``y``-step a per-cell weighted average with the measured tables. One iteration is two
+sparse products with the 3-way cells (their 2-way sums and the broadcast back) and a few
+passes over them.
+
+Post-processing of released answers: no privacy cost.
+
+Example:
+    >>> shape = (2, 2, 2)
+    >>> data = np.arange(8.0).reshape(shape)
+    >>> tables = {p: data.sum(axis=3 - sum(p)) for p in [(0, 1), (0, 2), (1, 2)]}
+    >>> fit = fit_three_way(shape, {p: (t.reshape(-1), np.ones(4)) for p, t in
+    ...                             tables.items()}, total=28)
+    >>> np.round(fit.tables[(0, 1)], 6).tolist()
+    [1.0, 5.0, 9.0, 13.0]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+import scipy.sparse as sp
+
+from engine.linalg.matrix import Kron, Matrix
+
+#: Most ADMM iterations (the work limit): chosen from the accuracy-time curve of the
+#: benchmark (benchmarks/README.md, issue 28).
+ITERATIONS = 40
+#: Stop earlier when the primal and dual residuals are this small relative to the tables'
+#: scale (checked every ``CHECK_EVERY`` iterations).
+TOLERANCE = 1e-7
+CHECK_EVERY = 10
+#: Over-relaxation of the ADMM steps.
+RELAXATION = 1.6
+#: The penalty relative to the measured cells' mean weight.
+PENALTY = 1.0
+#: The weight of the least-squares estimate's 3-way cells relative to the inverse of their
+#: noise variance (the benchmark's 1e6-cell case is most accurate near 2, Adult near 0.5).
+CUBE_WEIGHT = 1.0
+#: The 3-way cells above which the fit is not attempted (memory: about 12 copies of them).
+MAX_CELLS = 5_000_000
+#: The largest attribute size of a Kronecker factor whose pseudo-inverse is formed.
+MAX_FACTOR = 2_048
+
+
+@dataclass(frozen=True)
+class ThreeWayFit:
+    """Float tables that agree: every 2-way set and every attribute of the fit, and the total
+    ``()``, each flattened in C order over its sorted attributes; ``iterations`` run;
+    ``converged`` when the residuals met :data:`TOLERANCE`; ``unknowns`` the 3-way cells;
+    ``with_estimate`` when the least-squares estimate's 3-way tables were fitted too."""
+
+    tables: dict[tuple[int, ...], np.ndarray]
+    iterations: int
+    converged: bool
+    unknowns: int
+    with_estimate: bool
+
+
+def three_way_cells(shape: tuple[int, ...], attributes: list[int]) -> int:
+    """How many cells the 3-way tables over ``attributes`` hold (the fit's unknowns)."""
+    return sum(math.prod(shape[a] for a in c) for c in combinations(sorted(attributes), 3))
+
+
+def fit_three_way(shape: tuple[int, ...],
+                  measured: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]], *,
+                  total: int | None, iterations: int = ITERATIONS,
+                  tolerance: float = TOLERANCE, cubes: np.ndarray | None = None,
+                  cube_weight: np.ndarray | float = 0.0) -> ThreeWayFit:
+    """Fit (module docstring).
+
+    Args:
+        shape: the domain's attribute sizes.
+        measured: sorted attribute set (0, 1 or 2 attributes) -> (targets, weights): the
+            raw table flattened in C order (counts) and each cell's weight (inverse noise
+            variance, > 0). At least three attributes must appear.
+        total: the public total, or None (then fitted).
+        iterations: most ADMM iterations.
+        tolerance: relative residual at which to stop.
+        cubes: the 3-way tables of the least-squares estimate (:func:`kronecker_cubes`),
+            fitted too, each cell with weight ``cube_weight``; None: only the measured
+            tables.
+        cube_weight: their weight (1 / squared counts), one for all or one per cell.
+
+    Returns:
+        The fitted tables over every pair and every attribute of ``measured``'s attributes.
+    """
+    attrs = sorted({a for key in measured for a in key})
+    if len(attrs) < 3:
+        raise ValueError("measured: the 3-way fit needs tables over at least three attributes")
+    system = _System(shape, attrs, measured)
+    targets = np.concatenate([measured[q][0] for q in system.measured]).astype(float)
+    weights = np.concatenate([measured[q][1] for q in system.measured]).astype(float)
+    scale = max(float(total or 0), float(np.abs(targets).max(initial=0.0)), 1.0)
+    rho = PENALTY * float(weights.mean())
+    # start: the additive 3-way tables of the raw tables' consistent fit, clipped
+    uniform = np.repeat(system.triple_totals(total if total is not None else
+                                             _total_guess(measured)),
+                        system.triple_sizes)
+    x, m = system.consistent(uniform, targets, 1e6, total)
+    z = np.clip(x, 0.0, None)
+    u = np.zeros_like(z)
+    y = targets.copy()
+    s = np.zeros_like(y)
+    converged = False
+    done = 0
+    with_estimate = cubes is not None
+    if cubes is None:
+        cubes, cube_weight = np.zeros_like(z), 0.0
+    omega = np.broadcast_to(np.asarray(cube_weight, dtype=float), z.shape)
+    pulled = omega * cubes
+    for done in range(1, iterations + 1):
+        x, m = system.consistent(z - u, y - s, 1.0, total)
+        mm = m[system.measured_cells]
+        xh = RELAXATION * x + (1 - RELAXATION) * z
+        mh = RELAXATION * mm + (1 - RELAXATION) * y
+        z_old, y_old = z, y
+        z = np.maximum((pulled + rho * (xh + u)) / (omega + rho), 0.0)
+        y = (weights * targets + rho * (mh + s)) / (weights + rho)
+        u += xh - z
+        s += mh - y
+        if done % CHECK_EVERY == 0:
+            primal = math.sqrt(float(np.dot(x - z, x - z)) + float(np.dot(mm - y, mm - y)))
+            dual = math.sqrt(float(np.dot(z - z_old, z - z_old))
+                             + float(np.dot(y - y_old, y - y_old)))
+            if max(primal, dual) <= tolerance * scale * math.sqrt(z.size):
+                converged = True
+                break
+    return ThreeWayFit(system.tables(m), done, converged, int(z.size), with_estimate)
+
+
+def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,
+                    noise_variances: float | np.ndarray, attributes: list[int]
+                    ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The 3-way tables of the least-squares estimate ``x^ = A^+ y`` of a Kronecker strategy
+    (every three of ``attributes``, concatenated in the fit's order), and the inverse of
+    each of their cells' noise variance (1 / squared counts); None where it does not
+    apply (not a Kronecker product of small factors, or noise of differing variances).
+
+    Never forms ``x^``: each 3-way table is ``y`` summed along ``1' A_i^+`` over the other
+    attributes and mapped by ``A_i^+`` on its own, the sums shared through a lattice of
+    partial tables (the first level a few passes over ``y``).
+    """
+    v = np.asarray(noise_variances, dtype=float).reshape(-1)
+    if (not isinstance(strategy, Kron) or v.size == 0 or not np.all(v == v[0])
+            or not (np.isfinite(v[0]) and v[0] > 0)
+            or any(f.shape[1] > MAX_FACTOR for f in strategy.factors)):
+        return None
+    inverses = [np.linalg.pinv(np.asarray(f.dense(), dtype=float)) for f in strategy.factors]
+    rows = [p.sum(axis=0) for p in inverses]
+    grams = [p @ p.T for p in inverses]  # (A_i' A_i)^+
+    k = len(inverses)
+    partial: dict[tuple[int, ...], np.ndarray] = {
+        tuple(range(k)): np.asarray(y, dtype=float).reshape([p.shape[1] for p in inverses])}
+
+    def summed(keep: tuple[int, ...]) -> np.ndarray:
+        if keep not in partial:
+            drop = min(a for a in range(k) if a not in keep)
+            parent = tuple(sorted((*keep, drop)))
+            partial[parent] = summed(parent)
+            partial[keep] = np.tensordot(partial[parent], rows[drop],
+                                         axes=([parent.index(drop)], [0]))
+        return partial[keep]
+
+    cubes, variances = [], []
+    for c in combinations(sorted(attributes), 3):
+        a, b, d = (inverses[i] for i in c)
+        cubes.append(np.einsum("ia,jb,kc,abc->ijk", a, b, d, summed(c), optimize=True)
+                     .reshape(-1))
+        others = [i for i in range(k) if i not in c]
+        cells = np.einsum("i,j,k->ijk", *(np.diag(grams[i]) for i in c)).reshape(-1)
+        variances.append(float(v[0]) * math.prod(float(grams[i].sum()) for i in others)
+                         * cells)
+    return np.concatenate(cubes), 1.0 / np.concatenate(variances)
+
+
+def _total_guess(measured: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]) -> float:
+    """The weighted mean of the measured tables' sums (a start only)."""
+    sums = [(float(t.sum()), 1.0 / float(np.sum(1.0 / w))) for t, w in measured.values()]
+    return sum(s * w for s, w in sums) / sum(w for _, w in sums)
+
+
+class _System:
+    """The index structure of one fit: 3-way cells ``x`` (the triples concatenated), their
+    2-way sums per triple (the ``(c, p)`` space), 1-way sums per triple (``(c, a)``), and the
+    consistent tables ``m`` (every pair, every attribute, the total)."""
+
+    def __init__(self, shape: tuple[int, ...], attrs: list[int],
+                 measured: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]) -> None:
+        self.shape = shape
+        triples = list(combinations(attrs, 3))
+        pairs = list(combinations(attrs, 2))
+        size = {u: math.prod(shape[a] for a in u) for u in [*triples, *pairs,
+                                                              *((a,) for a in attrs), ()]}
+        self.pairs, self.attrs = pairs, attrs
+        self.triple_sizes = np.array([size[c] for c in triples])
+        # the consistent tables' layout: pairs, then attributes, then the total
+        blocks = [*pairs, *((a,) for a in attrs), ()]
+        self.offset = dict(zip(blocks, np.concatenate([[0], np.cumsum(
+            [size[b] for b in blocks])]).astype(int), strict=False))
+        self.size = size
+        n_pairs = sum(size[p] for p in pairs)
+        n_single = sum(size[(a,)] for a in attrs)
+        self.n_pairs, self.n_single = n_pairs, n_single
+        x_start = np.concatenate([[0], np.cumsum(self.triple_sizes)]).astype(int)
+        p_rows, p_cols = [], []          # P: x -> (c, p) sums
+        cp_to_pair, cp_weight = [], []   # (c, p) cell -> its pair cell, 1 / N(c \ p)
+        sa_rows, sa_cols = [], []        # Sa: (c, p) -> (c, a) sums (one pair per a)
+        ca_to_single, ca_weight = [], []
+        s0_cols, c_weight = [], []       # S0: (c, p) -> triple total (first pair)
+        cp, ca = 0, 0
+        for k, c in enumerate(triples):
+            dims = [shape[a] for a in c]
+            cells = np.arange(size[c])
+            coords = np.unravel_index(cells, dims)
+            pair_start = {}
+            for p in combinations(c, 2):
+                target = np.ravel_multi_index([coords[c.index(a)] for a in p],
+                                              [shape[a] for a in p])
+                p_rows.append(cp + target)
+                p_cols.append(x_start[k] + cells)
+                cp_to_pair.append(self.offset[p] + np.arange(size[p]))
+                cp_weight.append(np.full(size[p], size[c] / size[p]))
+                pair_start[p] = cp
+                cp += size[p]
+            first = next(iter(pair_start))
+            s0_cols.append(pair_start[first] + np.arange(size[first]))
+            c_weight.append(float(size[c]))
+            for a in c:
+                p = next(q for q in pair_start if a in q)
+                pc = np.unravel_index(np.arange(size[p]), [shape[b] for b in p])
+                sa_rows.append(ca + pc[p.index(a)])
+                sa_cols.append(pair_start[p] + np.arange(size[p]))
+                ca_to_single.append(self.offset[(a,)] - n_pairs + np.arange(shape[a]))
+                ca_weight.append(np.full(shape[a], size[c] / shape[a]))
+                ca += shape[a]
+        n_x = int(x_start[-1])
+        rows, cols = np.concatenate(p_rows), np.concatenate(p_cols)
+        self.P = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(cp, n_x))
+        self.PT = self.P.T.tocsr()
+        self.cp_to_pair = np.concatenate(cp_to_pair)
+        self.cp_inv = 1.0 / np.concatenate(cp_weight)
+        rows, cols = np.concatenate(sa_rows), np.concatenate(sa_cols)
+        self.Sa = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(ca, cp))
+        self.SaT = self.Sa.T.tocsr()
+        self.ca_to_single = np.concatenate(ca_to_single)
+        self.ca_inv = 1.0 / np.concatenate(ca_weight)
+        cols = np.concatenate([np.full(len(s), k) for k, s in enumerate(s0_cols)])
+        self.S0 = sp.csr_array((np.ones(cols.size), (cols, np.concatenate(s0_cols))),
+                               shape=(len(triples), cp))
+        self.S0T = self.S0.T.tocsr()
+        self.c_inv = 1.0 / np.array(c_weight)
+        # the measured tables: which consistent cells, and their sums onto components
+        self.measured = [q for q in sorted(measured, key=lambda q: (-len(q), q))]
+        self.measured_cells = np.concatenate([self.offset[q] + np.arange(size[q])
+                                              for q in self.measured])
+        # per pair / attribute: the summed weight of the copies holding each component
+        self.pair_weight = np.bincount(self.cp_to_pair, weights=self.cp_inv,
+                                       minlength=n_pairs)
+        self.single_weight = np.bincount(self.ca_to_single, weights=self.ca_inv,
+                                         minlength=n_single)
+        self.total_weight = float(self.c_inv.sum())
+        # centring: each pair's sums over either attribute, and its grand sum
+        end_rows, end_cols, end_inv, grand_cols = [], [], [], []
+        end = 0
+        for p in pairs:
+            pc = np.unravel_index(np.arange(size[p]), [shape[b] for b in p])
+            for i, a in enumerate(p):
+                end_rows.append(end + pc[i])
+                end_cols.append(self.offset[p] + np.arange(size[p]))
+                end_inv.append(np.full(shape[a], shape[a] / size[p]))
+                end += shape[a]
+            grand_cols.append(np.full(size[p], len(grand_cols)))
+        rows, cols = np.concatenate(end_rows), np.concatenate(end_cols)
+        self.ends = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(end, n_pairs))
+        self.endsT = self.ends.T.tocsr()
+        self.end_inv = np.concatenate(end_inv)
+        # an end (a pair's 1-way sums over one attribute) -> that attribute's table
+        self.end_single = np.concatenate([self.offset[(a,)] - n_pairs + np.arange(shape[a])
+                                          for p in pairs for a in p])
+        self.grand = np.concatenate(grand_cols)
+        self.pair_sizes = np.array([size[p] for p in pairs], dtype=float)
+
+    def triple_totals(self, total: float) -> np.ndarray:
+        """Each triple's cell value when ``total`` is spread evenly."""
+        return float(total) / self.triple_sizes
+
+    def consistent(self, w: np.ndarray, t: np.ndarray, sigma2: float, total: int | None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """The agreeing 3-way tables nearest to ``w`` (3-way cells) and, weighted by
+        ``sigma2``, to ``t`` (the measured tables' cells): ``x`` and its consistent 2-way,
+        1-way and total tables ``m``."""
+        d1 = self.P @ w
+        d_single = self.Sa @ d1
+        d_total = self.S0 @ d1
+        n_pairs, n_single = self.n_pairs, self.n_single
+        # each component's weighted sum over the copies holding it
+        a_pair = np.bincount(self.cp_to_pair, weights=d1 * self.cp_inv, minlength=n_pairs)
+        a_single = np.bincount(self.ca_to_single, weights=d_single * self.ca_inv,
+                               minlength=n_single)
+        a_total = float(d_total @ self.c_inv)
+        b_pair, b_single, b_total = (self.pair_weight.copy(), self.single_weight.copy(),
+                                     self.total_weight)
+        for q, start in zip(self.measured, np.concatenate([[0], np.cumsum(
+                [self.size[q] for q in self.measured])]).astype(int), strict=False):
+            cells = t[start:start + self.size[q]]
+            if len(q) == 2:
+                sl = slice(self.offset[q], self.offset[q] + self.size[q])
+                a_pair[sl] += sigma2 * cells
+                b_pair[sl] += sigma2
+                table = cells.reshape(self.shape[q[0]], self.shape[q[1]])
+                for i, a in enumerate(q):
+                    sa = slice(self.offset[(a,)] - n_pairs,
+                               self.offset[(a,)] - n_pairs + self.shape[a])
+                    other = self.shape[q[1 - i]]
+                    a_single[sa] += sigma2 * table.sum(axis=1 - i) / other
+                    b_single[sa] += sigma2 / other
+                a_total += sigma2 * float(cells.sum()) / self.size[q]
+                b_total += sigma2 / self.size[q]
+            elif len(q) == 1:
+                sa = slice(self.offset[q] - n_pairs, self.offset[q] - n_pairs + self.size[q])
+                a_single[sa] += sigma2 * cells
+                b_single[sa] += sigma2
+                a_total += sigma2 * float(cells.sum()) / self.size[q]
+                b_total += sigma2 / self.size[q]
+            else:
+                a_total += sigma2 * float(cells[0])
+                b_total += sigma2
+        grand = a_total / b_total if total is None else float(total)
+        singles = a_single / b_single
+        # centre each attribute's table, then give it the total
+        starts = np.array([self.offset[(a,)] - n_pairs for a in self.attrs])
+        counts = np.array([self.shape[a] for a in self.attrs])
+        means = np.add.reduceat(singles, starts) / counts
+        singles += np.repeat(grand / counts - means, counts)
+        pairs = a_pair / b_pair
+        # double-centre each pair (its 1-way sums removed), then add the agreed 1-way tables
+        ends = (self.ends @ pairs) * self.end_inv
+        grand_means = np.bincount(self.grand, weights=pairs) / self.pair_sizes
+        pairs = (pairs - self.endsT @ ends + grand_means[self.grand]
+                 + self.endsT @ (singles[self.end_single] * self.end_inv)
+                 - (grand / self.pair_sizes)[self.grand])
+        m = np.concatenate([pairs, singles, [grand]])
+        # move each 3-way table by the difference of its sums from the agreed ones
+        alpha = self.cp_inv * (pairs[self.cp_to_pair] - d1)
+        alpha -= self.SaT @ (self.ca_inv * (singles[self.ca_to_single] - d_single))
+        alpha += self.S0T @ (self.c_inv * (grand - d_total))
+        return w + self.PT @ alpha, m
+
+    def tables(self, m: np.ndarray) -> dict[tuple[int, ...], np.ndarray]:
+        out = {p: m[self.offset[p]:self.offset[p] + self.size[p]] for p in self.pairs}
+        out.update({(a,): m[self.offset[(a,)]:self.offset[(a,)] + self.shape[a]]
+                    for a in self.attrs})
+        out[()] = m[-1:]
+        return out
