@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from engine.workflows.three_way_fit import fit_three_way, three_way_cells
+from engine.domain import Domain
+from engine.linalg.matrix import Dense, Kron
+from engine.mechanisms import get
+from engine.privacy import Privacy
+from engine.workflows.marginal_fit import fit_marginals
+from engine.workflows.tables import publishable_tables
+from engine.workflows.three_way_fit import fit_three_way, kronecker_cubes, three_way_cells
+from engine.workloads.workload import Workload
 
 SHAPE = (3, 3, 3, 3)
 
@@ -30,9 +37,9 @@ def _measured(x: np.ndarray, noise: float, seed: int):
     return out
 
 
-def _clarabel(shape, measured, total):
-    """The same programme as a dense QP: unknowns the 3-way tables, their margins agreeing
-    through consensus pair tables, >= 0, the total; objective the weighted squares."""
+def _clarabel(shape, measured, total, cubes=None, cube_weight=None):
+    """The same programme as a dense QP: unknowns the 3-way tables, agreeing pairwise, >= 0,
+    the total; objective the weighted squares (and those of the 3-way cells)."""
     k = len(shape)
     triples = list(combinations(range(k), 3))
     sizes = [math.prod(shape[a] for a in c) for c in triples]
@@ -68,6 +75,9 @@ def _clarabel(shape, measured, total):
         block[:, starts[i]:starts[i + 1]] = summing(triples[i], q)
         hessian += block.T @ (weight[:, None] * block)
         linear -= block.T @ (weight * target)
+    if cubes is not None:
+        hessian += np.diag(cube_weight)
+        linear -= cube_weight * cubes
     A = sp.csc_matrix(np.vstack([equal, -np.eye(n)]))
     b = np.concatenate([np.concatenate(rhs), np.zeros(n)])
     settings = clarabel.DefaultSettings()
@@ -97,3 +107,88 @@ def test_the_admm_optimum_is_clarabels(seed) -> None:
     assert gap <= 1e-4, gap
     # the noisy answers are not feasible: the optimum moves them
     assert max(np.abs(reference[q] - measured[q][0]).max() for q in measured) >= 0.5
+
+
+def test_the_optimum_with_the_estimates_3_way_tables_is_clarabels() -> None:
+    rng = np.random.default_rng(7)
+    x = rng.poisson(1.0, size=SHAPE).astype(float)
+    measured = _measured(x, noise=2.0, seed=3)
+    triples = list(combinations(range(4), 3))
+    cubes = np.concatenate([_margin(x, c) for c in triples]) + 3.0 * rng.standard_normal(108)
+    weight = 0.2 + rng.random(108)
+    reference = _clarabel(SHAPE, measured, int(x.sum()), cubes, weight)
+    fit = fit_three_way(SHAPE, measured, total=int(x.sum()), iterations=5_000,
+                        tolerance=1e-9, cubes=cubes, cube_weight=weight)
+    assert fit.converged and fit.with_estimate
+    gap = max(np.abs(fit.tables[q] - reference[q]).max() for q in measured)
+    assert gap <= 1e-4, gap
+    without = _clarabel(SHAPE, measured, int(x.sum()))
+    # the 3-way cells move the optimum
+    assert max(np.abs(without[q] - reference[q]).max() for q in measured) >= 0.1
+
+
+def test_kronecker_cubes_are_the_least_squares_estimates_3_way_tables() -> None:
+    rng = np.random.default_rng(4)
+    factors = [Dense(np.triu(1.0 + rng.random((n, n)))) for n in (2, 3, 2, 3)]
+    strategy = Kron(factors)
+    y = rng.standard_normal(strategy.shape[0])
+    cubes, weights = kronecker_cubes(strategy, y, 2.5, [0, 1, 2, 3])
+    estimate = np.linalg.solve(np.asarray(strategy.dense()), y).reshape(2, 3, 2, 3)
+    expected = np.concatenate([_margin(estimate, c) for c in combinations(range(4), 3)])
+    np.testing.assert_allclose(cubes, expected, rtol=0, atol=1e-10)
+    # each cell's variance: 2.5 times the estimate's covariance summed over the cell
+    covariance = 2.5 * np.linalg.inv(np.asarray(strategy.dense()).T
+                                     @ np.asarray(strategy.dense()))
+    first = np.zeros((2, 3, 2, 3))
+    first[0, 0, 0, :] = 1.0  # the first cell of the table over (0, 1, 2)
+    assert weights[0] == pytest.approx(1.0 / (first.reshape(-1) @ covariance
+                                              @ first.reshape(-1)), rel=1e-10)
+    assert kronecker_cubes(strategy, y, np.array([1.0, 2.0]), [0, 1, 2, 3]) is None
+
+
+DOMAIN = Domain.from_sizes([3, 2, 4, 2])
+WORKLOAD = Workload.marginals(DOMAIN, upto=2)
+
+
+def test_noise_free_answers_return_the_datas_tables() -> None:
+    rng = np.random.default_rng(5)
+    x = rng.poisson(2.0, size=DOMAIN.size).astype(float)
+    x[rng.random(DOMAIN.size) < 0.5] = 0.0
+    answers = WORKLOAD.answer(x)
+    cubes = np.concatenate([_margin(x.reshape(DOMAIN.shape), c)
+                            for c in combinations(range(4), 3)])
+    fitted = fit_marginals(WORKLOAD, answers, np.ones(answers.size), total=int(x.sum()),
+                           three_way=True, cubes=(cubes, np.ones(cubes.size)))
+    assert fitted.three_way is not None and fitted.three_way.with_estimate
+    for term in WORKLOAD.terms:
+        if term.attrs:
+            np.testing.assert_array_equal(fitted.tables[term.attrs].reshape(-1),
+                                          _margin(x.reshape(DOMAIN.shape), term.attrs))
+
+
+@pytest.mark.parametrize("mechanism", ["identity", "hdmm-kron"])
+def test_released_tables_are_whole_agree_and_beat_the_raw_answers(mechanism) -> None:
+    rng = np.random.default_rng(6)
+    x = rng.poisson(3.0, size=DOMAIN.size).astype(float)
+    x[rng.random(DOMAIN.size) < 0.6] = 0.0
+    plan = get(mechanism).plan(WORKLOAD, Privacy(noise="gaussian", epsilon=1.0, delta=1e-6))
+    measurement = plan.measure(x, np.random.default_rng(2))
+    raw = plan.reconstruct(measurement)
+    tables = publishable_tables(
+        WORKLOAD, strategy=plan.strategy, measurements=measurement.y,
+        noise_variances=np.asarray(measurement.noise_std) ** 2, total=int(x.sum()),
+        per_query_variance=plan.variances(), raw=raw, fit_space="three-way")
+    assert "margins of non-negative 3-way tables" in tables.method
+    assert "the least-squares estimate's own 3-way tables" in tables.method
+    for frame in tables.frames.values():
+        assert frame["estimate"].dtype == np.int64 and (frame["estimate"] >= 0).all()
+        assert int(frame["estimate"].sum()) == int(x.sum())
+    for a in DOMAIN.names:
+        one_way = tables.frames[a]["estimate"].tolist()
+        for name, frame in tables.frames.items():
+            if a in name.split(" x ") and name != a:
+                assert frame.groupby(a, sort=False)["estimate"].sum().tolist() == one_way
+    truth = WORKLOAD.answer(x)
+    counts = np.concatenate([f["estimate"].to_numpy() for f in tables.frames.values()])
+    ratio = np.abs(counts - truth).mean() / np.abs(raw - truth).mean()
+    assert 0.2 <= ratio <= 0.9, ratio
