@@ -180,8 +180,7 @@ def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,
             drop = min(a for a in range(k) if a not in keep)
             parent = tuple(sorted((*keep, drop)))
             partial[parent] = summed(parent)
-            partial[keep] = np.tensordot(partial[parent], rows[drop],
-                                         axes=([parent.index(drop)], [0]))
+            partial[keep] = _contract(partial[parent], parent.index(drop), rows[drop])
         return partial[keep]
 
     cubes, variances = [], []
@@ -194,6 +193,16 @@ def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,
         variances.append(float(v[0]) * math.prod(float(grams[i].sum()) for i in others)
                          * cells)
     return np.concatenate(cubes), 1.0 / np.concatenate(variances)
+
+
+def _contract(table: np.ndarray, axis: int, weights: np.ndarray) -> np.ndarray:
+    """``table`` summed along ``axis`` with ``weights``: a matrix-vector product on the last
+    axis, a stacked one elsewhere (no transposed copy)."""
+    dims = table.shape
+    if axis == len(dims) - 1:
+        return table @ weights
+    stacked = table.reshape(math.prod(dims[:axis]), dims[axis], math.prod(dims[axis + 1:]))
+    return np.matmul(weights, stacked).reshape(dims[:axis] + dims[axis + 1:])
 
 
 def _total_guess(measured: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]) -> float:
@@ -276,12 +285,37 @@ class _System:
         self.measured = [q for q in sorted(measured, key=lambda q: (-len(q), q))]
         self.measured_cells = np.concatenate([self.offset[q] + np.arange(size[q])
                                               for q in self.measured])
-        # per pair / attribute: the summed weight of the copies holding each component
-        self.pair_weight = np.bincount(self.cp_to_pair, weights=self.cp_inv,
-                                       minlength=n_pairs)
-        self.single_weight = np.bincount(self.ca_to_single, weights=self.ca_inv,
-                                         minlength=n_single)
-        self.total_weight = float(self.c_inv.sum())
+        # per pair / attribute / total: the summed weight of the copies holding each
+        # component, and the measured cells' sums onto them (a 2-way table's 1-way sums and
+        # total, each over the cells it sums)
+        self.copies_weight = np.concatenate([
+            np.bincount(self.cp_to_pair, weights=self.cp_inv, minlength=n_pairs),
+            np.bincount(self.ca_to_single, weights=self.ca_inv, minlength=n_single),
+            [self.c_inv.sum()]])
+        lift_rows, lift_cols, lift_values = [], [], []
+        start = 0
+        for q in self.measured:
+            cells = start + np.arange(size[q])
+            lift_rows.append(self.offset[q] + np.arange(size[q]))
+            lift_cols.append(cells)
+            lift_values.append(np.ones(size[q]))
+            if len(q) == 2:
+                coords = np.unravel_index(np.arange(size[q]), [shape[a] for a in q])
+                for i, a in enumerate(q):
+                    lift_rows.append(self.offset[(a,)] + coords[i])
+                    lift_cols.append(cells)
+                    lift_values.append(np.full(size[q], 1.0 / shape[q[1 - i]]))
+            if q:
+                lift_rows.append(np.full(size[q], self.offset[()]))
+                lift_cols.append(cells)
+                lift_values.append(np.full(size[q], 1.0 / size[q]))
+            start += size[q]
+        self.lift = sp.csr_array((np.concatenate(lift_values), (np.concatenate(lift_rows),
+                                                                np.concatenate(lift_cols))),
+                                 shape=(n_pairs + n_single + 1, start))
+        # a component's weight from one table is 1 / (the cells it sums): the squares of
+        # its coefficients summed
+        self.lift_weight = (self.lift * self.lift) @ np.ones(start)
         # centring: each pair's sums over either attribute, and its grand sum
         end_rows, end_cols, end_inv, grand_cols = [], [], [], []
         end = 0
@@ -321,33 +355,14 @@ class _System:
         a_single = np.bincount(self.ca_to_single, weights=d_single * self.ca_inv,
                                minlength=n_single)
         a_total = float(d_total @ self.c_inv)
-        b_pair, b_single, b_total = (self.pair_weight.copy(), self.single_weight.copy(),
-                                     self.total_weight)
-        for q, start in zip(self.measured, np.concatenate([[0], np.cumsum(
-                [self.size[q] for q in self.measured])]).astype(int), strict=False):
-            cells = t[start:start + self.size[q]]
-            if len(q) == 2:
-                sl = slice(self.offset[q], self.offset[q] + self.size[q])
-                a_pair[sl] += sigma2 * cells
-                b_pair[sl] += sigma2
-                table = cells.reshape(self.shape[q[0]], self.shape[q[1]])
-                for i, a in enumerate(q):
-                    sa = slice(self.offset[(a,)] - n_pairs,
-                               self.offset[(a,)] - n_pairs + self.shape[a])
-                    other = self.shape[q[1 - i]]
-                    a_single[sa] += sigma2 * table.sum(axis=1 - i) / other
-                    b_single[sa] += sigma2 / other
-                a_total += sigma2 * float(cells.sum()) / self.size[q]
-                b_total += sigma2 / self.size[q]
-            elif len(q) == 1:
-                sa = slice(self.offset[q] - n_pairs, self.offset[q] - n_pairs + self.size[q])
-                a_single[sa] += sigma2 * cells
-                b_single[sa] += sigma2
-                a_total += sigma2 * float(cells.sum()) / self.size[q]
-                b_total += sigma2 / self.size[q]
-            else:
-                a_total += sigma2 * float(cells[0])
-                b_total += sigma2
+        # and over the measured tables holding it (a pair's 1-way sums, a table's total)
+        lifted = self.lift @ t
+        weight = self.copies_weight + sigma2 * self.lift_weight
+        a_pair += sigma2 * lifted[:n_pairs]
+        a_single += sigma2 * lifted[n_pairs:n_pairs + n_single]
+        a_total += sigma2 * float(lifted[-1])
+        b_pair, b_single, b_total = (weight[:n_pairs], weight[n_pairs:n_pairs + n_single],
+                                     float(weight[-1]))
         grand = a_total / b_total if total is None else float(total)
         singles = a_single / b_single
         # centre each attribute's table, then give it the total
