@@ -28,9 +28,8 @@ marginals' eigenbasis, rounding, labelled tables).
 
 ``--fit-space marginals`` fits the 1- and 2-way tables themselves instead of one count per cell
 (:mod:`engine.workflows.marginal_fit`: a quadratic programme over the tables' cells, then
-controlled rounding that keeps every 1-way table; the work limit is unused);
-``--fit-space marginals-gls`` the same by generalised least squares in the raw tables'
-covariance (:func:`engine.workflows.marginal_fit.fit_generalised`); ``--fit-space three-way``
+controlled rounding that keeps every 1-way table; the work limit is unused); ``--fit-space
+three-way``
 as the margins of agreeing non-negative 3-way tables, fitted by ADMM to the raw tables and the
 least-squares estimate's 3-way tables (:mod:`engine.workflows.three_way_fit`).
 

@@ -103,7 +103,7 @@ def add_release_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fit-space", choices=FIT_SPACES, default="cells",
                    help="where the consistent counts are fitted: one count per cell "
                    "(default), or, for 1- and 2-way marginal tables, the tables themselves "
-                   "(marginals; marginals-gls in the raw tables' covariance), or as the "
+                   "(marginals), or as the "
                    "margins of agreeing non-negative 3-way tables (three-way: close to the "
                    "cells' accuracy on the benchmarks' HDMM plans at a tenth of their "
                    "post-processing; see docs/releasing.md)")

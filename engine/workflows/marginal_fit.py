@@ -10,11 +10,6 @@ holding it). The fitted tables are then rounded so that they still agree: each a
 1-way table to the total by largest remainders, each 2-way table cell by cell up or down to
 its two whole 1-way tables (:func:`engine.workflows.table_rounding.controlled_round`).
 
-The generalised fit (:func:`fit_generalised`, ``fit_space="marginals-gls"``) weights the raw
-tables by their full covariance instead (for a Kronecker strategy, exact from its
-per-attribute Grams: :mod:`engine.workflows.marginal_covariance`): hdmm-kron's raw answers
-are correlated, which the variance weights ignore.
-
 The tables agree and share one total; unlike one estimate of the data, two-way tables that
 agree on their shared attributes need not be the marginals of any one data set (cycles of
 pairs). Post-processing of the released answers: no privacy cost.
@@ -36,11 +31,8 @@ from dataclasses import dataclass
 
 import clarabel
 import numpy as np
-import scipy.linalg as sl
 import scipy.sparse as sp
 
-from engine.errors import NotApplicable
-from engine.workflows.marginal_covariance import MarginalCovariance
 from engine.workflows.table_rounding import controlled_round, round_within_groups
 from engine.workflows.three_way_fit import (
     CUBE_WEIGHT,
@@ -57,16 +49,6 @@ ROUNDING = ("then each attribute's 1-way table rounded to the total by largest r
             "each 2-way table rounded cell by cell up or down keeping its two 1-way tables "
             "(controlled rounding; where a table's zeros cannot carry those totals, the nearest "
             "whole table that keeps them), so tables agree and share one total")
-#: Raw tables agree when their shared sums differ by at most this, relative to the total.
-AGREEMENT = 1e-6
-#: A fitted cell below minus this (relative to the total) is held at zero.
-ACTIVE_TOLERANCE = 1e-9
-#: Most primal-dual active-set steps of the generalised fit (it settles in 3-6 on the
-#: benchmark's cases).
-ACTIVE_STEPS = 50
-#: Ridge on the held cells' covariance, relative to its mean diagonal.
-RIDGE = 1e-10
-
 
 @dataclass(frozen=True)
 class MarginalFit:
@@ -77,18 +59,13 @@ class MarginalFit:
             set of the workload and every attribute's 1-way table; they agree on every
             attribute they share.
         total: the one total every table sums to.
-        unknowns: how many numbers were fitted (free numbers of agreeing tables for the
-            generalised fit).
-        generalised: fitted by generalised least squares in the raw tables' covariance
-            (else each answer weighted by its own variance).
-        unmet: why a generalised fit that was asked for fell back to variance weights.
+        unknowns: how many numbers were fitted.
+        three_way: the 3-way fit's run, when the tables are the margins of 3-way tables.
     """
 
     tables: dict[tuple[int, ...], np.ndarray]
     total: int
     unknowns: int
-    generalised: bool = False
-    unmet: str | None = None
     three_way: ThreeWayFit | None = None
 
     def describe(self, fitted: str, kept: str) -> str:
@@ -105,16 +82,9 @@ class MarginalFit:
                     f"{kept} ({self.total:,}), to {fitted}{also} by variance-weighted least "
                     f"squares (each answer weighted by its own variance; ADMM, "
                     f"{run.iterations} iterations, {state}); {ROUNDING}")
-        if self.generalised:
-            metric = ("by generalised least squares in the raw tables' own covariance (from "
-                      "the strategy's per-attribute Gram matrices, exact for its Kronecker "
-                      "product; solved to its optimum by a primal-dual active set)")
-        else:
-            metric = ("by variance-weighted least squares (each answer weighted by its own "
-                      "variance, their correlations ignored; a quadratic programme solved to "
-                      "its optimum)")
-            if self.unmet:
-                metric += f" -- generalised least squares does not apply: {self.unmet} --"
+        metric = ("by variance-weighted least squares (each answer weighted by its own "
+                  "variance, their correlations ignored; a quadratic programme solved to its "
+                  "optimum)")
         return (f"non-negative 1- and 2-way tables ({self.unknowns:,} unknowns, "
                 f"not one per cell of the domain) fitted to {fitted} {metric}, agreeing on "
                 f"every attribute they share and {kept} ({self.total:,}); {ROUNDING} "
@@ -129,28 +99,20 @@ def fits_marginals(workload: Workload) -> bool:
 
 
 def fit_marginals(workload: Workload, raw: np.ndarray, variances: np.ndarray, *,
-                  total: int | None, covariance: MarginalCovariance | None = None,
-                  unmet: str | None = None, three_way: bool = False,
+                  total: int | None, three_way: bool = False,
                   cubes: tuple[np.ndarray, np.ndarray] | None = None) -> MarginalFit:
     """Fit and round (module docstring).
 
-    Variance-weighted (``covariance`` None): the unknowns are every 2-way table of the
-    workload, every attribute's 1-way table and the total, each table weighted only by its
-    own answers' variances (a diagonal objective); the agreement is linear equalities (a
-    2-way table's sums are its 1-way tables, a 1-way table's sum the total): a sparse
-    programme whatever the tables' sizes.
-
-    Generalised (``covariance`` given, :func:`fit_generalised`): the raw tables' full
-    covariance is the metric; it needs raw tables that agree (one estimate's marginals), and
-    falls back to variance weights, saying why, when they do not.
+    The unknowns are every 2-way table of the workload, every attribute's 1-way table and the
+    total, each table weighted only by its own answers' variances (a diagonal objective); the
+    agreement is linear equalities (a 2-way table's sums are its 1-way tables, a 1-way
+    table's sum the total): a sparse programme whatever the tables' sizes.
 
     Args:
         workload: 1- and 2-way marginal tables (:func:`fits_marginals`).
         raw: the raw (weighted) answers of every query, counts.
         variances: the noise variance of every (weighted) answer, squared counts.
         total: the public number of records, or None (fitted, then rounded).
-        covariance: the raw tables' covariance, for the generalised fit.
-        unmet: why a generalised fit asked for has no covariance (stated in the method).
         three_way: fit the tables as the margins of agreeing non-negative 3-way tables
             (:mod:`engine.workflows.three_way_fit`; a tighter fit) when there are at least
             three attributes and the 3-way tables hold at most ``MAX_CELLS`` cells.
@@ -173,15 +135,8 @@ def fit_marginals(workload: Workload, raw: np.ndarray, variances: np.ndarray, *,
                              cubes=None if cubes is None else cubes[0],
                              cube_weight=0.0 if cubes is None else CUBE_WEIGHT * cubes[1])
         fitted = {t: np.clip(v, 0.0, None) for t, v in cube.tables.items()}
-    elif covariance is not None:
-        try:
-            fitted = fit_generalised(_raw_tables(workload, raw), pairs, attributes,
-                                     covariance, total)
-        except NotApplicable as exc:
-            unmet = str(exc)
-    generalised = fitted is not None and cube is None
-    unknowns = _free_numbers(shape, pairs, attributes)
-    if fitted is None:
+        unknowns = cube.unknowns
+    else:
         fitted, unknowns = _fit_variance_weighted(workload, raw, variances, total, pairs,
                                                   attributes)
     whole = int(total) if total is not None else max(int(round(float(fitted[()][0]))), 0)
@@ -191,127 +146,7 @@ def fit_marginals(workload: Workload, raw: np.ndarray, variances: np.ndarray, *,
     for pair in pairs:
         tables[pair] = controlled_round(fitted[pair].reshape([shape[a] for a in pair]),
                                         tables[(pair[0],)], tables[(pair[1],)])
-    return MarginalFit(tables, whole, unknowns, generalised,
-                       None if generalised or cube else unmet, cube)
-
-
-def fit_generalised(raw: dict[tuple[int, ...], np.ndarray], pairs: list[tuple[int, int]],
-                    attributes: list[int], covariance: MarginalCovariance,
-                    total: int | None) -> dict[tuple[int, ...], np.ndarray] | None:
-    """Non-negative tables that agree, closest to the raw ones in their own covariance.
-
-    With ``m^`` the raw tables (the marginals of one estimate ``x^``, so they agree) and
-    ``Sigma`` their covariance, it solves ``min (m - m^)' Sigma^+ (m - m^)`` over agreeing
-    tables ``m`` with every cell >= 0 (and the public total): the least-squares fit of the
-    data vector in the strategy's own metric, ``(x - x^)' A'A (x - x^)``, with ``x >= 0``
-    relaxed to its tables >= 0. A public total is imposed first (the raw tables moved along
-    their covariance with the total); then the optimum is ``m = m^ + Sigma lambda`` with
-    ``lambda >= 0`` only on cells held at zero, found by a primal-dual active set over those
-    cells (a dense solve of their covariance per step).
-
-    Args:
-        raw: sorted attribute set -> the raw table over it, for every pair and every
-            attribute in no pair (others are sums of these).
-        pairs, attributes: the 2-way sets and every attribute in a table.
-        covariance: the raw tables' covariance.
-        total: the public total, or None.
-
-    Returns:
-        Float tables (cells clipped at 0 after the round-off) for every pair, every attribute
-        and the total ``()``.
-
-    Raises:
-        NotApplicable: the raw tables disagree by more than round-off, or the active set
-            does not settle within ``ACTIVE_STEPS`` steps.
-    """
-    maximal = [*pairs, *((a,) for a in attributes if not any(a in p for p in pairs))]
-    outputs = [*pairs, *((a,) for a in attributes), ()]
-    estimate = {t: np.asarray(raw[t], dtype=float) for t in maximal}
-    scale = max(abs(float(estimate[maximal[0]].sum())), float(total or 0), 1.0)
-    for a in attributes:
-        sums = [estimate[t].sum(axis=1 - t.index(a)) if len(t) == 2 else estimate[t]
-                for t in maximal if a in t]
-        if any(np.abs(s - sums[0]).max() > AGREEMENT * scale for s in sums):
-            raise NotApplicable("the raw tables do not agree (not the marginals of one "
-                                "estimate)")
-        estimate[(a,)] = sums[0]
-    estimate[()] = np.array([estimate[maximal[0]].sum()])
-    # the total: tables moved along their covariance with it (Gaussian conditioning)
-    with_total = covariance.matvec({(): np.ones(1)}, outputs)
-    total_variance = covariance.component_variance(())
-    if total is not None:
-        step = (float(total) - float(estimate[()][0])) / total_variance
-        estimate = {t: estimate[t] + with_total[t] * step for t in outputs}
-    sizes = [estimate[t].size for t in maximal]
-    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-    coordinates = np.vstack([covariance.cell_coordinates(t, np.arange(s))
-                             for t, s in zip(maximal, sizes, strict=True)])
-    cells = np.concatenate([estimate[t].reshape(-1) for t in maximal])
-    along = np.concatenate([with_total[t].reshape(-1) for t in maximal])
-    tolerance = ACTIVE_TOLERANCE * scale
-
-    def moved(held: np.ndarray, weights: np.ndarray, onto: list[tuple[int, ...]]
-              ) -> dict[tuple[int, ...], np.ndarray]:
-        """The tables ``onto`` at ``m^ + Sigma lambda`` (lambda = weights on held cells)."""
-        full = np.zeros(cells.size)
-        full[held] = weights
-        parts = {t: full[starts[k]:starts[k + 1]].reshape(estimate[t].shape)
-                 for k, t in enumerate(maximal) if full[starts[k]:starts[k + 1]].any()}
-        product = covariance.matvec(parts, onto)
-        if total is not None:
-            shift = float(along[held] @ weights) / total_variance
-            product = {t: product[t] - with_total[t] * shift for t in onto}
-        return {t: estimate[t] + product[t] for t in onto}
-
-    held = cells < -tolerance
-    weights = np.zeros(0)
-    for _ in range(ACTIVE_STEPS):
-        if not held.any():
-            break
-        index = np.flatnonzero(held)
-        gram = covariance.entries(coordinates[index], coordinates[index])
-        if total is not None:
-            gram -= np.outer(along[index], along[index]) / total_variance
-        # cells whose sums another held set repeats make the covariance singular: a ridge
-        # far below the noise picks one of the equivalent multipliers
-        gram[np.diag_indices_from(gram)] += RIDGE * float(gram.diagonal().mean())
-        weights = sl.solve(gram, -cells[index], assume_a="pos")
-        fitted = moved(index, weights, maximal)
-        values = np.concatenate([fitted[t].reshape(-1) for t in maximal])
-        update = values < -tolerance
-        update[index] = weights > 0
-        if np.array_equal(update, held):
-            break
-        held = update
-    else:
-        raise NotApplicable(f"its active set did not settle in {ACTIVE_STEPS} steps")
-    out = moved(np.flatnonzero(held), weights, outputs) if held.any() else estimate
-    return {t: np.clip(v, 0.0, None).reshape(-1) for t, v in out.items()}
-
-
-def _raw_tables(workload: Workload, raw: np.ndarray) -> dict[tuple[int, ...], np.ndarray]:
-    """The raw answers as tables over sorted attribute sets (weights divided out; the first
-    term of each set)."""
-    shape = workload.domain.shape
-    tables: dict[tuple[int, ...], np.ndarray] = {}
-    start = 0
-    for term in workload.terms:
-        stop = start + term.num_queries
-        attrs = tuple(term.attrs)
-        key = tuple(sorted(attrs))
-        if key not in tables:
-            table = (raw[start:stop] / (term.weight if term.weight else 1.0)).reshape(
-                [shape[a] for a in attrs])
-            tables[key] = table.T if attrs != key else table
-        start = stop
-    return tables
-
-
-def _free_numbers(shape: tuple[int, ...], pairs: list[tuple[int, int]],
-                  attributes: list[int]) -> int:
-    """The free numbers of agreeing tables: one per coordinate of every component."""
-    components = {(), *((a,) for a in attributes), *pairs}
-    return sum(math.prod(shape[a] - 1 for a in u) for u in components)
+    return MarginalFit(tables, whole, unknowns, cube)
 
 
 def _fit_variance_weighted(workload: Workload, raw: np.ndarray, variances: np.ndarray,

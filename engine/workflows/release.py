@@ -171,9 +171,10 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
             (:func:`~engine.workflows.adaptive_tables.adaptive_tables`);
             ``hierarchical-pgsr`` publishes its variant's own counts either way
             (:func:`~engine.workflows.census_tables.hierarchy_tables`).
-        fit_space: where the consistent counts are fitted (``cells`` or ``marginals``,
-            :func:`~engine.workflows.tables.publishable_tables`): ``marginals`` fits 1- and
-            2-way marginal tables in their own space, faster on large domains.
+        fit_space: where the consistent counts are fitted (``cells``, ``marginals`` or
+            ``three-way``, :func:`~engine.workflows.tables.publishable_tables`): the last two
+            fit 1- and 2-way marginal tables in their own space (``three-way`` as the margins
+            of agreeing 3-way tables), faster on large domains.
 
     Returns:
         The :class:`Release`.

@@ -50,7 +50,6 @@ from engine.linalg.nonnegative import (
     nonnegative_fit,
     round_preserving_total,
 )
-from engine.workflows.marginal_covariance import MarginalCovariance
 from engine.workflows.marginal_fit import MarginalFit, fit_marginals, fits_marginals
 from engine.workflows.model_tables import ModelCounts, model_counts
 from engine.workflows.three_way_fit import kronecker_cubes
@@ -66,9 +65,9 @@ from engine.workloads.workload import Workload
 #: The post-processings :func:`publishable_tables` knows.
 POST_PROCESSING = ("consistent", "raw")
 #: Where the consistent route fits: one count per cell of the domain, or (1- and 2-way
-#: marginal tables only) the tables themselves (:mod:`engine.workflows.marginal_fit`), each
-#: answer weighted by its variance or (``marginals-gls``) by the raw tables' full covariance.
-FIT_SPACES = ("cells", "marginals", "marginals-gls", "three-way")
+#: marginal tables only) the tables themselves (:mod:`engine.workflows.marginal_fit`), or as
+#: the margins of agreeing non-negative 3-way tables (:mod:`engine.workflows.three_way_fit`).
+FIT_SPACES = ("cells", "marginals", "three-way")
 #: Half-width of the 95 % interval in standard deviations, per noise family: the normal
 #: quantile for Gaussian noise; for Laplace noise the exact 95 % interval of one Laplace
 #: variable, ln(20)/sqrt(2) = 2.12 sd (an answer combining several Laplace draws is closer to
@@ -214,9 +213,9 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
         fit_space: ``cells`` (one non-negative estimate of the data), ``marginals`` (for
             1- and 2-way marginal tables: the tables themselves are fitted, a few thousand
             unknowns whatever the domain's size; :mod:`engine.workflows.marginal_fit`; other
-            workloads fit cells) or ``marginals-gls`` (the same, by generalised least squares
-            in the raw tables' covariance, for a Kronecker strategy with one noise variance;
-            variance weights otherwise, and the method says so). A domain too large to hold
+            workloads fit cells) or ``three-way`` (the same tables as the margins of agreeing
+            non-negative 3-way tables, fitted also to a Kronecker strategy's own 3-way
+            estimate; :mod:`engine.workflows.three_way_fit`). A domain too large to hold
             one count per cell fits 1- and 2-way marginal tables in their space whatever this
             says, other marginal tables with a graphical model
             (:mod:`engine.workflows.model_tables`, the ``pgm`` extra), and publishes ``raw``
@@ -251,19 +250,12 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     too_large = workload.domain.size > max_cells()
     if (post_process == "consistent" and answers is not None and fits_marginals(workload)
             and (fit_space != "cells" or too_large)):
-        covariance, unmet, cubes = None, None, None
+        cubes = None
         if fit_space == "three-way" and raw is not None:
             cubes = kronecker_cubes(strategy, y, noise_variances, sorted(
                 {a for t in workload.terms for a in t.attrs}))
-        if fit_space == "marginals-gls":
-            covariance = (MarginalCovariance.of_strategy(strategy, noise_variances)
-                          if raw is not None else None)
-            if covariance is None:
-                unmet = ("the raw answers are not one least-squares estimate of a Kronecker "
-                         "strategy of full-rank factors measured with one noise variance")
         model = fit_marginals(workload, np.asarray(answers, float).reshape(-1), variance,
-                              total=total, covariance=covariance, unmet=unmet,
-                              three_way=fit_space == "three-way", cubes=cubes)
+                              total=total, three_way=fit_space == "three-way", cubes=cubes)
     elif post_process == "consistent" and too_large and answers is not None:
         # too large for one count per cell: consistent counts from a graphical model fitted
         # to the raw answers, else the raw answers only, saying why

@@ -247,7 +247,7 @@ def test_fit_space_marginals_fits_the_tables_themselves(capsys, steward, tmp_pat
     assert main(["run", str(marginals_only), "--data", str(data), "--fit-space", "tables"]) != 0
     assert capsys.readouterr().err.strip() == ("error: argument --fit-space: invalid choice: "
                                                "'tables' (choose from 'cells', 'marginals', "
-                                               "'marginals-gls', 'three-way')")
+                                               "'three-way')")
     scenario = Scenario.load(spec)
     with pytest.raises(SpecError, match="^fit_space: unknown 'tables'; allowed: cells, "):
         release("identity", data=load_csv(str(data), scenario.domain),

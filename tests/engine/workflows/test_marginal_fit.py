@@ -4,18 +4,14 @@ truth back when there is no noise, and more accurate than the raw answers on spa
 
 from __future__ import annotations
 
-import clarabel
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from engine.domain import Domain
 from engine.errors import SpecError
-from engine.linalg.matrix import Dense, Kron
 from engine.mechanisms import get
 from engine.privacy import Privacy
-from engine.workflows.marginal_covariance import MarginalCovariance
-from engine.workflows.marginal_fit import fit_generalised, fit_marginals, fits_marginals
+from engine.workflows.marginal_fit import fit_marginals, fits_marginals
 from engine.workflows.table_rounding import controlled_round, nearest_transport
 from engine.workflows.tables import publishable_tables
 from engine.workloads.spec import parse_workload
@@ -56,14 +52,12 @@ def test_which_workloads_fit_in_the_marginals_space() -> None:
     assert not fits_marginals(parse_workload([{"product": {"age": "prefix"}}], DOMAIN))
 
 
-@pytest.mark.parametrize("fit_space", ["marginals", "marginals-gls"])
 @pytest.mark.parametrize("mechanism", ["identity", "hdmm-kron"])
-def test_tables_agree_keep_the_total_and_beat_the_raw_answers(mechanism, fit_space) -> None:
+def test_tables_agree_keep_the_total_and_beat_the_raw_answers(mechanism) -> None:
     x = _sparse(1)
-    raw, tables = _release(x, seed=2, mechanism=mechanism, fit_space=fit_space)
+    raw, tables = _release(x, seed=2, mechanism=mechanism, fit_space="marginals")
     assert tables.method.startswith("consistent: non-negative 1- and 2-way tables (")
-    assert (("by generalised least squares in the raw tables' own covariance" in tables.method)
-            == (fit_space == "marginals-gls"))
+    assert "by variance-weighted least squares" in tables.method
     for frame in tables.frames.values():
         assert frame["estimate"].dtype == np.int64 and (frame["estimate"] >= 0).all()
         assert int(frame["estimate"].sum()) == int(x.sum())
@@ -94,7 +88,7 @@ def test_without_noise_the_truth_comes_back_exactly() -> None:
 
 def test_an_unknown_fit_space_is_refused_in_one_line() -> None:
     with pytest.raises(SpecError, match=r"^fit_space: unknown 'data'; allowed: cells, "
-                                        r"marginals, marginals-gls, three-way$"):
+                                        r"marginals, three-way$"):
         publishable_tables(WORKLOAD, strategy=None, measurements=np.zeros(WORKLOAD.num_queries),
                            noise_variances=1.0, total=None,
                            per_query_variance=np.ones(WORKLOAD.num_queries), fit_space="data")
@@ -120,111 +114,6 @@ def test_every_pair_of_a_domain_of_7e11_cells_without_mbi(monkeypatch) -> None:
         for a in name.split(" x "):
             sums = frame.groupby(a, sort=False)["estimate"].sum().tolist()
             assert one_way.setdefault(a, sums) == sums
-
-
-def _kronecker_release(seed: int):
-    """A random full-rank Kronecker strategy on a 3 x 2 x 4 domain, sparse data, noise that
-    leaves negative raw cells: the strategy, the least-squares estimate, the noise variance."""
-    rng = np.random.default_rng(seed)
-    shape = (3, 2, 4)
-    factors = [np.vstack([np.eye(n), rng.normal(size=(2, n))]) for n in shape]
-    a = factors[0]
-    for f in factors[1:]:
-        a = np.kron(a, f)
-    x = rng.poisson(2.0, size=24).astype(float)
-    x[rng.random(24) < 0.5] = 0.0
-    noise = 9.0
-    estimate = np.linalg.pinv(a) @ (a @ x + rng.normal(0.0, 3.0, a.shape[0]))
-    return Domain.from_sizes(list(shape)), factors, a, x, estimate, noise
-
-
-def _summing(shape, attrs) -> np.ndarray:
-    out = np.ones((1, 1))
-    for i, n in enumerate(shape):
-        out = np.kron(out, np.eye(n) if i in attrs else np.ones((1, n)))
-    return out
-
-
-def test_the_generalised_fit_is_the_optimum_of_the_dense_programme() -> None:
-    """Against Clarabel on the data-vector programme min (x - x^)' A'A (x - x^) with every
-    2-way table >= 0 and the total: its tables are the generalised fit's."""
-    domain, factors, a, x, estimate, noise = _kronecker_release(4)
-    shape = domain.shape
-    workload = Workload.marginals(domain, upto=2)
-    covariance = MarginalCovariance.of_strategy(Kron([Dense(f) for f in factors]), noise)
-    pairs = [(0, 1), (0, 2), (1, 2)]
-    raw = {p: (_summing(shape, p) @ estimate).reshape([shape[i] for i in p]) for p in pairs}
-    total = int(x.sum())
-    fitted = fit_generalised(raw, pairs, [0, 1, 2], covariance, total)
-    assert min(float(raw[p].min()) for p in pairs) < -1.0  # the constraints bind
-    gram = a.T @ a
-    sums = np.vstack([_summing(shape, p) for p in pairs])
-    settings = clarabel.DefaultSettings()
-    settings.verbose = False
-    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-12
-    constraints = sp.csc_matrix(np.vstack([np.ones((1, 24)), -sums]))
-    solution = clarabel.DefaultSolver(
-        sp.csc_matrix(np.triu(gram)), -(gram @ estimate), constraints,
-        np.concatenate([[total], np.zeros(sums.shape[0])]),
-        [clarabel.ZeroConeT(1), clarabel.NonnegativeConeT(sums.shape[0])], settings).solve()
-    best = np.asarray(solution.x)
-    held = 0
-    for attrs in [*pairs, (0,), (1,), (2,), ()]:
-        reference = _summing(shape, attrs) @ best
-        np.testing.assert_allclose(fitted[attrs], reference, rtol=0, atol=1e-6 * total)
-        held += int(np.sum(fitted[attrs] == 0.0)) if len(attrs) == 2 else 0
-    assert held >= 1
-    assert fitted[()].tolist() == pytest.approx([total], rel=1e-12)
-    # whole, agreeing, non-negative after rounding
-    answers = np.concatenate([(_summing(shape, t.attrs) @ estimate) for t in workload.terms])
-    whole = fit_marginals(workload, answers, np.ones(answers.size), total=total,
-                          covariance=covariance)
-    assert whole.generalised and whole.unmet is None and whole.total == total
-    for (i, j) in pairs:
-        table = whole.tables[(i, j)]
-        assert table.dtype == np.int64 and (table >= 0).all() and int(table.sum()) == total
-        np.testing.assert_array_equal(table.sum(axis=1), whole.tables[(i,)])
-        np.testing.assert_array_equal(table.sum(axis=0), whole.tables[(j,)])
-    assert whole.unknowns == 1 + 2 + 1 + 3 + 2 * 1 + 2 * 3 + 1 * 3  # free numbers: 18
-
-
-def test_the_generalised_fit_without_noise_gives_the_truth_back() -> None:
-    domain, factors, _, x, _, noise = _kronecker_release(5)
-    workload = Workload.marginals(domain, upto=2)
-    answers = workload.answer(x)
-    covariance = MarginalCovariance.of_strategy(Kron([Dense(f) for f in factors]), noise)
-    fitted = fit_marginals(workload, answers, np.ones(answers.size), total=int(x.sum()),
-                           covariance=covariance)
-    assert fitted.generalised
-    start = 0
-    for term in workload.terms:
-        stop = start + term.num_queries
-        np.testing.assert_array_equal(fitted.tables[term.attrs].reshape(-1) if term.attrs
-                                      else [fitted.total], answers[start:stop])
-        start = stop
-
-
-def test_where_generalised_least_squares_does_not_apply_the_method_says_why() -> None:
-    x = _sparse(6)
-    answers = WORKLOAD.answer(x)
-    # the workload's own answers, each measured with its own noise: no Kronecker strategy
-    tables = publishable_tables(WORKLOAD, strategy=None, measurements=answers + 0.3,
-                                noise_variances=1.0, total=int(x.sum()),
-                                per_query_variance=np.ones(answers.size),
-                                fit_space="marginals-gls")
-    assert ("by variance-weighted least squares (each answer weighted by its own variance, "
-            "their correlations ignored; a quadratic programme solved to its optimum) -- "
-            "generalised least squares does not apply: the raw answers are not one "
-            "least-squares estimate of a Kronecker strategy") in tables.method
-    # raw tables that disagree are not one estimate's marginals
-    plan = get("hdmm-kron").plan(WORKLOAD, GAUSSIAN)
-    covariance = MarginalCovariance.of_strategy(plan.strategy, 1.0)
-    shifted = answers.copy()
-    shifted[-1] += 5.0  # one cell of the last 2-way table
-    fitted = fit_marginals(WORKLOAD, shifted, np.ones(answers.size), total=int(x.sum()),
-                           covariance=covariance)
-    assert not fitted.generalised
-    assert fitted.unmet == "the raw tables do not agree (not the marginals of one estimate)"
 
 
 def test_a_table_whose_zeros_cannot_carry_the_rounded_totals_is_rounded_nearest() -> None:
