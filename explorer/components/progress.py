@@ -42,19 +42,14 @@ class PlanningProgress(pn.viewable.Viewer):
 
     def __init__(self, **params) -> None:
         super().__init__(**params)
-        self._bar = pn.indicators.Progress(value=0, max=100, width=260, bar_color="primary",
-                                           css_classes=["planning-bar"])
-        self._text = pn.pane.Markdown("", css_classes=["planning-status"],
-                                      sizing_mode="stretch_width", margin=(0, 10))
-        self._cancel = pn.widgets.Button(label="Cancel planning", color="warning",
-                                         css_classes=["cancel-planning"], width=150)
-        self._cancel.on_click(lambda event: self.cancel())
-        self._skip = pn.widgets.Button(label="Skip this mechanism", color="light",
-                                       css_classes=["skip-mechanism"], width=170)
-        self._skip.on_click(lambda event: self.skip())
-        self._layout = pn.Row(self._bar, self._text, self._skip, self._cancel, visible=False,
-                              css_classes=["planning-progress"], sizing_mode="stretch_width",
-                              align="center")
+        # The row's parts are made the first time a job is shown: most page opens have no job
+        # running, and an empty hidden row is one Bokeh model instead of five.
+        self._bar: pn.indicators.Progress | None = None
+        self._text: pn.pane.Markdown | None = None
+        self._cancel: pn.widgets.Button | None = None
+        self._skip: pn.widgets.Button | None = None
+        self._layout = pn.Row(visible=False, css_classes=["planning-progress"],
+                              sizing_mode="stretch_width", align="center")
         self._callback = None
         self._board_read = -BOARD_POLL_S  # when the board was last read (monotonic seconds)
         self._elsewhere: JobStatus | None = None  # the other process's job being followed
@@ -111,11 +106,28 @@ class PlanningProgress(pn.viewable.Viewer):
             self.status = status.describe() if status is not None else ""
             return
         self.status = status.describe()
+        self._make_parts()
         self._bar.value = int(round(100 * status.fraction))
         self._text.object = self.status
         self._cancel.disabled = status.state == "cancelling"
         self._skip.disabled = status.state != "running" or status.current is None
         self._layout.visible = True
+
+    def _make_parts(self) -> None:
+        """The bar, the status line and the two buttons, into the row (once)."""
+        if self._bar is not None:
+            return
+        self._bar = pn.indicators.Progress(value=0, max=100, width=260, bar_color="primary",
+                                           css_classes=["planning-bar"])
+        self._text = pn.pane.Markdown("", css_classes=["planning-status"],
+                                      sizing_mode="stretch_width", margin=(0, 10))
+        self._cancel = pn.widgets.Button(label="Cancel planning", color="warning",
+                                         css_classes=["cancel-planning"], width=150)
+        self._cancel.on_click(lambda event: self.cancel())
+        self._skip = pn.widgets.Button(label="Skip this mechanism", color="light",
+                                       css_classes=["skip-mechanism"], width=170)
+        self._skip.on_click(lambda event: self.skip())
+        self._layout.objects = [self._bar, self._text, self._skip, self._cancel]
 
     def skip(self) -> None:
         """Give up on the mechanism being planned; the others are still planned."""

@@ -560,8 +560,9 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
                           visible=self.param.error.rx.bool()),
             bar, empty,
             # Hidden until the first results: built then, not on every open (once_true).
-            once_true(lambda: self._results_view(has_results), has_results),
-            once_true(lambda: self._tree_view(has_results), has_results),
+            once_true(lambda: pn.Column(self._results_view(has_results),
+                                        self._tree_view(has_results),
+                                        sizing_mode="stretch_width", margin=0), has_results),
             sizing_mode="stretch_width",
         )
         self._view = pn.Row(controls, body, sizing_mode="stretch_width")
