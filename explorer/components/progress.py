@@ -51,6 +51,7 @@ class PlanningProgress(pn.viewable.Viewer):
         self._layout = pn.Row(visible=False, css_classes=["planning-progress"],
                               sizing_mode="stretch_width", align="center")
         self._callback = None
+        self._doc = None  # the served document whose session polls (set when polling starts)
         self._board_read = -BOARD_POLL_S  # when the board was last read (monotonic seconds)
         self._elsewhere: JobStatus | None = None  # the other process's job being followed
         if self.session.job is not None:
@@ -68,16 +69,29 @@ class PlanningProgress(pn.viewable.Viewer):
         # In the background: a poll does not toggle the page's busy indicator (two messages
         # to the browser four times a second per open page) and is not logged.
         if self._callback is None:
+            self._doc = pn.state.curdoc
             self._callback = PeriodicCallback(callback=self.tick, period=POLL_MS,
                                               background=True, log=False)
             self._callback.start()
 
     def tick(self) -> None:
-        """Look at the job once: pick up finished rows and update the indicator."""
+        """Look at the job once: pick up finished rows and update the indicator (nothing while
+        no browser is connected to the page)."""
+        if not self.connected():
+            return
         if self.session.job is None:
             self.follow_elsewhere()
             return
         self.show(self.session.poll())
+
+    def connected(self) -> bool:
+        """False while no browser is connected to this page. Bokeh keeps a closed tab's
+        session for a while (15 s by default, checked every 17 s); its polls would read the
+        plan store four times a second for a page nobody sees, on the CPU the open pages
+        need. A page that is not served counts as connected."""
+        context = self._doc.session_context if self._doc is not None else None
+        server_session = getattr(context, "session", None)
+        return server_session is None or server_session.connection_count > 0
 
     def follow_elsewhere(self) -> None:
         """Show the session's job that runs in another process (read from the board at most

@@ -10,6 +10,7 @@ from bokeh.document import Document
 from panel.io.state import set_curdoc
 
 from explorer.components.lazy_view import SeenSignal, lazy_card, on_sight, once_true
+from explorer.components.progress import PlanningProgress
 from explorer.pages.census import CensusPage
 from explorer.pages.compare import ComparePage
 from explorer.pages.strategy import FIRST_VIEWS, StrategyPage
@@ -142,3 +143,20 @@ def test_the_strategy_page_draws_the_first_views_and_waits_with_the_rest():
     assert all(isinstance(part.objects[0], SeenSignal) for part in waiting)
     assert drawn[0].select(pn.pane.DataFrame)  # the plan's numbers
     assert drawn[1].select(pn.pane.HoloViews)  # the picture of A
+
+
+def test_the_planning_row_polls_only_while_a_browser_is_connected():
+    view = PlanningProgress(session=Session(PREFIX, store=PlanStore()))
+    assert view._layout.objects == []  # no job shown yet: an empty hidden row
+    looks: list[int] = []
+    view.follow_elsewhere = lambda: looks.append(1)  # what a tick does without a job here
+    connection = SimpleNamespace(connection_count=1)
+    view._doc = SimpleNamespace(session_context=SimpleNamespace(session=connection))
+    view.tick()
+    assert looks == [1] and view.connected()
+    connection.connection_count = 0  # the tab closed; Bokeh keeps its session a while
+    view.tick()
+    assert looks == [1] and not view.connected()
+    view._doc = None  # not served (a notebook): always polls
+    view.tick()
+    assert looks == [1, 1]
