@@ -164,6 +164,8 @@ def page_app(path: str | None = None) -> pn.template.BaseTemplate:
     read-only link ``view`` when there is one) whose id goes into the address bar.
     """
     path = path if path is not None else "/" + query_arg("page").strip("/")
+    # No BrowserInfo root (the browser's time zone, dark mode...): nothing here reads it, and
+    # each template root costs a model and a pass of the design on every page open.
     pn.extension(*EXTENSIONS.get(path, PAGE_EXTENSIONS), notifications=True, browser_info=False)
     requested = query_arg("s")
     sid, session = REGISTRY.open(requested, pn.state.user, shared=query_arg("view"))
