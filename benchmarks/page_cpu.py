@@ -115,8 +115,9 @@ async def scroll_through(client: PageClient, process: psutil.Process, timeout: f
 
 
 async def open_page(ws_url: str, process: psutil.Process, page: str, sid: str,
-                    timeout: float, scrolled: bool = False) -> tuple[float, str]:
-    """Open ``page`` in session ``sid`` (a new one when ''); its CPU seconds and the session.
+                    timeout: float, scrolled: bool = False) -> tuple[float, str, int]:
+    """Open ``page`` in session ``sid`` (a new one when ''); its CPU seconds, the session and
+    how many Bokeh models the client received (a count the machine's load does not change).
     ``scrolled``: every part built when seen is reported seen (:func:`scroll_through`)."""
     arguments = {"page": page} if page else {}
     if sid:
@@ -131,32 +132,37 @@ async def open_page(ws_url: str, process: psutil.Process, page: str, sid: str,
         await client.wait_for(lambda: bool(session_of(client)), timeout)
         sid = session_of(client)
     client.close()
-    return after - before, sid
+    return after - before, sid, len(client.models)
 
 
 async def measure(ws_url: str, process: psutil.Process, runs: int, timeout: float,
-                  scrolled: bool = False) -> dict[str, list[float]]:
-    """Warm every page up once, then ``runs`` rounds; CPU seconds per page label."""
+                  scrolled: bool = False) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Warm every page up once, then ``runs`` rounds; CPU seconds per page label, and the
+    models of each page's last open."""
     seconds: dict[str, list[float]] = {label: [] for _, label in PAGES}
+    models: dict[str, int] = {}
     for round_ in range(runs + 1):
         sid = ""
         for page, label in PAGES:
-            cpu, sid = await open_page(ws_url, process, page, sid, timeout, scrolled)
+            cpu, sid, models[label] = await open_page(ws_url, process, page, sid, timeout,
+                                                      scrolled)
             if round_:
                 seconds[label].append(cpu)
         # let Bokeh discard the closed sessions outside the measured opens
         await settled(process, timeout)
-    return seconds
+    return seconds, models
 
 
-def report(seconds: dict[str, list[float]]) -> None:
-    """Print the per-page medians and the median over the pages beside the goal."""
-    print(f"{'page':<10} {'median CPU s':>12} {'min':>6} {'max':>6}")
+def report(seconds: dict[str, list[float]], models: dict[str, int]) -> None:
+    """Print the per-page medians (and models sent) and the median over the pages beside the
+    goal."""
+    print(f"{'page':<10} {'median CPU s':>12} {'min':>6} {'max':>6} {'models':>7}")
     medians = []
     for label, values in seconds.items():
         median = statistics.median(values)
         medians.append(median)
-        print(f"{label:<10} {median:12.3f} {min(values):6.3f} {max(values):6.3f}")
+        print(f"{label:<10} {median:12.3f} {min(values):6.3f} {max(values):6.3f} "
+              f"{models.get(label, 0):7d}")
     print(f"{'median':<10} {statistics.median(medians):12.3f}   (goal < {GOAL_S} s)")
 
 
@@ -238,9 +244,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as logs, serving(Path(logs) / "server.log",
                                                         *args.options) as app:
         ws_url = app.url.replace("http://", "ws://") + "/app/ws"
-        seconds = asyncio.run(measure(ws_url, psutil.Process(app.process.pid), args.runs,
-                                      args.timeout, args.scrolled))
-    report(seconds)
+        seconds, models = asyncio.run(measure(ws_url, psutil.Process(app.process.pid),
+                                              args.runs, args.timeout, args.scrolled))
+    report(seconds, models)
     print(f"load average at end: {psutil.getloadavg()[0]:.1f}")
 
 

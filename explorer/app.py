@@ -107,21 +107,35 @@ def share_control(sid: str) -> pn.Column:
     button = pn.widgets.Button(
         label="Share read-only link", css_classes=["share-session"], width=200
     )
-    link = pn.widgets.TextInput(
-        label="Read-only link (a copy; your session stays yours)",
-        visible=False,
-        css_classes=["share-link"],
-        width=200,
-    )
+    control = pn.Column(button)
 
     def share(event) -> None:
         token = REGISTRY.share(sid)
         location = pn.state.location
         base = location.href.split("?")[0].split("#")[0] if location is not None else ""
-        link.param.update(value=f"{base}?{urlencode({'view': token})}", visible=True)
+        value = f"{base}?{urlencode({'view': token})}"
+        if len(control) > 1:
+            control[1].value = value
+            return
+        # The link's box is made on the first click, not on every page open (few share).
+        control.append(pn.widgets.TextInput(
+            label="Read-only link (a copy; your session stays yours)",
+            value=value,
+            css_classes=["share-link"],
+            width=200,
+        ))
 
     button.on_click(share)
-    return pn.Column(button, link)
+    return control
+
+
+def sidebar(path: str, sid: str) -> pn.Column:
+    """The sidebar's content as one template root (each root costs the template a model and
+    a pass of its design): the menu, the share control and, only while there is one, the
+    store's problem."""
+    problem = store_problem()
+    return pn.Column(navigation(path, sid), share_control(sid),
+                     *([problem] if problem.visible else []))
 
 
 def store_problem() -> pn.pane.Alert:
@@ -150,7 +164,9 @@ def page_app(path: str | None = None) -> pn.template.BaseTemplate:
     read-only link ``view`` when there is one) whose id goes into the address bar.
     """
     path = path if path is not None else "/" + query_arg("page").strip("/")
-    pn.extension(*EXTENSIONS.get(path, PAGE_EXTENSIONS), notifications=True)
+    # No BrowserInfo root (the browser's time zone, dark mode...): nothing here reads it, and
+    # each template root costs a model and a pass of the design on every page open.
+    pn.extension(*EXTENSIONS.get(path, PAGE_EXTENSIONS), notifications=True, browser_info=False)
     requested = query_arg("s")
     sid, session = REGISTRY.open(requested, pn.state.user, shared=query_arg("view"))
     label = dict(menu()).get(path, "")
@@ -163,7 +179,7 @@ def page_app(path: str | None = None) -> pn.template.BaseTemplate:
     with watchers_added(session, session.privacy) as page_watchers:
         template = SiteTemplate(  # Bootstrap, with a valid sidebar list (issue 29)
             title=f"{TITLE} · {label}" if path != "/" else TITLE,
-            sidebar=[navigation(path, sid), share_control(sid), store_problem()],
+            sidebar=[sidebar(path, sid)],
             main=[build_page(path, session, sid)],
             sidebar_width=230,
             design=ReadableBootstrap,  # text colours with 4.5:1 contrast (issue 29)

@@ -7,7 +7,8 @@ small browser component (:class:`SeenSignal`, an ``IntersectionObserver``) repor
 placeholder comes within :data:`AHEAD_PX` of the browser's window, and the part is built then,
 in its place. Nothing is dropped: everything is built once it is about to be seen. In a notebook
 or a test that is not served, the part is built at once. Folded parts wait for their first
-expand instead (:func:`lazy_card`, :func:`lazy_note`).
+expand instead (:func:`lazy_card`, :func:`lazy_note`), and parts hidden until something happens
+(results of a run, an upload chosen) for the first time it does (:func:`once_true`).
 """
 
 from __future__ import annotations
@@ -93,6 +94,29 @@ def on_sight(build: Callable[[], pn.viewable.Viewable], height: int,
             holder.objects = [build()]
 
     signal.param.watch(seen, "seen")
+    return holder
+
+
+def once_true(build: Callable[[], pn.viewable.Viewable], condition: Any,
+              **layout: object) -> pn.Column:
+    """A column that holds ``build()``'s result from the first time ``condition`` (a Param
+    reactive expression, e.g. ``page.param.results.rx.pipe(bool)``) is true; empty before.
+
+    For parts hidden until then (their Bokeh models were built and sent on every page open and
+    were never shown to a reader who does not run anything). The part keeps its own
+    visibility afterwards. Not served: ``build()`` at once. ``layout`` as for :func:`on_sight`.
+    """
+    layout.setdefault("sizing_mode", "stretch_width")
+    layout.setdefault("margin", 0)
+    if not served() or condition.rx.value:
+        return pn.Column(build(), **layout)
+    holder = pn.Column(**layout)
+
+    def changed(value: object) -> None:
+        if value and not holder.objects:
+            holder.objects = [build()]
+
+    condition.rx.watch(changed)
     return holder
 
 

@@ -42,20 +42,16 @@ class PlanningProgress(pn.viewable.Viewer):
 
     def __init__(self, **params) -> None:
         super().__init__(**params)
-        self._bar = pn.indicators.Progress(value=0, max=100, width=260, bar_color="primary",
-                                           css_classes=["planning-bar"])
-        self._text = pn.pane.Markdown("", css_classes=["planning-status"],
-                                      sizing_mode="stretch_width", margin=(0, 10))
-        self._cancel = pn.widgets.Button(label="Cancel planning", color="warning",
-                                         css_classes=["cancel-planning"], width=150)
-        self._cancel.on_click(lambda event: self.cancel())
-        self._skip = pn.widgets.Button(label="Skip this mechanism", color="light",
-                                       css_classes=["skip-mechanism"], width=170)
-        self._skip.on_click(lambda event: self.skip())
-        self._layout = pn.Row(self._bar, self._text, self._skip, self._cancel, visible=False,
-                              css_classes=["planning-progress"], sizing_mode="stretch_width",
-                              align="center")
+        # The row's parts are made the first time a job is shown: most page opens have no job
+        # running, and an empty hidden row is one Bokeh model instead of five.
+        self._bar: pn.indicators.Progress | None = None
+        self._text: pn.pane.Markdown | None = None
+        self._cancel: pn.widgets.Button | None = None
+        self._skip: pn.widgets.Button | None = None
+        self._layout = pn.Row(visible=False, css_classes=["planning-progress"],
+                              sizing_mode="stretch_width", align="center")
         self._callback = None
+        self._doc = None  # the served document whose session polls (set when polling starts)
         self._board_read = -BOARD_POLL_S  # when the board was last read (monotonic seconds)
         self._elsewhere: JobStatus | None = None  # the other process's job being followed
         if self.session.job is not None:
@@ -73,16 +69,29 @@ class PlanningProgress(pn.viewable.Viewer):
         # In the background: a poll does not toggle the page's busy indicator (two messages
         # to the browser four times a second per open page) and is not logged.
         if self._callback is None:
+            self._doc = pn.state.curdoc
             self._callback = PeriodicCallback(callback=self.tick, period=POLL_MS,
                                               background=True, log=False)
             self._callback.start()
 
     def tick(self) -> None:
-        """Look at the job once: pick up finished rows and update the indicator."""
+        """Look at the job once: pick up finished rows and update the indicator (nothing while
+        no browser is connected to the page)."""
+        if not self.connected():
+            return
         if self.session.job is None:
             self.follow_elsewhere()
             return
         self.show(self.session.poll())
+
+    def connected(self) -> bool:
+        """False while no browser is connected to this page. Bokeh keeps a closed tab's
+        session for a while (15 s by default, checked every 17 s); its polls would read the
+        plan store four times a second for a page nobody sees, on the CPU the open pages
+        need. A page that is not served counts as connected."""
+        context = self._doc.session_context if self._doc is not None else None
+        server_session = getattr(context, "session", None)
+        return server_session is None or server_session.connection_count > 0
 
     def follow_elsewhere(self) -> None:
         """Show the session's job that runs in another process (read from the board at most
@@ -111,11 +120,28 @@ class PlanningProgress(pn.viewable.Viewer):
             self.status = status.describe() if status is not None else ""
             return
         self.status = status.describe()
+        self._make_parts()
         self._bar.value = int(round(100 * status.fraction))
         self._text.object = self.status
         self._cancel.disabled = status.state == "cancelling"
         self._skip.disabled = status.state != "running" or status.current is None
         self._layout.visible = True
+
+    def _make_parts(self) -> None:
+        """The bar, the status line and the two buttons, into the row (once)."""
+        if self._bar is not None:
+            return
+        self._bar = pn.indicators.Progress(value=0, max=100, width=260, bar_color="primary",
+                                           css_classes=["planning-bar"])
+        self._text = pn.pane.Markdown("", css_classes=["planning-status"],
+                                      sizing_mode="stretch_width", margin=(0, 10))
+        self._cancel = pn.widgets.Button(label="Cancel planning", color="warning",
+                                         css_classes=["cancel-planning"], width=150)
+        self._cancel.on_click(lambda event: self.cancel())
+        self._skip = pn.widgets.Button(label="Skip this mechanism", color="light",
+                                       css_classes=["skip-mechanism"], width=170)
+        self._skip.on_click(lambda event: self.skip())
+        self._layout.objects = [self._bar, self._text, self._skip, self._cancel]
 
     def skip(self) -> None:
         """Give up on the mechanism being planned; the others are still planned."""

@@ -109,14 +109,30 @@ class Page(pn.viewable.Viewer):
         return f"[{text}]({self.href(path)})"
 
     def header(self, intro: str = "") -> pn.viewable.Viewable:
-        """The page title, which workload the page uses (or the "draft not applied" banner),
-        an optional intro line and the collapsible learn note."""
+        """The page title with an optional intro line, which workload the page uses (or the
+        "draft not applied" banner) and the collapsible learn note."""
+        title = f"# {self.title}" + (f"\n\n{intro}" if intro else "")
         parts: list[pn.viewable.Viewable] = [
-            pn.pane.Markdown(f"# {self.title}", css_classes=["page-title"], margin=(0, 10)),
-            pn.bind(self._workload_status, self.session.param.scenario,
-                    self.session.param.draft_error)]
-        if intro:
-            parts.append(pn.pane.Markdown(intro, sizing_mode="stretch_width", margin=(0, 10)))
+            pn.pane.Markdown(title, css_classes=["page-title"], margin=(0, 10),
+                             sizing_mode="stretch_width"),
+            self._workload_line()]
         if self.note:
             parts.append(lazy_note(self.note))
         return pn.Column(*parts, sizing_mode="stretch_width")
+
+    def _workload_line(self) -> pn.Column:
+        """The workload status, kept current by a watcher of this page (a plain column, not a
+        bound function: cheaper to build on every page open)."""
+        holder = pn.Column(self._workload_status(self.session.scenario,
+                                                 self.session.draft_error),
+                           margin=0, sizing_mode="stretch_width")
+
+        def update(*events: param.parameterized.Event) -> None:
+            shown = self._workload_status(self.session.scenario, self.session.draft_error)
+            if type(shown) is type(holder[0]):
+                holder[0].object = shown.object
+            else:
+                holder.objects = [shown]
+
+        self.watch(self.session, update, ["scenario", "draft_error"])
+        return holder

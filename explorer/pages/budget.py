@@ -32,6 +32,7 @@ import panel as pn
 import param
 
 from engine import DEFAULT_DELTA, Budget, Ledger, LedgerError, SpecError, fingerprint_bytes
+from explorer.components.lazy_view import once_true
 from explorer.components.number_box import NumberBox
 
 UNIT_LABELS = {"rho (zCDP)": "rho", "eps (pure)": "epsilon", "(eps, delta)": "epsilon-delta"}
@@ -228,8 +229,10 @@ class BudgetPage(pn.viewable.Viewer):
                                          css_classes=["budget-unit"]),
             pn.pane.Markdown(UNIT_NOTE, css_classes=["budget-unit-note"]),
             total,
-            pn.Column(NumberBox.from_param(self, "total_delta", label="delta (eps, delta)"),
-                      visible=self.param.unit.rx() == "(eps, delta)"),
+            once_true(lambda: pn.Column(NumberBox.from_param(self, "total_delta",
+                                                             label="delta (eps, delta)"),
+                                        visible=self.param.unit.rx() == "(eps, delta)"),
+                      self.param.unit.rx() == "(eps, delta)", sizing_mode="fixed"),
             register,
             pn.layout.Divider(),
             NumberBox.from_param(self, "at_delta", label="Report remaining eps at delta"),

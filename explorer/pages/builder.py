@@ -20,7 +20,7 @@ import param
 from engine import BLOCKS, GROUPS, Attribute, Domain, Marginals, PairQueries, Product, parse_group
 from explorer.components.exports import text_download
 from explorer.components.heatmap import matrix_heatmap, too_big
-from explorer.components.lazy_view import on_sight
+from explorer.components.lazy_view import on_sight, once_true
 from explorer.components.messages import plain
 from explorer.components.notes import caption
 from explorer.components.number_box import NumberBox
@@ -527,14 +527,21 @@ class BuilderPage(Page):
     def _safety_row(self) -> pn.viewable.Viewable:
         """The confirmation a replacement waits for, and the one-step Undo."""
         model = self.model
-        replace = pn.widgets.Button(label="Replace my workload", color="warning",
-                                    css_classes=["confirm-replace"])
-        replace.on_click(lambda event: model.confirm())
-        keep = pn.widgets.Button(label="Keep mine", color="light", css_classes=["cancel-replace"])
-        keep.on_click(lambda event: model.cancel())
-        ask = pn.Row(pn.pane.Alert(model.param.pending, alert_type="warning",
-                                   css_classes=["replace-question"], margin=(0, 10)),
-                     replace, keep, visible=pn.bind(bool, model.param.pending))
+
+        def question() -> pn.Row:
+            replace = pn.widgets.Button(label="Replace my workload", color="warning",
+                                        css_classes=["confirm-replace"])
+            replace.on_click(lambda event: model.confirm())
+            keep = pn.widgets.Button(label="Keep mine", color="light",
+                                     css_classes=["cancel-replace"])
+            keep.on_click(lambda event: model.cancel())
+            return pn.Row(pn.pane.Alert(model.param.pending, alert_type="warning",
+                                        css_classes=["replace-question"], margin=(0, 10)),
+                          replace, keep, visible=pn.bind(bool, model.param.pending))
+
+        # The question is built the first time a replacement waits for it, not on every open.
+        pending = model.param.pending.rx.pipe(bool)
+        ask = once_true(question, pending)
         undo = pn.widgets.Button(label=model.param.undo_label, color="light",
                                  css_classes=["undo-replace"],
                                  visible=pn.bind(bool, model.param.undo_label))

@@ -63,7 +63,7 @@ from engine import (
     synthetic_hierarchy,
 )
 from explorer.components.exports import SCENARIO_COLUMNS, csv_download
-from explorer.components.lazy_view import lazy_note
+from explorer.components.lazy_view import lazy_note, once_true
 from explorer.components.number_box import NumberBox
 from explorer.components.worker import BackgroundRun
 
@@ -505,12 +505,13 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             pn.widgets.RadioButtonGroup.from_param(self.param.source, label="Hierarchy"),
             pn.widgets.TextInput.from_param(self.param.synthetic_spec, label="Synthetic spec",
                                             visible=self.param.source.rx() == SYNTHETIC),
-            pn.Column(upload, pn.pane.Markdown(
+            once_true(lambda: pn.Column(upload, pn.pane.Markdown(
                 "CSV header: the level names, then `size` and optionally `count`; one row "
                 "per (leaf, size) with its count, or one row per group."),
                 NumberBox.from_param(self, "max_size", label="Max size (public top bucket)",
                                      css_class="census-max-size"),
-                visible=self.param.source.rx() == UPLOAD),
+                visible=self.param.source.rx() == UPLOAD), self.param.source.rx() == UPLOAD,
+                sizing_mode="fixed"),
             # Number boxes, not spinners: a spinner's up/down buttons have no name a screen
             # reader can read, and a box says what is wrong with what was typed.
             NumberBox.from_param(self, "epsilon", label="epsilon", css_class="census-epsilon"),
@@ -539,37 +540,9 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         )
         bar = pn.indicators.Progress(value=self.param.progress.rx.pipe(lambda v: int(round(v))),
                                      max=100, sizing_mode="stretch_width")
-        # The charts sit in columns hidden until there are results: drawn only then (three
-        # HoloViews plots were half of the page's CPU on every open).
-        bars = pn.pane.HoloViews(pn.bind(lambda rows: self.error_bars_chart() if rows else None,
-                                         self.param.results), sizing_mode="stretch_width")
-        table = pn.pane.DataFrame(
-            self.param.results.rx.pipe(lambda rows: whole_numbers(pd.DataFrame(rows))),
-            index=False, sizing_mode="stretch_width", float_format="{:.4g}".format,
-            css_classes=["census-results"])
         has_results = self.param.results.rx.pipe(bool)
-        download = csv_download(self.export_frame, "census.csv", "Download table (CSV)",
-                                css_class="census-csv")
-        download.visible = has_results
         empty = pn.pane.Markdown(EMPTY_STATE, css_classes=["census-empty"],
                                  visible=has_results.rx.not_())
-        results = pn.Column(table, download, bars, sizing_mode="stretch_width",
-                            visible=has_results)
-        heat = pn.pane.HoloViews(pn.bind(lambda rows, v: self.heatmap_chart(v) if rows else None,
-                                         self.param.results, self.param.heat_variant),
-                                 sizing_mode="stretch_width")
-        tree = pn.pane.HoloViews(pn.bind(lambda rows, v, reg: self.tree_chart(reg, v)
-                                         if rows else None,
-                                         self.param.results, self.param.heat_variant,
-                                         self.param.region), sizing_mode="stretch_width")
-        crumb = pn.pane.Markdown(pn.bind(lambda _r, reg: self.breadcrumb(reg),
-                                         self.param.results, self.param.region))
-        children = pn.pane.DataFrame(
-            pn.bind(lambda _r, v, reg: whole_numbers(self._children_table(reg, v)),
-                    self.param.results,
-                    self.param.heat_variant, self.param.region),
-            index=False, sizing_mode="stretch_width", css_classes=["census-children"],
-            formatters=dict.fromkeys(CHILDREN_COUNTS, count_text))
         body = pn.Column(
             pn.pane.Markdown(
                 f"# {self.title}\n\nPrivate group-size histograms (how many households of "
@@ -585,18 +558,55 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             pn.pane.Markdown(self.param.status),
             pn.pane.Alert(self.param.error, alert_type="danger",
                           visible=self.param.error.rx.bool()),
-            bar, empty, results,
-            pn.Column(
-                pn.widgets.Select.from_param(self.param.heat_variant, label="Variant for the "
-                                             "heat map and tree view"),
-                heat,
-                pn.pane.Markdown("## Tree view"),
-                pn.widgets.Select.from_param(self.param.region, label="Region"),
-                crumb, tree, children, sizing_mode="stretch_width", visible=has_results),
+            bar, empty,
+            # Hidden until the first results: built then, not on every open (once_true).
+            once_true(lambda: pn.Column(self._results_view(has_results),
+                                        self._tree_view(has_results),
+                                        sizing_mode="stretch_width", margin=0), has_results),
             sizing_mode="stretch_width",
         )
         self._view = pn.Row(controls, body, sizing_mode="stretch_width")
         return self._view
+
+    def _results_view(self, has_results: Any) -> pn.Column:
+        """The results table, its download and the error bars (shown while there are
+        results)."""
+        bars = pn.pane.HoloViews(pn.bind(lambda rows: self.error_bars_chart() if rows else None,
+                                         self.param.results), sizing_mode="stretch_width")
+        table = pn.pane.DataFrame(
+            self.param.results.rx.pipe(lambda rows: whole_numbers(pd.DataFrame(rows))),
+            index=False, sizing_mode="stretch_width", float_format="{:.4g}".format,
+            css_classes=["census-results"])
+        download = csv_download(self.export_frame, "census.csv", "Download table (CSV)",
+                                css_class="census-csv")
+        download.visible = has_results
+        return pn.Column(table, download, bars, sizing_mode="stretch_width",
+                         visible=has_results)
+
+    def _tree_view(self, has_results: Any) -> pn.Column:
+        """The heat map and the tree view of one variant (shown while there are results)."""
+        heat = pn.pane.HoloViews(pn.bind(lambda rows, v: self.heatmap_chart(v) if rows else None,
+                                         self.param.results, self.param.heat_variant),
+                                 sizing_mode="stretch_width")
+        tree = pn.pane.HoloViews(pn.bind(lambda rows, v, reg: self.tree_chart(reg, v)
+                                         if rows else None,
+                                         self.param.results, self.param.heat_variant,
+                                         self.param.region), sizing_mode="stretch_width")
+        crumb = pn.pane.Markdown(pn.bind(lambda _r, reg: self.breadcrumb(reg),
+                                         self.param.results, self.param.region))
+        children = pn.pane.DataFrame(
+            pn.bind(lambda _r, v, reg: whole_numbers(self._children_table(reg, v)),
+                    self.param.results,
+                    self.param.heat_variant, self.param.region),
+            index=False, sizing_mode="stretch_width", css_classes=["census-children"],
+            formatters=dict.fromkeys(CHILDREN_COUNTS, count_text))
+        return pn.Column(
+            pn.widgets.Select.from_param(self.param.heat_variant, label="Variant for the "
+                                         "heat map and tree view"),
+            heat,
+            pn.pane.Markdown("## Tree view"),
+            pn.widgets.Select.from_param(self.param.region, label="Region"),
+            crumb, tree, children, sizing_mode="stretch_width", visible=has_results)
 
     def _children_table(self, region: str | None, variant: str | None) -> pd.DataFrame:
         """Per child region: true and released totals and L1 distance (last trial)."""

@@ -134,7 +134,7 @@ class LearnPage(Page):
         return pn.Column(
             self.header("A one-click tour of the classic example, then a glossary."),
             pn.Row(start, back),
-            pn.pane.Markdown(absent, margin=(0, 10)) if absent else pn.Spacer(height=0),
+            *([pn.pane.Markdown(absent, margin=(0, 10))] if absent else []),
             PlanningProgress(session=session),
             pn.pane.Markdown(STEPS, sizing_mode="stretch_width"),
             pn.bind(self._question, session.param.scenario),

@@ -9,7 +9,8 @@ import panel as pn
 from bokeh.document import Document
 from panel.io.state import set_curdoc
 
-from explorer.components.lazy_view import SeenSignal, lazy_card, on_sight
+from explorer.components.lazy_view import SeenSignal, lazy_card, on_sight, once_true
+from explorer.components.progress import PlanningProgress
 from explorer.pages.census import CensusPage
 from explorer.pages.compare import ComparePage
 from explorer.pages.strategy import FIRST_VIEWS, StrategyPage
@@ -91,6 +92,44 @@ def test_a_part_on_sight_is_built_once_when_its_placeholder_is_seen():
     assert built == [1, 1]
 
 
+def test_a_part_once_true_is_built_the_first_time_its_condition_holds():
+    page = CensusPage(synthetic_spec="levels=1,2;groups=50;max_size=4;seed=1",
+                      variants=["dp"], trials=1, seed=3)
+    has_results = page.param.results.rx.pipe(bool)
+    built: list[int] = []
+
+    def build() -> pn.pane.Markdown:
+        built.append(1)
+        return pn.pane.Markdown("results")
+
+    # not served: built at once
+    assert once_true(build, has_results).objects[0].object == "results" and built == [1]
+    doc, context = Document(), ServedContext()
+    doc._session_context = weakref.ref(context)
+    with set_curdoc(doc):
+        column = once_true(build, has_results)
+    assert column.objects == [] and built == [1]
+    page.results = [{"variant": "dp"}]
+    assert built == [1, 1] and column.objects[0].object == "results"
+    page.results = []
+    page.results = [{"variant": "dp"}, {"variant": "cdp"}]
+    assert built == [1, 1] and len(column.objects) == 1
+
+
+def test_the_served_census_page_builds_its_results_only_once_there_are_some():
+    page = CensusPage(synthetic_spec="levels=1,2;groups=50;max_size=4;seed=1",
+                      variants=["dp"], trials=1, seed=3)
+    doc, context = Document(), ServedContext()
+    doc._session_context = weakref.ref(context)
+    with set_curdoc(doc):
+        view = page.__panel__()
+    assert view.select(pn.pane.HoloViews) == [] and view.select(pn.widgets.FileInput) == []
+    page.run()
+    assert len(view.select(pn.pane.HoloViews)) == 3
+    assert all(chart.object is not None for chart in view.select(pn.pane.HoloViews))
+    assert any("census-results" in p.css_classes for p in view.select(pn.pane.DataFrame))
+
+
 def test_the_strategy_page_draws_the_first_views_and_waits_with_the_rest():
     session = Session(PREFIX, store=PlanStore())
     session.compare_now()
@@ -104,3 +143,20 @@ def test_the_strategy_page_draws_the_first_views_and_waits_with_the_rest():
     assert all(isinstance(part.objects[0], SeenSignal) for part in waiting)
     assert drawn[0].select(pn.pane.DataFrame)  # the plan's numbers
     assert drawn[1].select(pn.pane.HoloViews)  # the picture of A
+
+
+def test_the_planning_row_polls_only_while_a_browser_is_connected():
+    view = PlanningProgress(session=Session(PREFIX, store=PlanStore()))
+    assert view._layout.objects == []  # no job shown yet: an empty hidden row
+    looks: list[int] = []
+    view.follow_elsewhere = lambda: looks.append(1)  # what a tick does without a job here
+    connection = SimpleNamespace(connection_count=1)
+    view._doc = SimpleNamespace(session_context=SimpleNamespace(session=connection))
+    view.tick()
+    assert looks == [1] and view.connected()
+    connection.connection_count = 0  # the tab closed; Bokeh keeps its session a while
+    view.tick()
+    assert looks == [1] and not view.connected()
+    view._doc = None  # not served (a notebook): always polls
+    view.tick()
+    assert looks == [1, 1]

@@ -107,6 +107,10 @@ def test_census_csv_has_privacy_columns_and_whole_counts(open_app, console_error
     page.get_by_role("button", name="Run trials").click()
     expect(page.locator(".census-results").first).to_contain_text(
         "M_DP (plain, exact DP)", timeout=RUN_TIMEOUT_MS)
+    # the tree view is built with the first results (not on every open) and redrawn with
+    # each: read its table once the run is over
+    expect(page.get_by_role("button", name="Run trials")).to_be_enabled(timeout=RUN_TIMEOUT_MS)
+    expect(page.locator(".census-children").first).to_contain_text("nation")
     children = table_rows(page.locator(".census-children").first)
     assert children[0]["region"] == "nation" and children[0]["true groups"] == "300"
 
