@@ -102,10 +102,12 @@ async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
                   rng: random.Random) -> None:
     """One analyst's visit (module docstring); ``tally`` None: a warm-up, not counted."""
     pages: list[PageClient] = []
+    step = "opening the trade-off page"  # named in an error, so a report says where it hung
     try:
         start = time.perf_counter()
         tradeoff = await PageClient.open(ws_url, {"page": "tradeoff"}, timeout=timeout)
         pages.append(tradeoff)
+        step = "waiting for the trade-off readout and session id"
         await tradeoff.wait_for(lambda: bool(tradeoff.text_of("tradeoff-level"))
                                 and bool(session_of(tradeoff)), timeout)
         if tally is not None:
@@ -115,10 +117,11 @@ async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
             raise ProtocolError("the trade-off page has no eps slider")
         slider = tradeoff.models[slider]["data"]["id"]  # a LabelledSlider's values live there
         low, high = EXPONENT_BOUNDS["epsilon"]  # the slider's range (log10 of eps)
-        for _ in range(moves):
+        for move in range(moves):
             before = tradeoff.text_of("tradeoff-level")
             # an attribute the document leaves out has its default (the slider's 0.0)
             value = new_position(rng, low, high, tradeoff.models[slider].get("value", 0.0))
+            step = f"slider move {move + 1} to {value:g} (readout was {before!r})"
             await tradeoff.change(slider, value=value)
             took = await tradeoff.wait_for(
                 lambda before=before: tradeoff.text_of("tradeoff-level") != before, timeout)
@@ -126,8 +129,10 @@ async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
                 tally.moves.append(took)
         sid = session_of(tradeoff)
         start = time.perf_counter()
+        step = "opening the Compare page"
         compare = await PageClient.open(ws_url, {"page": "compare", "s": sid}, timeout=timeout)
         pages.append(compare)
+        step = "waiting for the Compare headline"
         await compare.wait_for(lambda: bool(compare.text_of("compare-headline")), timeout)
         if tally is not None:
             tally.pages.append(time.perf_counter() - start)
@@ -142,7 +147,7 @@ async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
         # HTTPClientError: the websocket handshake timed out (an overloaded server)
         if tally is None:
             raise
-        tally.errors.append(f"{type(exc).__name__}: {exc}")
+        tally.errors.append(f"{step}: {type(exc).__name__}: {exc}")
     finally:
         for page in pages:
             page.close()
