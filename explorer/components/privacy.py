@@ -3,8 +3,10 @@
 The sliders (:class:`~explorer.components.slider.LabelledSlider`, named for screen readers) are
 updated when released, so a drag costs one re-scale, not hundreds. A new level changes the
 page under ``pn.io.hold``: the readout, the sentences and the conversion that follow it reach
-the browser in one message instead of one per changed model (8 messages per slider release
-before, 4 after, at about 27 ms of server CPU; ``benchmarks/slider_cost.py``).
+the browser in one message instead of one per changed model, and the slider is not moved to
+the exact log10 of the level it just set (that sent the browser its own release back): 8
+messages per slider release before, 3 after, at about 27 ms of server CPU
+(``benchmarks/slider_cost.py``).
 
 eps, rho and delta span orders of magnitude, so their sliders are logarithmic:
 :class:`PrivacyControls` holds their base-10 exponents and keeps them equal to the Privacy
@@ -87,10 +89,12 @@ class PrivacyControls(pn.viewable.Viewer):
         targets = {"delta_exponent": self.privacy.delta, "epsilon_exponent": self.privacy.epsilon,
                    "rho_exponent": self.privacy.rho}
         for exponent_name, value in targets.items():
-            exponent = math.log10(value)
-            if not math.isclose(exponent, getattr(self, exponent_name), abs_tol=1e-9):
-                lo, hi = self.param[exponent_name].bounds
-                setattr(self, exponent_name, min(max(exponent, lo), hi))
+            if math.isclose(rounded(10.0 ** getattr(self, exponent_name)), value, rel_tol=1e-9):
+                # The slider stands for this level already (it set it): moving it to the exact
+                # log10 of the rounded level would send the browser its own release back.
+                continue
+            lo, hi = self.param[exponent_name].bounds
+            setattr(self, exponent_name, min(max(math.log10(value), lo), hi))
         for name, box in self._inputs.items():
             value = float(getattr(self.privacy, name))
             if box.value is None or not math.isclose(box.value, value, rel_tol=1e-12):
