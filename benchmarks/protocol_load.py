@@ -15,11 +15,13 @@ For every number of processes (``--procs``, served with ``panel serve --num-proc
 number of analysts (``--analysts``), one fresh server runs: a warm-up analyst first (not
 measured), then all analysts start within ``--ramp`` seconds. Printed per row: page-ready p50 /
 p95 (from connecting to the page's first view), slider p50 / p95 (from the change to the new
-readout), web-process CPU per page (all serving processes), resident memory per analyst while
+readout), web-process CPU per page (all serving processes, not the planner pool), resident
+memory of the web processes per analyst while
 they are connected, errors (timeouts, closed connections), lost sessions (the Compare page was
 given a new session instead of the analyst's: a process that does not know the session), and
 resident memory after they left against idle (sessions discarded after ``UNUSED_SESSION_MS``
-and ``SESSION_IDLE_S``). Goals (issue 30) at 20 analysts and 2 processes: page p95 < 2 s,
+and ``SESSION_IDLE_S``), for the web processes and, apart, for the planner pool. Goals
+(issue 30) at 20 analysts and 2 processes: page p95 < 2 s,
 slider p95 < 300 ms; at 100 analysts: no error, no lost session, memory back within 50 MB.
 
 All traffic goes to 127.0.0.1, every wait is bounded by ``--timeout`` and the run stops by
@@ -86,14 +88,26 @@ def session_of(client: PageClient) -> str:
     return ""
 
 
+def new_position(rng: random.Random, low: float, high: float, current: float) -> float:
+    """A random slider position (log10 of eps, two decimals) other than ``current``: a release
+    where the slider already is changes nothing, so no new readout would ever come (a run
+    once lost an analyst that way, "no message within 286 s")."""
+    while True:
+        value = round(rng.uniform(low, high), 2)
+        if abs(value - current) > 0.005:
+            return value
+
+
 async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
                   rng: random.Random) -> None:
     """One analyst's visit (module docstring); ``tally`` None: a warm-up, not counted."""
     pages: list[PageClient] = []
+    step = "opening the trade-off page"  # named in an error, so a report says where it hung
     try:
         start = time.perf_counter()
         tradeoff = await PageClient.open(ws_url, {"page": "tradeoff"}, timeout=timeout)
         pages.append(tradeoff)
+        step = "waiting for the trade-off readout and session id"
         await tradeoff.wait_for(lambda: bool(tradeoff.text_of("tradeoff-level"))
                                 and bool(session_of(tradeoff)), timeout)
         if tally is not None:
@@ -103,9 +117,11 @@ async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
             raise ProtocolError("the trade-off page has no eps slider")
         slider = tradeoff.models[slider]["data"]["id"]  # a LabelledSlider's values live there
         low, high = EXPONENT_BOUNDS["epsilon"]  # the slider's range (log10 of eps)
-        for _ in range(moves):
+        for move in range(moves):
             before = tradeoff.text_of("tradeoff-level")
-            value = round(rng.uniform(low, high), 2)
+            # an attribute the document leaves out has its default (the slider's 0.0)
+            value = new_position(rng, low, high, tradeoff.models[slider].get("value", 0.0))
+            step = f"slider move {move + 1} to {value:g} (readout was {before!r})"
             await tradeoff.change(slider, value=value)
             took = await tradeoff.wait_for(
                 lambda before=before: tradeoff.text_of("tradeoff-level") != before, timeout)
@@ -113,8 +129,10 @@ async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
                 tally.moves.append(took)
         sid = session_of(tradeoff)
         start = time.perf_counter()
+        step = "opening the Compare page"
         compare = await PageClient.open(ws_url, {"page": "compare", "s": sid}, timeout=timeout)
         pages.append(compare)
+        step = "waiting for the Compare headline"
         await compare.wait_for(lambda: bool(compare.text_of("compare-headline")), timeout)
         if tally is not None:
             tally.pages.append(time.perf_counter() - start)
@@ -129,7 +147,7 @@ async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
         # HTTPClientError: the websocket handshake timed out (an overloaded server)
         if tally is None:
             raise
-        tally.errors.append(f"{type(exc).__name__}: {exc}")
+        tally.errors.append(f"{step}: {type(exc).__name__}: {exc}")
     finally:
         for page in pages:
             page.close()
@@ -140,20 +158,35 @@ def server_processes(root: psutil.Process) -> list[psutil.Process]:
     return [root, *root.children(recursive=True)]
 
 
-def cpu_seconds(root: psutil.Process) -> float:
+def is_planner(proc: psutil.Process) -> bool:
+    """A process of the planner pool (spawned by ``multiprocessing``), not a web process."""
+    with contextlib.suppress(psutil.Error):
+        return "multiprocessing" in " ".join(proc.cmdline())
+    return False
+
+
+def cpu_seconds(root: psutil.Process, planners: bool = False) -> float:
+    """CPU seconds so far of the web processes (``planners``: of the planner pool)."""
     total = 0.0
     for proc in server_processes(root):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            times = proc.cpu_times()
-            total += times.user + times.system
+        with contextlib.suppress(psutil.Error):
+            if is_planner(proc) == planners:
+                times = proc.cpu_times()
+                total += times.user + times.system
     return total
 
 
-def rss_mb(root: psutil.Process) -> float:
+def rss_mb(root: psutil.Process, planners: bool = False) -> float:
+    """Resident memory (MB) of the web processes (``planners``: of the planner pool).
+
+    Apart, because a planner worker that ran only the pool's warm-up task has not imported
+    the planner yet (13 MB); the first plan it gets adds about 190 MB once, a cost of the
+    pool's start, not of anybody's session."""
     total = 0
     for proc in server_processes(root):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            total += proc.memory_info().rss
+        with contextlib.suppress(psutil.Error):
+            if is_planner(proc) == planners:
+                total += proc.memory_info().rss
     return total / 2**20
 
 
@@ -170,7 +203,7 @@ async def run(ws_url: str, root: psutil.Process, analysts: int, args: argparse.N
     """Warm up, run ``analysts`` at once, wait for their sessions to go; one result row."""
     rng = random.Random(0)  # the analysts' slider positions and arrival times (not noise)
     await analyst(ws_url, 1, args.timeout, None, rng)
-    idle = rss_mb(root)
+    idle, planners_idle = rss_mb(root), rss_mb(root, planners=True)
     tally = Tally()
     cpu_before = cpu_seconds(root)
     peak = idle
@@ -193,19 +226,21 @@ async def run(ws_url: str, root: psutil.Process, analysts: int, args: argparse.N
     seconds = time.perf_counter() - started
     cpu = cpu_seconds(root) - cpu_before
     await asyncio.sleep(UNUSED_SESSION_MS / 1000 + SESSION_IDLE_S + 5)
-    after = rss_mb(root)
+    after, planners_after = rss_mb(root), rss_mb(root, planners=True)
     return {"analysts": analysts, "seconds": seconds,
             "page_p50": percentile(tally.pages, 0.5), "page_p95": percentile(tally.pages, 0.95),
             "slider_p50": percentile(tally.moves, 0.5), "slider_p95": percentile(tally.moves, 0.95),
             "cpu_per_page": cpu / max(len(tally.pages), 1),
             "rss_per_analyst": (peak - idle) / analysts, "errors": len(tally.errors),
             "lost": tally.lost_sessions, "rss_idle": idle, "rss_after": after,
+            "planners_idle": planners_idle, "planners_after": planners_after,
             "first_error": tally.errors[0] if tally.errors else ""}
 
 
 COLUMNS = ("procs", "analysts", "page p50 / p95 (s)", "slider p50 / p95 (ms)",
            "web CPU per page (s)", "RSS per session (MB)", "errors", "lost sessions",
-           "RSS idle -> after they left (MB)", "run (s)", "load average")
+           "RSS idle -> after they left (MB)", "planners' RSS idle -> after (MB)", "run (s)",
+           "load average")
 
 
 def table_row(procs: int, row: dict[str, float | int | str]) -> str:
@@ -217,6 +252,7 @@ def table_row(procs: int, row: dict[str, float | int | str]) -> str:
              f"{row['errors']}", f"{row['lost']}",
              f"{row['rss_idle']:.0f} -> {row['rss_after']:.0f} "
              f"({row['rss_after'] - row['rss_idle']:+.0f})",
+             f"{row['planners_idle']:.0f} -> {row['planners_after']:.0f}",
              f"{row['seconds']:.0f}", f"{psutil.getloadavg()[0]:.1f}")
     return "| " + " | ".join(cells) + " |"
 
@@ -236,9 +272,13 @@ def main() -> None:
     parser.add_argument("--run-limit", type=float, default=600.0,
                         help="seconds one run may take; analysts still busy then are stopped "
                         "and count as errors")
+    parser.add_argument("--serve-options", default="", metavar="OPTIONS",
+                        help="extra panel serve options in one string, e.g. "
+                        "'--num-threads 4'")
     parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE",
                         help="extra environment of the served explorer, e.g. "
-                        "PYTHONMALLOC=malloc")
+                        "PYTHONMALLOC=pymalloc (Python's own allocator instead of the "
+                        "default malloc)")
     args = parser.parse_args()
     server_env = dict(item.split("=", 1) for item in args.server_env if "=" in item)
     if args.table:
@@ -247,7 +287,8 @@ def main() -> None:
     print(f"goals: {GOALS}")
     print(f"load average at start: {psutil.getloadavg()[0]:.1f} ({psutil.cpu_count()} cores); "
           f"{args.moves} slider moves per analyst, arrivals within {args.ramp:g} s"
-          + (f"; server environment {server_env}" if server_env else ""))
+          + (f"; server environment {server_env}" if server_env else "")
+          + (f"; panel serve {args.serve_options}" if args.serve_options else ""))
     print()
     print("| " + " | ".join(COLUMNS) + " |")
     print("|" + " --- |" * len(COLUMNS))
@@ -257,6 +298,7 @@ def main() -> None:
             try:
                 with tempfile.TemporaryDirectory() as logs, serving(
                         Path(logs) / "server.log", "--num-procs", str(procs),
+                        *args.serve_options.split(),
                         unused_session_ms=UNUSED_SESSION_MS, timeout_s=START_S,
                         environment={"EXPLORER_SESSION_IDLE_SECONDS": str(SESSION_IDLE_S),
                                      **server_env}

@@ -85,5 +85,8 @@ class LabelledSlider(JSComponent, WidgetBase):
         places) or as 10 to its power (three significant digits; a log-scale slider).""")
     decimals = param.Integer(default=2, bounds=(0, 10), doc="Places shown for 'number'.")
 
+    # A release does not set Panel's busy flag: it is one for the whole process, shown by
+    # every open tab's spinner, and says nothing about this tab.
+    _busy__ignore = ["value"]
     _esm = SLIDER_ESM
     _stylesheets = [SLIDER_CSS]

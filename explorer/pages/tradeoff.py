@@ -395,7 +395,11 @@ class TradeoffPage(Page):
             pn.pane.Markdown("### At your budget", margin=(0, 10)),
             # Panes whose *content* is bound: a slider release updates text in place instead
             # of replacing panes (which would re-process the whole page).
-            pn.pane.Markdown(pn.bind(self._level, session.param.comparison),
+            # Bound to the level too: while the plans are missing there is no comparison to
+            # re-scale, and the line must still name the level the slider set.
+            pn.pane.Markdown(pn.bind(self._level, session.param.comparison, p.param.noise,
+                                     p.param.epsilon, p.param.delta, p.param.rho,
+                                     p.param.calibration),
                              css_classes=["tradeoff-level"], margin=(0, 10)),
             caption("Click a row to highlight that mechanism's line on the chart (click it "
                     "again to show all alike)."),
@@ -488,7 +492,8 @@ class TradeoffPage(Page):
                 f"{bound}; dots mark your current budget. The toolbar's save button exports "
                 "a PNG.")
 
-    def _level(self, comparison: Comparison | None) -> str:
+    def _level(self, comparison: Comparison | None, *level: object) -> str:
+        """'At <level>:' for the readout (``level``: the live level's fields it follows)."""
         privacy = comparison.privacy if comparison is not None else self.session.privacy
         return f"At **{privacy.describe()}**:"
 

@@ -38,7 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from explorer.server.command import DEFAULT_ADDRESS, REPO_ROOT, serve_command
+from explorer.server.command import (
+    DEFAULT_ADDRESS,
+    REPO_ROOT,
+    serve_command,
+    server_environment,
+)
 
 #: Where the test servers listen: this machine only.
 ADDRESS = DEFAULT_ADDRESS
@@ -137,14 +142,16 @@ def serving(
     Yields once ``/app`` answers. ``prefix`` is served through ``--prefix`` and is part of the
     yielded URL; the server's output goes to ``log_path``; ``unused_session_ms`` as in
     :func:`explorer.server.command.serve_command`; ``environment`` adds variables to the
-    server's environment (e.g. ``EXPLORER_SESSION_IDLE_SECONDS``). Raises
+    server's environment (e.g. ``EXPLORER_SESSION_IDLE_SECONDS``; ``PYTHONMALLOC`` is
+    :data:`explorer.server.command.DEFAULT_ALLOCATOR` unless set). Raises
     :class:`ServerStartError` when it does not come up.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     port = free_port()
     data_dir = tempfile.mkdtemp(prefix="dpwb-served-")
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO_ROOT), DPWB_DATA_DIR=data_dir)
-    env.update(environment or {})
+    # the allocator of python -m explorer, unless PYTHONMALLOC is set
+    env = server_environment({**env, **(environment or {})})
     env.pop("DPWB_LEDGER_URL", None)
     command = serve_command(
         port,

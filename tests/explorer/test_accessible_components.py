@@ -79,3 +79,19 @@ def test_labelled_slider_follows_its_parameter_both_ways():
     assert level.exponent == -1.0
     level.exponent = 0.5
     assert slider.value == 0.5
+
+
+def test_a_slider_release_does_not_mark_the_whole_server_busy():
+    # Panel's busy flag is one per process; a release must not flip it (and every tab's
+    # spinner) on and off. A widget without the exemption does, as the control shows.
+    seen: list[bool] = []
+    watcher = pn.state.param.watch(lambda event: seen.append(event.new), "busy")
+    try:
+        slider = LabelledSlider(start=-2.0, end=1.0)
+        slider._process_events({"value": -0.5})  # what a release in the browser sends
+        assert (slider.value, seen) == (-0.5, [])
+        control = pn.widgets.FloatSlider(start=-2.0, end=1.0)
+        control._process_events({"value": -0.5})
+        assert (control.value, seen) == (-0.5, [True, False])
+    finally:
+        pn.state.param.unwatch(watcher)

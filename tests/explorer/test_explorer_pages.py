@@ -356,6 +356,18 @@ def test_tradeoff_page_renders_and_moves_markers_in_place(session):
     assert page._live.span.location == 4.0
 
 
+def test_tradeoff_level_follows_the_slider_before_any_plan_arrives(monkeypatch):
+    session = Session(PREFIX, store=PlanStore())
+    monkeypatch.setattr(session, "compare_now", lambda: None)  # the plans are still coming
+    view = TradeoffPage(session=session).__panel__()
+    (level,) = [pane for pane in view.select(pn.pane.Markdown)
+                if "tradeoff-level" in pane.css_classes]
+    assert session.comparison is None
+    assert level.object == f"At **{session.privacy.describe()}**:"
+    session.privacy.epsilon = 0.25
+    assert level.object == "At **laplace eps=0.25**:"
+
+
 # ----- learn --------------------------------------------------------------------------------
 def test_tour_loads_the_classic_example_and_restores_the_users_work():
     # Gaussian noise: HDMM's Laplace optimiser takes minutes on 256 prefixes.

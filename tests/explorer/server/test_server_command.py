@@ -53,3 +53,9 @@ def test_uploads_are_bounded_by_the_websocket_message_size(monkeypatch):
     monkeypatch.setenv("EXPLORER_MAX_UPLOAD_MB", "-1")
     with pytest.raises(SystemExit, match="EXPLORER_MAX_UPLOAD_MB: '-1'"):
         command.max_upload_bytes()
+
+
+def test_the_served_process_uses_the_c_allocator_unless_told_otherwise():
+    assert command.server_environment({"HOME": "/h"}) == {"HOME": "/h", "PYTHONMALLOC": "malloc"}
+    assert command.server_environment({"PYTHONMALLOC": "pymalloc"}) == {
+        "PYTHONMALLOC": "pymalloc"}
