@@ -52,12 +52,21 @@ def test_which_workloads_fit_in_the_marginals_space() -> None:
     assert not fits_marginals(parse_workload([{"product": {"age": "prefix"}}], DOMAIN))
 
 
+ROUTES = {
+    "marginals": ("consistent: non-negative 1- and 2-way tables (",
+                  "by variance-weighted least squares"),
+    "three-way": ("consistent: 1- and 2-way tables fitted as the margins of non-negative 3-way "
+                  "tables", "and to the least-squares estimate's own 3-way tables"),
+}
+
+
+@pytest.mark.parametrize("fit_space", list(ROUTES))
 @pytest.mark.parametrize("mechanism", ["identity", "hdmm-kron"])
-def test_tables_agree_keep_the_total_and_beat_the_raw_answers(mechanism) -> None:
+def test_tables_agree_keep_the_total_and_beat_the_raw_answers(mechanism, fit_space) -> None:
     x = _sparse(1)
-    raw, tables = _release(x, seed=2, mechanism=mechanism, fit_space="marginals")
-    assert tables.method.startswith("consistent: non-negative 1- and 2-way tables (")
-    assert "by variance-weighted least squares" in tables.method
+    raw, tables = _release(x, seed=2, mechanism=mechanism, fit_space=fit_space)
+    start, route = ROUTES[fit_space]
+    assert tables.method.startswith(start) and route in tables.method
     for frame in tables.frames.values():
         assert frame["estimate"].dtype == np.int64 and (frame["estimate"] >= 0).all()
         assert int(frame["estimate"].sum()) == int(x.sum())

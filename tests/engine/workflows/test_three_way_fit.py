@@ -13,10 +13,7 @@ import scipy.sparse as sp
 
 from engine.domain import Domain
 from engine.linalg.matrix import Dense, Kron
-from engine.mechanisms import get
-from engine.privacy import Privacy
 from engine.workflows.marginal_fit import fit_marginals
-from engine.workflows.tables import publishable_tables
 from engine.workflows.three_way_fit import fit_three_way, kronecker_cubes, three_way_cells
 from engine.workloads.workload import Workload
 
@@ -164,31 +161,3 @@ def test_noise_free_answers_return_the_datas_tables() -> None:
         if term.attrs:
             np.testing.assert_array_equal(fitted.tables[term.attrs].reshape(-1),
                                           _margin(x.reshape(DOMAIN.shape), term.attrs))
-
-
-@pytest.mark.parametrize("mechanism", ["identity", "hdmm-kron"])
-def test_released_tables_are_whole_agree_and_beat_the_raw_answers(mechanism) -> None:
-    rng = np.random.default_rng(6)
-    x = rng.poisson(3.0, size=DOMAIN.size).astype(float)
-    x[rng.random(DOMAIN.size) < 0.6] = 0.0
-    plan = get(mechanism).plan(WORKLOAD, Privacy(noise="gaussian", epsilon=1.0, delta=1e-6))
-    measurement = plan.measure(x, np.random.default_rng(2))
-    raw = plan.reconstruct(measurement)
-    tables = publishable_tables(
-        WORKLOAD, strategy=plan.strategy, measurements=measurement.y,
-        noise_variances=np.asarray(measurement.noise_std) ** 2, total=int(x.sum()),
-        per_query_variance=plan.variances(), raw=raw, fit_space="three-way")
-    assert "margins of non-negative 3-way tables" in tables.method
-    assert "the least-squares estimate's own 3-way tables" in tables.method
-    for frame in tables.frames.values():
-        assert frame["estimate"].dtype == np.int64 and (frame["estimate"] >= 0).all()
-        assert int(frame["estimate"].sum()) == int(x.sum())
-    for a in DOMAIN.names:
-        one_way = tables.frames[a]["estimate"].tolist()
-        for name, frame in tables.frames.items():
-            if a in name.split(" x ") and name != a:
-                assert frame.groupby(a, sort=False)["estimate"].sum().tolist() == one_way
-    truth = WORKLOAD.answer(x)
-    counts = np.concatenate([f["estimate"].to_numpy() for f in tables.frames.values()])
-    ratio = np.abs(counts - truth).mean() / np.abs(raw - truth).mean()
-    assert 0.2 <= ratio <= 0.9, ratio
