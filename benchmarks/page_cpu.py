@@ -22,7 +22,10 @@ or at once for the parts within a screen of the window) and counts their builds 
 
 ``--profile PAGE`` instead builds that page's document in this process (``page_app`` into a
 ``bokeh.document.Document``, then its JSON, as the server does for ``PULL-DOC-REQ``), once to
-warm up and once under ``cProfile``, and prints the top functions by cumulative time.
+warm up and once under ``cProfile``, and prints the top functions by cumulative time. The
+page's first ticks run too, and the views it builds in the background
+(:class:`explorer.components.background.BackgroundView`) are built on the profiled thread, so
+their cost is counted as the server's is.
 
 Usage::
 
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import cProfile
 import pstats
@@ -178,6 +182,43 @@ class ProfiledSession:
             arguments={k: [v.encode()] for k, v in arguments.items()}, cookies={}, headers={})
 
 
+class DeferredExecutor(concurrent.futures.Executor):
+    """Keeps what is submitted until :meth:`run` runs it on the caller's thread (so cProfile
+    sees it; at once would deadlock a caller that submits under its own lock)."""
+
+    def __init__(self) -> None:
+        self.queued: list[tuple[concurrent.futures.Future, Any]] = []
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self.queued.append((future, lambda: fn(*args, **kwargs)))
+        return future
+
+    def run(self) -> bool:
+        """Run everything queued; False when nothing was."""
+        queued, self.queued = self.queued, []
+        for future, work in queued:
+            try:
+                future.set_result(work())
+            except Exception as exc:  # reported as the pool would: on the future
+                future.set_exception(exc)
+        return bool(queued)
+
+
+def run_ticks(doc: Any, builders: DeferredExecutor) -> None:
+    """Run ``doc``'s next-tick callbacks and the background builds, and those they add, until
+    none is left (a served document's event loop and the builder threads do this)."""
+    from bokeh.server.callbacks import NextTickCallback
+
+    while True:
+        pending = [c for c in doc.session_callbacks if isinstance(c, NextTickCallback)]
+        for callback in pending:
+            doc.remove_next_tick_callback(callback)
+            callback.callback()
+        if not builders.run() and not pending:
+            return
+
+
 def profile(page: str, top: int) -> None:
     """Build ``page``'s document in this process as if served, under cProfile (CPU time),
     after one warm-up round of every page in one session, and print the top entries."""
@@ -185,7 +226,9 @@ def profile(page: str, top: int) -> None:
     from panel.io.state import set_curdoc, state
 
     from explorer.app import page_app
+    from explorer.components import background
 
+    background.BUILDERS = builders = DeferredExecutor()
     sid = ""
 
     def build(name: str) -> None:
@@ -202,6 +245,7 @@ def profile(page: str, top: int) -> None:
             sid = page_app_sid(doc) or sid
         doc.to_json()
         state._on_load(doc)
+        run_ticks(doc, builders)
 
     for name, _ in PAGES:
         build(name)

@@ -97,6 +97,30 @@ def on_sight(build: Callable[[], pn.viewable.Viewable], height: int,
     return holder
 
 
+def on_sight_in_turn(parts: list[tuple[Callable[[], pn.viewable.Viewable], int]],
+                     **layout: object) -> pn.Column:
+    """Parts one under the other, each built once the reader scrolls near it, behind a single
+    placeholder: ``parts`` are ``(build, height)`` pairs in page order.
+
+    Like an :func:`on_sight` per part, but the page opens with one :class:`SeenSignal` (of the
+    parts' whole height) instead of one per part: seeing it builds the first part, with the
+    next placeholder (the rest's height) under it, and so on, so the parts within reach of the
+    window are still built at once and the others when scrolled to. Not served: all at once.
+    """
+    layout.setdefault("sizing_mode", "stretch_width")
+    layout.setdefault("margin", 0)
+    if not parts:
+        return pn.Column(**layout)
+    (build, _), rest = parts[0], parts[1:]
+
+    def first_and_rest() -> pn.viewable.Viewable:
+        built = build()
+        return pn.Column(built, on_sight_in_turn(rest), sizing_mode="stretch_width",
+                         margin=0) if rest else built
+
+    return on_sight(first_and_rest, sum(height for _, height in parts), **layout)
+
+
 def once_true(build: Callable[[], pn.viewable.Viewable], condition: Any,
               **layout: object) -> pn.Column:
     """A column that holds ``build()``'s result from the first time ``condition`` (a Param

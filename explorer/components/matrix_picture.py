@@ -53,6 +53,8 @@ def zoomable_picture(view: MatrixView, height: int | None = None) -> hv.DynamicM
 
     Each render asks for at most :data:`PIXELS` x :data:`PIXELS` block means; a small matrix
     shows its entries (signed), a large one the average size of the entries in each block.
+    The first picture spans the whole matrix, so its bounds set the opening ranges (no
+    ``xlim``/``ylim``) and it is rendered once when the page opens.
     """
     rows, cols = view.shape
 
@@ -72,11 +74,15 @@ def zoomable_picture(view: MatrixView, height: int | None = None) -> hv.DynamicM
 
     if height is None:
         height = int(min(520, max(160, 60 + 6 * rows if rows < 60 else 420)))
-    dynamic = hv.DynamicMap(render, streams=[hv.streams.RangeXY()])
+    # The stream starts at the ranges HoloViews gives it when it draws the first picture
+    # (the image's bounds, y as floats), so that update finds this picture memoised: with no
+    # start the same whole matrix was rendered twice on every open.
+    whole = hv.streams.RangeXY(x_range=(0, cols), y_range=(0.0, float(rows)))
+    dynamic = hv.DynamicMap(render, streams=[whole])
     return dynamic.opts(
         hv.opts.Image(colorbar=True, invert_yaxis=True, tools=["hover", "save"],
                       shared_axes=False, title=view.title, height=height, responsive=True,
-                      framewise=True, xlim=(0, cols), ylim=(0, rows),
+                      framewise=True,
                       default_tools=["pan", "wheel_zoom", "box_zoom", "reset"]))
 
 

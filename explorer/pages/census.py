@@ -494,8 +494,8 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             callback=lambda: io.BytesIO(self.released_zip()), filename="census-release.zip",
             label="Download the released tables (zip)", color="light",
             css_classes=["census-release-zip"], width=240)
-        release_download.visible = self.param.release_status.rx.pipe(
-            lambda text: text.startswith("Released"))
+        released = self.param.release_status.rx.pipe(lambda text: text.startswith("Released"))
+        release_download.visible = released
         cancel = pn.widgets.Button(label="Cancel", color="warning")
         run.on_click(lambda event: self.start())
         cancel.on_click(lambda event: self.cancel())
@@ -516,16 +516,19 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             # reader can read, and a box says what is wrong with what was typed.
             NumberBox.from_param(self, "epsilon", label="epsilon", css_class="census-epsilon"),
             pn.widgets.Select.from_param(self.param.split, label="Budget split over levels"),
-            pn.widgets.TextInput.from_param(self.param.level_weights,
-                                            label="Level weights (root first)",
-                                            visible=self.param.split.rx() == "user"),
+            # Parts hidden until a choice shows them are built then, not on every open.
+            once_true(lambda: pn.widgets.TextInput.from_param(
+                self.param.level_weights, label="Level weights (root first)",
+                visible=self.param.split.rx() == "user"), self.param.split.rx() == "user",
+                sizing_mode="fixed"),
             pn.widgets.Select.from_param(self.param.noise, label="Noise"),
             pn.widgets.CheckBoxGroup.from_param(self.param.variants, label="Variants"),
             NumberBox.from_param(self, "trials", label="Trials", css_class="census-trials"),
             NumberBox.from_param(self, "seed", label="Seed (teaching only)",
                                  css_class="census-seed"),
-            pn.pane.Alert(SEEDED_LABEL, alert_type="warning",
-                          visible=self.param.seed.rx().rx.is_not(None)),
+            once_true(lambda: pn.pane.Alert(SEEDED_LABEL, alert_type="warning",
+                                            visible=self.param.seed.rx().rx.is_not(None)),
+                      self.param.seed.rx().rx.is_not(None), sizing_mode="fixed"),
             pn.Row(run, cancel),
             pn.pane.Markdown("**Release** (one draw, through the budget ledger)",
                              margin=(0, 10)),
@@ -533,7 +536,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             pn.pane.Markdown(self.param.quote_line, css_classes=["census-quote"]),
             release_button,
             pn.pane.Markdown(self.param.release_status, css_classes=["census-release-status"]),
-            release_download,
+            once_true(lambda: release_download, released, sizing_mode="fixed"),
             pn.pane.Markdown(self.param.release_method, css_classes=["census-release-method"]),
             pn.pane.Markdown(PRIVACY_NOTE),
             width=320,

@@ -41,7 +41,7 @@ from explorer.components.background import BackgroundView
 from explorer.components.charts import color_of, series_curve, weights_bars
 from explorer.components.exports import csv_download
 from explorer.components.heatmap import too_big
-from explorer.components.lazy_view import lazy_card, on_sight
+from explorer.components.lazy_view import lazy_card, on_sight_in_turn
 from explorer.components.matrix_picture import zoomable_picture
 from explorer.components.mechanism_choice import mechanism_choice
 from explorer.components.notes import caption
@@ -55,7 +55,7 @@ MATRIX_CELLS = 1024
 #: Longest list of named weights drawn as bars (longer ones become a table).
 MAX_BARS = 60
 #: Views drawn when the page opens (the plan's numbers and the strategy's picture); the
-#: others are drawn when the reader scrolls near them (:func:`on_sight`).
+#: others are drawn when the reader scrolls near them (:func:`on_sight_in_turn`).
 FIRST_VIEWS = 2
 
 NOTE = """
@@ -377,8 +377,9 @@ class StrategyPage(Page):
         plain = [v for v in views if not v.detail]
         folded = [v for v in views if v.detail]
         shown = [render_view(v, color) for v in plain[:FIRST_VIEWS]]
-        shown += [on_sight(lambda v=v: render_view(v, color), view_height(v))
-                  for v in plain[FIRST_VIEWS:]]
+        if plain[FIRST_VIEWS:]:
+            shown.append(on_sight_in_turn([(lambda v=v: render_view(v, color), view_height(v))
+                                           for v in plain[FIRST_VIEWS:]]))
         if folded:
             shown.append(lazy_card(
                 lambda: pn.Column(*[render_view(v, color) for v in folded],

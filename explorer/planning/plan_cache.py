@@ -24,6 +24,7 @@ import logging
 import os
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,10 @@ def plan_cache_bytes() -> int:
     return int(value * 1e6)
 
 
+#: A folder changed more recently than this (ns) has no :meth:`PlanCache.version` yet.
+SETTLE_NS = 2_000_000_000
+
+
 def entry_name(key: str, noise: str, name: str) -> str:
     """The file name of an entry: the SHA-256 of its workload key, noise and name."""
     digest = hashlib.sha256(f"{key}\0{noise}\0{name}".encode()).hexdigest()
@@ -79,6 +84,16 @@ class PlanCache:
     def directory(self) -> Path:
         """The folder of the entries."""
         return self._directory or data_dir() / FOLDER
+
+    def version(self) -> int | None:
+        """The folder's modification time (ns): it changes whenever an entry is written or
+        removed, by any process. None when it cannot tell: no folder yet, or changed within
+        :data:`SETTLE_NS` (a coarse clock could hide a second write in the same tick)."""
+        try:
+            changed = os.stat(self.directory).st_mtime_ns
+        except OSError:
+            return None
+        return None if time.time_ns() - changed < SETTLE_NS else changed
 
     def get(self, key: str, noise: str, name: str) -> Any:
         """The entry, or None (missing, or corrupt: then deleted)."""

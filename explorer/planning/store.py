@@ -144,6 +144,8 @@ class PlanStore:
         self.pool = PlannerPool(planners) if processes and scheduler is None else None
         self._client: Any = None  # a distributed.Client, imported lazily
         self._lock = threading.RLock()
+        #: per (workload key, noise): the last look into the cache (see :meth:`load_cached`)
+        self._cache_looks: dict[tuple[str, str], tuple[int | None, tuple[str, ...], bool]] = {}
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._jobs: dict[tuple[str, str], PlanningJob] = {}
         self._bound_threads: dict[str, threading.Thread] = {}  # bounds being computed
@@ -183,11 +185,18 @@ class PlanStore:
         shared cache when another process (or an earlier run) made them."""
         if self.cache is None:
             return
+        version = self.cache.version()
         with self._lock:
             entry = self._entries.get(key)
             have = entry.rows.get(noise, {}) if entry is not None else {}
             lacking = [n for n in names if n not in have]
             bound_lacking = entry is None or entry.bound is None
+            # The same look at an unchanged cache folder finds nothing new: a page polling
+            # while a job runs reads no files until some process writes an entry.
+            look = (version, tuple(lacking), bound_lacking)
+            if version is not None and self._cache_looks.get((key, noise)) == look:
+                return
+            self._cache_looks[(key, noise)] = look
         for name in lacking:
             row = self.cache.get(key, noise, name)
             if isinstance(row, ComparisonRow) and row.mechanism == name:

@@ -9,7 +9,13 @@ import panel as pn
 from bokeh.document import Document
 from panel.io.state import set_curdoc
 
-from explorer.components.lazy_view import SeenSignal, lazy_card, on_sight, once_true
+from explorer.components.lazy_view import (
+    SeenSignal,
+    lazy_card,
+    on_sight,
+    on_sight_in_turn,
+    once_true,
+)
 from explorer.components.progress import PlanningProgress
 from explorer.pages.census import CensusPage
 from explorer.pages.compare import ComparePage
@@ -92,6 +98,42 @@ def test_a_part_on_sight_is_built_once_when_its_placeholder_is_seen():
     assert built == [1, 1]
 
 
+def test_parts_on_sight_in_turn_open_with_one_placeholder_and_build_one_by_one():
+    built: list[str] = []
+
+    def part(name: str):
+        def build() -> pn.pane.Markdown:
+            built.append(name)
+            return pn.pane.Markdown(name)
+        return build
+
+    parts = [(part("a"), 100), (part("b"), 200), (part("c"), 300)]
+    # not served: every part at once, in order
+    column = on_sight_in_turn(parts)
+    assert built == ["a", "b", "c"]
+    doc, context = Document(), ServedContext()
+    doc._session_context = weakref.ref(context)
+    built.clear()
+    with set_curdoc(doc):
+        column = on_sight_in_turn(parts)
+        (signal,) = column.objects
+        assert isinstance(signal, SeenSignal) and signal.height == 600 and built == []
+        signal.seen = True  # the first part, and one placeholder for the other two under it
+        assert built == ["a"]
+        (held,) = column.objects
+        first, rest = held.objects
+        assert first.object == "a"
+        (signal,) = rest.objects
+        assert isinstance(signal, SeenSignal) and signal.height == 500
+        signal.seen = True
+        assert built == ["a", "b"]
+        (signal,) = rest.objects[0].objects[1].objects
+        assert signal.height == 300
+        signal.seen = True
+        assert built == ["a", "b", "c"]
+        assert rest.objects[0].objects[1].objects[0].object == "c"
+
+
 def test_a_part_once_true_is_built_the_first_time_its_condition_holds():
     page = CensusPage(synthetic_spec="levels=1,2;groups=50;max_size=4;seed=1",
                       variants=["dp"], trials=1, seed=3)
@@ -138,9 +180,13 @@ def test_the_strategy_page_draws_the_first_views_and_waits_with_the_rest():
     page = StrategyPage(session=session)
     with set_curdoc(doc):
         views = page._views("h2", session.plans)
-    drawn, waiting = views.objects[:FIRST_VIEWS], views.objects[FIRST_VIEWS:]
-    assert len(drawn) == FIRST_VIEWS and len(waiting) >= 2
-    assert all(isinstance(part.objects[0], SeenSignal) for part in waiting)
+    drawn, waiting = views.objects[:FIRST_VIEWS], views.objects[FIRST_VIEWS]
+    assert len(drawn) == FIRST_VIEWS
+    # the other views wait behind one placeholder of their heights (AᵀA's and more)
+    (signal,) = waiting.objects
+    assert isinstance(signal, SeenSignal) and signal.height > 480 + 200
+    assert not any(isinstance(part.objects[0], SeenSignal)
+                   for part in views.objects[FIRST_VIEWS + 1:])
     assert drawn[0].select(pn.pane.DataFrame)  # the plan's numbers
     assert drawn[1].select(pn.pane.HoloViews)  # the picture of A
 

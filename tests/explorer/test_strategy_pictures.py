@@ -8,6 +8,7 @@ import holoviews as hv
 import numpy as np
 import panel as pn
 import pytest
+from bokeh.models import Plot
 
 from engine import FactsView, MatrixView, Scenario, gaussian_half_width
 from engine.linalg.matrix import Dense, Kron, Matrix, Sum
@@ -43,6 +44,27 @@ def test_a_zoom_re_renders_the_visible_range_at_screen_resolution():
     rows, cols = np.arange(5, 15), np.arange(10, 21)
     expected = (rows[:, None] >= cols[None, :]).astype(float)  # tril(L kron L kron L) here
     np.testing.assert_array_equal(np.asarray(zoomed.data)[::-1], expected)
+
+
+def test_a_picture_is_rendered_once_when_its_page_opens_and_again_on_a_zoom(monkeypatch):
+    asked: list[tuple[tuple[float, float], tuple[float, float]]] = []
+    picture = MatrixView.picture
+
+    def counted(self, *args, **kwargs):
+        asked.append((kwargs["row_range"], kwargs["col_range"]))
+        return picture(self, *args, **kwargs)
+
+    monkeypatch.setattr(MatrixView, "picture", counted)
+    view = MatrixView(key="A", matrix=np.arange(300 * 500.0).reshape(300, 500), **WORDS)
+    pane = pn.pane.HoloViews(zoomable_picture(view))
+    model = pane.get_root()
+    assert asked == [((0.0, 300.0), (0.0, 500.0))]  # the whole matrix, once
+    plot = model.select_one({"type": Plot})
+    assert (plot.x_range.start, plot.x_range.end) == (0, 500)
+    assert sorted((plot.y_range.start, plot.y_range.end)) == [0, 300]  # row 0 at the top
+    pane.object.streams[0].event(x_range=(100, 200), y_range=(10, 30))
+    assert asked[1:] == [((10.0, 30.0), (100.0, 200.0))]
+    pane._cleanup(model)
 
 
 SPEC = {"domain": {"a": {"size": 2, "labels": ["no", "yes"]}, "b": {"size": 3}},

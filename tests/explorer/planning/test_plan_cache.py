@@ -13,7 +13,7 @@ import pytest
 
 from engine.workflows.compare import Comparison, ComparisonRow
 from explorer.planning import jobs
-from explorer.planning.plan_cache import PlanCache, entry_name
+from explorer.planning.plan_cache import BOUND, PlanCache, entry_name
 from explorer.planning.store import PlanStore, workload_key
 from explorer.server.session_store import SessionStore
 from explorer.session import Session
@@ -81,6 +81,31 @@ def test_a_plan_made_in_one_process_is_reused_by_the_other(tmp_path):
     for name in ("identity", "h2"):
         assert reader.row(name).rmse == pytest.approx(planned.row(name).rmse, rel=1e-12, abs=0)
     assert reader.plans.bound.value == pytest.approx(planned.plans.bound.value, rel=1e-12)
+
+
+def test_a_poll_reads_the_cache_folder_again_only_once_it_changed(tmp_path, monkeypatch):
+    cache = PlanCache(tmp_path, max_bytes=10**8)
+    store = PlanStore(cache=cache)
+    reads: list[str] = []
+    get = PlanCache.get
+    monkeypatch.setattr(PlanCache, "get", lambda self, *a: reads.append(a[2]) or get(self, *a))
+    old = os.stat(tmp_path).st_mtime_ns - 10 * 10**9  # a folder untouched for 10 s
+    os.utime(tmp_path, ns=(old, old))
+    assert store.missing("k", "laplace", ["a", "b"]) == ["a", "b"]
+    assert reads == ["a", "b", BOUND]
+    reads.clear()
+    assert store.missing("k", "laplace", ["a", "b"]) == ["a", "b"] and reads == []
+    # another process writes an entry: the folder changed, so the next poll reads again
+    row = ComparisonRow(mechanism="a", title="A", error="does not apply here")
+    cache.put("k", "laplace", "a", row)
+    os.utime(tmp_path, ns=(old + 10**9, old + 10**9))  # (older than the settling time)
+    assert store.missing("k", "laplace", ["a", "b"]) == ["b"] and reads[:2] == ["a", "b"]
+    # a folder changed just now is always read (a coarse clock may hide a second write)
+    os.utime(tmp_path)
+    reads.clear()
+    store.missing("k", "laplace", ["a", "b"])
+    store.missing("k", "laplace", ["a", "b"])
+    assert reads.count("b") == 2
 
 
 def test_a_job_is_on_the_board_and_a_cancel_from_another_process_stops_it(
