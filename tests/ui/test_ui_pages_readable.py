@@ -123,6 +123,9 @@ def test_census_page_says_what_to_do_then_prints_whole_counts(open_app, console_
     table = page.locator(".census-results").first
     expect(table).to_contain_text("M_DP (plain, exact DP)", timeout=PLAN_TIMEOUT_MS)
     expect(page.locator(".census-empty").first).to_be_hidden()
+    # the results table is redrawn as each variant finishes: read it once the run is over
+    expect(page.get_by_role("button", name="Run trials")).to_be_enabled(timeout=PLAN_TIMEOUT_MS)
+    expect(table.locator("th").first).to_have_text("variant")
     # dp releases are consistent: 0 violations, printed as a whole number
     header = [c.strip() for c in table.locator("th").all_inner_texts()]
     cells = [c.strip() for c in table.locator("tbody tr").first.locator("td").all_inner_texts()]
