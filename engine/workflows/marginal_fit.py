@@ -36,10 +36,9 @@ import scipy.sparse as sp
 from engine.workflows.table_rounding import controlled_round, round_within_groups
 from engine.workflows.three_way_fit import (
     CUBE_WEIGHT,
-    MAX_CELLS,
     ThreeWayFit,
     fit_three_way,
-    three_way_cells,
+    three_way_applies,
 )
 from engine.workloads.term import Term
 from engine.workloads.workload import Workload
@@ -114,8 +113,9 @@ def fit_marginals(workload: Workload, raw: np.ndarray, variances: np.ndarray, *,
         variances: the noise variance of every (weighted) answer, squared counts.
         total: the public number of records, or None (fitted, then rounded).
         three_way: fit the tables as the margins of agreeing non-negative 3-way tables
-            (:mod:`engine.workflows.three_way_fit`; a tighter fit) when there are at least
-            three attributes and the 3-way tables hold at most ``MAX_CELLS`` cells.
+            (:mod:`engine.workflows.three_way_fit`; a tighter fit) where
+            :func:`~engine.workflows.three_way_fit.three_way_applies`; the 2-way fit
+            otherwise.
         cubes: for ``three_way``, the least-squares estimate's 3-way tables over every three
             attributes and the inverse of their mean noise variance
             (:func:`engine.workflows.three_way_fit.kronecker_cubes`), fitted too.
@@ -127,10 +127,8 @@ def fit_marginals(workload: Workload, raw: np.ndarray, variances: np.ndarray, *,
     pairs = list(dict.fromkeys(tuple(sorted(t.attrs)) for t in workload.terms
                                if len(t.attrs) == 2))
     attributes = sorted({a for t in workload.terms for a in t.attrs})
-    fitted = None
     cube = None
-    if (three_way and len(attributes) >= 3
-            and three_way_cells(shape, attributes) <= MAX_CELLS):
+    if three_way and three_way_applies(shape, attributes):
         cube = fit_three_way(shape, weighted_tables(workload, raw, variances), total=total,
                              cubes=None if cubes is None else cubes[0],
                              cube_weight=0.0 if cubes is None else CUBE_WEIGHT * cubes[1])

@@ -52,7 +52,7 @@ from engine.linalg.nonnegative import (
 )
 from engine.workflows.marginal_fit import MarginalFit, fit_marginals, fits_marginals
 from engine.workflows.model_tables import ModelCounts, model_counts
-from engine.workflows.three_way_fit import kronecker_cubes
+from engine.workflows.three_way_fit import kronecker_cubes, three_way_applies
 from engine.workloads.labels import (
     DESCRIBED_BLOCK_ENTRIES,
     readable_labels,
@@ -251,9 +251,10 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     if (post_process == "consistent" and answers is not None and fits_marginals(workload)
             and (fit_space != "cells" or too_large)):
         cubes = None
-        if fit_space == "three-way" and raw is not None:
-            cubes = kronecker_cubes(strategy, y, noise_variances, sorted(
-                {a for t in workload.terms for a in t.attrs}))
+        attributes = sorted({a for t in workload.terms for a in t.attrs})
+        if (fit_space == "three-way" and raw is not None
+                and three_way_applies(workload.domain.shape, attributes)):
+            cubes = kronecker_cubes(strategy, y, noise_variances, attributes)
         model = fit_marginals(workload, np.asarray(answers, float).reshape(-1), variance,
                               total=total, three_way=fit_space == "three-way", cubes=cubes)
     elif post_process == "consistent" and too_large and answers is not None:

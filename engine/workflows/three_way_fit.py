@@ -84,6 +84,12 @@ def three_way_cells(shape: tuple[int, ...], attributes: list[int]) -> int:
     return sum(math.prod(shape[a] for a in c) for c in combinations(sorted(attributes), 3))
 
 
+def three_way_applies(shape: tuple[int, ...], attributes: list[int]) -> bool:
+    """Whether the 3-way fit runs on tables over ``attributes``: at least three of them, and
+    their 3-way tables within :data:`MAX_CELLS` cells."""
+    return len(attributes) >= 3 and three_way_cells(shape, attributes) <= MAX_CELLS
+
+
 def fit_three_way(shape: tuple[int, ...],
                   measured: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]], *,
                   total: int | None, iterations: int = ITERATIONS,
@@ -282,7 +288,7 @@ class _System:
         self.S0T = self.S0.T.tocsr()
         self.c_inv = 1.0 / np.array(c_weight)
         # the measured tables: which consistent cells, and their sums onto components
-        self.measured = [q for q in sorted(measured, key=lambda q: (-len(q), q))]
+        self.measured = sorted(measured, key=lambda q: (-len(q), q))
         self.measured_cells = np.concatenate([self.offset[q] + np.arange(size[q])
                                               for q in self.measured])
         # per pair / attribute / total: the summed weight of the copies holding each

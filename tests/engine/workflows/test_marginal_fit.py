@@ -135,3 +135,21 @@ def test_a_table_whose_zeros_cannot_carry_the_rounded_totals_is_rounded_nearest(
     near = np.array([[0.7, 0.3], [0.3, 0.7]])
     assert nearest_transport(near, np.array([1, 1]), np.array([1, 1])).tolist() == [[1, 0],
                                                                                      [0, 1]]
+
+
+def test_three_way_on_two_attributes_fits_the_two_way_tables() -> None:
+    """Fewer than three attributes: no 3-way tables to fit (none are formed), so the 2-way fit
+    runs and the method says so."""
+    workload = Workload.marginals(Domain.from_sizes([3, 4]), upto=2)
+    plan = get("hdmm-kron").plan(workload, GAUSSIAN)
+    x = np.arange(12.0)
+    measurement = plan.measure(x, np.random.default_rng(1))
+    tables = publishable_tables(
+        workload, strategy=plan.strategy, measurements=measurement.y,
+        noise_variances=np.asarray(measurement.noise_std) ** 2, total=66,
+        per_query_variance=plan.variances(), raw=plan.reconstruct(measurement),
+        fit_space="three-way")
+    assert tables.method.startswith("consistent: non-negative 1- and 2-way tables (")
+    for frame in tables.frames.values():
+        assert int(frame["estimate"].sum()) == 66 and (frame["estimate"] >= 0).all()
+    assert len(tables.frames) == 4  # the total, two 1-way tables, one 2-way table
