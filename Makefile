@@ -41,9 +41,10 @@ $(VENV_STAMP): pyproject.toml
 	touch $(VENV_STAMP)
 
 # Any panel serve option goes through SERVE_FLAGS, e.g. SERVE_FLAGS="--num-threads 4".
+# The C allocator unless PYTHONMALLOC is set, as `python -m explorer` serves (docs/serving.md).
 serve: $(VENV)
 	@echo "Explorer: http://127.0.0.1:$(PORT)/"
-	$(VENV)/bin/panel serve explorer/app.py --address 127.0.0.1 --port $(PORT) $(SERVE_FLAGS)
+	PYTHONMALLOC=$${PYTHONMALLOC:-malloc} $(VENV)/bin/panel serve explorer/app.py --address 127.0.0.1 --port $(PORT) $(SERVE_FLAGS)
 
 # Debian packages the tests drive, each installed with apt-get when its program is missing:
 # Chromium for the browser tests (Playwright's own browser downloads are not used), PostgreSQL
