@@ -32,11 +32,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
-import sqlite3
 import threading
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -447,19 +446,13 @@ def sqlite_transactions(engine: sa.Engine, *, write_lock_always: bool) -> None:
     runs outside any transaction and two processes opening a new database both create it. With
     these listeners every transaction starts with ``BEGIN``, or ``BEGIN IMMEDIATE`` (the write
     lock, taken before the first read) when ``write_lock_always`` is set or the connection has
-    the execution option ``write_lock=True``. Each connection also asks for write-ahead
-    logging, so readers (a page loading a session) never wait for a writer (another process
-    saving one); a file that cannot switch (read-only) keeps its journal. Other databases are
-    left alone.
+    the execution option ``write_lock=True``. Other databases are left alone.
     """
     if engine.dialect.name != "sqlite":
         return
 
     def manual(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
-        if engine.url.database not in (None, "", ":memory:"):
-            with suppress(sqlite3.Error):
-                dbapi_connection.execute("PRAGMA journal_mode=WAL")
 
     def begin(conn: sa.Connection) -> None:
         immediate = write_lock_always or conn.get_execution_options().get("write_lock", False)
