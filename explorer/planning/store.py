@@ -101,6 +101,10 @@ class _Entry:
     workload: Workload | None
     bound: Bound | None = None
     rows: dict[str, dict[str, ComparisonRow]] = dataclasses.field(default_factory=dict)
+    #: per noise: the last look into the shared cache (see :meth:`PlanStore.load_cached`)
+    cache_looks: dict[str, tuple[int | None, tuple[str, ...], bool]] = dataclasses.field(
+        default_factory=dict
+    )
 
 
 class PlanStore:
@@ -144,8 +148,6 @@ class PlanStore:
         self.pool = PlannerPool(planners) if processes and scheduler is None else None
         self._client: Any = None  # a distributed.Client, imported lazily
         self._lock = threading.RLock()
-        #: per (workload key, noise): the last look into the cache (see :meth:`load_cached`)
-        self._cache_looks: dict[tuple[str, str], tuple[int | None, tuple[str, ...], bool]] = {}
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._jobs: dict[tuple[str, str], PlanningJob] = {}
         self._bound_threads: dict[str, threading.Thread] = {}  # bounds being computed
@@ -160,9 +162,9 @@ class PlanStore:
                 entry = self._entries[key] = _Entry(workload)
             elif entry.workload is None:
                 entry.workload = workload
-                while len(self._entries) > self.max_workloads:
-                    self._entries.popitem(last=False)
             self._entries.move_to_end(key)
+            while len(self._entries) > self.max_workloads:
+                self._entries.popitem(last=False)
             return entry
 
     def put_row(self, key: str, workload: Workload, noise: str, row: ComparisonRow) -> None:
@@ -187,16 +189,16 @@ class PlanStore:
             return
         version = self.cache.version()
         with self._lock:
-            entry = self._entries.get(key)
-            have = entry.rows.get(noise, {}) if entry is not None else {}
+            entry = self._entry(key, None)
+            have = entry.rows.get(noise, {})
             lacking = [n for n in names if n not in have]
-            bound_lacking = entry is None or entry.bound is None
+            bound_lacking = entry.bound is None
             # The same look at an unchanged cache folder finds nothing new: a page polling
             # while a job runs reads no files until some process writes an entry.
             look = (version, tuple(lacking), bound_lacking)
-            if version is not None and self._cache_looks.get((key, noise)) == look:
+            if version is not None and entry.cache_looks.get(noise) == look:
                 return
-            self._cache_looks[(key, noise)] = look
+            entry.cache_looks[noise] = look
         for name in lacking:
             row = self.cache.get(key, noise, name)
             if isinstance(row, ComparisonRow) and row.mechanism == name:

@@ -108,6 +108,20 @@ def test_a_poll_reads_the_cache_folder_again_only_once_it_changed(tmp_path, monk
     assert reads.count("b") == 2
 
 
+def test_the_store_keeps_at_most_its_workloads_and_their_cache_looks(tmp_path):
+    cache = PlanCache(tmp_path, max_bytes=10**8)
+    store = PlanStore(max_workloads=2, cache=cache)
+    row = ComparisonRow(mechanism="a", title="A", error="does not apply here")
+    cache.put("k0", "laplace", "a", row)
+    for key in ("k0", "k1", "k2", "k3"):  # polled workloads, most of them never planned here
+        store.missing(key, "laplace", ["a"])
+    assert list(store._entries) == ["k2", "k3"]  # the two polled last, looks and all
+    assert store.rows("k0", "laplace") == {}
+    store.missing("k0", "laplace", ["a"])  # dropped, then read from the cache again
+    assert store.rows("k0", "laplace")["a"].error == "does not apply here"
+    assert list(store._entries) == ["k3", "k0"]
+
+
 def test_a_job_is_on_the_board_and_a_cancel_from_another_process_stops_it(
     tmp_path, monkeypatch
 ):
