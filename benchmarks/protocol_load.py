@@ -11,6 +11,11 @@ rendering) does what an analyst does in a tab:
    and waits for its headline;
 4. closes both pages.
 
+By default an analyst acts as soon as the server answered (a burst: no reading time). With
+``--think S`` each analyst pauses before every slider move and before opening Compare, for a
+time drawn uniformly between 0.5 S and 1.5 S, as a person reads a readout before acting (the
+pause is not part of any measured time).
+
 For every number of processes (``--procs``, served with ``panel serve --num-procs``) and every
 number of analysts (``--analysts``), one fresh server runs: a warm-up analyst first (not
 measured), then all analysts start within ``--ramp`` seconds. Printed per row: page-ready p50 /
@@ -99,8 +104,9 @@ def new_position(rng: random.Random, low: float, high: float, current: float) ->
 
 
 async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
-                  rng: random.Random) -> None:
-    """One analyst's visit (module docstring); ``tally`` None: a warm-up, not counted."""
+                  rng: random.Random, think: float = 0.0) -> None:
+    """One analyst's visit (module docstring); ``tally`` None: a warm-up, not counted;
+    ``think``: mean seconds of reading before each action (0: none)."""
     pages: list[PageClient] = []
     step = "opening the trade-off page"  # named in an error, so a report says where it hung
     try:
@@ -118,6 +124,7 @@ async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
         slider = tradeoff.models[slider]["data"]["id"]  # a LabelledSlider's values live there
         low, high = EXPONENT_BOUNDS["epsilon"]  # the slider's range (log10 of eps)
         for move in range(moves):
+            await asyncio.sleep(think * rng.uniform(0.5, 1.5))
             before = tradeoff.text_of("tradeoff-level")
             # an attribute the document leaves out has its default (the slider's 0.0)
             value = new_position(rng, low, high, tradeoff.models[slider].get("value", 0.0))
@@ -128,6 +135,7 @@ async def analyst(ws_url: str, moves: int, timeout: float, tally: Tally | None,
             if tally is not None:
                 tally.moves.append(took)
         sid = session_of(tradeoff)
+        await asyncio.sleep(think * rng.uniform(0.5, 1.5))
         start = time.perf_counter()
         step = "opening the Compare page"
         compare = await PageClient.open(ws_url, {"page": "compare", "s": sid}, timeout=timeout)
@@ -210,7 +218,7 @@ async def run(ws_url: str, root: psutil.Process, analysts: int, args: argparse.N
 
     async def arrive(delay: float) -> None:
         await asyncio.sleep(delay)
-        await analyst(ws_url, args.moves, args.timeout, tally, rng)
+        await analyst(ws_url, args.moves, args.timeout, tally, rng, args.think)
 
     visits = [asyncio.ensure_future(arrive(rng.uniform(0, args.ramp))) for _ in range(analysts)]
     started = time.perf_counter()
@@ -267,6 +275,9 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=5)
     parser.add_argument("--ramp", type=float, default=5.0,
                         help="the analysts arrive within this many seconds")
+    parser.add_argument("--think", type=float, default=0.0, metavar="S",
+                        help="mean seconds an analyst reads before each slider move and "
+                        "before opening Compare (default 0: acts at once)")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds any one step may take before it counts as an error")
     parser.add_argument("--run-limit", type=float, default=600.0,
@@ -285,8 +296,10 @@ def main() -> None:
         args.analysts, args.procs = [20, 50, 100], [1, 2]
     begun = time.perf_counter()
     print(f"goals: {GOALS}")
+    reading = f"{args.think:g} s (0.5-1.5 x) before each action" if args.think else "none"
     print(f"load average at start: {psutil.getloadavg()[0]:.1f} ({psutil.cpu_count()} cores); "
-          f"{args.moves} slider moves per analyst, arrivals within {args.ramp:g} s"
+          f"{args.moves} slider moves per analyst, arrivals within {args.ramp:g} s, "
+          f"reading time {reading}"
           + (f"; server environment {server_env}" if server_env else "")
           + (f"; panel serve {args.serve_options}" if args.serve_options else ""))
     print()
