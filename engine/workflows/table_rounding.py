@@ -91,9 +91,12 @@ def controlled_round(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -
     scaled = np.where(np.abs(scaled - whole) <= SNAP, whole, scaled)
     floors = np.floor(scaled)
     fractional = scaled > floors
+    row_need = rows - floors.sum(axis=1).astype(np.int64)
+    column_need = columns - floors.sum(axis=0).astype(np.int64)
     for capacity in (fractional, np.ones_like(fractional)):
-        bumps = _bumps(rows - floors.sum(axis=1).astype(np.int64),
-                       columns - floors.sum(axis=0).astype(np.int64), capacity)
+        bumps = greedy_bumps(row_need, column_need, capacity, scaled - floors)
+        if bumps is None:
+            bumps = _bumps(row_need, column_need, capacity)
         if bumps is not None:
             return floors.astype(np.int64) + bumps
     return nearest_transport(table, rows, columns)
@@ -157,6 +160,43 @@ def proportional_fit(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -
         if np.abs(scaled.sum(axis=1) - rows).max() <= tolerance:
             break
     return scaled
+
+
+def greedy_bumps(row_need: np.ndarray, column_need: np.ndarray, capacity: np.ndarray,
+                 fraction: np.ndarray) -> np.ndarray | None:
+    """A 0/1 table, 1 only where ``capacity`` allows, with row sums ``row_need`` and column
+    sums ``column_need``, built line by line along the shorter side (Ryser's construction:
+    each line's units go to the cross lines with the most need left, ties to the larger
+    ``fraction``); None when it gets stuck (a maximum flow may still find one).
+
+    Example:
+        >>> greedy_bumps(np.array([1, 1]), np.array([1, 1]), np.ones((2, 2), bool),
+        ...              np.array([[0.9, 0.1], [0.2, 0.8]])).tolist()
+        [[1, 0], [0, 1]]
+    """
+    if (row_need < 0).any() or (column_need < 0).any() or row_need.sum() != column_need.sum():
+        return None
+    by_rows = capacity.shape[0] < capacity.shape[1]
+    lines, left = ((row_need, column_need.copy()) if by_rows
+                   else (column_need, row_need.copy()))
+    allowed = capacity if by_rows else capacity.T
+    tie = 0.5 * np.clip(fraction if by_rows else fraction.T, 0.0, 1.0 - 1e-9)
+    bumps = np.zeros(allowed.shape, dtype=np.int64)
+    for line in np.argsort(-lines, kind="stable"):
+        units = int(lines[line])
+        if units == 0:
+            continue
+        if units > left.size:
+            return None
+        key = np.where(allowed[line] & (left > 0), left + tie[line], -1.0)
+        chosen = np.argpartition(-key, units - 1)[:units]
+        if key[chosen].min() < 0:
+            return None
+        bumps[line, chosen] = 1
+        left[chosen] -= 1
+    if left.any():
+        return None
+    return bumps if by_rows else bumps.T
 
 
 def _bumps(row_need: np.ndarray, column_need: np.ndarray, capacity: np.ndarray

@@ -12,7 +12,7 @@ from engine.errors import SpecError
 from engine.mechanisms import get
 from engine.privacy import Privacy
 from engine.workflows.marginal_fit import fit_marginals, fits_marginals
-from engine.workflows.table_rounding import controlled_round, nearest_transport
+from engine.workflows.table_rounding import controlled_round, greedy_bumps, nearest_transport
 from engine.workflows.tables import publishable_tables
 from engine.workloads.spec import parse_workload
 from engine.workloads.workload import Workload
@@ -135,6 +135,26 @@ def test_a_table_whose_zeros_cannot_carry_the_rounded_totals_is_rounded_nearest(
     near = np.array([[0.7, 0.3], [0.3, 0.7]])
     assert nearest_transport(near, np.array([1, 1]), np.array([1, 1])).tolist() == [[1, 0],
                                                                                      [0, 1]]
+
+
+def test_greedy_bumps_keep_both_needs_within_the_capacity_or_give_up() -> None:
+    rng = np.random.default_rng(5)
+    fraction = rng.random((6, 4))
+    capacity = np.ones((6, 4), bool)
+    capacity[[0, 2, 4], [1, 3, 0]] = False
+    rows, columns = np.array([2, 1, 1, 0, 2, 1]), np.array([2, 2, 2, 1])
+    bumps = greedy_bumps(rows, columns, capacity, fraction)
+    assert bumps is not None
+    assert bumps.sum(axis=1).tolist() == rows.tolist()
+    assert bumps.sum(axis=0).tolist() == columns.tolist()
+    assert not (bumps.astype(bool) & ~capacity).any()
+    # ties in need go to the larger fraction
+    assert greedy_bumps(np.array([1, 1]), np.array([1, 1]), np.ones((2, 2), bool),
+                        np.array([[0.3, 0.9], [0.8, 0.2]])).tolist() == [[0, 1], [1, 0]]
+    # the one cell that could carry the row's unit is closed: no bumps
+    assert greedy_bumps(np.array([1, 0]), np.array([0, 1]), np.array([[True, False],
+                                                                      [True, True]]),
+                        np.full((2, 2), 0.5)) is None
 
 
 def test_three_way_on_two_attributes_fits_the_two_way_tables() -> None:
