@@ -36,8 +36,11 @@ least-squares estimate's 3-way tables (:mod:`engine.workflows.three_way_fit`).
 ``--compare`` fits every space of ``--fit-spaces`` to the *same* noise draw, ``--draws`` draws
 per case and mechanism (the AIM+GReM run is skipped): the measurement is seeded (seeds 0, 1,
 ...) in this mode only, so that the fits' errors differ by the fit and not by the noise; a
-release draws its noise from OS entropy. Prints each draw and, per fit space, the mean
-post-processing CPU seconds and share, and the published counts' MAE (mean, lowest-highest).
+release draws its noise from OS entropy. Each fit runs twice per draw: the first release
+(the caches that depend on the workload alone -- the 3-way fit's index, the factors'
+pseudo-inverses -- emptied before it) and a repeated release of the same workload. Prints each
+draw and, per fit space, the mean first-release post-processing CPU seconds, its share and
+the repeated release's share, and the published counts' MAE (mean, lowest-highest).
 
 Usage: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/release_postprocess.py
        [--mechanisms identity hdmm-kron] [--work-limits 6e7 0] [--fit-space marginals]
@@ -58,6 +61,7 @@ from engine.mechanisms import get
 from engine.privacy import Privacy
 from engine.workflows.adaptive_tables import adaptive_tables
 from engine.workflows.tables import FIT_SPACES, WORK_LIMIT, publishable_tables
+from engine.workflows.three_way_fit import clear_cache
 from engine.workloads.workload import Workload
 
 PRIVACY = Privacy(noise="gaussian", epsilon=1.0, delta=1e-6)
@@ -153,7 +157,7 @@ def compare(label: str, workload: Workload, x: np.ndarray, mechanism: str,
     plan = get(mechanism).plan(workload, PRIVACY)
     planning = time.process_time() - start
     truth = workload.answer(x)
-    results: dict[str, list[tuple[float, float, float]]] = {space: [] for space in fit_spaces}
+    results: dict[str, list[tuple[float, float, float, float]]] = {s: [] for s in fit_spaces}
     for draw in range(draws):
         start = time.process_time()
         measurement = plan.measure(x, np.random.default_rng(draw))  # seeded: comparison only
@@ -161,27 +165,35 @@ def compare(label: str, workload: Workload, x: np.ndarray, mechanism: str,
         variances = plan.variances()
         before = planning + time.process_time() - start
         for space in fit_spaces:
-            start = time.process_time()
-            tables = publishable_tables(
-                workload, strategy=plan.strategy, measurements=measurement.y,
-                noise_variances=np.asarray(measurement.noise_std) ** 2, total=int(x.sum()),
-                per_query_variance=variances, raw=raw, fit_space=space)
-            post = time.process_time() - start
+            seconds = []
+            for _ in ("first", "repeated"):
+                start = time.process_time()
+                tables = publishable_tables(
+                    workload, strategy=plan.strategy, measurements=measurement.y,
+                    noise_variances=np.asarray(measurement.noise_std) ** 2,
+                    total=int(x.sum()), per_query_variance=variances, raw=raw,
+                    fit_space=space)
+                seconds.append(time.process_time() - start)
+            clear_cache()  # the next draw's first release builds the workload's index again
+            first, repeated = seconds
             counts = np.concatenate([f["estimate"].to_numpy() for f in tables.frames.values()])
             if {int(f["estimate"].sum()) for f in tables.frames.values()} != {int(x.sum())}:
                 raise SystemExit(f"{mechanism} {space}: tables disagree on the total")
             error = float(np.abs(counts - truth).mean())
-            results[space].append((post, post / (before + post), error))
-            print(f"{label:38s} {mechanism:10s} draw {draw} {space:14s} before {before:5.2f} "
-                  f"post {post:6.3f} share {post / (before + post):6.1%} "
+            results[space].append((first, first / (before + first), repeated / (before + repeated),
+                                   error))
+            print(f"{label:38s} {mechanism:10s} draw {draw} {space:10s} before {before:5.2f} "
+                  f"post first {first:6.3f} repeated {repeated:6.3f} share "
+                  f"{first / (before + first):6.1%} / {repeated / (before + repeated):6.1%} "
                   f"raw MAE {float(np.abs(raw - truth).mean()):7.2f} table MAE {error:8.3f}",
                   flush=True)
     for space, rows in results.items():
-        post, share, error = (np.array(column) for column in zip(*rows, strict=True))
-        flag = "ok" if share.mean() < GOAL else f"over the {GOAL:.0%} goal"
-        print(f"{label:38s} {mechanism:10s} mean   {space:14s} post {post.mean():6.3f} CPU s "
-              f"share {share.mean():6.1%} table MAE {error.mean():8.3f} "
-              f"({error.min():.3f}-{error.max():.3f}) {flag}", flush=True)
+        post, share, again, error = (np.array(column) for column in zip(*rows, strict=True))
+        flag = ("ok" if share.mean() < GOAL else "repeated ok" if again.mean() < GOAL
+                else f"over the {GOAL:.0%} goal")
+        print(f"{label:38s} {mechanism:10s} mean   {space:10s} post {post.mean():6.3f} CPU s "
+              f"share first {share.mean():6.1%} repeated {again.mean():6.1%} table MAE "
+              f"{error.mean():8.3f} ({error.min():.3f}-{error.max():.3f}) {flag}", flush=True)
 
 
 def main() -> None:

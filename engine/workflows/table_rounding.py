@@ -165,9 +165,11 @@ def proportional_fit(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -
 def greedy_bumps(row_need: np.ndarray, column_need: np.ndarray, capacity: np.ndarray,
                  fraction: np.ndarray) -> np.ndarray | None:
     """A 0/1 table, 1 only where ``capacity`` allows, with row sums ``row_need`` and column
-    sums ``column_need``, built line by line along the shorter side (Ryser's construction:
-    each line's units go to the cross lines with the most need left, ties to the larger
-    ``fraction``); None when it gets stuck (a maximum flow may still find one).
+    sums ``column_need``, built line by line along the shorter side, the lines with the least
+    room to spare first: each line's units go to the cross lines whose need left most exceeds
+    their open cells in the lines still to come, ties to the larger ``fraction`` (on a full
+    table: the most need left, Ryser's construction); None when it gets stuck (a maximum
+    flow may still find one).
 
     Example:
         >>> greedy_bumps(np.array([1, 1]), np.array([1, 1]), np.ones((2, 2), bool),
@@ -182,13 +184,18 @@ def greedy_bumps(row_need: np.ndarray, column_need: np.ndarray, capacity: np.nda
     allowed = capacity if by_rows else capacity.T
     tie = 0.5 * np.clip(fraction if by_rows else fraction.T, 0.0, 1.0 - 1e-9)
     bumps = np.zeros(allowed.shape, dtype=np.int64)
-    for line in np.argsort(-lines, kind="stable"):
+    # the lines with the least room to spare first (on a full table: the largest need)
+    slack = allowed.sum(axis=1) - lines
+    room = allowed.sum(axis=0).astype(float)  # each cross line's open cells still to come
+    for line in np.argsort(slack, kind="stable"):
         units = int(lines[line])
+        room -= allowed[line]
         if units == 0:
             continue
         if units > left.size:
             return None
-        key = np.where(allowed[line] & (left > 0), left + tie[line], -1.0)
+        # the cross lines whose need least fits the room still to come first
+        key = np.where(allowed[line] & (left > 0), left - room + tie[line] + allowed.shape[0], -1.0)
         chosen = np.argpartition(-key, units - 1)[:units]
         if key[chosen].min() < 0:
             return None

@@ -222,6 +222,13 @@ def fit_index(shape: tuple[int, ...], attrs: tuple[int, ...],
     return _System(shape, attrs, measured)
 
 
+def clear_cache() -> None:
+    """Forget every cached index structure and factor pseudo-inverse (to time a first
+    release; a release never needs it)."""
+    fit_index.cache_clear()
+    _factor_inverse.cache_clear()
+
+
 @lru_cache(maxsize=32)
 def _factor_inverse(rows: int, columns: int, entries: bytes) -> np.ndarray:
     """The pseudo-inverse of a ``rows`` x ``columns`` factor given by its float64 bytes
