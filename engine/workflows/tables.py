@@ -34,6 +34,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,7 @@ from engine.linalg.nonnegative import (
 )
 from engine.workflows.marginal_fit import MarginalFit, fit_marginals, fits_marginals
 from engine.workflows.model_tables import ModelCounts, model_counts
-from engine.workflows.three_way_fit import kronecker_cubes, three_way_applies
+from engine.workflows.three_way_fit import clear_cache, kronecker_cubes, three_way_applies
 from engine.workloads.labels import (
     DESCRIBED_BLOCK_ENTRIES,
     readable_labels,
@@ -300,6 +301,14 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     return PublishedTables(frames, method)
 
 
+def forget_workloads() -> None:
+    """Empty the caches that depend on the workload alone (the tables' value labels, the
+    3-way fit's index and factor pseudo-inverses): to time a first release; a release never
+    needs it."""
+    _value_columns.cache_clear()
+    clear_cache()
+
+
 def check_publishing(post_process: str, fit_space: str) -> None:
     """A one-line SpecError naming the field for a post-processing not in
     :data:`POST_PROCESSING` or a fit space not in :data:`FIT_SPACES`."""
@@ -369,7 +378,7 @@ def _frames(workload: Workload, marginals: _Marginals | None, raw: np.ndarray,
         # tables show plain counts: the term's weight only ranks its queries in the planning
         weight = term.weight if term.weight else 1.0
         if term.is_product:
-            columns: dict[str, np.ndarray | list[str]] = dict(_value_columns(term))
+            columns: dict[str, object] = dict(_value_columns(term))
         else:
             if labels is None:
                 labels = readable_labels(workload)
@@ -380,7 +389,8 @@ def _frames(workload: Workload, marginals: _Marginals | None, raw: np.ndarray,
         columns["margin_95"] = np.round(margins[start:stop] / abs(weight), MARGIN_DECIMALS)
         if keep_raw:
             columns["raw"] = raw[start:stop] / weight
-        frames[_distinct_name(_table_name(term), frames)] = pd.DataFrame(columns)
+        # the label columns are shared, read-only string arrays: copy-on-write keeps them
+        frames[_distinct_name(_table_name(term), frames)] = pd.DataFrame(columns, copy=False)
         start = stop
     return frames
 
@@ -443,8 +453,11 @@ def _whole(values: np.ndarray) -> np.ndarray:
     return rounded.astype(np.int64) if np.array_equal(rounded, values) else values
 
 
-def _value_columns(term: Term) -> dict[str, np.ndarray]:
-    """One column per attribute of a product term, rows in the term's (C) order."""
+@lru_cache(maxsize=256)
+def _value_columns(term: Term) -> tuple[tuple[str, pd.api.extensions.ExtensionArray], ...]:
+    """One column per attribute of a product term, rows in the term's (C) order, as the
+    arrays a frame stores (cached per term: a repeated release of a workload labels its
+    tables again)."""
     domain = term.domain
     factors = term.factors or ()
     values = [_factor_values(domain.attributes[a], f) for a, f in zip(term.attrs, factors,
@@ -457,7 +470,8 @@ def _value_columns(term: Term) -> dict[str, np.ndarray]:
                                                                inner), outer)
     if not columns:  # the grand total
         columns["total"] = np.array(["total"], dtype=object)
-    return columns
+    # as the array a frame would store (the string dtype pandas infers), inferred once
+    return tuple((name, pd.Series(values).array) for name, values in columns.items())
 
 
 def _factor_values(attribute: Attribute, factor: Matrix) -> list[str]:
