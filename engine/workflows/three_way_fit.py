@@ -6,19 +6,22 @@ tables agree on the 2-way (hence 1-way) tables they share, and they keep the pub
 the 2-way tables published are their margins. The objective is the variance-weighted least
 squares of the measured 1- and 2-way (and 0-way) tables, as in
 :mod:`engine.workflows.marginal_fit`, plus (for a Kronecker strategy,
-:func:`kronecker_cubes`) that of the least-squares estimate's own 3-way tables, each cell
-weighted by ``CUBE_WEIGHT`` over its noise variance: the measured 2-way tables alone leave
-the 3-way interactions free, and fitted to them only, the 3-way fit is no more accurate than
-the 2-way one (benchmarks/README.md, issue 28).
+:func:`kronecker_cubes`) that of the 3-way interactions of the least-squares estimate's own
+3-way tables -- the part of each that no 2-way table holds -- weighted by ``CUBE_WEIGHT``
+over the mean noise variance of its cells: the measured 2-way tables alone leave the 3-way
+interactions free, and fitted to them only, the 3-way fit is no more accurate than the 2-way
+one; the estimate's 2-way parts are the measured tables again (its 2-way margins), so only
+its interactions are fitted (benchmarks/README.md, issue 28).
 
 Solved by ADMM in consensus form, never a dense factorisation: unknowns ``x`` (the 3-way
 tables, agreeing by construction), a non-negative copy ``z`` and the measured tables ``y``
 (``x = z``, ``margins(x) = y``). The ``x``-step is closed form: tables that agree are the sums
 of orthogonal interaction components (a 3-way table is its 2-way, 1-way and total parts
 plus a 3-way interaction that is its own), so the nearest agreeing family to the copies
-averages each shared component over the tables that hold it, weighted by their sizes; the
-``z``-step is a per-cell weighted average with the estimate's 3-way cells, clipped at 0,
-the ``y``-step a per-cell weighted average with the measured tables. One iteration is two
+averages each shared component over the tables that hold it, weighted by their sizes, and
+each table's own interaction is a weighted average with the estimate's; the ``z``-step
+clips at 0, the ``y``-step is a per-cell weighted average with the measured tables. It
+starts from the estimate's 3-way tables. One iteration is two
 sparse products with the 3-way cells (their 2-way sums and the broadcast back) and a few
 passes over them.
 
@@ -108,9 +111,10 @@ def fit_three_way(shape: tuple[int, ...],
         iterations: most ADMM iterations.
         tolerance: relative residual at which to stop.
         cubes: the 3-way tables of the least-squares estimate (:func:`kronecker_cubes`),
-            fitted too, each cell with weight ``cube_weight``; None: only the measured
-            tables.
-        cube_weight: their weight (1 / squared counts), one for all or one per cell.
+            whose 3-way interactions are fitted too (and the fit starts from them); None:
+            only the measured tables.
+        cube_weight: their cells' weight (1 / squared counts), one for all or one per cell;
+            each table's interaction is weighted by the mean over its cells.
 
     Returns:
         The fitted tables over every pair and every attribute of ``measured``'s attributes.
@@ -127,37 +131,35 @@ def fit_three_way(shape: tuple[int, ...],
     # start: the estimate's own 3-way tables (already near the optimum: the measured tables
     # are their margins for a Kronecker strategy) with the public total, else the additive
     # 3-way tables of the raw tables' consistent fit; clipped
+    pull = None
     if cubes is None:
         start = np.repeat(system.triple_totals(total if total is not None else
                                                _total_guess(measured)), system.triple_sizes)
         x, m = system.consistent(start, targets, 1e6, total)
     else:
-        x, m = system.consistent(np.asarray(cubes, dtype=float), targets, 1.0, total)
+        cubes = np.asarray(cubes, dtype=float)
+        x, m = system.consistent(cubes, targets, 1.0, total)
+        # each table's interaction moves to the estimate's by its weight's share
+        cells = np.broadcast_to(np.asarray(cube_weight, dtype=float), cubes.shape)
+        omega = np.add.reduceat(cells, system.triple_starts) / system.triple_sizes
+        share = omega / (omega + rho)
+        pull = (np.repeat(share, system.triple_sizes), np.repeat(share, system.cp_sizes),
+                np.repeat(share, system.triple_sizes) * (cubes - system.pair_part(cubes)))
     z = np.clip(x, 0.0, None)
     u = np.zeros_like(z)
     y = targets.copy()
     s = np.zeros_like(y)
     converged = False
     done = 0
-    with_estimate = cubes is not None
-    if cubes is None:
-        cubes, cube_weight = np.zeros_like(z), 0.0
-    omega = np.broadcast_to(np.asarray(cube_weight, dtype=float), z.shape)
-    # the z-step is a per-cell weighted average: z = max(pull + keep * (xh + u), 0)
-    keep = rho / (omega + rho)
-    pull = omega * cubes / (omega + rho)
     for done in range(1, iterations + 1):
-        x, m = system.consistent(z - u, y - s, 1.0, total)
+        x, m = system.consistent(z - u, y - s, 1.0, total, pull)
         mm = m[system.measured_cells]
         xh = x - z  # over-relaxed: RELAXATION * x + (1 - RELAXATION) * z
         xh *= RELAXATION
         xh += z
         mh = RELAXATION * mm + (1 - RELAXATION) * y
         z_old, y_old = z, y
-        z = xh + u
-        z *= keep
-        z += pull
-        np.maximum(z, 0.0, out=z)
+        z = np.maximum(xh + u, 0.0)
         y = (weights * targets + rho * (mh + s)) / (weights + rho)
         u += xh
         u -= z
@@ -169,7 +171,7 @@ def fit_three_way(shape: tuple[int, ...],
             if max(primal, dual) <= tolerance * scale * math.sqrt(z.size):
                 converged = True
                 break
-    return ThreeWayFit(system.tables(m), done, converged, int(z.size), with_estimate)
+    return ThreeWayFit(system.tables(m), done, converged, int(z.size), cubes is not None)
 
 
 def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,
@@ -287,6 +289,9 @@ class _System:
         n_single = sum(size[(a,)] for a in attrs)
         self.n_pairs, self.n_single = n_pairs, n_single
         x_start = np.concatenate([[0], np.cumsum(self.triple_sizes)]).astype(int)
+        self.triple_starts = x_start[:-1]
+        # each triple's (c, p) entries: its three 2-way tables
+        self.cp_sizes = np.array([sum(size[p] for p in combinations(c, 2)) for c in triples])
         p_rows, p_cols = [], []          # P: x -> (c, p) sums
         cp_to_pair, cp_weight = [], []   # (c, p) cell -> its pair cell, 1 / N(c \ p)
         sa_rows, sa_cols = [], []        # Sa: (c, p) -> (c, a) sums (one pair per a)
@@ -396,11 +401,14 @@ class _System:
         """Each triple's cell value when ``total`` is spread evenly."""
         return float(total) / self.triple_sizes
 
-    def consistent(self, w: np.ndarray, t: np.ndarray, sigma2: float, total: int | None
+    def consistent(self, w: np.ndarray, t: np.ndarray, sigma2: float, total: int | None,
+                   pull: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:
         """The agreeing 3-way tables nearest to ``w`` (3-way cells) and, weighted by
         ``sigma2``, to ``t`` (the measured tables' cells): ``x`` and its consistent 2-way,
-        1-way and total tables ``m``."""
+        1-way and total tables ``m``. With ``pull`` = (share per cell, share per ``(c, p)``
+        entry, share times the target's interactions), each table's own 3-way interaction
+        moves that share of the way from ``w``'s to the target's."""
         d1 = self.P @ w
         d_single = self.Sa @ d1
         d_total = self.S0 @ d1
@@ -435,7 +443,28 @@ class _System:
         alpha = self.cp_inv * (pairs[self.cp_to_pair] - d1)
         alpha -= self.SaT @ (self.ca_inv * (singles[self.ca_to_single] - d_single))
         alpha += self.S0T @ (self.c_inv * (grand - d_total))
-        return w + self.PT @ alpha, m
+        if pull is None:
+            return w + self.PT @ alpha, m
+        # x - share * (w's interaction) + share * (the target's): the interaction is w less
+        # its 2-way parts, PT @ (its own 2-way coefficients)
+        per_cell, per_pair, target = pull
+        alpha += per_pair * self.pair_coefficients(d1, d_single, d_total)
+        return (1.0 - per_cell) * w + self.PT @ alpha + target, m
+
+    def pair_coefficients(self, d1: np.ndarray, d_single: np.ndarray, d_total: np.ndarray
+                          ) -> np.ndarray:
+        """The ``(c, p)`` coefficients whose broadcast (``PT``) is the 2-way part of 3-way
+        cells with 2-way sums ``d1``, 1-way sums ``d_single`` and totals ``d_total``
+        (inclusion-exclusion of their means)."""
+        return (self.cp_inv * d1 - self.SaT @ (self.ca_inv * d_single)
+                + self.S0T @ (self.c_inv * d_total))
+
+    def pair_part(self, w: np.ndarray) -> np.ndarray:
+        """The part of every 3-way table of ``w`` that its 2-way tables hold (the
+        orthogonal projection onto sums of 2-way terms); ``w`` less it is its 3-way
+        interaction."""
+        d1 = self.P @ w
+        return self.PT @ self.pair_coefficients(d1, self.Sa @ d1, self.S0 @ d1)
 
     def tables(self, m: np.ndarray) -> dict[tuple[int, ...], np.ndarray]:
         out = {p: m[self.offset[p]:self.offset[p] + self.size[p]] for p in self.pairs}

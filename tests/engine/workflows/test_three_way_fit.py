@@ -36,7 +36,8 @@ def _measured(x: np.ndarray, noise: float, seed: int):
 
 def _clarabel(shape, measured, total, cubes=None, cube_weight=None):
     """The same programme as a dense QP: unknowns the 3-way tables, agreeing pairwise, >= 0,
-    the total; objective the weighted squares (and those of the 3-way cells)."""
+    the total; objective the weighted squares (and those of the 3-way tables' interactions
+    against the cubes')."""
     k = len(shape)
     triples = list(combinations(range(k), 3))
     sizes = [math.prod(shape[a] for a in c) for c in triples]
@@ -73,8 +74,15 @@ def _clarabel(shape, measured, total, cubes=None, cube_weight=None):
         hessian += block.T @ (weight[:, None] * block)
         linear -= block.T @ (weight * target)
     if cubes is not None:
-        hessian += np.diag(cube_weight)
-        linear -= cube_weight * cubes
+        # each table's 3-way interaction (the table less its projection onto sums of 2-way
+        # terms), weighted by the mean weight of its cells
+        for i, c in enumerate(triples):
+            cells = slice(starts[i], starts[i + 1])
+            pairs = np.vstack([summing(c, p) for p in combinations(c, 2)]).T
+            interaction = np.eye(sizes[i]) - pairs @ np.linalg.pinv(pairs)
+            omega = float(np.mean(cube_weight[cells]))
+            hessian[cells, cells] += omega * interaction
+            linear[cells] -= omega * interaction @ cubes[cells]
     A = sp.csc_matrix(np.vstack([equal, -np.eye(n)]))
     b = np.concatenate([np.concatenate(rhs), np.zeros(n)])
     settings = clarabel.DefaultSettings()
