@@ -12,7 +12,13 @@ from engine.errors import SpecError
 from engine.mechanisms import get
 from engine.privacy import Privacy
 from engine.workflows.marginal_fit import fit_marginals, fits_marginals
-from engine.workflows.table_rounding import controlled_round, greedy_bumps, nearest_transport
+from engine.workflows.table_rounding import (
+    controlled_round,
+    controlled_round_many,
+    greedy_bumps,
+    nearest_transport,
+    proportional_fit,
+)
 from engine.workflows.tables import publishable_tables
 from engine.workloads.spec import parse_workload
 from engine.workloads.workload import Workload
@@ -155,6 +161,36 @@ def test_greedy_bumps_keep_both_needs_within_the_capacity_or_give_up() -> None:
     assert greedy_bumps(np.array([1, 0]), np.array([0, 1]), np.array([[True, False],
                                                                       [True, True]]),
                         np.full((2, 2), 0.5)) is None
+
+
+def test_tables_rounded_together_keep_their_totals_each_cell_within_one() -> None:
+    rng = np.random.default_rng(11)
+    tables, rows, columns = [], [], []
+    for shape in [(4, 3), (2, 7), (5, 5), (1, 4), (6, 2)]:
+        table = rng.gamma(0.6, 4.0, size=shape)
+        table[rng.random(shape) < 0.3] = 0.0
+        total = int(round(table.sum()))
+        rows.append(round_to(table.sum(axis=1), total))
+        columns.append(round_to(table.sum(axis=0), total))
+        tables.append(table)
+    together = controlled_round_many(tables, rows, columns)
+    for table, r, c, counts in zip(tables, rows, columns, together, strict=True):
+        assert counts.shape == table.shape and counts.dtype == np.int64 and (counts >= 0).all()
+        assert counts.sum(axis=1).tolist() == r.tolist()
+        assert counts.sum(axis=0).tolist() == c.tolist()
+        # every cell rounded up or down from the table scaled to those totals
+        assert np.abs(counts - proportional_fit(table, r, c)).max() < 1.0
+        assert np.abs(counts - controlled_round(table, r, c)).max() <= 1
+    with pytest.raises(ValueError, match="row totals sum to 3, column totals to 4"):
+        controlled_round_many([np.ones((2, 2))], [np.array([1, 2])], [np.array([2, 2])])
+
+
+def round_to(values: np.ndarray, total: int) -> np.ndarray:
+    """Whole values summing to ``total`` (largest remainders)."""
+    floors = np.floor(values * total / values.sum()).astype(np.int64)
+    order = np.argsort(floors - values * total / values.sum())
+    floors[order[:total - int(floors.sum())]] += 1
+    return floors
 
 
 def test_three_way_on_two_attributes_fits_the_two_way_tables() -> None:
