@@ -192,35 +192,51 @@ def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,
             or any(f.shape[1] > MAX_FACTOR for f in strategy.factors)):
         return None
     dense = [np.ascontiguousarray(f.dense(), dtype=float) for f in strategy.factors]
-    inverses = [_factor_inverse(*d.shape, d.tobytes()) for d in dense]
-    rows = [p.sum(axis=0) for p in inverses]
-    grams = [p @ p.T for p in inverses]  # (A_i' A_i)^+
+    inverses, rows, unit_variances = _kronecker_parts(
+        tuple((*d.shape, d.tobytes()) for d in dense), tuple(sorted(attributes)))
     k = len(inverses)
     partial: dict[tuple[int, ...], np.ndarray] = {
         tuple(range(k)): np.asarray(y, dtype=float).reshape([p.shape[1] for p in inverses])}
 
     def summed(keep: tuple[int, ...]) -> np.ndarray:
-        # through the parent that adds the shortest missing axis: going down from ``y``,
-        # the longest axes are summed away first, so the partial tables shrink fastest
+        # through the parent that adds the innermost missing axis: going down from ``y``,
+        # the outer axes are summed away first (a product with long contiguous rows; an
+        # inner axis of few values is a slow strided sum), on the largest tables
         if keep not in partial:
-            drop = min((a for a in range(k) if a not in keep),
-                       key=lambda a: (inverses[a].shape[1], a))
+            drop = max(a for a in range(k) if a not in keep)
             parent = tuple(sorted((*keep, drop)))
             partial[keep] = _contract(summed(parent), parent.index(drop), rows[drop])
         return partial[keep]
 
-    cubes, variances = [], []
-    for c in combinations(sorted(attributes), 3):
-        table = summed(c)
-        for axis, i in enumerate(c):  # A_i^+ along each kept axis
-            table = np.moveaxis(np.tensordot(inverses[i], table, axes=(1, axis)), 0, axis)
-        cubes.append(table.reshape(-1))
-        others = [i for i in range(k) if i not in c]
-        cells = np.multiply.outer(np.multiply.outer(*(np.diag(grams[i]) for i in c[:2])),
+    cubes = []
+    for a, b, c in combinations(sorted(attributes), 3):  # A^+ along each kept axis
+        table = summed((a, b, c))
+        n_a, n_b, n_c = table.shape
+        table = (inverses[a] @ table.reshape(n_a, n_b * n_c)).reshape(-1, n_b, n_c)
+        cubes.append((np.matmul(inverses[b], table) @ inverses[c].T).reshape(-1))
+    return np.concatenate(cubes), 1.0 / (float(v[0]) * unit_variances)
+
+
+@lru_cache(maxsize=8)
+def _kronecker_parts(factors: tuple[tuple[int, int, bytes], ...], attributes: tuple[int, ...]
+                     ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+    """What :func:`kronecker_cubes` needs of a Kronecker strategy alone (each factor as its
+    rows, columns and float64 bytes): the factors' pseudo-inverses ``A_i^+``, their column
+    sums ``1' A_i^+``, and every 3-way cell's noise variance at unit noise (a Kronecker
+    product of the diagonals of ``(A_i' A_i)^+`` times the other factors' sums of it).
+    Cached: every release of a plan reuses them."""
+    inverses = []
+    for n_rows, n_columns, entries in factors:
+        factor = np.frombuffer(entries, dtype=float).reshape(n_rows, n_columns)
+        inverses.append(np.linalg.pinv(factor))
+    grams = [p @ p.T for p in inverses]  # (A_i' A_i)^+
+    variances = []
+    for c in combinations(attributes, 3):
+        others = math.prod(float(grams[i].sum()) for i in range(len(grams)) if i not in c)
+        cells = np.multiply.outer(np.multiply.outer(np.diag(grams[c[0]]), np.diag(grams[c[1]])),
                                   np.diag(grams[c[2]])).reshape(-1)
-        variances.append(float(v[0]) * math.prod(float(grams[i].sum()) for i in others)
-                         * cells)
-    return np.concatenate(cubes), 1.0 / np.concatenate(variances)
+        variances.append(others * cells)
+    return inverses, [p.sum(axis=0) for p in inverses], np.concatenate(variances)
 
 
 @lru_cache(maxsize=8)
@@ -236,17 +252,7 @@ def clear_cache() -> None:
     """Forget every cached index structure and factor pseudo-inverse (to time a first
     release; a release never needs it)."""
     fit_index.cache_clear()
-    _factor_inverse.cache_clear()
-
-
-@lru_cache(maxsize=32)
-def _factor_inverse(rows: int, columns: int, entries: bytes) -> np.ndarray:
-    """The pseudo-inverse of a ``rows`` x ``columns`` factor given by its float64 bytes
-    (C order), read-only: a plan's factors are reused by every release of that plan."""
-    factor = np.frombuffer(entries, dtype=float).reshape(rows, columns)
-    inverse = np.linalg.pinv(factor)
-    inverse.setflags(write=False)
-    return inverse
+    _kronecker_parts.cache_clear()
 
 
 def _contract(table: np.ndarray, axis: int, weights: np.ndarray) -> np.ndarray:
