@@ -73,8 +73,9 @@ class MarginalFit:
             run = self.three_way
             state = ("converged" if run.converged
                      else "stopped at its iteration limit: close to, not at, the optimum")
-            also = (" and to the least-squares estimate's own 3-way tables"
-                    if run.with_estimate else "")
+            also = (" and to the 3-way interactions of the least-squares estimate's own "
+                    "3-way tables (the part of them no 2-way table holds; from them the fit "
+                    "starts)" if run.with_estimate else "")
             return (f"1- and 2-way tables fitted as the margins of non-negative 3-way tables "
                     f"over every three attributes ({run.unknowns:,} unknowns, not one per "
                     f"cell of the domain) that agree on every 2-way table they share and "

@@ -298,22 +298,21 @@ class _System:
         self.triple_starts = x_start[:-1]
         # each triple's (c, p) entries: its three 2-way tables
         self.cp_sizes = np.array([sum(size[p] for p in combinations(c, 2)) for c in triples])
-        p_rows, p_cols = [], []          # P: x -> (c, p) sums
+        p_columns = []                   # P': each 3-way cell's three (c, p) entries
         cp_to_pair, cp_weight = [], []   # (c, p) cell -> its pair cell, 1 / N(c \ p)
         sa_rows, sa_cols = [], []        # Sa: (c, p) -> (c, a) sums (one pair per a)
         ca_to_single, ca_weight = [], []
         s0_cols, c_weight = [], []       # S0: (c, p) -> triple total (first pair)
         cp, ca = 0, 0
-        for k, c in enumerate(triples):
-            dims = [shape[a] for a in c]
+        for c in triples:
+            n_b, n_c = shape[c[1]], shape[c[2]]
             cells = np.arange(size[c])
-            coords = np.unravel_index(cells, dims)
+            # a cell's entry in each 2-way table: (a, b), (a, c), (b, c) in C order
+            targets = (cells // n_c, (cells // (n_b * n_c)) * n_c + cells % n_c,
+                       cells % (n_b * n_c))
             pair_start = {}
-            for p in combinations(c, 2):
-                target = np.ravel_multi_index([coords[c.index(a)] for a in p],
-                                              [shape[a] for a in p])
-                p_rows.append(cp + target)
-                p_cols.append(x_start[k] + cells)
+            for p, target in zip(combinations(c, 2), targets, strict=True):
+                p_columns.append(cp + target)
                 cp_to_pair.append(self.offset[p] + np.arange(size[p]))
                 cp_weight.append(np.full(size[p], size[c] / size[p]))
                 pair_start[p] = cp
@@ -330,9 +329,11 @@ class _System:
                 ca_weight.append(np.full(shape[a], size[c] / shape[a]))
                 ca += shape[a]
         n_x = int(x_start[-1])
-        rows, cols = np.concatenate(p_rows), np.concatenate(p_cols)
-        self.P = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(cp, n_x))
-        self.PT = self.P.T.tocsr()
+        # P' row by row (three entries per 3-way cell, ascending): no sort needed
+        columns = np.stack([np.concatenate(p_columns[i::3]) for i in range(3)], axis=1)
+        self.PT = sp.csr_array((np.ones(3 * n_x), columns.reshape(-1),
+                                np.arange(0, 3 * n_x + 1, 3)), shape=(n_x, cp))
+        self.P = self.PT.T.tocsr()
         self.cp_to_pair = np.concatenate(cp_to_pair)
         self.cp_inv = 1.0 / np.concatenate(cp_weight)
         rows, cols = np.concatenate(sa_rows), np.concatenate(sa_cols)

@@ -62,7 +62,8 @@ ROUTES = {
     "marginals": ("consistent: non-negative 1- and 2-way tables (",
                   "by variance-weighted least squares"),
     "three-way": ("consistent: 1- and 2-way tables fitted as the margins of non-negative 3-way "
-                  "tables", "and to the least-squares estimate's own 3-way tables"),
+                  "tables", "and to the 3-way interactions of the least-squares estimate's "
+                  "own 3-way tables"),
 }
 
 
