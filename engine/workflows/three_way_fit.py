@@ -43,6 +43,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -68,6 +69,19 @@ CUBE_WEIGHT = 1.0
 MAX_CELLS = 5_000_000
 #: The largest attribute size of a Kronecker factor whose pseudo-inverse is formed.
 MAX_FACTOR = 2_048
+
+
+class Pull(NamedTuple):
+    """How the agreement step moves each 3-way table's own interaction towards a
+    target's: the share of ``w``'s interaction kept, per 3-way cell, per ``(c, p)`` entry,
+    per ``(c, a)`` entry and per table, and the target's interactions times the share
+    taken."""
+
+    cell: np.ndarray
+    pair: np.ndarray
+    single: np.ndarray
+    table: np.ndarray
+    target: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -143,8 +157,10 @@ def fit_three_way(shape: tuple[int, ...],
         cells = np.broadcast_to(np.asarray(cube_weight, dtype=float), cubes.shape)
         omega = np.add.reduceat(cells, system.triple_starts) / system.triple_sizes
         share = omega / (omega + rho)
-        pull = (np.repeat(share, system.triple_sizes), np.repeat(share, system.cp_sizes),
-                np.repeat(share, system.triple_sizes) * (cubes - system.pair_part(cubes)))
+        keep = 1.0 - share
+        pull = Pull(np.repeat(keep, system.triple_sizes), np.repeat(keep, system.cp_sizes),
+                    np.repeat(keep, system.ca_sizes), keep,
+                    np.repeat(share, system.triple_sizes) * (cubes - system.pair_part(cubes)))
     z = np.clip(x, 0.0, None)
     u = np.zeros_like(z)
     y = targets.copy()
@@ -298,6 +314,8 @@ class _System:
         self.triple_starts = x_start[:-1]
         # each triple's (c, p) entries: its three 2-way tables
         self.cp_sizes = np.array([sum(size[p] for p in combinations(c, 2)) for c in triples])
+        # and its (c, a) entries: its three 1-way tables
+        self.ca_sizes = np.array([sum(shape[a] for a in c) for c in triples])
         p_columns = []                   # P': each 3-way cell's three (c, p) entries
         cp_to_pair, cp_weight = [], []   # (c, p) cell -> its pair cell, 1 / N(c \ p)
         sa_rows, sa_cols = [], []        # Sa: (c, p) -> (c, a) sums (one pair per a)
@@ -409,13 +427,11 @@ class _System:
         return float(total) / self.triple_sizes
 
     def consistent(self, w: np.ndarray, t: np.ndarray, sigma2: float, total: int | None,
-                   pull: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-                   ) -> tuple[np.ndarray, np.ndarray]:
+                   pull: Pull | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The agreeing 3-way tables nearest to ``w`` (3-way cells) and, weighted by
         ``sigma2``, to ``t`` (the measured tables' cells): ``x`` and its consistent 2-way,
-        1-way and total tables ``m``. With ``pull`` = (share per cell, share per ``(c, p)``
-        entry, share times the target's interactions), each table's own 3-way interaction
-        moves that share of the way from ``w``'s to the target's."""
+        1-way and total tables ``m``. With ``pull`` (:class:`Pull`), each table's own 3-way
+        interaction keeps only its share of ``w``'s and takes the rest from the target's."""
         d1 = self.P @ w
         d_single = self.Sa @ d1
         d_total = self.S0 @ d1
@@ -447,16 +463,19 @@ class _System:
                   + (grand_means - grand / self.pair_sizes)[self.grand])
         m = np.concatenate([pairs, singles, [grand]])
         # move each 3-way table by the difference of its sums from the agreed ones
-        alpha = self.cp_inv * (pairs[self.cp_to_pair] - d1)
-        alpha -= self.SaT @ (self.ca_inv * (singles[self.ca_to_single] - d_single))
-        alpha += self.S0T @ (self.c_inv * (grand - d_total))
+        # (with a pull, by the difference from the kept share of w's 2-way parts: x is the
+        # agreed 2-way parts plus the kept share of w's interaction plus the target's)
+        keep = (1.0, 1.0, 1.0) if pull is None else (pull.pair, pull.single, pull.table)
+        alpha = self.cp_inv * (pairs[self.cp_to_pair] - keep[0] * d1)
+        alpha -= self.SaT @ (self.ca_inv * (singles[self.ca_to_single] - keep[1] * d_single))
+        alpha += self.S0T @ (self.c_inv * (grand - keep[2] * d_total))
+        x = self.PT @ alpha
         if pull is None:
-            return w + self.PT @ alpha, m
-        # x - share * (w's interaction) + share * (the target's): the interaction is w less
-        # its 2-way parts, PT @ (its own 2-way coefficients)
-        per_cell, per_pair, target = pull
-        alpha += per_pair * self.pair_coefficients(d1, d_single, d_total)
-        return (1.0 - per_cell) * w + self.PT @ alpha + target, m
+            x += w
+        else:
+            x += pull.cell * w
+            x += pull.target
+        return x, m
 
     def pair_coefficients(self, d1: np.ndarray, d_single: np.ndarray, d_total: np.ndarray
                           ) -> np.ndarray:
