@@ -128,11 +128,17 @@ def fit_three_way(shape: tuple[int, ...],
             whose 3-way interactions are fitted too (and the fit starts from them); None:
             only the measured tables.
         cube_weight: their cells' weight (1 / squared counts), one for all or one per cell;
-            each table's interaction is weighted by the mean over its cells.
+            each table's interaction is weighted by the mean over its cells. With them, the
+            measured tables are taken as margins of that one estimate and every 1-way table
+            is weighted by :func:`margin_factors` times its own weights.
 
     Returns:
         The fitted tables over every pair and every attribute of ``measured``'s attributes.
     """
+    if cubes is not None:
+        factors = margin_factors(shape, measured)
+        measured = {q: (t, w * factors[q[0]]) if len(q) == 1 else (t, w)
+                    for q, (t, w) in measured.items()}
     attrs = sorted({a for key in measured for a in key})
     if len(attrs) < 3:
         raise ValueError("measured: the 3-way fit needs tables over at least three attributes")
@@ -188,6 +194,39 @@ def fit_three_way(shape: tuple[int, ...],
                 converged = True
                 break
     return ThreeWayFit(system.tables(m), done, converged, int(z.size), cubes is not None)
+
+
+def margin_factors(shape: tuple[int, ...],
+                   measured: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]
+                   ) -> dict[int, float]:
+    """Per attribute with a measured 1-way table: the sum, over the measured 2-way tables
+    holding it, of their cells' variances summed over the other attribute relative to the
+    1-way cell's variance (the mean over its cells).
+
+    Per-cell weights treat a 2-way table's errors as independent, so its sums over an
+    attribute look that many times noisier than the 1-way table; when every table is a
+    margin of one estimate (a reconstruction) the errors are correlated and those sums are
+    exactly the 1-way table, known to its variance. Multiplying the 1-way table's weights by
+    this factor gives that agreed direction back the weight the independent-error reading
+    takes from each 2-way table.
+
+    Example:
+        >>> one = (np.zeros(2), np.full(2, 1.0))
+        >>> pair = (np.zeros(6), np.full(6, 0.5))  # cells twice the variance, 3 per sum
+        >>> margin_factors((2, 3), {(0,): one, (0, 1): pair})
+        {0: 6.0}
+    """
+    factors: dict[int, float] = {}
+    for q, (_, weights) in measured.items():
+        if len(q) != 2:
+            continue
+        cells = (1.0 / np.asarray(weights, dtype=float)).reshape([shape[a] for a in q])
+        for i, a in enumerate(q):
+            if (a,) in measured:
+                sums = cells.sum(axis=1 - i)
+                ratio = float(np.mean(sums * np.asarray(measured[(a,)][1], dtype=float)))
+                factors[a] = factors.get(a, 0.0) + ratio
+    return {q[0]: factors.get(q[0], 1.0) for q in measured if len(q) == 1}
 
 
 def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,

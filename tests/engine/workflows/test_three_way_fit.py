@@ -14,7 +14,12 @@ import scipy.sparse as sp
 from engine.domain import Domain
 from engine.linalg.matrix import Dense, Kron
 from engine.workflows.marginal_fit import fit_marginals
-from engine.workflows.three_way_fit import fit_three_way, kronecker_cubes, three_way_cells
+from engine.workflows.three_way_fit import (
+    fit_three_way,
+    kronecker_cubes,
+    margin_factors,
+    three_way_cells,
+)
 from engine.workloads.workload import Workload
 
 SHAPE = (3, 3, 3, 3)
@@ -121,7 +126,12 @@ def test_the_optimum_with_the_estimates_3_way_tables_is_clarabels() -> None:
     triples = list(combinations(range(4), 3))
     cubes = np.concatenate([_margin(x, c) for c in triples]) + 3.0 * rng.standard_normal(108)
     weight = 0.2 + rng.random(108)
-    reference = _clarabel(SHAPE, measured, int(x.sum()), cubes, weight)
+    # with the estimate's tables, the 1-way tables weigh their margin factors more
+    factors = margin_factors(SHAPE, measured)
+    assert all(f > 1.0 for f in factors.values()) and len(factors) == 4
+    weighted = {q: (t, w * factors[q[0]] if len(q) == 1 else w)
+                for q, (t, w) in measured.items()}
+    reference = _clarabel(SHAPE, weighted, int(x.sum()), cubes, weight)
     fit = fit_three_way(SHAPE, measured, total=int(x.sum()), iterations=5_000,
                         tolerance=1e-9, cubes=cubes, cube_weight=weight)
     assert fit.converged and fit.with_estimate
