@@ -1,21 +1,24 @@
 """The post-processing's share of a release's time (issue 28; goal: under 10 %).
 
 A release is plan + measure + reconstruct + post-process. The post-processing here is the
-census TopDown route of :func:`engine.workflows.tables.publishable_tables`: non-negative least
-squares on the noisy measurements (with the public total), rounding that keeps the total, and
-one labelled table per workload term. Two cases:
+release's default (:func:`engine.workflows.tables.publishable_tables`, ``fit_space="auto"``):
+on these two cases (1- and 2-way marginals of a Kronecker plan on more than 100,000 cells)
+the 1- and 2-way tables fitted as the margins of agreeing non-negative 3-way tables
+(:mod:`engine.workflows.three_way_fit`, with the public total), rounded so that they agree,
+and one labelled table per workload term. Two cases:
 
 * a 1e6-cell domain (six attributes of 10 values, 50,000 synthetic records drawn once from a
   fixed seed: data, not noise), all 1- and 2-way marginals;
 * the bundled Adult data on six attributes (age, workclass, education-num, marital-status,
   race, sex: 856,800 cells), all 1- and 2-way marginals.
 
-Each with the ``identity`` and ``hdmm-kron`` plans at Gaussian (eps=1, delta=1e-6), the fit
-at the default work limit (``--work-limits`` for others; 0 is the least-squares estimate
-projected onto non-negative counts with the total, unrefined). The noise is drawn from OS
-entropy, as in a release. Prints CPU seconds (``time.process_time``) per phase, the ratio
-post-process / whole release (plan + measure + reconstruct + post-process: the plan is
-included), and the mean absolute error over all workload answers of the raw estimates and of
+Each with the ``identity`` and ``hdmm-kron`` plans at Gaussian (eps=1, delta=1e-6); with
+``--fit-space cells`` the census TopDown route instead (one non-negative count per cell fitted
+to the measurements) at the default work limit (``--work-limits`` for others; 0 is the least-
+squares estimate projected onto non-negative counts with the total, unrefined). The noise is
+drawn from OS entropy, as in a release. Prints CPU seconds (``time.process_time``) per phase,
+the ratio post-process / whole release (plan + measure + reconstruct + post-process: the plan
+is included), and the mean absolute error over all workload answers of the raw estimates and of
 the published counts (the data are known here). Run it with one BLAS thread
 (``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1``): CPU seconds then measure the work, not the
 machine's load; the header says how many threads the environment allows.
@@ -29,9 +32,9 @@ marginals' eigenbasis, rounding, labelled tables).
 ``--fit-space marginals`` fits the 1- and 2-way tables themselves instead of one count per cell
 (:mod:`engine.workflows.marginal_fit`: a quadratic programme over the tables' cells, then
 controlled rounding that keeps every 1-way table; the work limit is unused); ``--fit-space
-three-way``
-as the margins of agreeing non-negative 3-way tables, fitted by ADMM to the raw tables and the
-least-squares estimate's 3-way tables (:mod:`engine.workflows.three_way_fit`).
+three-way`` (what ``auto`` picks here) as the margins of agreeing non-negative 3-way tables,
+fitted by ADMM to the raw tables and the 3-way interactions of the least-squares estimate's
+3-way tables (:mod:`engine.workflows.three_way_fit`).
 
 ``--compare`` fits every space of ``--fit-spaces`` to the *same* noise draw, ``--draws`` draws
 per case and mechanism (the AIM+GReM run is skipped): the measurement is seeded (seeds 0, 1,
@@ -144,7 +147,7 @@ def adaptive_release(work_limits: list[float], fit_space: str = "cells") -> None
         counts = np.concatenate([f["estimate"].to_numpy() for f in frames])
         share = post / (run + post)
         flag = "ok" if share < GOAL else f"over the {GOAL:.0%} goal"
-        work = "tables" if fit_space != "cells" else f"{limit:6.0e}"
+        work = "tables" if fit_space in ("marginals", "three-way") else f"{limit:6.0e}"
         print(f"{label:38s} {'aim-grem':10s} run {run:6.2f} CPU s {work:>6s} {post:6.2f} "
               f"{share:6.1%} {float(np.abs(raw - truth).mean()):8.2f} "
               f"{float(np.abs(counts - truth).mean()):9.2f} {flag}", flush=True)
@@ -204,12 +207,15 @@ def main() -> None:
     parser.add_argument("--work-limits", nargs="+", type=float, default=[WORK_LIMIT],
                         help="work limits of the non-negative fit (cell-products; 0: the "
                              "projected least-squares estimate, unrefined)")
-    parser.add_argument("--fit-space", choices=FIT_SPACES, default="cells",
-                        help="fit one count per cell, or (1- and 2-way marginals) the tables "
-                             "themselves (the work limit is then unused: 'tables')")
+    parser.add_argument("--fit-space", choices=FIT_SPACES, default="auto",
+                        help="the release's default (auto: three-way here), one count per "
+                             "cell, or (1- and 2-way marginals) the tables themselves or as "
+                             "margins of 3-way tables (the work limit is then unused: "
+                             "'tables')")
     parser.add_argument("--compare", action="store_true",
                         help="fit every space of --fit-spaces to the same seeded noise draw")
-    parser.add_argument("--fit-spaces", nargs="+", choices=FIT_SPACES, default=list(FIT_SPACES))
+    parser.add_argument("--fit-spaces", nargs="+", choices=FIT_SPACES,
+                        default=[s for s in FIT_SPACES if s != "auto"])
     parser.add_argument("--draws", type=int, default=3)
     args = parser.parse_args()
     threads = {k: os.environ.get(k, "unset") for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}

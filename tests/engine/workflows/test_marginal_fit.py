@@ -19,7 +19,7 @@ from engine.workflows.table_rounding import (
     nearest_transport,
     proportional_fit,
 )
-from engine.workflows.tables import publishable_tables
+from engine.workflows.tables import AUTO_MIN_CELLS, publishable_tables
 from engine.workloads.spec import parse_workload
 from engine.workloads.workload import Workload
 
@@ -103,7 +103,7 @@ def test_without_noise_the_truth_comes_back_exactly() -> None:
 
 
 def test_an_unknown_fit_space_is_refused_in_one_line() -> None:
-    with pytest.raises(SpecError, match=r"^fit_space: unknown 'data'; allowed: cells, "
+    with pytest.raises(SpecError, match=r"^fit_space: unknown 'data'; allowed: auto, cells, "
                                         r"marginals, three-way$"):
         publishable_tables(WORKLOAD, strategy=None, measurements=np.zeros(WORKLOAD.num_queries),
                            noise_variances=1.0, total=None,
@@ -210,3 +210,38 @@ def test_three_way_on_two_attributes_fits_the_two_way_tables() -> None:
     for frame in tables.frames.values():
         assert int(frame["estimate"].sum()) == 66 and (frame["estimate"] >= 0).all()
     assert len(tables.frames) == 4  # the total, two 1-way tables, one 2-way table
+
+
+LARGE = Domain.from_sizes([8] * 6)  # 262,144 cells: over AUTO_MIN_CELLS
+
+
+@pytest.mark.parametrize(("domain", "mechanism", "route"), [
+    (LARGE, "hdmm-kron", "consistent: 1- and 2-way tables fitted as the margins of "
+                         "non-negative 3-way tables"),
+    (LARGE, "identity", "consistent: 1- and 2-way tables fitted as the margins of "
+                        "non-negative 3-way tables"),
+    (DOMAIN, "hdmm-kron", "consistent: one non-negative estimate of the data"),
+])
+def test_the_default_fits_three_way_on_a_large_kronecker_plan_else_cells(
+        domain, mechanism, route) -> None:
+    assert (domain.size > AUTO_MIN_CELLS) == (domain is LARGE)
+    workload = Workload.marginals(domain, upto=2)
+    rng = np.random.default_rng(3)
+    x = np.bincount(rng.zipf(1.4, size=20_000) % domain.size, minlength=domain.size)
+    plan = get(mechanism).plan(workload, GAUSSIAN)
+    measurement = plan.measure(x.astype(float), np.random.default_rng(4))
+    tables = publishable_tables(
+        workload, strategy=plan.strategy, measurements=measurement.y,
+        noise_variances=np.asarray(measurement.noise_std) ** 2, total=int(x.sum()),
+        per_query_variance=plan.variances(), raw=plan.reconstruct(measurement))
+    assert tables.method.startswith(route)
+    frames = tables.frames
+    for frame in frames.values():
+        assert frame["estimate"].dtype == np.int64 and (frame["estimate"] >= 0).all()
+        assert int(frame["estimate"].sum()) == 20_000
+    names = domain.names
+    for a, b in [(names[0], names[1]), (names[2], names[-1])]:
+        pair = frames[f"{a} x {b}"]
+        for attr in (a, b):
+            sums = pair.groupby(attr, sort=False)["estimate"].sum()
+            assert sums.reindex(frames[attr][attr]).tolist() == frames[attr]["estimate"].tolist()
