@@ -14,8 +14,8 @@ and one labelled table per workload term. Two cases:
 
 Each with the ``identity`` and ``hdmm-kron`` plans at Gaussian (eps=1, delta=1e-6); with
 ``--fit-space cells`` the census TopDown route instead (one non-negative count per cell fitted
-to the measurements) at the default work limit (``--work-limits`` for others; 0 is the least-
-squares estimate projected onto non-negative counts with the total, unrefined). The noise is
+to the measurements) at the default work limit (``--work-limits`` for others; 0 is the
+least-squares estimate projected onto non-negative counts with the total, unrefined). The noise is
 drawn from OS entropy, as in a release. Prints CPU seconds (``time.process_time``) per phase,
 the ratio post-process / whole release (plan + measure + reconstruct + post-process: the plan
 is included), and the mean absolute error over all workload answers of the raw estimates and of
