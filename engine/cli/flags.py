@@ -100,13 +100,14 @@ def add_release_flags(p: argparse.ArgumentParser) -> None:
                    "estimates only (margin_95 and raw: fractional, possibly negative, tables "
                    "may disagree) instead of consistent whole counts; post-processing costs "
                    "no privacy either way")
-    p.add_argument("--fit-space", choices=FIT_SPACES, default="cells",
-                   help="where the consistent counts are fitted: one count per cell "
-                   "(default), or, for 1- and 2-way marginal tables, the tables themselves "
-                   "(marginals), or as the "
-                   "margins of agreeing non-negative 3-way tables (three-way: close to the "
-                   "cells' accuracy on the benchmarks' HDMM plans at a tenth of their "
-                   "post-processing; see docs/releasing.md)")
+    p.add_argument("--fit-space", choices=FIT_SPACES, default="auto",
+                   help="where the consistent counts are fitted: auto (default: three-way "
+                   "for 1- and 2-way marginal tables over three or more attributes of a "
+                   "Kronecker plan on a domain of more than 100,000 cells, else cells), one "
+                   "count per cell (cells), or, for 1- and 2-way marginal tables, the tables "
+                   "themselves (marginals), or as the margins of agreeing non-negative 3-way "
+                   "tables (three-way: more accurate than cells on the benchmarks' HDMM plans "
+                   "at a thirtieth of their post-processing; see benchmarks/README.md)")
     add_ledger_flag(p)
 
 

@@ -8,7 +8,7 @@ and keep the total, closest to the raw answers in least squares, each cell weigh
 inverse of its noise variance (a 1-way or 0-way table enters as the sums of a 2-way table
 holding it). The fitted tables are then rounded so that they still agree: each attribute's
 1-way table to the total by largest remainders, each 2-way table cell by cell up or down to
-its two whole 1-way tables (:func:`engine.workflows.table_rounding.controlled_round`).
+its two whole 1-way tables (:func:`engine.workflows.table_rounding.controlled_round_many`).
 
 The tables agree and share one total; unlike one estimate of the data, two-way tables that
 agree on their shared attributes need not be the marginals of any one data set (cycles of
@@ -21,7 +21,7 @@ Example:
     >>> raw = np.array([13.3, 10.0, 3.0, 5.0, 7.8, 6.0, -0.4, 4.2, 2.9])  # total, a1, a2, a1 x a2
     >>> fitted = fit_marginals(w, raw, np.ones(9), total=13)
     >>> fitted.tables[(0, 1)].tolist(), fitted.tables[(0,)].tolist()
-    ([[7, 2], [0, 4]], [9, 4])
+    ([[6, 3], [1, 3]], [9, 4])
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import clarabel
 import numpy as np
 import scipy.sparse as sp
 
-from engine.workflows.table_rounding import controlled_round, round_within_groups
+from engine.workflows.table_rounding import controlled_round_many, round_within_groups
 from engine.workflows.three_way_fit import (
     CUBE_WEIGHT,
     ThreeWayFit,
@@ -73,8 +73,9 @@ class MarginalFit:
             run = self.three_way
             state = ("converged" if run.converged
                      else "stopped at its iteration limit: close to, not at, the optimum")
-            also = (" and to the least-squares estimate's own 3-way tables"
-                    if run.with_estimate else "")
+            also = (" and to the 3-way interactions of the least-squares estimate's own "
+                    "3-way tables (the part of them no 2-way table holds; from them the fit "
+                    "starts)" if run.with_estimate else "")
             return (f"1- and 2-way tables fitted as the margins of non-negative 3-way tables "
                     f"over every three attributes ({run.unknowns:,} unknowns, not one per "
                     f"cell of the domain) that agree on every 2-way table they share and "
@@ -141,9 +142,10 @@ def fit_marginals(workload: Workload, raw: np.ndarray, variances: np.ndarray, *,
     tables: dict[tuple[int, ...], np.ndarray] = {}
     for a in attributes:
         tables[(a,)] = round_within_groups(fitted[(a,)][None, :], np.array([whole]))[0]
-    for pair in pairs:
-        tables[pair] = controlled_round(fitted[pair].reshape([shape[a] for a in pair]),
-                                        tables[(pair[0],)], tables[(pair[1],)])
+    rounded = controlled_round_many(
+        [fitted[pair].reshape([shape[a] for a in pair]) for pair in pairs],
+        [tables[(pair[0],)] for pair in pairs], [tables[(pair[1],)] for pair in pairs])
+    tables.update(zip(pairs, rounded, strict=True))
     return MarginalFit(tables, whole, unknowns, cube)
 
 

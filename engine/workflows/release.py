@@ -134,7 +134,7 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
             at_delta: float | None = None, grid: int | None = None,
             executor: Executor | None = None, progress: Progress | None = None,
             on_round: Callable[[Any], None] | None = None,
-            post_process: str = "consistent", fit_space: str = "cells") -> Release:
+            post_process: str = "consistent", fit_space: str = "auto") -> Release:
     """Release ``data`` through ``mechanism`` (module docstring: the order and who is charged).
 
     Args:
@@ -171,10 +171,12 @@ def release(mechanism: str | Plan, *, data: Any, workload: Any = None,
             (:func:`~engine.workflows.adaptive_tables.adaptive_tables`);
             ``hierarchical-pgsr`` publishes its variant's own counts either way
             (:func:`~engine.workflows.census_tables.hierarchy_tables`).
-        fit_space: where the consistent counts are fitted (``cells``, ``marginals`` or
-            ``three-way``, :func:`~engine.workflows.tables.publishable_tables`): the last two
-            fit 1- and 2-way marginal tables in their own space (``three-way`` as the margins
-            of agreeing 3-way tables), faster on large domains.
+        fit_space: where the consistent counts are fitted (``auto``, ``cells``,
+            ``marginals`` or ``three-way``, :func:`~engine.workflows.tables.publishable_tables`):
+            the last two fit 1- and 2-way marginal tables in their own space (``three-way`` as
+            the margins of agreeing 3-way tables), faster on large domains; ``auto`` (the
+            default) takes ``three-way`` for such tables of a Kronecker plan on a domain of
+            more than 100,000 cells, ``cells`` otherwise.
 
     Returns:
         The :class:`Release`.
@@ -433,7 +435,7 @@ def _linear(plan: Plan, data: Any, grid: int | None, post_process: str, fit_spac
 
 
 def publishable(plan: Plan, measurement: Measurement, estimate: np.ndarray, *,
-                post_process: str = "consistent", fit_space: str = "cells") -> PublishedTables:
+                post_process: str = "consistent", fit_space: str = "auto") -> PublishedTables:
     """The published tables of a data-independent release (one call site of the
     post-processing, which costs no privacy): one table per workload term in the domain's own
     values, ``estimate`` (whole non-negative counts derived from one non-negative integer
@@ -445,7 +447,8 @@ def publishable(plan: Plan, measurement: Measurement, estimate: np.ndarray, *,
     counts from a fit of the tables themselves (1- and 2-way) or a graphical model (the
     ``pgm`` extra; :func:`~engine.workflows.tables.publishable_tables`); otherwise, or when
     ``post_process`` is ``raw``, the tables carry the raw estimates only and the method says
-    why. ``fit_space`` chooses where consistent counts are fitted (``cells`` or ``marginals``).
+    why. ``fit_space`` chooses where consistent counts are fitted (``auto``, ``cells``,
+    ``marginals`` or ``three-way``).
     """
     factor = 1.0 if measurement.noise is None else float(measurement.noise.variance_factor)
     variance = np.asarray(plan.variances(), float) * factor

@@ -91,12 +91,122 @@ def controlled_round(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -
     scaled = np.where(np.abs(scaled - whole) <= SNAP, whole, scaled)
     floors = np.floor(scaled)
     fractional = scaled > floors
+    row_need = rows - floors.sum(axis=1).astype(np.int64)
+    column_need = columns - floors.sum(axis=0).astype(np.int64)
     for capacity in (fractional, np.ones_like(fractional)):
-        bumps = _bumps(rows - floors.sum(axis=1).astype(np.int64),
-                       columns - floors.sum(axis=0).astype(np.int64), capacity)
+        bumps = greedy_bumps(row_need, column_need, capacity, scaled - floors)
+        if bumps is None:
+            bumps = _bumps(row_need, column_need, capacity)
         if bumps is not None:
             return floors.astype(np.int64) + bumps
     return nearest_transport(table, rows, columns)
+
+
+def controlled_round_many(tables: list[np.ndarray], rows: list[np.ndarray],
+                          columns: list[np.ndarray]) -> list[np.ndarray]:
+    """:func:`controlled_round` of every table at once (each with its own row and column
+    totals): the tables, each turned to have at least as many rows as columns, are padded
+    into one block, scaled by iterative proportional fitting together and given their bumps
+    by :func:`greedy_bumps`'s construction run on all of them in step; a table whose greedy
+    bumps get stuck goes through :func:`controlled_round` alone.
+
+    Returns:
+        int64 arrays, one per table, of its shape.
+
+    Raises:
+        ValueError: a table's totals do not share one sum.
+
+    Example:
+        >>> [t.tolist() for t in controlled_round_many(
+        ...     [np.array([[0.5, 0.5], [0.5, 0.5]]), np.array([[2.6, 0.4, 1.0]])],
+        ...     [np.array([1, 1]), np.array([4])], [np.array([1, 1]), np.array([3, 0, 1])])]
+        [[[1, 0], [0, 1]], [[3, 0, 1]]]
+    """
+    if not tables:
+        return []
+    turned = [t.shape[0] < t.shape[1] for t in tables]
+    own = [np.asarray(t, dtype=float).T if turn else np.asarray(t, dtype=float)
+           for t, turn in zip(tables, turned, strict=True)]
+    sides = [(np.asarray(c if turn else r, dtype=np.int64).reshape(-1),
+              np.asarray(r if turn else c, dtype=np.int64).reshape(-1))
+             for r, c, turn in zip(rows, columns, turned, strict=True)]
+    for r, c in sides:
+        if r.sum() != c.sum():
+            raise ValueError(f"controlled_round: row totals sum to {r.sum()}, column totals "
+                             f"to {c.sum()}")
+    n, k, m = len(own), max(t.shape[0] for t in own), max(t.shape[1] for t in own)
+    block = np.zeros((n, k, m))
+    row_totals = np.zeros((n, k), dtype=np.int64)
+    column_totals = np.zeros((n, m), dtype=np.int64)
+    for i, (t, (r, c)) in enumerate(zip(own, sides, strict=True)):
+        block[i, :t.shape[0], :t.shape[1]] = t
+        row_totals[i, :r.size] = r
+        column_totals[i, :c.size] = c
+    scaled = _fit_block(block, row_totals, column_totals)
+    whole = np.rint(scaled)
+    scaled = np.where(np.abs(scaled - whole) <= SNAP, whole, scaled)
+    floors = np.floor(scaled)
+    bumps, ok = _greedy_block(row_totals - floors.sum(axis=2).astype(np.int64),
+                              column_totals - floors.sum(axis=1).astype(np.int64),
+                              scaled > floors, scaled - floors)
+    out = []
+    for i, (t, (r, c), turn) in enumerate(zip(own, sides, turned, strict=True)):
+        rounded = (floors[i, :t.shape[0], :t.shape[1]].astype(np.int64)
+                   + bumps[i, :t.shape[0], :t.shape[1]] if ok[i]
+                   else controlled_round(t, r, c))
+        out.append(rounded.T if turn else rounded)
+    return out
+
+
+def _fit_block(block: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """:func:`proportional_fit` of every table of ``block`` (tables x rows x columns) to its
+    ``rows`` and ``columns`` totals, in step."""
+    totals = np.maximum(rows.sum(axis=1).astype(float), 1.0)
+    live = (rows > 0)[:, :, None] & (columns > 0)[:, None, :]
+    scaled = np.where(live, np.clip(block, 0.0, None), 0.0)
+    scaled += live * (1e-9 * totals / np.maximum(live.sum(axis=(1, 2)), 1))[:, None, None]
+    tolerance = FIT_TOLERANCE * totals
+    for _ in range(FIT_SWEEPS):
+        sums = scaled.sum(axis=2)
+        scaled *= np.divide(rows, sums, out=np.zeros(rows.shape), where=sums > 0)[:, :, None]
+        sums = scaled.sum(axis=1)
+        scaled *= np.divide(columns, sums, out=np.zeros(columns.shape),
+                            where=sums > 0)[:, None, :]
+        if (np.abs(scaled.sum(axis=2) - rows).max(axis=1) <= tolerance).all():
+            break
+    return scaled
+
+
+def _greedy_block(row_need: np.ndarray, column_need: np.ndarray, capacity: np.ndarray,
+                  fraction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`greedy_bumps` on every table of the block at once, line by line along the
+    columns (the shorter side of each table): the bumps, and per table whether they keep
+    both needs."""
+    n, k, m = capacity.shape
+    ok = (row_need >= 0).all(axis=1) & (column_need >= 0).all(axis=1)
+    ok &= row_need.sum(axis=1) == column_need.sum(axis=1)
+    tables = np.arange(n)
+    left = row_need.copy()
+    tie = 0.5 * np.clip(fraction, 0.0, 1.0 - 1e-9)
+    room = capacity.sum(axis=2).astype(float)  # each row's open cells in columns to come
+    order = np.argsort(capacity.sum(axis=1) - column_need, axis=1, kind="stable")
+    bumps = np.zeros((n, k, m), dtype=np.int64)
+    places = np.arange(k)
+    for step in range(m):
+        line = order[:, step]
+        allowed = capacity[tables, :, line]
+        units = column_need[tables, line]
+        room -= allowed
+        key = np.where(allowed & (left > 0), left - room + tie[tables, :, line] + m, -1.0)
+        ranked = np.argsort(-key, axis=1, kind="stable")
+        rank = np.empty_like(ranked)
+        rank[tables[:, None], ranked] = places[None, :]
+        chosen = rank < units[:, None]
+        ok &= ~(chosen & (key < 0)).any(axis=1)
+        bumps[tables, :, line] = chosen
+        left -= chosen
+    ok &= ~left.any(axis=1)
+    return bumps, ok
 
 
 def nearest_transport(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
@@ -157,6 +267,50 @@ def proportional_fit(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -
         if np.abs(scaled.sum(axis=1) - rows).max() <= tolerance:
             break
     return scaled
+
+
+def greedy_bumps(row_need: np.ndarray, column_need: np.ndarray, capacity: np.ndarray,
+                 fraction: np.ndarray) -> np.ndarray | None:
+    """A 0/1 table, 1 only where ``capacity`` allows, with row sums ``row_need`` and column
+    sums ``column_need``, built line by line along the shorter side, the lines with the least
+    room to spare first: each line's units go to the cross lines whose need left most exceeds
+    their open cells in the lines still to come, ties to the larger ``fraction`` (on a full
+    table: the most need left, Ryser's construction); None when it gets stuck (a maximum
+    flow may still find one).
+
+    Example:
+        >>> greedy_bumps(np.array([1, 1]), np.array([1, 1]), np.ones((2, 2), bool),
+        ...              np.array([[0.9, 0.1], [0.2, 0.8]])).tolist()
+        [[1, 0], [0, 1]]
+    """
+    if (row_need < 0).any() or (column_need < 0).any() or row_need.sum() != column_need.sum():
+        return None
+    by_rows = capacity.shape[0] < capacity.shape[1]
+    lines, left = ((row_need, column_need.copy()) if by_rows
+                   else (column_need, row_need.copy()))
+    allowed = capacity if by_rows else capacity.T
+    tie = 0.5 * np.clip(fraction if by_rows else fraction.T, 0.0, 1.0 - 1e-9)
+    bumps = np.zeros(allowed.shape, dtype=np.int64)
+    # the lines with the least room to spare first (on a full table: the largest need)
+    slack = allowed.sum(axis=1) - lines
+    room = allowed.sum(axis=0).astype(float)  # each cross line's open cells still to come
+    for line in np.argsort(slack, kind="stable"):
+        units = int(lines[line])
+        room -= allowed[line]
+        if units == 0:
+            continue
+        if units > left.size:
+            return None
+        # the cross lines whose need least fits the room still to come first
+        key = np.where(allowed[line] & (left > 0), left - room + tie[line] + allowed.shape[0], -1.0)
+        chosen = np.argpartition(-key, units - 1)[:units]
+        if key[chosen].min() < 0:
+            return None
+        bumps[line, chosen] = 1
+        left[chosen] -= 1
+    if left.any():
+        return None
+    return bumps if by_rows else bumps.T
 
 
 def _bumps(row_need: np.ndarray, column_need: np.ndarray, capacity: np.ndarray

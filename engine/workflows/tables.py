@@ -34,6 +34,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,7 @@ from engine.linalg.nonnegative import (
 )
 from engine.workflows.marginal_fit import MarginalFit, fit_marginals, fits_marginals
 from engine.workflows.model_tables import ModelCounts, model_counts
-from engine.workflows.three_way_fit import kronecker_cubes, three_way_applies
+from engine.workflows.three_way_fit import clear_cache, kronecker_cubes, three_way_applies
 from engine.workloads.labels import (
     DESCRIBED_BLOCK_ENTRIES,
     readable_labels,
@@ -64,10 +65,15 @@ from engine.workloads.workload import Workload
 
 #: The post-processings :func:`publishable_tables` knows.
 POST_PROCESSING = ("consistent", "raw")
-#: Where the consistent route fits: one count per cell of the domain, or (1- and 2-way
-#: marginal tables only) the tables themselves (:mod:`engine.workflows.marginal_fit`), or as
-#: the margins of agreeing non-negative 3-way tables (:mod:`engine.workflows.three_way_fit`).
-FIT_SPACES = ("cells", "marginals", "three-way")
+#: Where the consistent route fits: ``auto`` (the default: ``three-way`` where it applies
+#: with a Kronecker strategy's own 3-way estimate on a domain over :data:`AUTO_MIN_CELLS`
+#: cells, else ``cells``), one count per cell of the domain, or (1- and 2-way marginal
+#: tables only) the tables themselves (:mod:`engine.workflows.marginal_fit`), or as the
+#: margins of agreeing non-negative 3-way tables (:mod:`engine.workflows.three_way_fit`).
+FIT_SPACES = ("auto", "cells", "marginals", "three-way")
+#: ``auto`` fits cells on domains of at most this many cells: there the cell fit runs to its
+#: optimum within the default work limit and costs little (benchmarks/README.md, issue 28).
+AUTO_MIN_CELLS = 100_000
 #: Half-width of the 95 % interval in standard deviations, per noise family: the normal
 #: quantile for Gaussian noise; for Laplace noise the exact 95 % interval of one Laplace
 #: variable, ln(20)/sqrt(2) = 2.12 sd (an answer combining several Laplace draws is closer to
@@ -184,7 +190,7 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                        raw: np.ndarray | None = None, raw_column: bool = False,
                        work_limit: float | None = WORK_LIMIT,
                        margin_note: str | None = None,
-                       fit_space: str = "cells") -> PublishedTables:
+                       fit_space: str = "auto") -> PublishedTables:
     """Labelled tables of a release, one per workload term.
 
     Args:
@@ -210,7 +216,11 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
             converges; 0: the least-squares estimate projected onto non-negative vectors with
             the total, the fastest consistent route). Every budget gives whole,
             non-negative, consistent counts; the method says whether the fit converged.
-        fit_space: ``cells`` (one non-negative estimate of the data), ``marginals`` (for
+        fit_space: ``auto`` (``three-way`` for 1- and 2-way marginal tables over at least
+            three attributes with a Kronecker strategy's reconstruction on a domain of more
+            than :data:`AUTO_MIN_CELLS` cells -- there it is the more accurate and by far
+            the faster fit (benchmarks/README.md) -- else ``cells``), ``cells`` (one
+            non-negative estimate of the data), ``marginals`` (for
             1- and 2-way marginal tables: the tables themselves are fitted, a few thousand
             unknowns whatever the domain's size; :mod:`engine.workflows.marginal_fit`; other
             workloads fit cells) or ``three-way`` (the same tables as the margins of agreeing
@@ -248,13 +258,18 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     if answers is not None and np.size(answers) != queries:
         answers = None  # refused below, naming the field
     too_large = workload.domain.size > max_cells()
+    cubes = None
+    attributes = sorted({a for t in workload.terms for a in t.attrs})
+    if (post_process == "consistent" and answers is not None and raw is not None
+            and (fit_space == "three-way"
+                 or (fit_space == "auto" and workload.domain.size > AUTO_MIN_CELLS))
+            and fits_marginals(workload)
+            and three_way_applies(workload.domain.shape, attributes)):
+        cubes = kronecker_cubes(strategy, y, noise_variances, attributes)
+    if fit_space == "auto":
+        fit_space = "three-way" if cubes is not None else "cells"
     if (post_process == "consistent" and answers is not None and fits_marginals(workload)
             and (fit_space != "cells" or too_large)):
-        cubes = None
-        attributes = sorted({a for t in workload.terms for a in t.attrs})
-        if (fit_space == "three-way" and raw is not None
-                and three_way_applies(workload.domain.shape, attributes)):
-            cubes = kronecker_cubes(strategy, y, noise_variances, attributes)
         model = fit_marginals(workload, np.asarray(answers, float).reshape(-1), variance,
                               total=total, three_way=fit_space == "three-way", cubes=cubes)
     elif post_process == "consistent" and too_large and answers is not None:
@@ -298,6 +313,14 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
                    f"{max_cells():,} whose one count per cell fits in memory: raw only; "
                    f"{held}.")
     return PublishedTables(frames, method)
+
+
+def forget_workloads() -> None:
+    """Empty the caches that depend on the workload alone (the tables' value labels, the
+    3-way fit's index and factor pseudo-inverses): to time a first release; a release never
+    needs it."""
+    _value_columns.cache_clear()
+    clear_cache()
 
 
 def check_publishing(post_process: str, fit_space: str) -> None:
@@ -369,7 +392,7 @@ def _frames(workload: Workload, marginals: _Marginals | None, raw: np.ndarray,
         # tables show plain counts: the term's weight only ranks its queries in the planning
         weight = term.weight if term.weight else 1.0
         if term.is_product:
-            columns: dict[str, np.ndarray | list[str]] = dict(_value_columns(term))
+            columns: dict[str, object] = dict(_value_columns(term))
         else:
             if labels is None:
                 labels = readable_labels(workload)
@@ -380,7 +403,8 @@ def _frames(workload: Workload, marginals: _Marginals | None, raw: np.ndarray,
         columns["margin_95"] = np.round(margins[start:stop] / abs(weight), MARGIN_DECIMALS)
         if keep_raw:
             columns["raw"] = raw[start:stop] / weight
-        frames[_distinct_name(_table_name(term), frames)] = pd.DataFrame(columns)
+        # the label columns are shared, read-only string arrays: copy-on-write keeps them
+        frames[_distinct_name(_table_name(term), frames)] = pd.DataFrame(columns, copy=False)
         start = stop
     return frames
 
@@ -443,8 +467,11 @@ def _whole(values: np.ndarray) -> np.ndarray:
     return rounded.astype(np.int64) if np.array_equal(rounded, values) else values
 
 
-def _value_columns(term: Term) -> dict[str, np.ndarray]:
-    """One column per attribute of a product term, rows in the term's (C) order."""
+@lru_cache(maxsize=256)
+def _value_columns(term: Term) -> tuple[tuple[str, pd.api.extensions.ExtensionArray], ...]:
+    """One column per attribute of a product term, rows in the term's (C) order, as the
+    arrays a frame stores (cached per term: a repeated release of a workload labels its
+    tables again)."""
     domain = term.domain
     factors = term.factors or ()
     values = [_factor_values(domain.attributes[a], f) for a, f in zip(term.attrs, factors,
@@ -457,7 +484,8 @@ def _value_columns(term: Term) -> dict[str, np.ndarray]:
                                                                inner), outer)
     if not columns:  # the grand total
         columns["total"] = np.array(["total"], dtype=object)
-    return columns
+    # as the array a frame would store (the string dtype pandas infers), inferred once
+    return tuple((name, pd.Series(values).array) for name, values in columns.items())
 
 
 def _factor_values(attribute: Attribute, factor: Matrix) -> list[str]:

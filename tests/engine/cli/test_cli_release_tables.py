@@ -246,10 +246,10 @@ def test_fit_space_marginals_fits_the_tables_themselves(capsys, steward, tmp_pat
                     .reindex(tables[attr][attr]).tolist() == tables[attr]["estimate"].tolist())
     assert main(["run", str(marginals_only), "--data", str(data), "--fit-space", "tables"]) != 0
     assert capsys.readouterr().err.strip() == ("error: argument --fit-space: invalid choice: "
-                                               "'tables' (choose from 'cells', 'marginals', "
-                                               "'three-way')")
+                                               "'tables' (choose from 'auto', 'cells', "
+                                               "'marginals', 'three-way')")
     scenario = Scenario.load(spec)
-    with pytest.raises(SpecError, match="^fit_space: unknown 'tables'; allowed: cells, "):
+    with pytest.raises(SpecError, match="^fit_space: unknown 'tables'; allowed: auto, cells, "):
         release("identity", data=load_csv(str(data), scenario.domain),
                 workload=scenario.workload, privacy=scenario.privacy, fit_space="tables",
                 seed=1)

@@ -14,7 +14,12 @@ import scipy.sparse as sp
 from engine.domain import Domain
 from engine.linalg.matrix import Dense, Kron
 from engine.workflows.marginal_fit import fit_marginals
-from engine.workflows.three_way_fit import fit_three_way, kronecker_cubes, three_way_cells
+from engine.workflows.three_way_fit import (
+    fit_three_way,
+    kronecker_cubes,
+    margin_factors,
+    three_way_cells,
+)
 from engine.workloads.workload import Workload
 
 SHAPE = (3, 3, 3, 3)
@@ -36,7 +41,8 @@ def _measured(x: np.ndarray, noise: float, seed: int):
 
 def _clarabel(shape, measured, total, cubes=None, cube_weight=None):
     """The same programme as a dense QP: unknowns the 3-way tables, agreeing pairwise, >= 0,
-    the total; objective the weighted squares (and those of the 3-way cells)."""
+    the total; objective the weighted squares (and those of the 3-way tables' interactions
+    against the cubes')."""
     k = len(shape)
     triples = list(combinations(range(k), 3))
     sizes = [math.prod(shape[a] for a in c) for c in triples]
@@ -73,8 +79,15 @@ def _clarabel(shape, measured, total, cubes=None, cube_weight=None):
         hessian += block.T @ (weight[:, None] * block)
         linear -= block.T @ (weight * target)
     if cubes is not None:
-        hessian += np.diag(cube_weight)
-        linear -= cube_weight * cubes
+        # each table's 3-way interaction (the table less its projection onto sums of 2-way
+        # terms), weighted by the mean weight of its cells
+        for i, c in enumerate(triples):
+            cells = slice(starts[i], starts[i + 1])
+            pairs = np.vstack([summing(c, p) for p in combinations(c, 2)]).T
+            interaction = np.eye(sizes[i]) - pairs @ np.linalg.pinv(pairs)
+            omega = float(np.mean(cube_weight[cells]))
+            hessian[cells, cells] += omega * interaction
+            linear[cells] -= omega * interaction @ cubes[cells]
     A = sp.csc_matrix(np.vstack([equal, -np.eye(n)]))
     b = np.concatenate([np.concatenate(rhs), np.zeros(n)])
     settings = clarabel.DefaultSettings()
@@ -113,7 +126,12 @@ def test_the_optimum_with_the_estimates_3_way_tables_is_clarabels() -> None:
     triples = list(combinations(range(4), 3))
     cubes = np.concatenate([_margin(x, c) for c in triples]) + 3.0 * rng.standard_normal(108)
     weight = 0.2 + rng.random(108)
-    reference = _clarabel(SHAPE, measured, int(x.sum()), cubes, weight)
+    # with the estimate's tables, the 1-way tables weigh their margin factors more
+    factors = margin_factors(SHAPE, measured)
+    assert all(f > 1.0 for f in factors.values()) and len(factors) == 4
+    weighted = {q: (t, w * factors[q[0]] if len(q) == 1 else w)
+                for q, (t, w) in measured.items()}
+    reference = _clarabel(SHAPE, weighted, int(x.sum()), cubes, weight)
     fit = fit_three_way(SHAPE, measured, total=int(x.sum()), iterations=5_000,
                         tolerance=1e-9, cubes=cubes, cube_weight=weight)
     assert fit.converged and fit.with_estimate
