@@ -271,6 +271,34 @@ def test_every_work_limit_gives_consistent_counts_and_says_how_far_the_fit_went(
         assert by_sex.reindex(sex.index).tolist() == sex.tolist()
 
 
+def test_without_a_public_total_every_table_sums_to_the_least_squares_total():
+    # 10,000 cells, 2,000 records: clipping the noisy least-squares start at zero keeps the
+    # positive noise of every empty cell, and a fit stopped at its work limit over the
+    # orthant alone stays far above (or, later, below) the data's total; the fit therefore
+    # takes the least-squares total first (the TopDown route's top level)
+    domain = Domain.from_spec({a: {"size": 10, "kind": "categorical"} for a in "abcd"})
+    workload = Workload.marginals(domain, upto=2)
+    rng = np.random.default_rng(21)
+    x = np.bincount(rng.integers(0, 400, size=2000) * 25, minlength=domain.size).astype(float)
+    plan = get("hdmm-kron").plan(workload, GAUSSIAN)
+    measurement = plan.measure(x, np.random.default_rng(22))
+    variances = np.asarray(measurement.noise_std) ** 2
+    common = dict(strategy=plan.strategy, measurements=measurement.y, noise_variances=variances,
+                  per_query_variance=plan.variances(), work_limit=6 * domain.size,
+                  fit_space="cells")
+    hidden = publishable_tables(workload, total=None, **common)
+    public = publishable_tables(workload, total=2000, **common)
+    estimate = float(np.asarray(plan.strategy.pinv().matvec(measurement.y)).sum())
+    assert {int(f["estimate"].sum()) for f in hidden.frames.values()} == {round(estimate)}
+    assert abs(round(estimate) - 2000) < 60  # the total's standard deviation is about 10
+    assert f"summing to {round(estimate):,}, the least-squares estimate of the total" in (
+        hidden.method)
+    truth = workload.answer(x)
+    errors = [np.abs(np.concatenate([f["estimate"] for f in t.frames.values()]) - truth).mean()
+              for t in (hidden, public)]
+    assert errors[0] == pytest.approx(errors[1], rel=0.1)
+
+
 def test_default_raw_weights_measurements_by_their_noise():
     # two measurements of one cell, the second 100 times noisier: the raw estimate is the
     # inverse-variance mean, not the plain one
