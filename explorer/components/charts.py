@@ -152,8 +152,9 @@ class LiveTradeoffChart:
         drawing = ([g for g in reversed(groups) if g[0] != BOUND_LABEL]
                    + [g for g in groups if g[0] == BOUND_LABEL])
         self.curves = ColumnDataSource({
-            "xs": [part["x"].astype(float).tolist() for _, part in drawing],
-            "ys": [part["rmse"].astype(float).tolist() for _, part in drawing],
+            # arrays, not lists: Bokeh sends an array as one binary buffer, a list number by number
+            "xs": [part["x"].to_numpy(dtype=float) for _, part in drawing],
+            "ys": [part["rmse"].to_numpy(dtype=float) for _, part in drawing],
             "mechanism": [name for name, _ in drawing],
             "color": [BOUND_COLOR if name == BOUND_LABEL else colors[name]
                       for name, _ in drawing],

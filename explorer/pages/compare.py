@@ -339,13 +339,10 @@ class ComparePage(Page):
         anyway.on_click(lambda event: self.run(include_slow=True))
         # Check boxes, not a multi-choice menu: each is a labelled native input that a
         # keyboard and a screen reader reach (the menu's chips carry ARIA states axe refuses).
-        mechanisms = pn.Column(
-            pn.pane.Markdown("**Mechanisms to compare**", margin=(0, 10)),
-            pn.widgets.CheckBoxGroup.from_param(session.param.mechanisms, inline=True,
-                                                sizing_mode="stretch_width",
-                                                css_classes=["mechanism-choice"],
-                                                stylesheets=[WRAPPED_BOXES]),
-            sizing_mode="stretch_width")
+        # (their heading ends the intro's text: one pane, not two and a column)
+        mechanisms = pn.widgets.CheckBoxGroup.from_param(
+            session.param.mechanisms, inline=True, sizing_mode="stretch_width",
+            css_classes=["mechanism-choice"], stylesheets=[WRAPPED_BOXES])
         if served():
             # Bound first: started before the page is built and waited for a moment, so the
             # page usually opens with it (planning starts once the page has loaded).
@@ -491,7 +488,8 @@ class ComparePage(Page):
         w = scenario.workload
         return (f"Workload: **{w.describe()}**. Change it on the "
                 f"{self.link('/builder', 'workload page')}; explore the budget on the "
-                f"{self.link('/tradeoff', 'privacy trade-off page')}.")
+                f"{self.link('/tradeoff', 'privacy trade-off page')}.\n\n"
+                "**Mechanisms to compare**")
 
     def _headline(self, comparison: Comparison | None, plans: Comparison | None) -> str:
         text = headline(comparison, self.session.privacy.describe(), self.session.complete)
