@@ -138,7 +138,7 @@ class PrivacyControls(pn.viewable.Viewer):
         p = self.privacy
         noise = pn.widgets.RadioButtonGroup.from_param(
             p.param.noise, color="primary", variant="outline",
-            css_classes=["noise-choice"])
+            css_classes=["noise-choice"], description=None)  # a button group shows no tooltip
         # The controls of the other noise types are built the first time they are chosen (a
         # hidden rho knob or delta slider was five Bokeh models on every page open), then shown
         # and hidden with the choice.
