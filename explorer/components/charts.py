@@ -17,11 +17,14 @@ from bokeh.events import LegendItemClick
 from bokeh.models import (
     ColumnDataSource,
     FactorRange,
-    GlyphRenderer,
     HoverTool,
     Legend,
     LegendItem,
+    Line,
+    MultiLine,
+    Scatter,
     Span,
+    VBar,
 )
 from bokeh.palettes import Category20, Category20b
 from bokeh.plotting import figure
@@ -109,8 +112,13 @@ RMSE_LABEL = "RMSE (typical error per query)"
 PEOPLE_LABEL = "typical error, +/- people (95 %)"
 #: A Gaussian error's 95 % half-width over its standard deviation (1.959964).
 GAUSSIAN_95 = float(gaussian_half_width(1.0, 0.95))
-#: Bokeh's tools on the live charts (hover is added per layer); save exports a PNG.
-LIVE_TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
+#: Bokeh's tools on the live charts (hover is added per layer): save exports a PNG. Pan and
+#: zoom are left out: the charts show every value they have at once, and the four tools with
+#: their overlays were seven Bokeh models on every page open.
+LIVE_TOOLS = "save"
+# The live charts' layers are added with ``add_glyph``, not ``figure.line``/``vbar``...: those
+# make a selection and a muted copy of every glyph (two more Bokeh models per layer), which
+# nothing here selects or mutes.
 
 
 class LiveTradeoffChart:
@@ -119,9 +127,12 @@ class LiveTradeoffChart:
     The curves' ``rmse`` column is the error in the unit the y axis names (``y_label``; its
     short name ``y_name`` in the tooltips): the RMSE, or a typical count's error in people.
 
-    Drawn with Bokeh directly (curves, bound, markers; a HoloViews render cost several times
-    as much on every page load); afterwards :meth:`move` rewrites only the markers' data
-    source and the vertical line, which is what keeps a slider release fast: no new figure.
+    Drawn with Bokeh directly: every curve and the bound are one multi-line layer (one row of
+    :attr:`curves` per line, with its colour, dash, width and alpha; a renderer per curve was
+    nine Bokeh models each on every page open), the current points a scatter layer. The
+    hover on a curve names the mechanism and the nearest point of its line.
+    Afterwards :meth:`move` rewrites only the markers' data source and the vertical line,
+    which is what keeps a slider release fast: no new figure.
     """
 
     def __init__(self, curves: pd.DataFrame, points: pd.DataFrame, x_now: float,
@@ -140,41 +151,49 @@ class LiveTradeoffChart:
         # frame's order.
         drawing = ([g for g in reversed(groups) if g[0] != BOUND_LABEL]
                    + [g for g in groups if g[0] == BOUND_LABEL])
-        drawn: dict[str, tuple[GlyphRenderer, str | None]] = {}
-        for name, part in drawing:
-            is_bound = name == BOUND_LABEL
-            first, earlier = copies.get(name, (None, 0))
-            source = ColumnDataSource({"x": part["x"].astype(float).tolist(),
-                                       "rmse": part["rmse"].astype(float).tolist(),
-                                       "mechanism": [name] * len(part)})
-            line = self.figure.line(
-                "x", "rmse", source=source,
-                line_color=BOUND_COLOR if is_bound else colors[name],
-                line_dash="dashed" if is_bound
-                else COPY_DASHES[min(earlier, len(COPY_DASHES) - 1)],
-                line_width=2 if is_bound else 2.5)
-            drawn[name] = (line, first)
-        lines, items = [], []
+        self.curves = ColumnDataSource({
+            # arrays, not lists: Bokeh sends an array as one binary buffer, a list number by number
+            "xs": [part["x"].to_numpy(dtype=float) for _, part in drawing],
+            "ys": [part["rmse"].to_numpy(dtype=float) for _, part in drawing],
+            "mechanism": [name for name, _ in drawing],
+            "color": [BOUND_COLOR if name == BOUND_LABEL else colors[name]
+                      for name, _ in drawing],
+            "dash": ["dashed" if name == BOUND_LABEL
+                     else COPY_DASHES[min(copies.get(name, (None, 0))[1], len(COPY_DASHES) - 1)]
+                     for name, _ in drawing],
+            "width": [self._width(name, None) for name, _ in drawing],
+            "alpha": [1.0] * len(drawing)})
+        lines = self.figure.add_glyph(self.curves, MultiLine(
+            xs="xs", ys="ys", line_color="color", line_dash="dash", line_width="width",
+            line_alpha="alpha"))
+        order = [name for name, _ in drawing]
+        items = []
         for name, _ in groups:
-            line, first = drawn[name]
-            lines.append(line)
+            first, _ = copies.get(name, (None, 0))
             items.append(LegendItem(label=f"{name} (same as {first})" if first else name,
-                                    renderers=[line]))
+                                    renderers=[lines], index=order.index(name)))
         self.source = ColumnDataSource(marker_columns(points))
-        dots = self.figure.scatter(MARKER_X, MARKER_Y, source=self.source, size=11,
-                                   fill_color={"field": "color"}, line_color="white")
+        dots = self.figure.add_glyph(self.source, Scatter(
+            x=MARKER_X, y=MARKER_Y, size=11, fill_color={"field": "color"},
+            line_color="white"))
         self.span = Span(location=float(x_now), dimension="height", line_color="#888888",
                          line_width=1.5)
         self.figure.add_layout(self.span)
         self.figure.add_tools(
-            HoverTool(renderers=lines, tooltips=[("mechanism", "@mechanism"), (xlabel, "@x"),
-                                                 (y_name, "@rmse{0,0.00}")]),
+            HoverTool(renderers=[lines], line_policy="nearest",
+                      tooltips=[("mechanism", "@mechanism"), (xlabel, "$snap_x"),
+                                (y_name, "$snap_y{0,0.00}")]),
             HoverTool(renderers=[dots], tooltips=[("mechanism", "@mechanism"),
                                                   (xlabel, f"@{MARKER_X}"),
                                                   (y_name, f"@{MARKER_Y}{{0,0.00}}")]))
         if items:
             self.figure.add_layout(Legend(items=items, location="top_left"), "right")
-        self._lines = lines
+
+    @staticmethod
+    def _width(name: str, highlighted: str | None) -> float:
+        if name == BOUND_LABEL:
+            return 2.0
+        return 5.0 if highlighted is not None and name == highlighted else 2.5
 
     def move(self, points: pd.DataFrame, x_now: float) -> None:
         """Show a new current privacy level."""
@@ -183,12 +202,11 @@ class LiveTradeoffChart:
 
     def highlight(self, mechanism: str | None) -> None:
         """Draw one mechanism's curve bold and fade the others (None: all as drawn)."""
-        for line in self._lines:
-            name = line.data_source.data["mechanism"][0]
-            chosen = mechanism is None or name == mechanism
-            line.glyph.line_alpha = 1.0 if chosen else FADED_ALPHA
-            if name != BOUND_LABEL:
-                line.glyph.line_width = 5.0 if mechanism is not None and chosen else 2.5
+        names = self.curves.data["mechanism"]
+        self.curves.data.update(
+            alpha=[1.0 if mechanism is None or name == mechanism else FADED_ALPHA
+                   for name in names],
+            width=[self._width(name, mechanism) for name in names])
 
 
 class LiveBarsChart:
@@ -199,7 +217,9 @@ class LiveBarsChart:
     passes each plan's own factor, so the bars match its table), the bound 1.959964 x the
     bound's RMSE; the hover names the RMSE and the ratio to the bound beside it.
 
-    Each mechanism is its own bar renderer with a legend entry (right of the plot); the bound's
+    The bars are one renderer (one row of :attr:`source` per mechanism, with its colour,
+    alpha and outline: a renderer per bar was nine Bokeh models each on every page open);
+    each mechanism has a legend entry (right of the plot) pointing at its row, and the bound's
     entry carries its value, so no label is drawn over the bars. Clicking a legend entry
     highlights that mechanism (:meth:`pick`: its bar outlined, the others faded; clicking it
     again shows all alike), then calls ``on_pick(mechanism or None)``. A new privacy level
@@ -225,25 +245,29 @@ class LiveBarsChart:
             tools=LIVE_TOOLS)
         self.figure.xaxis.major_label_orientation = 0.5 if len(rows) > 6 else 0.0
         colors = mechanism_colors(self.mechanisms)
-        self.bars, items = [], []
-        for name in self.mechanisms:
-            source = ColumnDataSource({"mechanism": [name], "people": [0.0], "rmse": [0.0],
-                                       "ratio": [0.0], "bottom": [0.0]})
-            bar = self.figure.vbar(x="mechanism", top="people", bottom="bottom", width=0.8,
-                                   source=source, fill_color=colors[name], line_color=None)
-            self.bars.append(bar)
-            items.append(LegendItem(label=name, renderers=[bar]))
+        count = len(self.mechanisms)
+        self.source = ColumnDataSource({
+            "mechanism": list(self.mechanisms), "people": [0.0] * count, "rmse": [0.0] * count,
+            "ratio": [0.0] * count, "bottom": [0.0] * count,
+            "color": [colors[name] for name in self.mechanisms], "alpha": [1.0] * count,
+            "outline": [0.0] * count})
+        self.bars = self.figure.add_glyph(self.source, VBar(
+            x="mechanism", top="people", bottom="bottom", width=0.8, fill_color="color",
+            fill_alpha="alpha", line_color=BOUND_COLOR, line_alpha="outline", line_width=2.0))
+        items = [LegendItem(label=name, renderers=[self.bars], index=i)
+                 for i, name in enumerate(self.mechanisms)]
         self._item_names = {item.id: name for item, name in zip(items, self.mechanisms,
                                                                 strict=True)}
         self.span = Span(location=bound or 0.0, dimension="width", line_color=BOUND_COLOR,
                          line_dash="dashed", line_width=2, visible=bound is not None)
         self.figure.add_layout(self.span)
         # An empty line stands for the bound in the legend (a span has no legend entry).
-        self.bound_entry = self.figure.line([], [], line_color=BOUND_COLOR, line_dash="dashed",
-                                            line_width=2)
+        self.bound_entry = self.figure.add_glyph(
+            ColumnDataSource({"x": [], "y": []}),
+            Line(x="x", y="y", line_color=BOUND_COLOR, line_dash="dashed", line_width=2))
         self.bound_item = LegendItem(label="", renderers=[self.bound_entry],
                                      visible=bound is not None)
-        self.figure.add_tools(HoverTool(renderers=list(self.bars), tooltips=[
+        self.figure.add_tools(HoverTool(renderers=[self.bars], tooltips=[
             ("mechanism", "@mechanism"), ("+/- people (95 %)", "@people{0,0.0}"),
             ("RMSE", "@rmse{0,0.0000}"),
             ("times the lower bound", "@ratio{0.000}")]))
@@ -273,11 +297,11 @@ class LiveBarsChart:
         bound_people = GAUSSIAN_95 * bound if bound is not None else None
         low = min([*people.values(), *([bound_people] if bound_people else [])], default=1.0)
         bottom = low / 3 if self.logy else 0.0
-        for bar, name in zip(self.bars, self.mechanisms, strict=True):
-            bar.data_source.data = {"mechanism": [name], "people": [people[name]],
-                                    "rmse": [rmse[name]],
-                                    "ratio": [rmse[name] / bound if bound else math.nan],
-                                    "bottom": [bottom]}
+        names = self.mechanisms
+        self.source.data.update(
+            people=[people[name] for name in names], rmse=[rmse[name] for name in names],
+            ratio=[rmse[name] / bound if bound else math.nan for name in names],
+            bottom=[bottom] * len(names))
         if bound_people is not None:
             self.span.location = bound_people
             self.bound_item.label = {"value": f"{BOUND_LABEL}: +/- {bound_people:,.1f}"}
@@ -285,12 +309,11 @@ class LiveBarsChart:
     def highlight(self, mechanism: str | None) -> None:
         """Draw one mechanism's bar outlined and fade the others (None: all alike)."""
         self.highlighted = mechanism if mechanism in self.mechanisms else None
-        for bar, name in zip(self.bars, self.mechanisms, strict=True):
-            chosen = self.highlighted is None or name == self.highlighted
-            outlined = self.highlighted is not None and chosen
-            bar.glyph.fill_alpha = 1.0 if chosen else FADED_ALPHA
-            bar.glyph.line_color = BOUND_COLOR if outlined else None
-            bar.glyph.line_width = 2.0 if outlined else 1.0
+        chosen = [self.highlighted is None or name == self.highlighted
+                  for name in self.mechanisms]
+        self.source.data.update(
+            alpha=[1.0 if c else FADED_ALPHA for c in chosen],
+            outline=[1.0 if c and self.highlighted is not None else 0.0 for c in chosen])
 
     def pick(self, mechanism: str | None) -> None:
         """What a click on a legend entry does: highlight ``mechanism``, or show all alike

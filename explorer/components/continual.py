@@ -77,7 +77,6 @@ def continual_view(comparison: Comparison | None, planning: bool = False) -> Any
     if planning:
         sentence += " (Still planning: this may change.)"
     parts: list[Any] = [
-        pn.layout.Divider(),
         pn.pane.Markdown(f"## Published every {period}", margin=(0, 10)),
         pn.pane.Markdown(sentence, css_classes=["continual-headline"],
                          sizing_mode="stretch_width", styles={"font-size": "1.1em"})]
@@ -91,7 +90,11 @@ def continual_view(comparison: Comparison | None, planning: bool = False) -> Any
                     f"noise when it publishes that {period}, as a count published every "
                     f"{period} must; the dashed line, the *offline optimum*, is the most "
                     "accurate mechanism that publishes all of them once, at the end.")]
-    return pn.Column(*parts, sizing_mode="stretch_width")
+    # a rule drawn by the column's border, not a Divider: the section is built after the page
+    # has loaded, and a Divider made then asks for its stylesheet from Panel's CDN
+    return pn.Column(*parts, sizing_mode="stretch_width",
+                     styles={"border-top": "1px solid #dddddd", "padding-top": "10px",
+                             "margin-top": "10px"})
 
 
 def continual_section(session: Session) -> BackgroundView:

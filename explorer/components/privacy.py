@@ -22,6 +22,7 @@ import panel as pn
 import param
 
 from engine import Privacy, cdp_eps, cdp_rho
+from explorer.components.lazy_view import once_true
 from explorer.components.number_box import NumberBox
 from explorer.components.slider import LabelledSlider
 
@@ -137,18 +138,29 @@ class PrivacyControls(pn.viewable.Viewer):
         p = self.privacy
         noise = pn.widgets.RadioButtonGroup.from_param(
             p.param.noise, color="primary", variant="outline",
-            css_classes=["noise-choice"])
+            css_classes=["noise-choice"], description=None)  # a button group shows no tooltip
+        # The controls of the other noise types are built the first time they are chosen (a
+        # hidden rho knob or delta slider was five Bokeh models on every page open), then shown
+        # and hidden with the choice.
         knobs = {}
         for name, css in (("epsilon", "eps"), ("rho", "rho")):
-            slider = LabelledSlider.from_param(
-                self.param[f"{name}_exponent"], shown_as="power of ten",
-                css_classes=[f"{css}-slider"], width=220)
-            visible = pn.bind(lambda n, name=name: (n == "zcdp") == (name == "rho"),
-                              p.param.noise)
-            knobs[name] = pn.Row(self._inputs[name], slider, visible=visible, margin=0)
-        delta = LabelledSlider.from_param(
-            self.param.delta_exponent, decimals=2, css_classes=["delta-slider"], width=260,
-            visible=pn.bind(lambda n: n != "laplace", p.param.noise))
+            def knob(name: str = name, css: str = css) -> pn.Row:
+                slider = LabelledSlider.from_param(
+                    self.param[f"{name}_exponent"], shown_as="power of ten",
+                    css_classes=[f"{css}-slider"], width=220)
+                visible = pn.bind(lambda n: (n == "zcdp") == (name == "rho"), p.param.noise)
+                return pn.Row(self._inputs[name], slider, visible=visible, margin=0)
+            chosen = p.param.noise.rx() == "zcdp" if name == "rho" else (
+                p.param.noise.rx() != "zcdp")
+            knobs[name] = knob() if chosen.rx.value else once_true(knob, chosen,
+                                                                     sizing_mode=None)
+
+        def delta_slider() -> LabelledSlider:
+            return LabelledSlider.from_param(
+                self.param.delta_exponent, decimals=2, css_classes=["delta-slider"], width=260,
+                visible=pn.bind(lambda n: n != "laplace", p.param.noise))
+        delta = (delta_slider() if p.noise != "laplace" else
+                 once_true(delta_slider, p.param.noise.rx() != "laplace", sizing_mode=None))
         # At once, in the same update as the level: a conversion takes under a millisecond
         # (cached per level), and built on the shared view threads it waited behind the
         # page's slow views (about 5 s after a slider release).
@@ -156,9 +168,11 @@ class PrivacyControls(pn.viewable.Viewer):
                                          p.param.delta, p.param.rho),
                                  css_classes=["privacy-conversion"], margin=(0, 10),
                                  sizing_mode="stretch_width")
-        layout = pn.Row if self.compact else pn.Column
-        return pn.Column(layout(noise, knobs["epsilon"], delta, knobs["rho"]), shown,
-                         sizing_mode="stretch_width", css_classes=["privacy-controls"])
+        controls = (noise, knobs["epsilon"], delta, knobs["rho"])
+        if self.compact:
+            controls = (pn.Row(*controls),)
+        return pn.Column(*controls, shown, sizing_mode="stretch_width",
+                         css_classes=["privacy-controls"])
 
     def _conversion(self, noise: str, epsilon: float, delta: float, rho: float) -> str:
         """The level in the other privacy units, in words."""

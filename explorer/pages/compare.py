@@ -25,7 +25,7 @@ from explorer.components.charts import LiveBarsChart, color_of
 from explorer.components.continual import continual_section
 from explorer.components.exports import csv_download, described, provenance, text_download
 from explorer.components.histogram import ScaledHistogram
-from explorer.components.lazy_view import lazy_card, on_sight
+from explorer.components.lazy_view import lazy_card, on_sight_in_turn
 from explorer.components.mechanism_choice import mechanism_choice
 from explorer.components.messages import plain
 from explorer.components.notes import caption
@@ -339,13 +339,10 @@ class ComparePage(Page):
         anyway.on_click(lambda event: self.run(include_slow=True))
         # Check boxes, not a multi-choice menu: each is a labelled native input that a
         # keyboard and a screen reader reach (the menu's chips carry ARIA states axe refuses).
-        mechanisms = pn.Column(
-            pn.pane.Markdown("**Mechanisms to compare**", margin=(0, 10)),
-            pn.widgets.CheckBoxGroup.from_param(session.param.mechanisms, inline=True,
-                                                sizing_mode="stretch_width",
-                                                css_classes=["mechanism-choice"],
-                                                stylesheets=[WRAPPED_BOXES]),
-            sizing_mode="stretch_width")
+        # (their heading ends the intro's text: one pane, not two and a column)
+        mechanisms = pn.widgets.CheckBoxGroup.from_param(
+            session.param.mechanisms, inline=True, sizing_mode="stretch_width",
+            css_classes=["mechanism-choice"], stylesheets=[WRAPPED_BOXES])
         if served():
             # Bound first: started before the page is built and waited for a moment, so the
             # page usually opens with it (planning starts once the page has loaded).
@@ -365,11 +362,11 @@ class ComparePage(Page):
         self._select_highlighted()
         self._table.param.watch(self._row_chosen, "selection")
         self.watch(session, self._comparison_changed, "comparison")
-        intro = pn.bind(self._intro, session.param.scenario)
         return pn.Column(
             self.header(),
-            intro,
-            pn.Row(mechanisms, sizing_mode="stretch_width"),
+            pn.pane.Markdown(pn.bind(self._intro, session.param.scenario), margin=(0, 10),
+                             css_classes=["compare-intro"]),
+            mechanisms,
             PrivacyControls(privacy=session.privacy, compact=True),
             pn.Row(run, anyway, progress, sizing_mode="stretch_width"),
             pn.pane.Markdown(pn.bind(bound_line, session.param.comparison),
@@ -393,17 +390,32 @@ class ComparePage(Page):
                    text_download(lambda: json.dumps(comparison_description(session), indent=1),
                                  "comparison.json", "Download what it describes (JSON)",
                                  css_class="comparison-json")),
-            # below the table: built when the reader scrolls near them (on_sight)
-            on_sight(lambda: continual_section(session),
-                     CONTINUAL_HEIGHT if is_continual(session.workload) else 0,
-                     css_classes=["continual-section"]),
-            pn.layout.Divider(),
-            on_sight(self._per_query_section, PER_QUERY_HEIGHT,
-                     css_classes=["per-query-section"]),
-            pn.layout.Divider(),
-            on_sight(self._exports_section, EXPORTS_HEIGHT, css_classes=["exports-section"]),
+            # below the table: built when the reader scrolls near them, one placeholder for
+            # them all (on_sight_in_turn); a workload over time first gets its continual part
+            on_sight_in_turn(self._below_the_table()),
             sizing_mode="stretch_width", css_classes=["compare-page"],
         )
+
+    def _below_the_table(self) -> list[tuple[Callable[[], pn.viewable.Viewable], int]]:
+        """The parts under the table and about their heights: the continual part (a workload
+        over time), per-query errors and exports (each under a divider)."""
+        session = self.session
+
+        def divided(build: Callable[[], pn.viewable.Viewable], css_class: str,
+                    divider: bool = True) -> Callable[[], pn.viewable.Viewable]:
+            # a rule drawn by the column's own border: a Divider made after the page has loaded
+            # asks the browser for its stylesheet from Panel's CDN, which a server offline lacks
+            rule = {"border-top": "1px solid #dddddd", "padding-top": "10px",
+                    "margin-top": "10px"} if divider else {}
+            return lambda: pn.Column(build(), margin=0, sizing_mode="stretch_width",
+                                     css_classes=[css_class], styles=rule)
+
+        # the continual part is empty for other workloads, but there from the start: the
+        # workload may become one over time while the page is open
+        continual = divided(lambda: continual_section(session), "continual-section", False)
+        return [(continual, CONTINUAL_HEIGHT if is_continual(session.workload) else 0),
+                (divided(self._per_query_section, "per-query-section"), PER_QUERY_HEIGHT),
+                (divided(self._exports_section, "exports-section"), EXPORTS_HEIGHT)]
 
     def run(self, include_skipped: bool = False, include_slow: bool = False) -> None:
         """Plan whatever is missing (on a worker thread when served).
@@ -472,13 +484,12 @@ class ComparePage(Page):
         pushed, in a notebook."""
         change_page(self._doc, change, pane or self._bars_pane)
 
-    def _intro(self, scenario: Any) -> pn.pane.Markdown:
+    def _intro(self, scenario: Any) -> str:
         w = scenario.workload
-        return pn.pane.Markdown(
-            f"Workload: **{w.describe()}**. Change it on the "
-            f"{self.link('/builder', 'workload page')}; explore the budget on the "
-            f"{self.link('/tradeoff', 'privacy trade-off page')}.",
-            margin=(0, 10), css_classes=["compare-intro"])
+        return (f"Workload: **{w.describe()}**. Change it on the "
+                f"{self.link('/builder', 'workload page')}; explore the budget on the "
+                f"{self.link('/tradeoff', 'privacy trade-off page')}.\n\n"
+                "**Mechanisms to compare**")
 
     def _headline(self, comparison: Comparison | None, plans: Comparison | None) -> str:
         text = headline(comparison, self.session.privacy.describe(), self.session.complete)

@@ -366,7 +366,8 @@ class TradeoffPage(Page):
         self.target_box = target
         unit = pn.widgets.RadioButtonGroup.from_param(
             self.model.param.unit, options={"+/- people (95 %)": "people", "RMSE": "rmse"},
-            label="Chart's error axis", css_classes=["tradeoff-unit"])
+            label="Chart's error axis", css_classes=["tradeoff-unit"],
+            description=None)  # no tooltip: a button group shows none (one Bokeh model less)
         readout = DataTable(
             pn.bind(readout_frame, session.param.comparison),
             # columns share the page's width and notes wrap
@@ -392,7 +393,6 @@ class TradeoffPage(Page):
             pn.Row(pn.pane.Markdown("Chart's error axis:", margin=(8, 10)), unit),
             chart,
             caption(pn.bind(self._caption, session.param.comparison, self.model.param.unit)),
-            pn.pane.Markdown("### At your budget", margin=(0, 10)),
             # Panes whose *content* is bound: a slider release updates text in place instead
             # of replacing panes (which would re-process the whole page).
             # Bound to the level too: while the plans are missing there is no comparison to
@@ -493,9 +493,10 @@ class TradeoffPage(Page):
                 "a PNG.")
 
     def _level(self, comparison: Comparison | None, *level: object) -> str:
-        """'At <level>:' for the readout (``level``: the live level's fields it follows)."""
+        """The readout's heading and 'At <level>:' (``level``: the live level's fields it
+        follows; one pane for both, not a pane per line)."""
         privacy = comparison.privacy if comparison is not None else self.session.privacy
-        return f"At **{privacy.describe()}**:"
+        return f"### At your budget\n\nAt **{privacy.describe()}**:"
 
     def _required(self, target: float | None, plans: Comparison | None, noise: str, delta: float,
                   calibration: str) -> pn.viewable.Viewable:

@@ -45,12 +45,12 @@ def test_the_tour_draws_error_against_eps_in_people(session):
     assert isinstance(page.__panel__(), pn.viewable.Viewable)
     figure = page._budget_chart(session.plans, "gaussian")
     assert figure.yaxis[0].axis_label == "typical error, +/- people at 95 %"
-    curves = {r.data_source.data["mechanism"][0]: r.data_source.data
-              for r in figure.renderers if "x" in r.data_source.data}
+    lines = next(r.data_source.data for r in figure.renderers if "xs" in r.data_source.data)
+    h2 = lines["mechanism"].index("h2")
     plan = session.plan("h2")
-    at = curves["h2"]
-    i = next(k for k, x in enumerate(at["x"]) if abs(x - 1.0) < 1e-9)
-    assert at["rmse"][i] == pytest.approx(
+    xs, ys = lines["xs"][h2], lines["ys"][h2]
+    i = next(k for k, x in enumerate(xs) if abs(x - 1.0) < 1e-9)
+    assert ys[i] == pytest.approx(
         1.959964 * plan.rmse(session.privacy.with_(epsilon=1.0)), rel=1e-6)
     # the bar chart names the bound in its legend, not in a label over the bars
     bars = page.__panel__().select(pn.pane.Bokeh)[0].object

@@ -363,9 +363,9 @@ def test_tradeoff_level_follows_the_slider_before_any_plan_arrives(monkeypatch):
     (level,) = [pane for pane in view.select(pn.pane.Markdown)
                 if "tradeoff-level" in pane.css_classes]
     assert session.comparison is None
-    assert level.object == f"At **{session.privacy.describe()}**:"
+    assert level.object == f"### At your budget\n\nAt **{session.privacy.describe()}**:"
     session.privacy.epsilon = 0.25
-    assert level.object == "At **laplace eps=0.25**:"
+    assert level.object.endswith("\n\nAt **laplace eps=0.25**:")
 
 
 # ----- learn --------------------------------------------------------------------------------

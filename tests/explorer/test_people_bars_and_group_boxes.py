@@ -25,8 +25,8 @@ def planned(privacy: dict) -> Session:
 
 
 def bar_heights(chart: LiveBarsChart, column: str) -> dict[str, float]:
-    return {bar.data_source.data["mechanism"][0]: bar.data_source.data[column][0]
-            for bar in chart.bars}
+    data = chart.source.data
+    return dict(zip(data["mechanism"], data[column], strict=True))
 
 
 def test_gaussian_bars_are_1_96_times_the_rmse_with_the_rmse_in_the_hover():

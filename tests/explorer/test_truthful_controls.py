@@ -7,7 +7,6 @@ import math
 
 import panel as pn
 import pytest
-from bokeh.models import GlyphRenderer, Line
 
 from engine.privacy import Privacy, cdp_rho
 from explorer.components.charts import (
@@ -111,14 +110,11 @@ def test_a_refused_target_keeps_the_typed_text_and_says_why(session, typed, mess
     assert page.model.target == 1000.0 and box.problem == ""
 
 
-def curve_glyphs(page: TradeoffPage) -> dict:
-    """The line glyph of each curve on the page's chart, by mechanism."""
-    out = {}
-    for renderer in page._live.figure.select({"type": GlyphRenderer}):
-        data = renderer.data_source.data
-        if "mechanism" in data and len(data["mechanism"]) and "current_x" not in data:
-            out[data["mechanism"][0]] = renderer.glyph
-    return out
+def curve_styles(page: TradeoffPage, style: str) -> dict:
+    """One drawing property (``dash``, ``alpha``...) of each curve on the page's chart, by
+    mechanism, in drawing order."""
+    data = page._live.curves.data
+    return dict(zip(data["mechanism"], data[style], strict=True))
 
 
 def test_identity_and_hb_share_a_line_and_are_told_apart(session):
@@ -133,8 +129,8 @@ def test_identity_and_hb_share_a_line_and_are_told_apart(session):
     page = TradeoffPage(session=session)
     page.__panel__()
     page._chart(session.plans, "laplace", session.privacy.delta, "analytic", "rmse")
-    styles = {name: glyph.line_dash for name, glyph in curve_glyphs(page).items()}
-    assert styles["identity"] == [] and styles["hb"] == [2, 4]  # solid, dotted
+    styles = curve_styles(page, "dash")
+    assert styles["identity"] == "solid" and styles["hb"] == "dotted"
     labels = [item.label.value for item in page._live.figure.legend[0].items]
     assert "hb (same as identity)" in labels
 
@@ -142,8 +138,7 @@ def test_identity_and_hb_share_a_line_and_are_told_apart(session):
     # lists them best first
     best_first = [r.mechanism for r in session.comparison.rows if r.rmse is not None]
     assert best_first[0] == "identity"
-    drawn = [r.data_source.data["mechanism"][0]
-             for r in page._live.figure.renderers if isinstance(r.glyph, Line)]
+    drawn = list(curve_styles(page, "dash"))
     assert drawn == [*reversed(best_first), BOUND_LABEL]
     assert [label.split(" (")[0] for label in labels] == [*best_first, BOUND_LABEL]
 
@@ -154,7 +149,7 @@ def test_a_chosen_row_highlights_one_mechanism(session):
     page._chart(session.plans, "laplace", session.privacy.delta, "analytic", "rmse")
 
     def alphas() -> dict[str, float]:
-        return {name: glyph.line_alpha for name, glyph in curve_glyphs(page).items()
+        return {name: alpha for name, alpha in curve_styles(page, "alpha").items()
                 if name != BOUND_LABEL}
 
     page.highlight("h2")
@@ -166,8 +161,14 @@ def test_a_chosen_row_highlights_one_mechanism(session):
     assert set(alphas().values()) == {1.0}
 
 
+def bar_column(chart: LiveBarsChart, column: str) -> dict[str, float]:
+    """One column of the bars' data (``alpha``, ``rmse``...) by mechanism."""
+    data = chart.source.data
+    return dict(zip(data["mechanism"], data[column], strict=True))
+
+
 def bar_alphas(chart: LiveBarsChart) -> dict[str, float]:
-    return {bar.data_source.data["mechanism"][0]: bar.glyph.fill_alpha for bar in chart.bars}
+    return bar_column(chart, "alpha")
 
 
 def test_a_legend_click_highlights_one_bar_and_a_second_click_shows_all(session):
@@ -179,7 +180,7 @@ def test_a_legend_click_highlights_one_bar_and_a_second_click_shows_all(session)
     assert labels == ["identity", "hb", "h2", f"{BOUND_LABEL}: +/- {GAUSSIAN_95 * bound:,.1f}"]
     chart.pick("h2")
     assert bar_alphas(chart) == {"identity": FADED_ALPHA, "hb": FADED_ALPHA, "h2": 1.0}
-    assert chart.bars[2].glyph.line_color == "#111111" and chart.bars[0].glyph.line_color is None
+    assert bar_column(chart, "outline") == {"identity": 0.0, "hb": 0.0, "h2": 1.0}
     chart.pick("h2")
     assert set(bar_alphas(chart).values()) == {1.0} and picked == ["h2", None]
 
@@ -190,12 +191,10 @@ def test_a_new_privacy_level_rescales_the_bars_in_place(session):
     session.privacy.epsilon = 2.0
     assert chart.fits(session.comparison)
     chart.rescale(session.comparison)
-    heights = {b.data_source.data["mechanism"][0]: b.data_source.data["rmse"][0]
-               for b in chart.bars}
+    heights = bar_column(chart, "rmse")
     assert heights["identity"] == pytest.approx(1.5, rel=1e-12)  # 3 at eps 1, halved at eps 2
     # bars and bound in people at 95 %: 1.959964 x RMSE (the chart's default factor)
-    assert chart.bars[0].data_source.data["people"][0] == pytest.approx(1.959964 * 1.5,
-                                                                         rel=1e-6)
+    assert bar_column(chart, "people")["identity"] == pytest.approx(1.959964 * 1.5, rel=1e-6)
     assert chart.span.location == pytest.approx(1.959964 * session.comparison.bound_rmse,
                                                 rel=1e-6)
     assert chart.figure is figure

@@ -42,14 +42,14 @@ MANY = {"domain": {"age": {"size": 6, "kind": "numeric"},
         + [{"product": {"sex": "identity", LONG_LABEL: "identity"}}],
         "privacy": {"noise": "laplace", "epsilon": 1.0}}
 
-#: Fill alpha of each bar of the compare chart, by mechanism (bars' sources have a ratio column).
+#: Fill alpha of each bar of the compare chart, by mechanism (the bars' one source has a ratio
+#: and an alpha column, a row per mechanism).
 BAR_ALPHAS_JS = """() => {
   const out = {};
   for (const m of Bokeh.documents[0].all_models) {
     const data = m.data_source && m.data_source.data;
-    if (m.glyph && data && data.ratio !== undefined && data.mechanism && data.mechanism.length) {
-      const alpha = m.glyph.fill_alpha;
-      out[data.mechanism[0]] = alpha.value ?? alpha;
+    if (m.glyph && data && data.ratio !== undefined && data.alpha !== undefined) {
+      data.mechanism.forEach((name, i) => { out[name] = data.alpha[i]; });
     }
   }
   return out;

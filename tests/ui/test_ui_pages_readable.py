@@ -23,14 +23,14 @@ privacy: {noise: laplace, epsilon: 1.0}
 mechanisms: [identity, hb, h2]
 """
 
-# The alpha of each trade-off curve's line, by mechanism, read from the Bokeh document.
+# The alpha of each trade-off curve's line, by mechanism, read from the Bokeh document (the
+# curves' one source has a row per line, with its alpha).
 CURVE_ALPHAS_JS = """() => {
   const out = {};
   for (const m of Bokeh.documents[0].all_models) {
     const data = m.data_source && m.data_source.data;
-    if (m.glyph && data && data.mechanism && data.current_x === undefined
-        && data.mechanism.length && m.glyph.line_alpha !== undefined) {
-      out[data.mechanism[0]] = m.glyph.line_alpha.value ?? m.glyph.line_alpha;
+    if (m.glyph && data && data.xs !== undefined && data.alpha !== undefined) {
+      data.mechanism.forEach((name, i) => { out[name] = data.alpha[i]; });
     }
   }
   return out;
