@@ -11,6 +11,7 @@ from __future__ import annotations
 import panel as pn
 import param
 
+from explorer.components.progress import served
 from explorer.session import Session
 
 #: Line numbers dark enough to read (the editor's own grey on white has contrast 1.9:1).
@@ -21,6 +22,31 @@ def error_alert(message: str, css_class: str = "spec-error") -> pn.pane.Alert:
     """The validator's message as a red alert next to its field (hidden when there is none)."""
     return pn.pane.Alert(message or "", alert_type="danger", visible=bool(message),
                          css_classes=[css_class], sizing_mode="stretch_width", margin=(4, 10))
+
+
+def error_slot(owner: param.Parameterized, name: str, css_class: str = "spec-error") -> pn.Column:
+    """The message in string parameter ``name`` of ``owner`` as :func:`error_alert`, kept
+    current: an empty column until the first message (most page opens never show one, so no
+    alert is built for them), then the alert, hidden again while the message is ''.
+
+    Not served: the alert at once. (A served page's watchers on the session are removed
+    when its browser tab closes, :func:`explorer.server.sessions.watchers_added`.)
+    """
+    holder = pn.Column(sizing_mode="stretch_width", margin=0)
+
+    def show(*events: param.parameterized.Event) -> None:
+        message = getattr(owner, name)
+        if holder.objects:
+            holder[0].param.update(object=message or "", visible=bool(message))
+        elif message:
+            holder.objects = [error_alert(message, css_class)]
+
+    owner.param.watch(show, name)
+    if not served():
+        holder.objects = [error_alert(getattr(owner, name), css_class)]
+    else:
+        show()
+    return holder
 
 
 class SpecEditor(pn.viewable.Viewer):
@@ -41,7 +67,7 @@ class SpecEditor(pn.viewable.Viewer):
             styles={"color": "#555", "font-size": "0.9em"}, margin=(0, 10))
         return pn.Column(
             editor,
-            pn.bind(error_alert, self.session.param.draft_error),
+            error_slot(self.session, "draft_error"),
             hint,
             sizing_mode="stretch_width",
         )

@@ -6,18 +6,16 @@ import panel as pn
 import pytest
 
 from engine.workloads import BLOCKS, GROUPS
-from explorer.pages.builder import (
+from explorer.pages.builder import TABLE_PAGE_ROWS, BuilderPage, listing_table
+from explorer.pages.builder_forms import (
     GROUP_HELP,
     MENU_BLOCKS,
-    TABLE_PAGE_ROWS,
     YAML_ONLY_BLOCKS,
     BlockChoice,
-    BuilderPage,
     GroupForm,
     WorkloadBuilder,
     attribute_spec,
     group_summary,
-    listing_table,
 )
 from explorer.planning.store import PlanStore
 from explorer.session import Session
