@@ -24,29 +24,27 @@ def error_alert(message: str, css_class: str = "spec-error") -> pn.pane.Alert:
                          css_classes=[css_class], sizing_mode="stretch_width", margin=(4, 10))
 
 
-def error_slot(owner: param.Parameterized, name: str, css_class: str = "spec-error") -> pn.Column:
-    """The message in string parameter ``name`` of ``owner`` as :func:`error_alert`, kept
-    current: an empty column until the first message (most page opens never show one, so no
-    alert is built for them), then the alert, hidden again while the message is ''.
+def error_in(layout: pn.layout.ListPanel, index: int, owner: param.Parameterized, name: str,
+             css_class: str = "spec-error") -> None:
+    """Show the message in string parameter ``name`` of ``owner`` as :func:`error_alert` at
+    ``layout[index]``: inserted the first time there is a message (most page opens never show
+    one, so no alert is built for them), then kept current and hidden while it is ''.
 
-    Not served: the alert at once. (A served page's watchers on the session are removed
-    when its browser tab closes, :func:`explorer.server.sessions.watchers_added`.)
+    Not served: inserted at once. (A served page's watchers on the session are removed when
+    its browser tab closes, :func:`explorer.server.sessions.watchers_added`.)
     """
-    holder = pn.Column(sizing_mode="stretch_width", margin=0)
+    shown: list[pn.pane.Alert] = []
 
     def show(*events: param.parameterized.Event) -> None:
         message = getattr(owner, name)
-        if holder.objects:
-            holder[0].param.update(object=message or "", visible=bool(message))
-        elif message:
-            holder.objects = [error_alert(message, css_class)]
+        if shown:
+            shown[0].param.update(object=message or "", visible=bool(message))
+        elif message or not served():
+            shown.append(error_alert(message, css_class))
+            layout.insert(index, shown[0])
 
     owner.param.watch(show, name)
-    if not served():
-        holder.objects = [error_alert(getattr(owner, name), css_class)]
-    else:
-        show()
-    return holder
+    show()
 
 
 class SpecEditor(pn.viewable.Viewer):
@@ -65,9 +63,6 @@ class SpecEditor(pn.viewable.Viewer):
             "Edits apply when you click outside the editor (or press Ctrl+Enter). "
             "Keys are described in the README's *Scenario spec* section.",
             styles={"color": "#555", "font-size": "0.9em"}, margin=(0, 10))
-        return pn.Column(
-            editor,
-            error_slot(self.session, "draft_error"),
-            hint,
-            sizing_mode="stretch_width",
-        )
+        column = pn.Column(editor, hint, sizing_mode="stretch_width")
+        error_in(column, 1, self.session, "draft_error")
+        return column

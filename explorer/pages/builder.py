@@ -23,11 +23,11 @@ import param
 from engine import BLOCKS
 from explorer.components.exports import text_download
 from explorer.components.heatmap import matrix_heatmap
-from explorer.components.lazy_view import on_sight, once_true
+from explorer.components.lazy_view import on_sight
 from explorer.components.notes import caption
 from explorer.components.number_box import NumberBox
 from explorer.components.progress import served
-from explorer.components.spec_editor import SpecEditor, error_slot
+from explorer.components.spec_editor import SpecEditor, error_in
 from explorer.components.table import DataTable
 from explorer.pages.base import Page
 from explorer.pages.builder_forms import YAML_ONLY_BLOCKS, BlockChoice, WorkloadBuilder
@@ -87,8 +87,9 @@ class BuilderPage(Page):
             self.watch(session, lambda *events: self._start_bound(), "scenario")
         intro = ("Describe your data's attributes and the counts you need. Then "
                  f"{self.link('/compare', 'compare mechanisms')} on it.")
-        # The cards under the attribute card start below the first screen: built when the
-        # reader scrolls near them (at once in a browser window taller than about 900 pixels).
+        # The cards under the attribute card start below the first screen (926 px down in a
+        # 1280x900 window): built when the reader scrolls near them, which in a browser is
+        # right after the first screen (they are within on_sight's look-ahead).
         lower = on_sight(lambda: pn.Column(self._groups_card(), self._presets_card(),
                                            self._files_card(), sizing_mode="stretch_width",
                                            margin=0),
@@ -97,21 +98,30 @@ class BuilderPage(Page):
                          min_width=420)
         right = pn.Column(
             pn.pane.Markdown("### Summary", margin=(0, 10)),
-            *self._summary(),
+            self._summary(),
             pn.pane.Markdown("### Scenario as YAML", margin=(0, 10)),
             SpecEditor(session=session),
             # drawn when the reader scrolls near it (on_sight)
             on_sight(self._heatmap_part, HEATMAP_HEIGHT),
             sizing_mode="stretch_width", min_width=420,
         )
-        return pn.Column(self.header(intro),
-                         self._safety_row(),
+        self._draft_status_in(right, 1)
+        page = pn.Column(self.header(intro),
                          pn.Row(left, right, sizing_mode="stretch_width"),
                          sizing_mode="stretch_width", css_classes=["builder-page"])
+        self._notices_in(page, 1)
+        return page
 
-    def _safety_row(self) -> pn.viewable.Viewable:
-        """The confirmation a replacement waits for, and the one-step Undo."""
+    def _notices_in(self, layout: pn.layout.ListPanel, index: int) -> None:
+        """At ``layout[index]``: the last thing done, the confirmation a replacement waits
+        for, and the one-step Undo, each built the first time there is one (most opens show
+        none of them), in that order, then shown while there is one."""
         model = self.model
+
+        def message() -> pn.pane.Alert:
+            return pn.pane.Alert(model.param.message, alert_type="info",
+                                 css_classes=["builder-message"],
+                                 visible=model.param.message.rx.pipe(bool))
 
         def question() -> pn.Row:
             replace = pn.widgets.Button(label="Replace my workload", color="warning",
@@ -122,22 +132,30 @@ class BuilderPage(Page):
             keep.on_click(lambda event: model.cancel())
             return pn.Row(pn.pane.Alert(model.param.pending, alert_type="warning",
                                         css_classes=["replace-question"], margin=(0, 10)),
-                          replace, keep, visible=pn.bind(bool, model.param.pending))
+                          replace, keep, visible=model.param.pending.rx.pipe(bool))
 
-        def message() -> pn.pane.Alert:
-            return pn.pane.Alert(model.param.message, alert_type="info",
-                                 css_classes=["builder-message"],
-                                 visible=model.param.message.rx.pipe(bool))
+        def undo() -> pn.widgets.Button:
+            button = pn.widgets.Button(label=model.param.undo_label, color="light",
+                                       css_classes=["undo-replace"],
+                                       visible=model.param.undo_label.rx.pipe(bool))
+            button.on_click(lambda event: model.undo())
+            return button
 
-        # The message and the question are built the first time there is one, not on every
-        # open.
-        said = once_true(message, model.param.message.rx.pipe(bool))
-        ask = once_true(question, model.param.pending.rx.pipe(bool))
-        undo = pn.widgets.Button(label=model.param.undo_label, color="light",
-                                 css_classes=["undo-replace"],
-                                 visible=model.param.undo_label.rx.pipe(bool))
-        undo.on_click(lambda event: model.undo())
-        return pn.Column(said, ask, undo, sizing_mode="stretch_width")
+        parts = {"message": message, "pending": question, "undo_label": undo}
+        built: dict[str, pn.viewable.Viewable] = {}
+        column = pn.Column(sizing_mode="stretch_width", margin=0)
+
+        def first(*events: param.parameterized.Event) -> None:
+            new = [name for name in parts
+                   if name not in built and (getattr(model, name) or not served())]
+            if new:
+                if not built:
+                    layout.insert(index, column)
+                built.update((name, parts[name]()) for name in new)
+                column.objects = [built[name] for name in parts if name in built]
+
+        model.param.watch(first, list(parts))
+        first()
 
     def _start_bound(self) -> None:
         """Compute the current workload's SVD bound in the background unless stored."""
@@ -180,14 +198,16 @@ class BuilderPage(Page):
                 return pn.pane.Markdown("*No attributes yet.*", css_classes=["attribute-table"])
             return listing_table(rows, "attribute-table")
 
-        return pn.Card(
-            self._following(table, ["draft"]),
+        card = pn.Card(
+            table(),
             form,
-            error_slot(model, "attribute_error"),
             pn.Row(add, empty),
             pn.Row(remove, remove_button),
             title="1. Attributes", sizing_mode="stretch_width", css_classes=["attributes-card"],
         )
+        self._following(card, 0, table, ["draft"])
+        error_in(card, 2, model, "attribute_error")
+        return card
 
     def add_attribute(self) -> str:
         """What "Add attribute" does: nothing but say why while the size box holds a refused
@@ -273,19 +293,21 @@ class BuilderPage(Page):
         group.param.watch(show_blocks, ["blocks", "kind"])
         show_blocks()
 
-        return pn.Card(
-            self._following(table, ["draft", "draft_error"]),
+        card = pn.Card(
+            table(),
             form,
             pn.pane.Markdown(group.help, margin=(0, 10)),
             blocks,
             pn.pane.Markdown(f"More blocks ({', '.join(YAML_ONLY_BLOCKS)}) are available in "
                              "the YAML editor.", styles={"color": "#555",
                                                          "font-size": "0.9em"}),
-            error_slot(model, "group_error"),
             add,
             pn.Row(remove, remove_button),
             title="2. Query groups", sizing_mode="stretch_width", css_classes=["groups-card"],
         )
+        self._following(card, 0, table, ["draft", "draft_error"])
+        error_in(card, 5, model, "group_error")
+        return card
 
     def _presets_card(self) -> pn.viewable.Viewable:
         model = self.model
@@ -320,23 +342,25 @@ class BuilderPage(Page):
         upload.param.watch(on_upload, "value")
         download = text_download(self.session.export_yaml, "scenario.yaml",
                                  "Download scenario (YAML)", css_class="yaml-download")
-        return pn.Card(
+        card = pn.Card(
             pn.pane.Markdown("Load a scenario file (YAML or JSON), or save the current one.",
                              margin=(0, 10)),
             upload,
-            error_slot(model, "upload_error", "upload-error"),
             download,
             title="Files", sizing_mode="stretch_width", css_classes=["files-card"],
         )
+        error_in(card, 2, model, "upload_error", "upload-error")
+        return card
 
     # ----- summary ------------------------------------------------------------------------------
-    def _following(self, build: Callable[[], pn.viewable.Viewable],
-                   names: list[str]) -> pn.Column:
-        """A column holding ``build()``, built again when the session's ``names`` change (a
-        watcher of this page: cheaper to open than a bound function)."""
-        holder = pn.Column(build(), sizing_mode="stretch_width", margin=0)
-        self.watch(self.session, lambda *events: setattr(holder, "objects", [build()]), names)
-        return holder
+    def _following(self, layout: pn.layout.ListPanel, index: int,
+                   build: Callable[[], pn.viewable.Viewable], names: list[str]) -> None:
+        """Put ``build()`` anew at ``layout[index]`` whenever the session's ``names`` change
+        (a watcher of this page: cheaper to open than a bound function)."""
+        def rebuild(*events: param.parameterized.Event) -> None:
+            layout[index] = build()
+
+        self.watch(self.session, rebuild, names)
 
     def _stats_text(self) -> str:
         stats = self.model.stats()
@@ -349,26 +373,32 @@ class BuilderPage(Page):
         return ("The draft is not valid yet, so the last valid workload stays in use: "
                 f"{error}") if error else ""
 
-    def _summary(self) -> tuple[pn.viewable.Viewable, pn.viewable.Viewable]:
-        """Whether the draft is in use (an alert, built the first time it is not) and the
-        workload's size, kept current by a watcher of this page."""
-        status = pn.Column(sizing_mode="stretch_width", margin=0)
+    def _summary(self) -> pn.pane.Markdown:
+        """The workload's size, kept current by a watcher of this page (a plain pane, not a
+        bound function: cheaper to open)."""
         stats = pn.pane.Markdown(self._stats_text(), css_classes=["workload-stats"],
                                  margin=(0, 10), sizing_mode="stretch_width")
+        self.watch(self.session, lambda *events: setattr(stats, "object", self._stats_text()),
+                   "scenario")
+        return stats
+
+    def _draft_status_in(self, layout: pn.layout.ListPanel, index: int) -> None:
+        """Say at ``layout[index]`` when the draft is not valid and the last valid workload
+        stays in use: an alert built the first time that happens, hidden while it is valid."""
+        shown: list[pn.pane.Alert] = []
 
         def update(*events: param.parameterized.Event) -> None:
             text = self._draft_status()
-            if status.objects:
-                status[0].param.update(object=text, visible=bool(text))
+            if shown:
+                shown[0].param.update(object=text, visible=bool(text))
             elif text:
-                status.objects = [pn.pane.Alert(text, alert_type="warning",
-                                                css_classes=["draft-status"],
-                                                sizing_mode="stretch_width")]
-            stats.object = self._stats_text()
+                shown.append(pn.pane.Alert(text, alert_type="warning",
+                                           css_classes=["draft-status"],
+                                           sizing_mode="stretch_width"))
+                layout.insert(index, shown[0])
 
-        self.watch(self.session, update, ["scenario", "draft_error"])
+        self.watch(self.session, update, "draft_error")
         update()
-        return status, stats
 
     def _heatmap_part(self) -> pn.viewable.Viewable:
         """The workload matrix's title and its heat map (or why it is not drawn)."""
