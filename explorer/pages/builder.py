@@ -14,13 +14,14 @@ page rather than bound functions (cheaper to open).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import panel as pn
 import param
 
 from engine import BLOCKS
+from explorer.components.background import on_page_tick
 from explorer.components.exports import text_download
 from explorer.components.heatmap import matrix_heatmap
 from explorer.components.lazy_view import on_sight
@@ -33,11 +34,11 @@ from explorer.pages.base import Page
 from explorer.pages.builder_forms import YAML_ONLY_BLOCKS, BlockChoice, WorkloadBuilder
 from explorer.presets import PRESETS
 
-#: About the height of the workload's matrix and its caption, in pixels (its placeholder's
-#: until the reader scrolls near it and it is drawn).
-HEATMAP_HEIGHT = 520
+Viewable = TypeVar("Viewable", bound=pn.viewable.Viewable)
+
 #: About the height of the query-group, preset and file cards under the attribute card, in
-#: pixels (their placeholder's until the reader scrolls near them and they are built).
+#: pixels (their placeholder's until the reader scrolls near them and they are built, with the
+#: workload's matrix beside them).
 LOWER_CARDS_HEIGHT = 1300
 #: Rows of the attribute and group tables shown at once; longer tables turn pages.
 TABLE_PAGE_ROWS = 15
@@ -87,25 +88,32 @@ class BuilderPage(Page):
             self.watch(session, lambda *events: self._start_bound(), "scenario")
         intro = ("Describe your data's attributes and the counts you need. Then "
                  f"{self.link('/compare', 'compare mechanisms')} on it.")
-        # The cards under the attribute card start below the first screen (926 px down in a
-        # 1280x900 window): built when the reader scrolls near them, which in a browser is
-        # right after the first screen (they are within on_sight's look-ahead).
-        lower = on_sight(lambda: pn.Column(self._groups_card(), self._presets_card(),
-                                           self._files_card(), sizing_mode="stretch_width",
-                                           margin=0),
-                         LOWER_CARDS_HEIGHT)
-        left = pn.Column(self._attributes_card(), lower, sizing_mode="stretch_width",
-                         min_width=420)
         right = pn.Column(
             pn.pane.Markdown("### Summary", margin=(0, 10)),
             self._summary(),
             pn.pane.Markdown("### Scenario as YAML", margin=(0, 10)),
             SpecEditor(session=session),
-            # drawn when the reader scrolls near it (on_sight)
-            on_sight(self._heatmap_part, HEATMAP_HEIGHT),
             sizing_mode="stretch_width", min_width=420,
         )
         self._draft_status_in(right, 1)
+
+        def lower() -> pn.viewable.Viewable:
+            # the matrix on the next tick: the cards go to the browser first, not after it
+            def matrix() -> None:
+                right.append(styled_as_on_open(self._heatmap_part))
+
+            if not on_page_tick(pn.state.curdoc, matrix):
+                matrix()
+            return styled_as_on_open(lambda: pn.Column(
+                self._groups_card(), self._presets_card(), self._files_card(),
+                sizing_mode="stretch_width", margin=0))
+
+        # The cards under the attribute card and the workload's matrix under the editor start
+        # below the first screen (about 920 px down in a 1280x900 window): built when the
+        # reader scrolls near them, which in a browser is right after the first screen (they
+        # are within on_sight's look-ahead).
+        left = pn.Column(self._attributes_card(), on_sight(lower, LOWER_CARDS_HEIGHT),
+                         sizing_mode="stretch_width", min_width=420)
         page = pn.Column(self.header(intro),
                          pn.Row(left, right, sizing_mode="stretch_width"),
                          sizing_mode="stretch_width", css_classes=["builder-page"])
@@ -151,7 +159,7 @@ class BuilderPage(Page):
             if new:
                 if not built:
                     layout.insert(index, column)
-                built.update((name, parts[name]()) for name in new)
+                built.update((name, styled_as_on_open(parts[name])) for name in new)
                 column.objects = [built[name] for name in parts if name in built]
 
         model.param.watch(first, list(parts))
@@ -176,8 +184,7 @@ class BuilderPage(Page):
         kind = pn.widgets.RadioButtonGroup.from_param(attribute.param.kind,
                                                       css_classes=["attr-kind"])
         labels = pn.widgets.TextInput.from_param(attribute.param.labels,
-                                                 css_classes=["attr-labels"],
-                                                 sizing_mode="stretch_width")
+                                                 css_classes=["attr-labels"])
         form = pn.Column(name, size, kind, labels, css_classes=["attribute-form"],
                          sizing_mode="stretch_width")
         add = pn.widgets.Button(label="Add attribute", color="primary",
@@ -419,6 +426,18 @@ class BuilderPage(Page):
                     "attribute values, first attribute changing slowest). A coloured entry "
                     "means the query counts the records in that cell."),
             sizing_mode="stretch_width")
+
+
+def styled_as_on_open(build: Callable[[], Viewable]) -> Viewable:
+    """``build()``, styled as the parts built when the page opened.
+
+    Panel gives what is made after a served page's template is set up the template's design
+    as its own, and a component with a design of its own gets Bootstrap's whole stylesheet in
+    its shadow root (larger headings, plain card titles). Made with no design, it gets the
+    template's, as the page's first parts do.
+    """
+    with pn.config.set(design=None):
+        return build()
 
 
 def listing_table(rows: list[dict[str, Any]], css_class: str) -> DataTable:
