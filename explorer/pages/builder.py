@@ -91,7 +91,6 @@ class BuilderPage(Page):
         right = pn.Column(
             pn.pane.Markdown("### Summary", margin=(0, 10)),
             self._summary(),
-            pn.pane.Markdown("### Scenario as YAML", margin=(0, 10)),
             SpecEditor(session=session),
             sizing_mode="stretch_width", min_width=420,
         )
@@ -381,12 +380,14 @@ class BuilderPage(Page):
                 f"{error}") if error else ""
 
     def _summary(self) -> pn.pane.Markdown:
-        """The workload's size, kept current by a watcher of this page (a plain pane, not a
-        bound function: cheaper to open)."""
-        stats = pn.pane.Markdown(self._stats_text(), css_classes=["workload-stats"],
-                                 margin=(0, 10), sizing_mode="stretch_width")
-        self.watch(self.session, lambda *events: setattr(stats, "object", self._stats_text()),
-                   "scenario")
+        """The workload's size and the YAML editor's heading (one pane: one model less to
+        build on every open), kept current by a watcher of this page."""
+        def text() -> str:
+            return f"{self._stats_text()}\n\n### Scenario as YAML"
+
+        stats = pn.pane.Markdown(text(), css_classes=["workload-stats"], margin=(0, 10),
+                                 sizing_mode="stretch_width")
+        self.watch(self.session, lambda *events: setattr(stats, "object", text()), "scenario")
         return stats
 
     def _draft_status_in(self, layout: pn.layout.ListPanel, index: int) -> None:
