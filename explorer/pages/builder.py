@@ -34,7 +34,7 @@ from explorer.pages.base import Page
 from explorer.pages.builder_forms import YAML_ONLY_BLOCKS, BlockChoice, WorkloadBuilder
 from explorer.presets import PRESETS
 
-Viewable = TypeVar("Viewable", bound=pn.viewable.Viewable)
+Part = TypeVar("Part", bound=pn.viewable.Viewable)
 
 #: About the height of the query-group, preset and file cards under the attribute card, in
 #: pixels (their placeholder's until the reader scrolls near them and they are built, with the
@@ -429,7 +429,7 @@ class BuilderPage(Page):
             sizing_mode="stretch_width")
 
 
-def styled_as_on_open(build: Callable[[], Viewable]) -> Viewable:
+def styled_as_on_open(build: Callable[[], Part]) -> Part:
     """``build()``, styled as the parts built when the page opened.
 
     Panel gives what is made after a served page's template is set up the template's design
