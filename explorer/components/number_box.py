@@ -16,6 +16,8 @@ from typing import Any
 import panel as pn
 import param
 
+from explorer.components.progress import served
+
 #: Thousands separators and spaces a typed number may carry ("1,000", "1 000", "1_000").
 _SEPARATORS = re.compile(r"(?<=\d)[,_ ](?=\d{3}(\D|$))")
 
@@ -171,8 +173,17 @@ class NumberBox(pn.viewable.Viewer):
                 self._typing = False
 
     def __panel__(self) -> pn.viewable.Viewable:
-        message = pn.pane.Markdown(self.param.problem, visible=pn.bind(bool, self.param.problem),
-                                   css_classes=[self._problem_class, *self._own_class],
-                                   margin=(0, 5),
-                                   styles={"color": "#a94400"})
-        return pn.Column(self.input, message, margin=0)
+        box = pn.Column(self.input, margin=0)
+
+        def first_problem(*events: param.parameterized.Event) -> None:
+            # served, the message is built the first time there is one (most page opens never
+            # show one); in a notebook or a test, at once
+            if (self.problem or not served()) and len(box) == 1:
+                box.append(pn.pane.Markdown(
+                    self.param.problem, visible=self.param.problem.rx.pipe(bool),
+                    css_classes=[self._problem_class, *self._own_class], margin=(0, 5),
+                    styles={"color": "#a94400"}))
+
+        self.param.watch(first_problem, "problem")
+        first_problem()
+        return box

@@ -1,49 +1,45 @@
 """Workload builder: describe the data's attributes and the counts you need, visually or in YAML.
 
-The view-model (:class:`WorkloadBuilder`) edits the session's draft spec. Every change goes
-through the engine's validator: a valid draft becomes the current scenario at once, an invalid
-one is kept as typed with the validator's one-line message next to the field, and the last
-valid workload stays current until the draft is fixed.
+The page shows the view-model of :mod:`explorer.pages.builder_forms` (:class:`WorkloadBuilder`),
+which edits the session's draft spec: a valid draft becomes the current scenario at once, an
+invalid one is kept as typed with the validator's one-line message next to the field.
+
+What a page open builds (issue 30: a page in under 0.2 s of web-process CPU): the attribute
+card, the summary and the YAML editor. The cards under the attribute card and the workload's
+matrix are built when the reader scrolls near them; messages, questions and the block choices
+the first time there is one; the tables and the summary follow the session by watchers of the
+page rather than bound functions (cheaper to open).
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-import numpy as np
 import pandas as pd
 import panel as pn
 import param
 
-from engine import BLOCKS, GROUPS, Attribute, Domain, Marginals, PairQueries, Product, parse_group
+from engine import BLOCKS
+from explorer.components.background import on_page_tick
 from explorer.components.exports import text_download
-from explorer.components.heatmap import matrix_heatmap, too_big
-from explorer.components.lazy_view import on_sight, once_true
-from explorer.components.messages import plain
+from explorer.components.heatmap import matrix_heatmap
+from explorer.components.lazy_view import on_sight
 from explorer.components.notes import caption
 from explorer.components.number_box import NumberBox
 from explorer.components.progress import served
-from explorer.components.spec_editor import SpecEditor, error_alert
+from explorer.components.spec_editor import SpecEditor, error_in
 from explorer.components.table import DataTable
 from explorer.pages.base import Page
-from explorer.presets import PRESETS, build_preset
+from explorer.pages.builder_forms import YAML_ONLY_BLOCKS, BlockChoice, WorkloadBuilder
+from explorer.presets import PRESETS
 
-#: Blocks offered in the visual menu: every registered block whose only option is a width
-#: (the YAML editor accepts every block).
-MENU_BLOCKS = tuple(name for name, block in BLOCKS.items() if set(block.options) <= {"width"})
-#: Blocks with richer options, written in the YAML editor.
-YAML_ONLY_BLOCKS = tuple(name for name in BLOCKS if name not in MENU_BLOCKS)
-#: Group kinds the form builds from chosen attributes (and blocks, for a product), with a
-#: plain explanation each; explicit-row kinds are for the YAML editor.
-GROUP_HELP = {kind: group.kinds[kind] for kind, group in GROUPS.items()
-              if issubclass(group, Product | Marginals | PairQueries)}
-#: Largest workload (queries x cells) whose matrix is drawn.
-HEATMAP_LIMIT = 1_000_000
-#: About the height of the workload's matrix and its caption, in pixels (its placeholder's
-#: until the reader scrolls near it and it is drawn).
-HEATMAP_HEIGHT = 520
+Part = TypeVar("Part", bound=pn.viewable.Viewable)
+
+#: About the height of the query-group, preset and file cards under the attribute card, in
+#: pixels (their placeholder's until the reader scrolls near them and they are built, with the
+#: workload's matrix beside them).
+LOWER_CARDS_HEIGHT = 1300
 #: Rows of the attribute and group tables shown at once; longer tables turn pages.
 TABLE_PAGE_ROWS = 15
 
@@ -67,421 +63,6 @@ attribute sizes.
 """
 
 
-def attribute_spec(name: str, size: int, kind: str, labels: str) -> tuple[str, Any]:
-    """The ``domain:`` entry for an attribute typed into the form."""
-    label_list = [s.strip() for s in labels.split(",") if s.strip()] if labels.strip() else None
-    if kind == "categorical" and label_list is None:
-        return name, int(size)
-    spec: dict[str, Any] = {"size": int(size), "kind": kind}
-    if label_list is not None:
-        spec["labels"] = label_list
-    return name, spec
-
-
-def _mentions(value: Any, name: str) -> bool:
-    """True when an attribute name appears as a key or a string value inside a group spec."""
-    if isinstance(value, dict):
-        return name in value or any(_mentions(v, name) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_mentions(v, name) for v in value)
-    return value == name
-
-
-def group_summary(group: Any) -> str:
-    """A short description of one workload item for the group list."""
-    if not isinstance(group, dict):
-        return str(group)
-    kind = next((k for k in group if k != "weight"), "?")
-    body = group.get(kind)
-    if kind == "product" and isinstance(body, dict):
-        parts = [f"{attr}: {b if isinstance(b, str) else b.get('block', '?')}"
-                 for attr, b in body.items()]
-        return "product of " + (", ".join(parts) if parts else "the total")
-    group_class = GROUPS.get(kind)
-    if group_class is not None and issubclass(group_class, Marginals) and isinstance(body, dict):
-        if "sets" in body:
-            sets = body["sets"]
-            shown = "; ".join(" x ".join(s) for s in sets[:4]) + (" ..." if len(sets) > 4 else "")
-            return f"{kind.replace('_', '-')} on {shown} ({len(sets)} tables)"
-        return f"{kind.replace('_', '-')}, " + ", ".join(f"{k} = {v}" for k, v in body.items())
-    return f"{kind}: {body}"
-
-
-class AttributeForm(param.Parameterized):
-    """The 'add an attribute' form."""
-
-    attr_name = param.String(default="", label="Name", doc="Attribute name, e.g. age.")
-    size = param.Integer(default=10, bounds=(1, 1_000_000), label="Number of values")
-    kind = param.Selector(default="numeric", objects=["numeric", "categorical"], label="Kind")
-    labels = param.String(default="", label="Value labels (optional, comma-separated)")
-
-
-class BlockChoice(param.Parameterized):
-    """The block chosen for one attribute of a product group."""
-
-    attribute = param.String(default="", constant=True, doc="The attribute this block is for.")
-    block = param.Selector(default="identity", objects=list(MENU_BLOCKS), label="Block")
-    width = param.Integer(default=2, bounds=(1, None), label="Width (range blocks)")
-
-    def spec(self) -> Any:
-        """The block as a spec value."""
-        if "width" in BLOCKS[self.block].options:
-            return {"block": self.block, "width": int(self.width)}
-        return self.block
-
-    @param.depends("block")
-    def help(self) -> str:
-        """One line on what the chosen block asks."""
-        return f"*{self.attribute}*: {BLOCKS[self.block].help}"
-
-
-class GroupForm(param.Parameterized):
-    """The 'add a query group' form."""
-
-    kind = param.Selector(default="product", objects=list(GROUP_HELP), label="Kind of group")
-    attributes = param.ListSelector(default=[], objects=[], label="Attributes")
-    weight = param.Number(default=1.0, bounds=(0, None), inclusive_bounds=(False, True),
-                          step=0.5, label="Weight (importance)")
-    blocks = param.List(default=[], item_type=BlockChoice, doc="One block per attribute.")
-    k = param.Integer(default=None, allow_None=True, bounds=(1, None),
-                      label="k: all k-way marginals (marginals only)",
-                      doc="With kind 'marginals': every table over k of the workload's "
-                          "attributes (spec `marginals: {k: K}`), whatever attributes are "
-                          "ticked. Empty: the one table over the ticked attributes.")
-
-    def __init__(self, **params: Any) -> None:
-        super().__init__(**params)
-        self._kinds: dict[str, str] = {}
-
-    @property
-    def all_k_way(self) -> bool:
-        """True when the form asks for every k-way marginal rather than one table."""
-        return self.k is not None and issubclass(GROUPS[self.kind], Marginals)
-
-    def set_domain(self, kinds: dict[str, str]) -> None:
-        """Offer the draft's attributes (name -> numeric|categorical)."""
-        self._kinds = dict(kinds)
-        keep = [a for a in self.attributes if a in kinds]
-        self.param.attributes.objects = list(kinds)
-        self.attributes = keep
-        self._sync_blocks()
-
-    @param.depends("attributes", watch=True)
-    def _sync_blocks(self) -> None:
-        old = {b.attribute: b for b in self.blocks}
-        blocks = []
-        for name in self.attributes:
-            if name in old:
-                blocks.append(old[name])
-                continue
-            numeric = self._kinds.get(name) == "numeric"
-            blocks.append(BlockChoice(attribute=name, block="prefix" if numeric else "identity",
-                                      name=f"block-{name}"))
-        self.blocks = blocks
-
-    @param.depends("kind")
-    def help(self) -> str:
-        """One line on what the chosen kind of group asks."""
-        return GROUP_HELP.get(self.kind, "")
-
-    def spec(self) -> dict[str, Any]:
-        """The group as a workload item."""
-        attrs = list(self.attributes)
-        group = GROUPS[self.kind]
-        if issubclass(group, Product):
-            body: Any = {b.attribute: b.spec() for b in self.blocks if b.attribute in attrs}
-        elif self.all_k_way:
-            body = {"k": int(self.k)}
-        elif issubclass(group, Marginals):
-            body = {"sets": [attrs]}
-        else:
-            body = attrs
-        item: dict[str, Any] = {self.kind: body}
-        if self.weight != 1.0:
-            item["weight"] = float(self.weight)
-        return item
-
-
-class WorkloadBuilder(param.Parameterized):
-    """View-model of the builder page: forms and the operations that edit the draft."""
-
-    attribute = param.ClassSelector(class_=AttributeForm, doc="The attribute form.")
-    group = param.ClassSelector(class_=GroupForm, doc="The group form.")
-    preset = param.Selector(default="kway", objects=list(PRESETS), label="Preset")
-    preset_k = param.Integer(default=2, bounds=(0, 14), label="k (for k-way presets)")
-    attribute_error = param.String(default="", doc="Why the last attribute was not added.")
-    group_error = param.String(default="", doc="Why the last group was not added.")
-    upload_error = param.String(default="", doc="Why the last uploaded file was refused.")
-    message = param.String(default="", doc="The last thing done, in words.")
-    remove_name = param.Selector(default=None, objects=[], allow_None=True,
-                                 label="Remove attribute")
-    remove_index = param.Integer(default=1, bounds=(1, None), label="Remove group #")
-    pending = param.String(default="", doc="A replacement of the workload waiting to be "
-                                           "confirmed, in words ('' when none).")
-    undo_label = param.String(default="", doc="What Undo brings back ('' when nothing).")
-
-    def __init__(self, session, **params: Any) -> None:
-        params.setdefault("attribute", AttributeForm())
-        params.setdefault("group", GroupForm())
-        super().__init__(**params)
-        self.session = session
-        self._pending: Callable[[], Any] | None = None
-        self._undo: tuple[dict[str, Any], str, bool] | None = None
-        self._edited = False  # the draft was changed by hand since it was last loaded
-        self._loading = False
-        self.param.preset.names = {p.title: key for key, p in PRESETS.items()}
-        session.param.watch(lambda event: self._draft_changed(), "draft")
-        session.param.watch(lambda *events: self._hand_edit(), ["draft", "draft_text"])
-        self._draft_changed()
-
-    # ----- reading the draft ------------------------------------------------------------------
-    def draft(self) -> dict[str, Any]:
-        """A copy of the session's draft (always a dict)."""
-        draft = self.session.draft
-        return copy.deepcopy(draft) if isinstance(draft, dict) else {}
-
-    def domain_spec(self) -> dict[str, Any]:
-        """The draft's ``domain:`` mapping ({} when missing or malformed)."""
-        domain = self.draft().get("domain")
-        return domain if isinstance(domain, dict) else {}
-
-    def workload_items(self) -> list[Any]:
-        """The draft's ``workload:`` items ([] when missing or malformed)."""
-        items = self.draft().get("workload")
-        if isinstance(items, dict):
-            return [items]
-        return list(items) if isinstance(items, list) else []
-
-    def _draft_changed(self) -> None:
-        kinds = {}
-        for name, spec in self.domain_spec().items():
-            try:
-                kinds[str(name)] = Attribute.from_spec(str(name), spec).kind
-            except Exception:  # a malformed attribute is listed as categorical until fixed
-                kinds[str(name)] = "categorical"
-        self.group.set_domain(kinds)
-        self.param.remove_name.objects = list(kinds)
-        if self.remove_name not in kinds:
-            self.remove_name = next(iter(kinds), None)
-
-    # ----- operations -------------------------------------------------------------------------
-    def _apply(self, draft: dict[str, Any], done: str) -> str:
-        error = self.session.apply_draft(draft)
-        self.message = done if not error else f"{done} The scenario is not complete yet."
-        return error
-
-    def add_attribute(self) -> str:
-        """Add the attribute in the form; '' on success, else the reason (shown by the form)."""
-        form = self.attribute
-        name = form.attr_name.strip()
-        if not name:
-            self.attribute_error = "domain: the attribute needs a name"
-            return self.attribute_error
-        domain = self.domain_spec()
-        if name in domain:
-            self.attribute_error = f"domain.{name}: there is already an attribute called {name!r}"
-            return self.attribute_error
-        key, spec = attribute_spec(name, form.size, form.kind, form.labels)
-        try:
-            Attribute.from_spec(key, spec)
-        except Exception as exc:  # the engine's validator names the field
-            self.attribute_error = plain(exc)
-            return self.attribute_error
-        self.attribute_error = ""
-        draft = self.draft()
-        draft["domain"] = dict(domain, **{key: spec})
-        draft.setdefault("workload", self.workload_items())
-        self._apply(draft, f"Added attribute {name!r}.")
-        form.param.update(attr_name="", labels="")
-        return ""
-
-    def remove_attribute(self, name: str) -> None:
-        """Remove an attribute and the query groups that use it."""
-        draft = self.draft()
-        domain = self.domain_spec()
-        if name not in domain:
-            return
-        del domain[name]
-        items = self.workload_items()
-        kept = [g for g in items if not _mentions(g, name)]
-        draft["domain"], draft["workload"] = domain, kept
-        dropped = len(items) - len(kept)
-        extra = f" and {dropped} query group(s) that used it" if dropped else ""
-        self._apply(draft, f"Removed attribute {name!r}{extra}.")
-
-    def add_group(self) -> str:
-        """Add the group in the form; '' on success, else the reason (shown by the form)."""
-        form = self.group
-        if not form.attributes and not form.all_k_way:
-            self.group_error = "workload: pick at least one attribute for the group"
-            return self.group_error
-        item = form.spec()
-        items = self.workload_items()
-        try:
-            domain = Domain.from_spec(self.domain_spec())
-            parse_group(copy.deepcopy(item), domain, len(items))
-        except Exception as exc:  # the engine's validator names the field
-            self.group_error = plain(exc)
-            return self.group_error
-        self.group_error = ""
-        draft = self.draft()
-        draft["workload"] = [*items, item]
-        self._apply(draft, f"Added a {form.kind.replace('_', '-')} group.")
-        return ""
-
-    def remove_group(self, index: int) -> None:
-        """Remove workload item ``index`` (0-based)."""
-        items = self.workload_items()
-        if not 0 <= index < len(items):
-            return
-        draft = self.draft()
-        draft["workload"] = items[:index] + items[index + 1:]
-        self._apply(draft, f"Removed query group {index + 1}.")
-
-    # ----- replacing the workload: confirm first, one step back -------------------------------
-    def _hand_edit(self) -> None:
-        if not self._loading:
-            self._edited = True
-
-    def ask(self, action: Callable[[], Any], what: str) -> None:
-        """Run ``action`` (which replaces the workload) at once when there is no hand-made
-        work to lose (the draft is as last loaded: the default, a preset, a file), else hold
-        it until :meth:`confirm`, saying what it replaces (:attr:`pending`)."""
-        if not self._edited or not self.domain_spec():
-            self._replacing(action)
-            return
-        self._pending = action
-        self.pending = (f"{what} replaces your workload ({self.current_workload()}). "
-                        "Replace it? (Undo brings it back.)")
-
-    def confirm(self) -> None:
-        """Run the replacement waiting in :attr:`pending`."""
-        action, self._pending, self.pending = self._pending, None, ""
-        if action is not None:
-            self._replacing(action)
-
-    def _replacing(self, action: Callable[[], Any]) -> None:
-        """Run a replacement: what it loads is not a hand edit."""
-        before, edited = self.draft(), self._edited
-        self._loading = True
-        try:
-            action()
-        finally:
-            self._loading = False
-        # a refused file replaced nothing: hand edits stay hand edits
-        self._edited = edited and self.draft() == before
-
-    def cancel(self) -> None:
-        """Drop the replacement waiting in :attr:`pending`; the workload stays."""
-        self._pending, self.pending = None, ""
-        self.message = "Kept your workload."
-
-    def current_workload(self) -> str:
-        """The workload in use, in words ("1,014 queries over 1,400 cells ...")."""
-        return self.session.workload.describe()
-
-    def _remember(self) -> None:
-        """Keep the draft (and its text) for :meth:`undo` before it is replaced."""
-        self._undo = (self.draft(), self.session.draft_text, self._edited)
-        self.undo_label = f"Undo: back to {self.current_workload()}"
-
-    def undo(self) -> None:
-        """Bring back the draft the last replacement (preset, upload, start empty) replaced."""
-        if self._undo is None:
-            return
-        draft, text, edited = self._undo
-        self._undo, self.undo_label = None, ""
-        self._loading = True
-        try:
-            self.session.apply_draft(draft, text=text)
-        finally:
-            self._loading = False
-        self._edited = edited
-        self.message = "Undone: your previous workload is back."
-
-    def load_preset(self) -> str:
-        """Replace the draft with the chosen preset (generic presets keep your attributes);
-        :meth:`undo` brings the replaced one back."""
-        spec = build_preset(self.preset, self.domain_spec() or None, self.preset_k)
-        draft = self.draft()
-        spec["privacy"] = draft.get("privacy", spec["privacy"])
-        self._remember()
-        return self._apply(spec, f"Loaded preset: {PRESETS[self.preset].title}.")
-
-    def start_empty(self) -> None:
-        """Clear attributes and groups to build a workload from scratch (privacy is kept;
-        :meth:`undo` brings the cleared workload back)."""
-        draft = {"domain": {}, "workload": []}
-        if "privacy" in self.draft():
-            draft["privacy"] = self.draft()["privacy"]
-        self._remember()
-        self.session.apply_draft(draft)
-        self.message = "Cleared. Add attributes, then query groups."
-
-    def upload(self, content: bytes | str | None, filename: str | None) -> str:
-        """Load an uploaded scenario; on error keep everything and return the message."""
-        if content is None:
-            return ""
-        filename = filename or "scenario.yaml"
-        try:
-            text = content.decode("utf-8") if isinstance(content, bytes) else str(content)
-        except UnicodeDecodeError:
-            self.upload_error = f"{filename}: not a text file (expected YAML or JSON)"
-            return self.upload_error
-        kept = self._undo, self.undo_label
-        self._remember()
-        self.upload_error = self.session.load_text(text, filename)
-        if self.upload_error:  # nothing was replaced: the earlier undo stays
-            self._undo, self.undo_label = kept
-        else:
-            self.message = f"Loaded {filename}."
-        return self.upload_error
-
-    # ----- what the page shows ----------------------------------------------------------------
-    def stats(self) -> dict[str, Any]:
-        """Queries, cells, groups and terms of the current (valid) workload."""
-        w = self.session.scenario.workload
-        return {"queries": w.num_queries, "cells": w.domain.size, "groups": len(w.groups),
-                "attributes": len(w.domain), "terms": len(w.terms)}
-
-    def attribute_rows(self) -> list[dict[str, Any]]:
-        """The draft's attributes as table rows."""
-        rows = []
-        for name, spec in self.domain_spec().items():
-            if isinstance(spec, dict):
-                labels = spec.get("labels")
-                rows.append({"attribute": name, "values": spec.get("size", len(labels or [])),
-                             "kind": spec.get("kind", "categorical"),
-                             "labels": ", ".join(map(str, labels)) if labels else ""})
-            else:
-                rows.append({"attribute": name, "values": spec, "kind": "categorical",
-                             "labels": ""})
-        return rows
-
-    def group_rows(self) -> list[dict[str, Any]]:
-        """The draft's query groups as table rows (query counts when the draft is valid)."""
-        counts: dict[int, int] = {}
-        if not self.session.draft_error:
-            for term in self.session.scenario.workload.terms:
-                counts[term.group] = counts.get(term.group, 0) + term.num_queries
-        rows = []
-        for i, item in enumerate(self.workload_items()):
-            weight = item.get("weight", 1.0) if isinstance(item, dict) else 1.0
-            rows.append({"#": i + 1, "queries": counts.get(i, ""), "weight": weight,
-                         "group": group_summary(item)})
-        return rows
-
-    def workload_matrix(self) -> np.ndarray | str:
-        """The dense workload matrix when it is small enough to draw, else why not."""
-        w = self.session.scenario.workload
-        rows, cols = w.num_queries, w.domain.size
-        if rows * cols > HEATMAP_LIMIT:
-            return (f"The matrix ({rows:,} queries x {cols:,} cells) is too large to draw; "
-                    f"the heat map is shown up to {HEATMAP_LIMIT:,} entries.")
-        reason = too_big((rows, cols))
-        return reason if reason else w.dense()
-
-
 class BuilderPage(Page):
     """The workload builder page."""
 
@@ -491,9 +72,13 @@ class BuilderPage(Page):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         self.model = WorkloadBuilder(self.session)
+        #: The group form's number boxes (k, weight) and each block choice's width box, by
+        #: attribute; filled when the query-group card is built.
+        self.group_boxes: dict[str, NumberBox] = {}
+        self.width_boxes: dict[str, tuple[BlockChoice, NumberBox]] = {}
 
     def __panel__(self) -> pn.viewable.Viewable:
-        model, session = self.model, self.session
+        session = self.session
         session.sync_draft_privacy()
         if served():
             # Bound first: the SVD bound of each workload built here starts at once, on its
@@ -503,30 +88,47 @@ class BuilderPage(Page):
             self.watch(session, lambda *events: self._start_bound(), "scenario")
         intro = ("Describe your data's attributes and the counts you need. Then "
                  f"{self.link('/compare', 'compare mechanisms')} on it.")
-        left = pn.Column(self._attributes_card(), self._groups_card(), self._presets_card(),
-                         self._files_card(), sizing_mode="stretch_width", min_width=420)
         right = pn.Column(
             pn.pane.Markdown("### Summary", margin=(0, 10)),
-            pn.bind(self._stats_view, session.param.scenario, session.param.draft_error),
-            pn.pane.Markdown("### Scenario as YAML", margin=(0, 10)),
+            self._summary(),
             SpecEditor(session=session),
-            pn.pane.Markdown("### The workload matrix", margin=(0, 10)),
-            # drawn when the reader scrolls near it (on_sight)
-            on_sight(lambda: pn.panel(pn.bind(self._heatmap_view, session.param.scenario)),
-                     HEATMAP_HEIGHT),
             sizing_mode="stretch_width", min_width=420,
         )
-        return pn.Column(self.header(intro),
-                         pn.bind(lambda m: pn.pane.Alert(m, alert_type="info",
-                                                         css_classes=["builder-message"])
-                                 if m else None, model.param.message),
-                         self._safety_row(),
+        self._draft_status_in(right, 1)
+
+        def lower() -> pn.viewable.Viewable:
+            # the matrix on the next tick: the cards go to the browser first, not after it
+            def matrix() -> None:
+                right.append(styled_as_on_open(self._heatmap_part))
+
+            if not on_page_tick(pn.state.curdoc, matrix):
+                matrix()
+            return styled_as_on_open(lambda: pn.Column(
+                self._groups_card(), self._presets_card(), self._files_card(),
+                sizing_mode="stretch_width", margin=0))
+
+        # The cards under the attribute card and the workload's matrix under the editor start
+        # below the first screen (about 920 px down in a 1280x900 window): built when the
+        # reader scrolls near them, which in a browser is right after the first screen (they
+        # are within on_sight's look-ahead).
+        left = pn.Column(self._attributes_card(), on_sight(lower, LOWER_CARDS_HEIGHT),
+                         sizing_mode="stretch_width", min_width=420)
+        page = pn.Column(self.header(intro),
                          pn.Row(left, right, sizing_mode="stretch_width"),
                          sizing_mode="stretch_width", css_classes=["builder-page"])
+        self._notices_in(page, 1)
+        return page
 
-    def _safety_row(self) -> pn.viewable.Viewable:
-        """The confirmation a replacement waits for, and the one-step Undo."""
+    def _notices_in(self, layout: pn.layout.ListPanel, index: int) -> None:
+        """At ``layout[index]``: the last thing done, the confirmation a replacement waits
+        for, and the one-step Undo, each built the first time there is one (most opens show
+        none of them), in that order, then shown while there is one."""
         model = self.model
+
+        def message() -> pn.pane.Alert:
+            return pn.pane.Alert(model.param.message, alert_type="info",
+                                 css_classes=["builder-message"],
+                                 visible=model.param.message.rx.pipe(bool))
 
         def question() -> pn.Row:
             replace = pn.widgets.Button(label="Replace my workload", color="warning",
@@ -537,16 +139,30 @@ class BuilderPage(Page):
             keep.on_click(lambda event: model.cancel())
             return pn.Row(pn.pane.Alert(model.param.pending, alert_type="warning",
                                         css_classes=["replace-question"], margin=(0, 10)),
-                          replace, keep, visible=pn.bind(bool, model.param.pending))
+                          replace, keep, visible=model.param.pending.rx.pipe(bool))
 
-        # The question is built the first time a replacement waits for it, not on every open.
-        pending = model.param.pending.rx.pipe(bool)
-        ask = once_true(question, pending)
-        undo = pn.widgets.Button(label=model.param.undo_label, color="light",
-                                 css_classes=["undo-replace"],
-                                 visible=pn.bind(bool, model.param.undo_label))
-        undo.on_click(lambda event: model.undo())
-        return pn.Column(ask, undo, sizing_mode="stretch_width")
+        def undo() -> pn.widgets.Button:
+            button = pn.widgets.Button(label=model.param.undo_label, color="light",
+                                       css_classes=["undo-replace"],
+                                       visible=model.param.undo_label.rx.pipe(bool))
+            button.on_click(lambda event: model.undo())
+            return button
+
+        parts = {"message": message, "pending": question, "undo_label": undo}
+        built: dict[str, pn.viewable.Viewable] = {}
+        column = pn.Column(sizing_mode="stretch_width", margin=0)
+
+        def first(*events: param.parameterized.Event) -> None:
+            new = [name for name in parts
+                   if name not in built and (getattr(model, name) or not served())]
+            if new:
+                if not built:
+                    layout.insert(index, column)
+                built.update((name, styled_as_on_open(parts[name])) for name in new)
+                column.objects = [built[name] for name in parts if name in built]
+
+        model.param.watch(first, list(parts))
+        first()
 
     def _start_bound(self) -> None:
         """Compute the current workload's SVD bound in the background unless stored."""
@@ -564,13 +180,11 @@ class BuilderPage(Page):
         self.size_box = size
         name = pn.widgets.TextInput.from_param(attribute.param.attr_name, placeholder="e.g. age",
                                                css_classes=["attr-name"])
-        rest = pn.Param(attribute, parameters=["kind", "labels"],
-                        widgets={"kind": {"type": pn.widgets.RadioButtonGroup,
-                                          "css_classes": ["attr-kind"]},
-                                 "labels": {"type": pn.widgets.TextInput,
-                                            "css_classes": ["attr-labels"]}},
-                        show_name=False, sizing_mode="stretch_width")
-        form = pn.Column(name, size, rest, css_classes=["attribute-form"],
+        kind = pn.widgets.RadioButtonGroup.from_param(attribute.param.kind,
+                                                      css_classes=["attr-kind"])
+        labels = pn.widgets.TextInput.from_param(attribute.param.labels,
+                                                 css_classes=["attr-labels"])
+        form = pn.Column(name, size, kind, labels, css_classes=["attribute-form"],
                          sizing_mode="stretch_width")
         add = pn.widgets.Button(label="Add attribute", color="primary",
                                 css_classes=["add-attribute"])
@@ -584,20 +198,22 @@ class BuilderPage(Page):
         remove_button.on_click(
             lambda event: model.remove_name and model.remove_attribute(model.remove_name))
 
-        def table(draft: Any) -> pn.viewable.Viewable:
+        def table() -> pn.viewable.Viewable:
             rows = model.attribute_rows()
             if not rows:
                 return pn.pane.Markdown("*No attributes yet.*", css_classes=["attribute-table"])
             return listing_table(rows, "attribute-table")
 
-        return pn.Card(
-            pn.bind(table, self.session.param.draft),
+        card = pn.Card(
+            table(),
             form,
-            pn.bind(error_alert, model.param.attribute_error),
             pn.Row(add, empty),
             pn.Row(remove, remove_button),
             title="1. Attributes", sizing_mode="stretch_width", css_classes=["attributes-card"],
         )
+        self._following(card, 0, table, ["draft"])
+        error_in(card, 2, model, "attribute_error")
+        return card
 
     def add_attribute(self) -> str:
         """What "Add attribute" does: nothing but say why while the size box holds a refused
@@ -639,8 +255,7 @@ class BuilderPage(Page):
             pn.widgets.CheckButtonGroup.from_param(group.param.attributes,
                                                    css_classes=["group-attributes"]),
             k, weight, css_classes=["group-form"], sizing_mode="stretch_width")
-        self.group_boxes = {"k": k, "weight": weight}
-        self.width_boxes: dict[str, tuple[BlockChoice, NumberBox]] = {}
+        self.group_boxes.update(k=k, weight=weight)
 
         def block_widgets(blocks: list[BlockChoice], kind: str) -> pn.viewable.Viewable:
             if kind != "product" or not blocks:
@@ -667,25 +282,38 @@ class BuilderPage(Page):
         remove_button.on_click(lambda event: remove.problem  # the box says what is wrong
                                or model.remove_group(model.remove_index - 1))
 
-        def table(draft: Any, error: str) -> pn.viewable.Viewable:
+        def table() -> pn.viewable.Viewable:
             rows = model.group_rows()
             if not rows:
                 return pn.pane.Markdown("*No query groups yet.*", css_classes=["group-table"])
             return listing_table(rows, "group-table")
 
-        return pn.Card(
-            pn.bind(table, self.session.param.draft, self.session.param.draft_error),
+        # The block choices are built the first time a product group has attributes ticked,
+        # then follow the form.
+        blocks = pn.Column(sizing_mode="stretch_width", margin=0)
+
+        def show_blocks(*events: param.parameterized.Event) -> None:
+            if blocks.objects or (group.kind == "product" and group.blocks):
+                blocks.objects = [block_widgets(group.blocks, group.kind)]
+
+        group.param.watch(show_blocks, ["blocks", "kind"])
+        show_blocks()
+
+        card = pn.Card(
+            table(),
             form,
             pn.pane.Markdown(group.help, margin=(0, 10)),
-            pn.bind(block_widgets, group.param.blocks, group.param.kind),
+            blocks,
             pn.pane.Markdown(f"More blocks ({', '.join(YAML_ONLY_BLOCKS)}) are available in "
                              "the YAML editor.", styles={"color": "#555",
                                                          "font-size": "0.9em"}),
-            pn.bind(error_alert, model.param.group_error),
             add,
             pn.Row(remove, remove_button),
             title="2. Query groups", sizing_mode="stretch_width", css_classes=["groups-card"],
         )
+        self._following(card, 0, table, ["draft", "draft_error"])
+        error_in(card, 5, model, "group_error")
+        return card
 
     def _presets_card(self) -> pn.viewable.Viewable:
         model = self.model
@@ -696,8 +324,8 @@ class BuilderPage(Page):
                                  css_classes=["load-preset"])
         load.on_click(lambda event: k.problem or model.ask(  # the box says what is wrong
             model.load_preset, f"Loading the preset '{PRESETS[model.preset].title}'"))
-        describe = pn.bind(lambda key: pn.pane.Markdown(PRESETS[key].description,
-                                                        margin=(0, 10)), model.param.preset)
+        describe = pn.pane.Markdown(
+            pn.bind(lambda key: PRESETS[key].description, model.param.preset), margin=(0, 10))
         return pn.Card(form, describe, load, title="Presets", collapsed=False,
                        sizing_mode="stretch_width", css_classes=["presets-card"])
 
@@ -720,28 +348,71 @@ class BuilderPage(Page):
         upload.param.watch(on_upload, "value")
         download = text_download(self.session.export_yaml, "scenario.yaml",
                                  "Download scenario (YAML)", css_class="yaml-download")
-        return pn.Card(
+        card = pn.Card(
             pn.pane.Markdown("Load a scenario file (YAML or JSON), or save the current one.",
                              margin=(0, 10)),
             upload,
-            pn.bind(error_alert, model.param.upload_error, "upload-error"),
             download,
             title="Files", sizing_mode="stretch_width", css_classes=["files-card"],
         )
+        error_in(card, 2, model, "upload_error", "upload-error")
+        return card
 
     # ----- summary ------------------------------------------------------------------------------
-    def _stats_view(self, scenario: Any, draft_error: str) -> pn.viewable.Viewable:
+    def _following(self, layout: pn.layout.ListPanel, index: int,
+                   build: Callable[[], pn.viewable.Viewable], names: list[str]) -> None:
+        """Put ``build()`` anew at ``layout[index]`` whenever the session's ``names`` change
+        (a watcher of this page: cheaper to open than a bound function)."""
+        def rebuild(*events: param.parameterized.Event) -> None:
+            layout[index] = build()
+
+        self.watch(self.session, rebuild, names)
+
+    def _stats_text(self) -> str:
         stats = self.model.stats()
-        text = (f"**{stats['queries']:,}** queries over **{stats['cells']:,}** cells "
+        return (f"**{stats['queries']:,}** queries over **{stats['cells']:,}** cells "
                 f"(domain size), {stats['attributes']} attribute(s), {stats['groups']} "
-                f"query group(s).")
-        parts: list[pn.viewable.Viewable] = []
-        if draft_error:
-            parts.append(pn.pane.Alert(
-                "The draft is not valid yet, so the last valid workload stays in use: "
-                f"{draft_error}", alert_type="warning", css_classes=["draft-status"]))
-        parts.append(pn.pane.Markdown(text, css_classes=["workload-stats"], margin=(0, 10)))
-        return pn.Column(*parts, sizing_mode="stretch_width")
+                "query group(s).")
+
+    def _draft_status(self) -> str:
+        error = self.session.draft_error
+        return ("The draft is not valid yet, so the last valid workload stays in use: "
+                f"{error}") if error else ""
+
+    def _summary(self) -> pn.pane.Markdown:
+        """The workload's size and the YAML editor's heading (one pane: one model less to
+        build on every open), kept current by a watcher of this page."""
+        def text() -> str:
+            return f"{self._stats_text()}\n\n### Scenario as YAML"
+
+        stats = pn.pane.Markdown(text(), css_classes=["workload-stats"], margin=(0, 10),
+                                 sizing_mode="stretch_width")
+        self.watch(self.session, lambda *events: setattr(stats, "object", text()), "scenario")
+        return stats
+
+    def _draft_status_in(self, layout: pn.layout.ListPanel, index: int) -> None:
+        """Say at ``layout[index]`` when the draft is not valid and the last valid workload
+        stays in use: an alert built the first time that happens, hidden while it is valid."""
+        shown: list[pn.pane.Alert] = []
+
+        def update(*events: param.parameterized.Event) -> None:
+            text = self._draft_status()
+            if shown:
+                shown[0].param.update(object=text, visible=bool(text))
+            elif text:
+                shown.append(pn.pane.Alert(text, alert_type="warning",
+                                           css_classes=["draft-status"],
+                                           sizing_mode="stretch_width"))
+                layout.insert(index, shown[0])
+
+        self.watch(self.session, update, "draft_error")
+        update()
+
+    def _heatmap_part(self) -> pn.viewable.Viewable:
+        """The workload matrix's title and its heat map (or why it is not drawn)."""
+        return pn.Column(pn.pane.Markdown("### The workload matrix", margin=(0, 10)),
+                         pn.bind(self._heatmap_view, self.session.param.scenario),
+                         sizing_mode="stretch_width", margin=0)
 
     def _heatmap_view(self, scenario: Any) -> pn.viewable.Viewable:
         matrix = self.model.workload_matrix()
@@ -756,6 +427,18 @@ class BuilderPage(Page):
                     "attribute values, first attribute changing slowest). A coloured entry "
                     "means the query counts the records in that cell."),
             sizing_mode="stretch_width")
+
+
+def styled_as_on_open(build: Callable[[], Part]) -> Part:
+    """``build()``, styled as the parts built when the page opened.
+
+    Panel gives what is made after a served page's template is set up the template's design
+    as its own, and a component with a design of its own gets Bootstrap's whole stylesheet in
+    its shadow root (larger headings, plain card titles). Made with no design, it gets the
+    template's, as the page's first parts do.
+    """
+    with pn.config.set(design=None):
+        return build()
 
 
 def listing_table(rows: list[dict[str, Any]], css_class: str) -> DataTable:

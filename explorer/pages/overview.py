@@ -7,8 +7,6 @@ content: a page must never take the server down.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 import panel as pn
 
@@ -56,37 +54,41 @@ class OverviewPage(Page):
     note = NOTE
 
     def __panel__(self) -> pn.viewable.Viewable:
-        steps = "\n".join(
-            f"{i}. {self.link(path, label)}: {purpose}."
-            for i, (path, label, purpose) in enumerate(PAGES[1:], start=1))
-        start = pn.pane.Markdown(
-            "## Where to begin\n\n" + steps + "\n\nNew to this? "
-            f"{self.link('/learn', 'Take the guided tour')} of a classic example first.",
-            sizing_mode="stretch_width", css_classes=["start-steps"])
+        # Where to begin, the user's scenario and the mechanisms' heading are one text (one
+        # model to build on every open), rewritten by a watcher of this page when the
+        # scenario or its comparison changes.
+        text = pn.pane.Markdown(self._text(), sizing_mode="stretch_width",
+                                css_classes=["start-steps", "current-scenario"])
+        self.watch(self.session, lambda *events: setattr(text, "object", self._text()),
+                   ["scenario", "comparison"])
         return pn.Column(
             self.header("Plan differentially private releases of counts: compare mechanisms "
                         "on your queries, see how close they get to the best possible, and "
                         "what each privacy budget costs in accuracy."),
-            start,
-            pn.bind(self._current, self.session.param.scenario,
-                    self.session.param.comparison),
-            pn.Column(pn.pane.Markdown("## Mechanisms", margin=(0, 10)),
-                      self._mechanisms(), css_classes=["mechanism-list"],
-                      sizing_mode="stretch_width"),
+            text,
+            self._mechanisms(),
             sizing_mode="stretch_width", css_classes=["overview-page"],
         )
 
-    def _current(self, scenario: Any, comparison: Any) -> pn.viewable.Viewable:
-        lines = [f"## Your scenario\n\n{scenario.workload.describe()}, "
+    def _text(self) -> str:
+        """Where to begin, the current scenario (and its best mechanism once compared) and
+        the heading of the mechanism list, in Markdown."""
+        steps = "\n".join(
+            f"{i}. {self.link(path, label)}: {purpose}."
+            for i, (path, label, purpose) in enumerate(PAGES[1:], start=1))
+        lines = ["## Where to begin\n\n" + steps + "\n\nNew to this? "
+                 f"{self.link('/learn', 'Take the guided tour')} of a classic example first.",
+                 f"## Your scenario\n\n{self.session.scenario.workload.describe()}, "
                  f"{self.session.privacy.describe()}."]
+        comparison = self.session.comparison
         best = comparison.best() if comparison is not None else None
         if best is not None:
             lines.append(f"Most accurate so far: **{best.mechanism}** (typical error "
                          f"{best.rmse:.4g} per count); see {self.link('/compare', 'Compare')}.")
         else:
             lines.append(f"Not compared yet: open {self.link('/compare', 'Compare')}.")
-        return pn.pane.Markdown("\n\n".join(lines), sizing_mode="stretch_width",
-                                css_classes=["current-scenario"])
+        lines.append("## Mechanisms")
+        return "\n\n".join(lines)
 
     @staticmethod
     def _mechanisms() -> pn.viewable.Viewable:
@@ -96,4 +98,4 @@ class OverviewPage(Page):
             return pn.pane.Alert(f"Engine not ready: {plain(exc)}", alert_type="warning")
         if frame.empty:
             return pn.pane.Markdown("No mechanisms are registered.")
-        return DataTable(frame, sizing_mode="stretch_width")
+        return DataTable(frame, sizing_mode="stretch_width", css_classes=["mechanism-list"])

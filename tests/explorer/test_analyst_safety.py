@@ -8,7 +8,8 @@ import panel as pn
 import pytest
 
 from explorer.pages.base import workload_status
-from explorer.pages.builder import BuilderPage, WorkloadBuilder
+from explorer.pages.builder import BuilderPage
+from explorer.pages.builder_forms import WorkloadBuilder
 from explorer.pages.compare import ComparePage
 from explorer.pages.tradeoff import TradeoffPage
 from explorer.planning.store import PlanStore

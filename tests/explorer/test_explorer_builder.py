@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+import weakref
+from types import SimpleNamespace
+
 import panel as pn
 import pytest
+from bokeh.document import Document
+from panel.io.state import set_curdoc
 
 from engine.workloads import BLOCKS, GROUPS
+from explorer.components.lazy_view import SeenSignal
 from explorer.pages.builder import (
+    LOWER_CARDS_HEIGHT,
+    TABLE_PAGE_ROWS,
+    BuilderPage,
+    listing_table,
+)
+from explorer.pages.builder_forms import (
     GROUP_HELP,
     MENU_BLOCKS,
-    TABLE_PAGE_ROWS,
     YAML_ONLY_BLOCKS,
     BlockChoice,
-    BuilderPage,
     GroupForm,
     WorkloadBuilder,
     attribute_spec,
     group_summary,
-    listing_table,
 )
 from explorer.planning.store import PlanStore
 from explorer.session import Session
@@ -222,3 +231,47 @@ def test_served_builder_starts_each_workloads_svd_bound(monkeypatch):
     # 8 prefix queries: a closed-form bound with a value; the default workload's too
     assert store.bound(session.key).rmse(session.workload, session.privacy) > 0
     assert store.bound(first) is not None
+
+
+class ServedContext:
+    """Enough of a Bokeh session context for ``served()`` to hold."""
+
+    id = "builder-test"
+    server_context = None
+    request = SimpleNamespace(arguments={}, cookies={}, headers={})
+
+
+def cards(view: pn.viewable.Viewable) -> list[str]:
+    """The page's cards (their CSS class), the collapsed learn note left out."""
+    return [card.css_classes[0] for card in view.select(pn.Card)
+            if "learn-note" not in card.css_classes]
+
+
+def test_served_page_opens_with_the_first_screen_and_builds_the_rest_when_seen():
+    # issue 30: the cards below the first screen wait for the reader, messages for a message
+    page = BuilderPage(session=Session(store=PlanStore()))
+    doc, context = Document(), ServedContext()
+    doc._session_context = weakref.ref(context)
+    with set_curdoc(doc):
+        view = page.__panel__()
+        assert cards(view) == ["attributes-card"]
+        assert view.select(pn.pane.Alert) == [] and view.select(pn.widgets.FileInput) == []
+        [signal] = view.select(SeenSignal)
+        assert signal.height == LOWER_CARDS_HEIGHT
+        signal.seen = True
+        assert cards(view) == ["attributes-card", "groups-card", "presets-card", "files-card"]
+        assert view.select(SeenSignal) == [] and len(view.select(pn.widgets.FileInput)) == 1
+        # a refused attribute: its message is put right under the form, then kept current
+        assert page.add_attribute() == "domain: the attribute needs a name"
+        [attributes] = [card for card in view.select(pn.Card)
+                        if "attributes-card" in card.css_classes]
+        alert = attributes.objects[2]
+        assert isinstance(alert, pn.pane.Alert) and "attribute-form" in \
+            attributes.objects[1].css_classes
+        assert alert.object == "domain: the attribute needs a name" and alert.visible
+        page.model.attribute_error = ""
+        assert attributes.objects[2] is alert and not alert.visible
+        # the first replacement's Undo appears under the header, once
+        page.model.load_preset()
+        undo = [b for b in view.select(pn.widgets.Button) if "undo-replace" in b.css_classes]
+        assert len(undo) == 1 and undo[0].visible and view.objects[1].objects[-1] is undo[0]
