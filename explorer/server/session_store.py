@@ -151,6 +151,16 @@ class SessionStore:
             raise StoreError(f"session store: cannot {what} {str(where)!r}: "
                              f"{database_message(exc)}") from None
 
+    @contextmanager
+    def _writing(self) -> Iterator[sa.Connection]:
+        """A write transaction that holds SQLite's write lock from its start (``BEGIN
+        IMMEDIATE``; other databases: a plain transaction). A deferred one that reads first
+        (a row's version) and then writes can be refused at once with "database is locked"
+        when another process's writer is waiting on its read lock -- SQLite's way out of the
+        deadlock, which skips the busy timeout; an immediate one waits its turn instead."""
+        with self.engine.connect().execution_options(write_lock=True) as conn, conn.begin():
+            yield conn
+
     def _upgrade(self) -> None:
         upgrade_schema(self.engine, MIGRATIONS, version_table=VERSION_TABLE)
 
@@ -187,7 +197,7 @@ class SessionStore:
             return self._save(sid, owner, state)
 
     def _save(self, sid: str, owner: str | None, state: dict[str, Any]) -> int:
-        with self._guard("write to"), self.engine.begin() as conn:
+        with self._guard("write to"), self._writing() as conn:
             row = conn.execute(
                 sa.select(sessions.c.owner, sessions.c.version).where(sessions.c.sid == sid)
             ).first()
@@ -205,20 +215,20 @@ class SessionStore:
     def touch(self, sids: list[str]) -> None:
         """Mark sessions as in use now (tabs show them), so :meth:`forget_idle` keeps them."""
         if sids:
-            with self._guard("write to"), self.engine.begin() as conn:
+            with self._guard("write to"), self._writing() as conn:
                 conn.execute(sessions.update().where(sessions.c.sid.in_(sids)).values(
                     updated=_now()))
 
     def forget_idle(self, seconds: float) -> int:
         """Delete sessions neither written nor touched for ``seconds``; returns how many."""
         cutoff = _now() - dt.timedelta(seconds=seconds)
-        with self._guard("write to"), self.engine.begin() as conn:
+        with self._guard("write to"), self._writing() as conn:
             return conn.execute(sessions.delete().where(sessions.c.updated < cutoff)).rowcount
 
     # ----------------------------------------------------------------------- read-only links
     def put_shared(self, token: str, spec: dict[str, Any]) -> None:
         """Keep a read-only link's scenario."""
-        with self._guard("write to"), self.engine.begin() as conn:
+        with self._guard("write to"), self._writing() as conn:
             conn.execute(shared.insert().values(token=token, spec=spec, created=_now()))
 
     def shared(self, token: str) -> dict[str, Any] | None:
@@ -234,7 +244,7 @@ class SessionStore:
         values = {"state": state, "total": total, "done": done, "current": current,
                   "message": message[:2000], "process": process, "updated": _now()}
         where = (jobs.c.key == key) & (jobs.c.noise == noise)
-        with self._guard("write to"), self.engine.begin() as conn:
+        with self._guard("write to"), self._writing() as conn:
             row = conn.execute(sa.select(jobs.c.process, jobs.c.state).where(where)).first()
             if row is None:
                 conn.execute(jobs.insert().values(key=key, noise=noise, cancel=False, **values))
@@ -263,5 +273,5 @@ class SessionStore:
         checkpoint; False when no unfinished job is recorded."""
         where = ((jobs.c.key == key) & (jobs.c.noise == noise)
                  & jobs.c.state.in_(("queued", "running", "cancelling")))
-        with self._guard("write to"), self.engine.begin() as conn:
+        with self._guard("write to"), self._writing() as conn:
             return conn.execute(jobs.update().where(where).values(cancel=True)).rowcount > 0
