@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 import panel as pn
 import param
 
-from explorer.components.lazy_view import lazy_note
 from explorer.components.messages import plain
+from explorer.components.notes import folded_note
 from explorer.session import Session
 
 LOG = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ class Page(pn.viewable.Viewer):
                              sizing_mode="stretch_width"),
             self._workload_line()]
         if self.note:
-            parts.append(lazy_note(self.note))
+            parts.append(folded_note(self.note))
         return pn.Column(*parts, sizing_mode="stretch_width")
 
     def _workload_line(self) -> pn.Column:

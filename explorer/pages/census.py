@@ -63,7 +63,8 @@ from engine import (
     synthetic_hierarchy,
 )
 from explorer.components.exports import SCENARIO_COLUMNS, csv_download
-from explorer.components.lazy_view import lazy_note, once_true
+from explorer.components.lazy_view import once_true
+from explorer.components.notes import folded_note
 from explorer.components.number_box import NumberBox
 from explorer.components.plain_help import Select, TextInput
 from explorer.components.worker import BackgroundRun
@@ -564,7 +565,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
                 "Hentenryck & Zhu 2021). Errors are "
                 "Monte Carlo RMSE per (size, region) query against the true data "
                 "(evaluation only)."),
-            lazy_note(NOTE),
+            folded_note(NOTE),
             # The hierarchy's description and the status in one pane; the error, hidden until
             # there is one, built then.
             pn.pane.Markdown(pn.bind(lambda description, status: "\n\n".join(
