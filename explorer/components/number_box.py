@@ -16,8 +16,6 @@ from typing import Any
 import panel as pn
 import param
 
-from explorer.components.progress import served
-
 #: Thousands separators and spaces a typed number may carry ("1,000", "1 000", "1_000").
 _SEPARATORS = re.compile(r"(?<=\d)[,_ ](?=\d{3}(\D|$))")
 
@@ -173,23 +171,8 @@ class NumberBox(pn.viewable.Viewer):
                 self._typing = False
 
     def __panel__(self) -> pn.viewable.Viewable:
-        box = pn.Column(self.input, margin=0)
-        if self.problem or not served():
-            box.append(self._message())
-            return box
-
-        # Served, the message (hidden while there is no problem) is made with the first
-        # problem: one Bokeh model fewer per box on every page open (issue 30 item 3).
-        def first_problem(event: param.parameterized.Event) -> None:
-            if event.new and len(box) == 1:
-                box.append(self._message())
-
-        self.param.watch(first_problem, "problem")
-        return box
-
-    def _message(self) -> pn.pane.Markdown:
-        """The problem, beside the box while there is one."""
-        return pn.pane.Markdown(self.param.problem, visible=pn.bind(bool, self.param.problem),
-                                css_classes=[self._problem_class, *self._own_class],
-                                margin=(0, 5),
-                                styles={"color": "#a94400"})
+        message = pn.pane.Markdown(self.param.problem, visible=pn.bind(bool, self.param.problem),
+                                   css_classes=[self._problem_class, *self._own_class],
+                                   margin=(0, 5),
+                                   styles={"color": "#a94400"})
+        return pn.Column(self.input, message, margin=0)
