@@ -244,8 +244,8 @@ def render_view(view: View, color: str) -> pn.viewable.Viewable:
 
 
 def view_parts(view: View, color: str) -> list[pn.viewable.Viewable]:
-    """The components of one view, top to bottom (:func:`render_view` in a column; the views
-    drawn when the page opens go straight into the page's column: a model fewer each)."""
+    """The components of one view, top to bottom (:func:`render_view` puts them in a column;
+    a facts view's tables go straight into it, without a column of their own)."""
     # Charts carry their own title; tables get a bold line.
     title = pn.pane.Markdown(f"**{view.title}**", margin=(12, 10, 0, 10))
     chart = True
@@ -383,7 +383,7 @@ class StrategyPage(Page):
         color = color_of(plan.mechanism)
         plain = [v for v in views if not v.detail]
         folded = [v for v in views if v.detail]
-        shown = [part for v in plain[:FIRST_VIEWS] for part in view_parts(v, color)]
+        shown = [render_view(v, color) for v in plain[:FIRST_VIEWS]]
         if plain[FIRST_VIEWS:]:
             shown.append(on_sight_in_turn([(lambda v=v: render_view(v, color), view_height(v))
                                            for v in plain[FIRST_VIEWS:]]))
