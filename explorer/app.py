@@ -102,40 +102,45 @@ def navigation(current: str, sid: str) -> pn.pane.Markdown:
     return pn.pane.Markdown("\n".join(lines), css_classes=["site-nav"])
 
 
-def share_control(sid: str) -> pn.Column:
-    """A button that makes a read-only link to a copy of this session's scenario."""
+def share_control(sid: str, holder: pn.Column) -> pn.widgets.Button:
+    """A button that makes a read-only link to a copy of this session's scenario; the link's
+    box goes into ``holder`` (the sidebar), under the button."""
     button = pn.widgets.Button(
         label="Share read-only link", css_classes=["share-session"], width=200
     )
-    control = pn.Column(button)
+    shown: list[pn.widgets.TextInput] = []
 
     def share(event) -> None:
         token = REGISTRY.share(sid)
         location = pn.state.location
         base = location.href.split("?")[0].split("#")[0] if location is not None else ""
         value = f"{base}?{urlencode({'view': token})}"
-        if len(control) > 1:
-            control[1].value = value
+        if shown:
+            shown[0].value = value
             return
         # The link's box is made on the first click, not on every page open (few share).
-        control.append(pn.widgets.TextInput(
+        shown.append(pn.widgets.TextInput(
             label="Read-only link (a copy; your session stays yours)",
             value=value,
             css_classes=["share-link"],
             width=200,
         ))
+        holder.insert(holder.index(button) + 1, shown[0])
 
     button.on_click(share)
-    return control
+    return button
 
 
 def sidebar(path: str, sid: str) -> pn.Column:
     """The sidebar's content as one template root (each root costs the template a model and
-    a pass of its design): the menu, the share control and, only while there is one, the
-    store's problem."""
+    a pass of its design): the menu, the share button (no column of its own: a model fewer on
+    every page) and, only while there is one, the store's problem."""
     problem = store_problem()
-    return pn.Column(navigation(path, sid), share_control(sid),
-                     *([problem] if problem.visible else []))
+    column = pn.Column(navigation(path, sid))
+    column.append(share_control(sid, column))
+    if problem.visible:
+        column.append(problem)
+    return column
 
 
 def store_problem() -> pn.pane.Alert:

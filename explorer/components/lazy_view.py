@@ -7,8 +7,8 @@ small browser component (:class:`SeenSignal`, an ``IntersectionObserver``) repor
 placeholder comes within :data:`AHEAD_PX` of the browser's window, and the part is built then,
 in its place. Nothing is dropped: everything is built once it is about to be seen. In a notebook
 or a test that is not served, the part is built at once. Folded parts wait for their first
-expand instead (:func:`lazy_card`, :func:`lazy_note`), and parts hidden until something happens
-(results of a run, an upload chosen) for the first time it does (:func:`once_true`).
+expand instead (:func:`lazy_card`), and parts hidden until something happens (results of a run,
+an upload chosen) for the first time it does (:func:`once_true`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import panel as pn
 import param
 from panel.custom import JSComponent
 
-from explorer.components.notes import NOTE_TITLE
 from explorer.components.progress import served
 
 #: How far below (or above) the browser's window a placeholder starts its part's build, in
@@ -156,9 +155,3 @@ def lazy_card(build: Callable[[], pn.viewable.Viewable], **card_params: Any) -> 
     card.param.watch(expanded, "collapsed")
     return card
 
-
-def lazy_note(text: str) -> pn.Card:
-    """The collapsed "What am I looking at?" note (Markdown), its text rendered on the first
-    expand (a long note's Markdown was rendered on every page open and seldom read)."""
-    return lazy_card(lambda: pn.pane.Markdown(text, sizing_mode="stretch_width"),
-                     title=NOTE_TITLE, css_classes=["learn-note"], sizing_mode="stretch_width")

@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 import panel as pn
 import param
 
-from explorer.components.lazy_view import lazy_note
 from explorer.components.messages import plain
+from explorer.components.notes import folded_note
 from explorer.session import Session
 
 LOG = logging.getLogger(__name__)
@@ -110,29 +110,26 @@ class Page(pn.viewable.Viewer):
 
     def header(self, intro: str = "") -> pn.viewable.Viewable:
         """The page title with an optional intro line, which workload the page uses (or the
-        "draft not applied" banner) and the collapsible learn note."""
+        "draft not applied" banner) and the folded learn note."""
         title = f"# {self.title}" + (f"\n\n{intro}" if intro else "")
-        parts: list[pn.viewable.Viewable] = [
+        header = pn.Column(
             pn.pane.Markdown(title, css_classes=["page-title"], margin=(0, 10),
                              sizing_mode="stretch_width"),
-            self._workload_line()]
+            self._workload_status(self.session.scenario, self.session.draft_error),
+            sizing_mode="stretch_width")
         if self.note:
-            parts.append(lazy_note(self.note))
-        return pn.Column(*parts, sizing_mode="stretch_width")
+            header.append(folded_note(self.note))
+        self._keep_workload_line(header, 1)
+        return header
 
-    def _workload_line(self) -> pn.Column:
-        """The workload status, kept current by a watcher of this page (a plain column, not a
-        bound function: cheaper to build on every page open)."""
-        holder = pn.Column(self._workload_status(self.session.scenario,
-                                                 self.session.draft_error),
-                           margin=0, sizing_mode="stretch_width")
-
+    def _keep_workload_line(self, header: pn.Column, index: int) -> None:
+        """Keep the workload status at ``header[index]`` current, by a watcher of this page
+        (in place: no column of its own, a model fewer on every page open)."""
         def update(*events: param.parameterized.Event) -> None:
             shown = self._workload_status(self.session.scenario, self.session.draft_error)
-            if type(shown) is type(holder[0]):
-                holder[0].object = shown.object
+            if type(shown) is type(header[index]):
+                header[index].object = shown.object
             else:
-                holder.objects = [shown]
+                header[index] = shown
 
         self.watch(self.session, update, ["scenario", "draft_error"])
-        return holder

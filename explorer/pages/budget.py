@@ -34,6 +34,7 @@ import param
 from engine import DEFAULT_DELTA, Budget, Ledger, LedgerError, SpecError, fingerprint_bytes
 from explorer.components.lazy_view import once_true
 from explorer.components.number_box import NumberBox
+from explorer.components.plain_help import Select, TextInput
 
 UNIT_LABELS = {"rho (zCDP)": "rho", "eps (pure)": "epsilon", "(eps, delta)": "epsilon-delta"}
 #: Which releases each unit takes, beside the menu: the Census page's releases are pure eps.
@@ -219,14 +220,14 @@ class BudgetPage(pn.viewable.Viewer):
         reload = pn.widgets.Button(label="Refresh")
         reload.on_click(lambda _: self.refresh())
         controls = pn.Column(
-            pn.pane.Markdown("**Register a data set**", margin=(0, 10)),
+            # One pane for the heading and its note (each pane is a model on every open).
+            pn.pane.Markdown("**Register a data set**\n\nThe bundled Adult data runs in the "
+                             "teaching sandbox: it is never charged, so it is not registered "
+                             "here.", margin=(0, 10)),
             upload,
-            pn.pane.Markdown("The bundled Adult data runs in the teaching sandbox: it is never "
-                             "charged, so it is not registered here."),
-            pn.widgets.TextInput.from_param(self.param.dataset_name, name="Name",
-                                            css_classes=["budget-name"]),
-            pn.widgets.Select.from_param(self.param.unit, label="Unit",
-                                         css_classes=["budget-unit"]),
+            TextInput.from_param(self.param.dataset_name, name="Name",
+                                 css_classes=["budget-name"]),
+            Select.from_param(self.param.unit, label="Unit", css_classes=["budget-unit"]),
             pn.pane.Markdown(UNIT_NOTE, css_classes=["budget-unit-note"]),
             total,
             once_true(lambda: pn.Column(NumberBox.from_param(self, "total_delta",
@@ -253,17 +254,21 @@ class BudgetPage(pn.viewable.Viewer):
                 "add their rho, pure-eps releases their eps (eps^2/2 in a rho budget), Gaussian "
                 "(eps, delta) releases are tracked by their rho. Seeded and evaluation-only runs "
                 "are not releases and are not charged."),
-            pn.pane.Markdown(self.param.status),
-            pn.pane.Alert(self.param.error, alert_type="danger",
-                          visible=self.param.error.rx.bool(), css_classes=["budget-error"]),
+            # The status line and the error are empty until the first action: built then.
+            once_true(lambda: pn.Column(
+                pn.pane.Markdown(self.param.status),
+                pn.pane.Alert(self.param.error, alert_type="danger",
+                              visible=self.param.error.rx.bool(), css_classes=["budget-error"]),
+                sizing_mode="stretch_width", margin=0),
+                self.param.status.rx.bool().rx.or_(self.param.error.rx.bool())),
             pn.bind(self._bars, self.param.datasets),
             pn.pane.DataFrame(self.param.datasets.rx.pipe(pd.DataFrame), index=False,
                               sizing_mode="stretch_width"),
             pn.pane.Markdown("**Release history**", margin=(0, 10)),
-            pn.widgets.Select.from_param(self.param.selected, name="Data set"),
+            Select.from_param(self.param.selected, name="Data set"),
             pn.pane.DataFrame(self.param.releases.rx.pipe(pd.DataFrame), index=False,
                               sizing_mode="stretch_width", css_classes=["budget-history"]),
-            pn.Row(pn.widgets.Select.from_param(self.param.release_id, name="Release"),
+            pn.Row(Select.from_param(self.param.release_id, name="Release"),
                    json_download, csv_download),
             archive,
             sizing_mode="stretch_width",

@@ -63,8 +63,10 @@ from engine import (
     synthetic_hierarchy,
 )
 from explorer.components.exports import SCENARIO_COLUMNS, csv_download
-from explorer.components.lazy_view import lazy_note, once_true
+from explorer.components.lazy_view import once_true
+from explorer.components.notes import folded_note
 from explorer.components.number_box import NumberBox
+from explorer.components.plain_help import Select, TextInput
 from explorer.components.worker import BackgroundRun
 
 SYNTHETIC = "synthetic"
@@ -503,7 +505,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         cancel.disabled = self.param.running.rx.not_()
         controls = pn.Column(
             pn.widgets.RadioButtonGroup.from_param(self.param.source, label="Hierarchy"),
-            pn.widgets.TextInput.from_param(self.param.synthetic_spec, label="Synthetic spec",
+            TextInput.from_param(self.param.synthetic_spec, label="Synthetic spec",
                                             visible=self.param.source.rx() == SYNTHETIC),
             once_true(lambda: pn.Column(upload, pn.pane.Markdown(
                 "CSV header: the level names, then `size` and optionally `count`; one row "
@@ -515,13 +517,13 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             # Number boxes, not spinners: a spinner's up/down buttons have no name a screen
             # reader can read, and a box says what is wrong with what was typed.
             NumberBox.from_param(self, "epsilon", label="epsilon", css_class="census-epsilon"),
-            pn.widgets.Select.from_param(self.param.split, label="Budget split over levels"),
+            Select.from_param(self.param.split, label="Budget split over levels"),
             # Parts hidden until a choice shows them are built then, not on every open.
-            once_true(lambda: pn.widgets.TextInput.from_param(
+            once_true(lambda: TextInput.from_param(
                 self.param.level_weights, label="Level weights (root first)",
                 visible=self.param.split.rx() == "user"), self.param.split.rx() == "user",
                 sizing_mode="fixed"),
-            pn.widgets.Select.from_param(self.param.noise, label="Noise"),
+            Select.from_param(self.param.noise, label="Noise"),
             pn.widgets.CheckBoxGroup.from_param(self.param.variants, label="Variants"),
             NumberBox.from_param(self, "trials", label="Trials", css_class="census-trials"),
             NumberBox.from_param(self, "seed", label="Seed (teaching only)",
@@ -532,12 +534,19 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             pn.Row(run, cancel),
             pn.pane.Markdown("**Release** (one draw, through the budget ledger)",
                              margin=(0, 10)),
-            pn.widgets.Select.from_param(self.param.release_variant, label="Variant to release"),
+            Select.from_param(self.param.release_variant, label="Variant to release"),
             pn.pane.Markdown(self.param.quote_line, css_classes=["census-quote"]),
             release_button,
-            pn.pane.Markdown(self.param.release_status, css_classes=["census-release-status"]),
-            once_true(lambda: release_download, released, sizing_mode="fixed"),
-            pn.pane.Markdown(self.param.release_method, css_classes=["census-release-method"]),
+            # What the last release did, its tables and their method: empty until the first
+            # Release, and built then (each pane is a model on every open).
+            once_true(lambda: pn.Column(
+                pn.pane.Markdown(self.param.release_status,
+                                 css_classes=["census-release-status"]),
+                once_true(lambda: release_download, released, sizing_mode="fixed"),
+                pn.pane.Markdown(self.param.release_method,
+                                 css_classes=["census-release-method"]), margin=0),
+                self.param.release_status.rx.bool().rx.or_(self.param.release_method.rx.bool()),
+                sizing_mode="fixed"),
             pn.pane.Markdown(PRIVACY_NOTE),
             width=320,
         )
@@ -556,11 +565,15 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
                 "Hentenryck & Zhu 2021). Errors are "
                 "Monte Carlo RMSE per (size, region) query against the true data "
                 "(evaluation only)."),
-            lazy_note(NOTE),
-            pn.pane.Markdown(self.param.description),
-            pn.pane.Markdown(self.param.status),
-            pn.pane.Alert(self.param.error, alert_type="danger",
-                          visible=self.param.error.rx.bool()),
+            folded_note(NOTE),
+            # The hierarchy's description and the status in one pane; the error, hidden until
+            # there is one, built then.
+            pn.pane.Markdown(pn.bind(lambda description, status: "\n\n".join(
+                line for line in (description, status) if line),
+                self.param.description, self.param.status)),
+            once_true(lambda: pn.pane.Alert(self.param.error, alert_type="danger",
+                                            visible=self.param.error.rx.bool()),
+                      self.param.error.rx.bool()),
             bar, empty,
             # Hidden until the first results: built then, not on every open (once_true).
             once_true(lambda: pn.Column(self._results_view(has_results),
@@ -604,11 +617,11 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             index=False, sizing_mode="stretch_width", css_classes=["census-children"],
             formatters=dict.fromkeys(CHILDREN_COUNTS, count_text))
         return pn.Column(
-            pn.widgets.Select.from_param(self.param.heat_variant, label="Variant for the "
+            Select.from_param(self.param.heat_variant, label="Variant for the "
                                          "heat map and tree view"),
             heat,
             pn.pane.Markdown("## Tree view"),
-            pn.widgets.Select.from_param(self.param.region, label="Region"),
+            Select.from_param(self.param.region, label="Region"),
             crumb, tree, children, sizing_mode="stretch_width", visible=has_results)
 
     def _children_table(self, region: str | None, variant: str | None) -> pd.DataFrame:

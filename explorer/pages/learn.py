@@ -141,20 +141,22 @@ class LearnPage(Page):
             pn.pane.Markdown(pn.bind(tour_level, session.param.comparison),
                              css_classes=["tour-level"], margin=(0, 10),
                              sizing_mode="stretch_width"),
-            # the charts are built when the reader scrolls near them (on_sight)
+            # the charts, each with its caption, are built when the reader scrolls near them
             on_sight(lambda: pn.Column(
                 pn.pane.Bokeh(pn.bind(lambda c: LiveBarsChart(c, factor=row_factor).figure,
                                       session.param.comparison), sizing_mode="stretch_width"),
+                caption(pn.bind(bars_caption, session.param.comparison)),
                 sizing_mode="stretch_width", css_classes=["tour-chart"]), CHART_HEIGHT),
-            caption(pn.bind(bars_caption, session.param.comparison)),
             on_sight(lambda: pn.Column(
                 pn.pane.Bokeh(pn.bind(self._budget_chart, session.param.plans,
                                       session.privacy.param.noise), sizing_mode="stretch_width"),
+                caption("Each line: a mechanism's typical error, +/- people at 95 %, at every "
+                        "budget (both axes logarithmic); the dots mark the budget the tour "
+                        "uses."),
                 sizing_mode="stretch_width", css_classes=["tour-budget-chart"]), CHART_HEIGHT),
-            caption("Each line: a mechanism's typical error, +/- people at 95 %, at every "
-                    "budget (both axes logarithmic); the dots mark the budget the tour uses."),
-            pn.pane.Markdown(steps_after, sizing_mode="stretch_width"),
-            pn.pane.Markdown(GLOSSARY, sizing_mode="stretch_width", css_classes=["glossary"]),
+            # the last steps and the glossary in one pane (each pane is a model on every open)
+            pn.pane.Markdown(steps_after + "\n\n" + GLOSSARY, sizing_mode="stretch_width",
+                             css_classes=["glossary"]),
             sizing_mode="stretch_width", css_classes=["learn-page"],
         )
 

@@ -240,9 +240,16 @@ def _table(frame: pd.DataFrame, key: str) -> pn.viewable.Viewable:
 
 def render_view(view: View, color: str) -> pn.viewable.Viewable:
     """One view as a Panel component, chosen by its type, with its caption and units."""
+    return pn.Column(*view_parts(view, color), sizing_mode="stretch_width")
+
+
+def view_parts(view: View, color: str) -> list[pn.viewable.Viewable]:
+    """The components of one view, top to bottom (:func:`render_view` puts them in a column;
+    a facts view's tables go straight into it, without a column of their own)."""
     # Charts carry their own title; tables get a bold line.
     title = pn.pane.Markdown(f"**{view.title}**", margin=(12, 10, 0, 10))
     chart = True
+    tables: list[pn.viewable.Viewable] = []  # a facts view's tables, straight in its parts
     if isinstance(view, MatrixView):
         body: pn.viewable.Viewable = pn.pane.HoloViews(
             zoomable_picture(view), sizing_mode="stretch_width",
@@ -272,7 +279,6 @@ def render_view(view: View, color: str) -> pn.viewable.Viewable:
                                     title=f"Details: {view.title.lower()}",
                                     sizing_mode="stretch_width",
                                     css_classes=["strategy-details"]))
-        body = pn.Column(*tables, sizing_mode="stretch_width")
     elif isinstance(view, WeightsView):  # too many weights for bars
         chart = False
         body = _table(pd.DataFrame({"name": view.names, _with_units("weight", view.units):
@@ -282,11 +288,12 @@ def render_view(view: View, color: str) -> pn.viewable.Viewable:
         body = _table(pd.DataFrame(list(view.rows), columns=list(view.columns)), view.key)
     else:
         raise TypeError(f"strategy page: no drawing for {type(view).__name__}")
-    parts = [body] if chart else [title, body]
+    content = tables if isinstance(view, FactsView) else [body]
+    parts = content if chart else [title, *content]
     if not isinstance(view, FactsView) or view.key != "plan":
         units = f" Units: {view.units}." if view.units and not chart else ""
         parts.append(caption(view.caption + units))
-    return pn.Column(*parts, sizing_mode="stretch_width")
+    return parts
 
 
 def view_height(view: View) -> int:

@@ -178,7 +178,8 @@ def test_builder_page_renders_without_a_server():
     view = page.__panel__()
     assert isinstance(view, pn.viewable.Viewable)
     texts = " ".join(str(p.object) for p in view.select(pn.pane.Markdown))
-    assert "Workload builder" in texts and "What am I looking at" not in texts
+    # the note is folded in the page (a <details> the browser unfolds), under its title
+    assert "Workload builder" in texts and '<summary>What am I looking at?</summary>' in texts
     assert view.select(pn.widgets.CodeEditor)[0].value == page.session.draft_text
 
 
