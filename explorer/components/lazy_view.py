@@ -14,7 +14,7 @@ an upload chosen) for the first time it does (:func:`once_true`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import panel as pn
 import param
@@ -71,6 +71,22 @@ export function render({{ model, el }}) {{
 """
 
 
+Part = TypeVar("Part", bound=pn.viewable.Viewable)
+
+
+def styled_as_on_open(build: Callable[[], Part]) -> Part:
+    """``build()``, styled as the parts built when the page opened.
+
+    Panel gives what is made after a served page's template is set up the template's design
+    as its own, and a component with a design of its own gets Bootstrap's whole stylesheet in
+    its shadow root (larger headings, plain card titles, more stylesheet models). Made with no
+    design, it gets the template's, as the page's first parts do. Every part built late by
+    this module is made so.
+    """
+    with pn.config.set(design=None):
+        return build()
+
+
 def on_sight(build: Callable[[], pn.viewable.Viewable], height: int,
              **layout: object) -> pn.Column:
     """A column that holds ``build()``'s result, built once the reader scrolls near it.
@@ -90,7 +106,7 @@ def on_sight(build: Callable[[], pn.viewable.Viewable], height: int,
 
     def seen(event: param.parameterized.Event) -> None:
         if event.new and holder.objects == [signal]:
-            holder.objects = [build()]
+            holder.objects = [styled_as_on_open(build)]
 
     signal.param.watch(seen, "seen")
     return holder
@@ -137,7 +153,7 @@ def once_true(build: Callable[[], pn.viewable.Viewable], condition: Any,
 
     def changed(value: object) -> None:
         if value and not holder.objects:
-            holder.objects = [build()]
+            holder.objects = [styled_as_on_open(build)]
 
     condition.rx.watch(changed)
     return holder
@@ -150,7 +166,7 @@ def lazy_card(build: Callable[[], pn.viewable.Viewable], **card_params: Any) -> 
 
     def expanded(event: param.parameterized.Event) -> None:
         if not event.new and not card.objects:
-            card.objects = [build()]
+            card.objects = [styled_as_on_open(build)]
 
     card.param.watch(expanded, "collapsed")
     return card

@@ -14,7 +14,7 @@ page rather than bound functions (cheaper to open).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pandas as pd
 import panel as pn
@@ -24,7 +24,7 @@ from engine import BLOCKS
 from explorer.components.background import on_page_tick
 from explorer.components.exports import text_download
 from explorer.components.heatmap import matrix_heatmap
-from explorer.components.lazy_view import on_sight
+from explorer.components.lazy_view import on_sight, styled_as_on_open
 from explorer.components.notes import caption
 from explorer.components.number_box import NumberBox
 from explorer.components.progress import served
@@ -33,8 +33,6 @@ from explorer.components.table import DataTable
 from explorer.pages.base import Page
 from explorer.pages.builder_forms import YAML_ONLY_BLOCKS, BlockChoice, WorkloadBuilder
 from explorer.presets import PRESETS
-
-Part = TypeVar("Part", bound=pn.viewable.Viewable)
 
 #: About the height of the query-group, preset and file cards under the attribute card, in
 #: pixels (their placeholder's until the reader scrolls near them and they are built, with the
@@ -427,18 +425,6 @@ class BuilderPage(Page):
                     "attribute values, first attribute changing slowest). A coloured entry "
                     "means the query counts the records in that cell."),
             sizing_mode="stretch_width")
-
-
-def styled_as_on_open(build: Callable[[], Part]) -> Part:
-    """``build()``, styled as the parts built when the page opened.
-
-    Panel gives what is made after a served page's template is set up the template's design
-    as its own, and a component with a design of its own gets Bootstrap's whole stylesheet in
-    its shadow root (larger headings, plain card titles). Made with no design, it gets the
-    template's, as the page's first parts do.
-    """
-    with pn.config.set(design=None):
-        return build()
 
 
 def listing_table(rows: list[dict[str, Any]], css_class: str) -> DataTable:
