@@ -26,6 +26,7 @@ from urllib.parse import urlencode
 import panel as pn
 
 from engine import one_line
+from explorer.components.background import page_loaded
 from explorer.components.design import ReadableBootstrap
 from explorer.components.site_template import SiteTemplate
 from explorer.pages.adaptive import AdaptivePage
@@ -181,6 +182,7 @@ def page_app(path: str | None = None) -> pn.template.BaseTemplate:
         # Registered before the page's own onload callbacks, so they find it loaded.
         session.page_loading(doc)
         pn.state.onload(lambda: session.page_loaded(doc))
+        pn.state.onload(lambda: page_loaded(doc))
     with watchers_added(session, session.privacy) as page_watchers:
         template = SiteTemplate(  # Bootstrap, with a valid sidebar list (issue 29)
             title=f"{TITLE} · {label}" if path != "/" else TITLE,

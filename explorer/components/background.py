@@ -25,6 +25,7 @@ import concurrent.futures
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,29 @@ BUILDERS = concurrent.futures.ThreadPoolExecutor(max_workers=4,
                                                  thread_name_prefix="explorer-view")
 
 
+#: Served documents whose browser has loaded them (a page is closed once it has none left).
+LOADED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def page_loaded(doc: Any) -> None:
+    """Note that ``doc``'s browser has loaded it (from the page's ``onload``)."""
+    LOADED.add(doc)
+
+
+def page_closed(doc: Any) -> bool:
+    """True when ``doc`` is a served page whose browser has loaded it and has gone since.
+
+    Bokeh keeps a closed tab's session for a while (15 s by default). Its page still follows
+    the analyst's session, and a change made on the next page (plans picked up, a new level)
+    rebuilt the closed page's charts and views for nobody, on the CPU the open page needed:
+    opening the strategy page after compare and trade-off rebuilt both of their charts. A
+    page still loading (no connection yet) is not closed."""
+    context = getattr(doc, "session_context", None) if doc is not None else None
+    server_session = getattr(context, "session", None)
+    return (server_session is not None and server_session.connection_count == 0
+            and doc in LOADED)
+
+
 def on_page_tick(doc: Any, change: Callable[[], None]) -> bool:
     """Run ``change`` on the next tick of ``doc``, a served page's document, with ``doc`` as
     Panel's current document; False (nothing scheduled) when ``doc`` is not served.
@@ -56,6 +80,8 @@ def on_page_tick(doc: Any, change: Callable[[], None]) -> bool:
     """
     if doc is None or doc.session_context is None:
         return False
+    if page_closed(doc):
+        return True  # nobody sees it any more: dropped
 
     def run() -> None:
         with set_curdoc(doc):
@@ -105,8 +131,13 @@ class BackgroundView(pn.viewable.Viewer):
         layout.setdefault("sizing_mode", "stretch_width")
         layout.setdefault("margin", 0)
         self._holder = pn.Column(**layout)
-        self._watchers = [(p.owner, p.owner.param.watch(self._changed, p.name))
-                          for p in inputs]
+        # one watcher per owner: a change of several inputs in one update (a session's plans
+        # and its selected mechanism as plans arrive) is one request, not two builds racing
+        owners: dict[int, tuple[param.Parameterized, list[str]]] = {}
+        for p in inputs:
+            owners.setdefault(id(p.owner), (p.owner, []))[1].append(p.name)
+        self._watchers = [(owner, owner.param.watch(self._changed, names))
+                          for owner, names in owners.values()]
         if served():
             self._doc = pn.state.curdoc
             pn.state.on_session_destroyed(lambda context: self.close())
@@ -161,6 +192,8 @@ class BackgroundView(pn.viewable.Viewer):
         self.refresh()
 
     def _request(self) -> None:
+        if page_closed(self._doc):
+            return  # the tab has gone: nobody would see the view
         with self._lock:
             self._generation += 1
             generation = self._generation

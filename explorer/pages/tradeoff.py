@@ -18,7 +18,7 @@ import panel as pn
 import param
 
 from engine import Comparison, Privacy, SpecError
-from explorer.components.background import BackgroundView, change_page
+from explorer.components.background import BackgroundView, change_page, page_closed
 from explorer.components.charts import BOUND_LABEL, LiveTradeoffChart, privacy_knob
 from explorer.components.exports import csv_download, described
 from explorer.components.lazy_view import on_sight
@@ -453,6 +453,8 @@ class TradeoffPage(Page):
     def _chart(self, plans: Comparison | None, noise: str, delta: float, calibration: str,
                unit: str):
         session = self.session
+        if self._live is not None and page_closed(getattr(self, "_doc", None)):
+            return self._live.figure  # the tab has gone: the chart is not redrawn for nobody
         comparison = session.comparison
         privacy = comparison.privacy if comparison is not None else session.privacy
         y_label, y_name = UNITS[unit]

@@ -7,6 +7,7 @@ tests decide when the "event loop" runs them.
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from types import SimpleNamespace
@@ -16,7 +17,13 @@ import panel as pn
 import param
 from panel.io.state import set_curdoc
 
-from explorer.components.background import BackgroundView, on_page_tick
+from explorer.components import background
+from explorer.components.background import (
+    BackgroundView,
+    on_page_tick,
+    page_closed,
+    page_loaded,
+)
 
 
 class Inputs(param.Parameterized):
@@ -153,3 +160,69 @@ def test_on_page_tick_runs_the_change_under_its_own_document():
     assert current == [page]
     assert not on_page_tick(None, lambda: current.append("now"))
     assert current == [page]  # not served: the caller runs the change itself
+
+
+def test_a_closed_tabs_page_is_not_changed_but_a_loading_one_is():
+    page = ServedDocument()
+    page.session_context.session = SimpleNamespace(connection_count=0)
+    done: list[str] = []
+    # still loading: no connection yet, and the change must reach it
+    assert on_page_tick(page, lambda: done.append("loading"))
+    page_loaded(page)
+    page.session_context.session.connection_count = 1
+    assert on_page_tick(page, lambda: done.append("open"))
+    page.run_ticks()
+    assert done == ["loading", "open"] and not page_closed(page)
+    page.session_context.session.connection_count = 0  # the tab has gone
+    assert page_closed(page)
+    assert on_page_tick(page, lambda: done.append("closed"))  # taken, and dropped
+    page.run_ticks()
+    assert done == ["loading", "open"]
+    inputs = Inputs()
+    with set_curdoc(page):
+        view = BackgroundView(lambda level, noise: f"{level} {noise}", inputs.param.level,
+                              inputs.param.noise)
+    view.refresh()
+    view.wait(5)
+    page.run_ticks()
+    assert view.current.object == ""  # the placeholder: nothing built for nobody
+
+
+class HeldBuilders:
+    """Builder threads that run nothing until told: the requests made can be counted."""
+
+    def __init__(self) -> None:
+        self.queued: list[Any] = []
+
+    def submit(self, work: Any, *args: Any) -> Any:
+        future: Any = concurrent.futures.Future()
+        self.queued.append((future, lambda: work(*args)))
+        return future
+
+    def run(self) -> None:
+        queued, self.queued = self.queued, []
+        for future, work in queued:
+            future.set_result(work())
+
+
+def test_one_update_of_two_inputs_is_one_build(monkeypatch):
+    builders = HeldBuilders()
+    monkeypatch.setattr(background, "BUILDERS", builders)
+    inputs = Inputs()
+    doc = ServedDocument()
+    built: list[tuple[float, str]] = []
+
+    def build(level: float, noise: str) -> str:
+        built.append((level, noise))
+        return f"{level:g} {noise}"
+
+    with set_curdoc(doc):
+        view = BackgroundView(build, inputs.param.level, inputs.param.noise)
+    doc.run_ticks()  # the first build is requested on the page's first tick
+    builders.run()
+    inputs.param.update(level=2.0, noise="laplace")  # as plans and selection arrive together
+    assert len(builders.queued) == 1  # one request, not one per input
+    builders.run()
+    doc.run_ticks()
+    assert built == [(1.0, "gaussian"), (2.0, "laplace")]
+    assert view.current.object == "2 laplace"
