@@ -200,11 +200,20 @@ HANDLE_CENTRE_JS = """el => {
 }"""
 
 
-def drag_eps_slider(page: Any, pixels: float) -> None:
+def drag_eps_slider(page: Any, pixels: float, attempts: int = 3) -> None:
     """Drag the eps slider's handle ``pixels`` to the right (left when negative) and release
-    it, as a person would (a Playwright sync page; the browser tests and the benchmarks)."""
-    x, y = page.locator(EPS_SLIDER).first.evaluate(HANDLE_CENTRE_JS)
-    page.mouse.move(x, y)
-    page.mouse.down()
-    page.mouse.move(x + pixels, y, steps=4)
-    page.mouse.up()
+    it, as a person would (a Playwright sync page; the browser tests and the benchmarks).
+
+    A page still laying out parts built after load (a progress row, a chart) can move the
+    handle between finding it and pressing on it; the press then misses, as a person's would,
+    and like a person this tries again (at most ``attempts`` drags) until the slider moved."""
+    slider = page.locator(EPS_SLIDER).first
+    for _ in range(attempts):
+        before = slider.input_value()
+        x, y = slider.evaluate(HANDLE_CENTRE_JS)
+        page.mouse.move(x, y)
+        page.mouse.down()
+        page.mouse.move(x + pixels, y, steps=4)
+        page.mouse.up()
+        if slider.input_value() != before:
+            return

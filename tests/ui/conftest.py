@@ -40,7 +40,13 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from explorer.server.served import ServerStartError, chromium_options, drag_eps_slider, serving
+from explorer.server.served import (
+    EPS_SLIDER,
+    ServerStartError,
+    chromium_options,
+    drag_eps_slider,
+    serving,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO_ROOT / "test-results"
@@ -253,9 +259,14 @@ def move_eps_until_stored(page, url: str, store) -> tuple[str, str]:
     drag_eps_slider(page, 80)
     expect(level).not_to_have_text(before, timeout=30_000)
     deadline = time.monotonic() + STORE_WRITE_S
+    row = None
     while time.monotonic() < deadline:
         row = store.load(sid, None)
         if row is not None and row.state["privacy"]["epsilon"] != 1.0:
             return sid, level.inner_text()
         time.sleep(0.2)
-    raise AssertionError(f"the change did not reach the store in {STORE_WRITE_S:.0f} s")
+    stored = "no row" if row is None else f"version {row.version}, eps {row.state['privacy']}"
+    raise AssertionError(
+        f"the change did not reach the store in {STORE_WRITE_S:.0f} s (the page's eps slider "
+        f"at {page.locator(EPS_SLIDER).first.input_value()}, level line "
+        f"{level.inner_text()!r}; stored: {stored})")
