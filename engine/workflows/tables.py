@@ -285,9 +285,12 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     if needs_vector:
         check_domain(workload)
     raw_given = raw is not None
-    if raw is None:
-        raw = (y if strategy is None
-               else workload.answer(least_squares(strategy, y, noise_variances)))
+    data_estimate = None  # the least-squares data vector, when computed for the raw answers
+    if raw is None and strategy is not None:
+        data_estimate = least_squares(strategy, y, noise_variances)
+        raw = workload.answer(data_estimate)
+    elif raw is None:
+        raw = y
     raw = np.asarray(raw, dtype=float).reshape(-1)
     if raw.size != queries:
         raise SpecError(f"raw: expected {queries:,} answers, got {raw.size:,}")
@@ -298,7 +301,8 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
         variances = variance if strategy is None else noise_variances
         products = None if work_limit is None else int(work_limit // workload.domain.size)
         solver = _marginal_solver(workload, variance) if strategy is None else None
-        start = _least_squares_start(fitted, y, variances, solver)
+        start = (data_estimate if data_estimate is not None
+                 else _least_squares_start(fitted, y, variances, solver))
         if total is None:
             # Not public: the TopDown route's top level, the least-squares estimate of the
             # total (a well-measured direction), then every count fits it. Over the orthant
