@@ -34,7 +34,7 @@ import param
 from panel.io.state import set_curdoc
 
 from explorer.components.messages import plain
-from explorer.components.progress import served
+from explorer.components.progress import browser_connections, served
 
 LOG = logging.getLogger(__name__)
 
@@ -61,10 +61,7 @@ def page_closed(doc: Any) -> bool:
     rebuilt the closed page's charts and views for nobody, on the CPU the open page needed:
     opening the strategy page after compare and trade-off rebuilt both of their charts. A
     page still loading (no connection yet) is not closed."""
-    context = getattr(doc, "session_context", None) if doc is not None else None
-    server_session = getattr(context, "session", None)
-    return (server_session is not None and server_session.connection_count == 0
-            and doc in LOADED)
+    return browser_connections(doc) == 0 and doc in LOADED
 
 
 def on_page_tick(doc: Any, change: Callable[[], None]) -> bool:

@@ -13,6 +13,7 @@ and a Cancel that reaches the other process (see :mod:`explorer.planning.board`)
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import panel as pn
 import param
@@ -31,6 +32,16 @@ def served() -> bool:
     """True inside a served Bokeh session (False in notebooks and unit tests)."""
     doc = pn.state.curdoc
     return doc is not None and doc.session_context is not None
+
+
+def browser_connections(doc: Any) -> int | None:
+    """How many browsers are connected to ``doc``'s server session now (None: not served).
+
+    Bokeh keeps a closed tab's session for a while (15 s by default, checked every 17 s), so a
+    page nobody sees is one with no connection left."""
+    context = getattr(doc, "session_context", None) if doc is not None else None
+    server_session = getattr(context, "session", None)
+    return None if server_session is None else server_session.connection_count
 
 
 class PlanningProgress(pn.viewable.Viewer):
@@ -85,13 +96,11 @@ class PlanningProgress(pn.viewable.Viewer):
         self.show(self.session.poll())
 
     def connected(self) -> bool:
-        """False while no browser is connected to this page. Bokeh keeps a closed tab's
-        session for a while (15 s by default, checked every 17 s); its polls would read the
-        plan store four times a second for a page nobody sees, on the CPU the open pages
+        """False while no browser is connected to this page: a closed tab's polls would read
+        the plan store four times a second for a page nobody sees, on the CPU the open pages
         need. A page that is not served counts as connected."""
-        context = self._doc.session_context if self._doc is not None else None
-        server_session = getattr(context, "session", None)
-        return server_session is None or server_session.connection_count > 0
+        connections = browser_connections(self._doc)
+        return connections is None or connections > 0
 
     def follow_elsewhere(self) -> None:
         """Show the session's job that runs in another process (read from the board at most
