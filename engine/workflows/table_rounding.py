@@ -255,18 +255,8 @@ def nearest_transport(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) 
 def proportional_fit(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
     """``table`` scaled (iterative proportional fitting) to row totals ``rows`` and column
     totals ``columns``; rows and columns whose total is zero are zero."""
-    live = np.outer(rows > 0, columns > 0)
-    scaled = np.where(live, np.clip(np.asarray(table, dtype=float), 0.0, None), 0.0)
-    scaled += live * 1e-9 * max(float(rows.sum()), 1.0) / max(int(live.sum()), 1)
-    tolerance = FIT_TOLERANCE * max(float(rows.sum()), 1.0)
-    for _ in range(FIT_SWEEPS):
-        sums = scaled.sum(axis=1)
-        scaled *= np.divide(rows, sums, out=np.zeros(rows.size), where=sums > 0)[:, None]
-        sums = scaled.sum(axis=0)
-        scaled *= np.divide(columns, sums, out=np.zeros(columns.size), where=sums > 0)[None, :]
-        if np.abs(scaled.sum(axis=1) - rows).max() <= tolerance:
-            break
-    return scaled
+    rows, columns = np.asarray(rows).reshape(-1), np.asarray(columns).reshape(-1)
+    return _fit_block(np.asarray(table, dtype=float)[None], rows[None], columns[None])[0]
 
 
 def greedy_bumps(row_need: np.ndarray, column_need: np.ndarray, capacity: np.ndarray,
