@@ -73,6 +73,10 @@ class PageClient:
         request = HTTPRequest(ws_url + query, connect_timeout=timeout, request_timeout=timeout)
         socket = await asyncio.wait_for(
             websocket_connect(request, subprotocols=["bokeh", token]), timeout)
+        # As a browser: Chromium turns Nagle's algorithm off on its sockets. With it on, the
+        # second and third frames of each message waited for the server's delayed
+        # acknowledgement of the first (about 40 ms per message).
+        socket.protocol.set_nodelay(True)
         client = cls(socket)
         ack = await client.receive(timeout)
         if ack.msgtype != "ACK":

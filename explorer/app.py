@@ -42,6 +42,7 @@ from explorer.pages.strategy import StrategyPage
 from explorer.pages.tradeoff import TradeoffPage
 from explorer.planning.store import STORE
 from explorer.server import process as serverprocess
+from explorer.server.latency import answer_moves_first
 from explorer.server.sessions import REGISTRY, watchers_added
 from explorer.session import Session
 
@@ -216,4 +217,5 @@ def serve_page() -> None:
 
 if __name__.startswith("bokeh"):  # `panel serve explorer/app.py`
     serverprocess.prepare()
+    answer_moves_first(pn.state.curdoc)
     serve_page()

@@ -15,6 +15,8 @@ Panel widget: ``LabelledSlider.from_param(obj.param.x, shown_as="power of ten")`
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import param
 from panel.custom import JSComponent
 from panel.widgets import WidgetBase
@@ -88,5 +90,8 @@ class LabelledSlider(JSComponent, WidgetBase):
     # A release does not set Panel's busy flag: it is one for the whole process, shown by
     # every open tab's spinner, and says nothing about this tab.
     _busy__ignore = ["value"]
+    # One change per gesture: nothing to gather, so no 50 ms debounce timer before the page
+    # answers (Panel's default for a widget change); the change runs on the next tick.
+    _priority_changes: ClassVar[list[str]] = ["value"]
     _esm = SLIDER_ESM
     _stylesheets = [SLIDER_CSS]
