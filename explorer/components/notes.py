@@ -22,17 +22,6 @@ details.note-box > summary {
 """
 
 
-def learn_note(text: str, title: str = NOTE_TITLE, collapsed: bool = True) -> pn.Card:
-    """A collapsed card holding a short plain-language explanation (Markdown)."""
-    return pn.Card(
-        pn.pane.Markdown(text, sizing_mode="stretch_width"),
-        title=title,
-        collapsed=collapsed,
-        css_classes=["learn-note"],
-        sizing_mode="stretch_width",
-    )
-
-
 def folded_note(text: str) -> pn.pane.Markdown:
     """The folded "What am I looking at?" note (Markdown) as one pane: a ``<details>`` element
     the browser unfolds by itself, so the note costs one Bokeh model on every page open (a

@@ -75,7 +75,7 @@ from engine import (
     sqlite_file,
 )
 from explorer.components.exports import csv_download, scenario_columns
-from explorer.components.notes import learn_note
+from explorer.components.notes import folded_note
 from explorer.components.number_box import NumberBox
 from explorer.components.worker import BackgroundRun
 from explorer.pages.compare import WRAPPED_BOXES
@@ -675,7 +675,7 @@ class AdaptivePage(BackgroundRun, pn.viewable.Viewer):
                 "by Conditional ResidualPlanner and reconstructs with GReM-MLE. Errors compare "
                 "against the true data (evaluation only); estimates are the raw, possibly "
                 "negative output unless a post-processing is chosen."),
-            learn_note(NOTE),
+            folded_note(NOTE),
             pn.pane.Markdown(self.param.status, css_classes=["adaptive-status"]),
             pn.pane.Markdown(self.param.quote_line, css_classes=["adaptive-quote"]),
             pn.pane.Alert(self.param.error, alert_type="danger",

@@ -138,8 +138,8 @@ def test_note_and_empty_state_before_a_run():
     page = AdaptivePage(attributes=["age", "sex"], max_rounds=3, epsilon=1.0, delta=1e-9,
                         compare_rp=False)
     view = page.__panel__()
-    cards = [c for c in view.select(pn.Card) if "learn-note" in c.css_classes]
-    assert len(cards) == 1 and cards[0].title == "What am I looking at?"
+    notes = [p for p in view.select(pn.pane.Markdown) if "learn-note" in p.css_classes]
+    assert len(notes) == 1 and "<summary>What am I looking at?</summary>" in notes[0].object
     empty = [p for p in view.select(pn.pane.Markdown) if p.object == EMPTY_STATE]
     assert len(empty) == 1
     charts = [p for p in view.select(pn.pane.HoloViews)]
@@ -151,7 +151,7 @@ def test_note_and_empty_state_before_a_run():
 
     holder = next(c for c in view.select(pn.Column) if charts[0] in c.objects)
     assert shown(empty[0]) and not shown(holder)
-    note = cards[0].objects[0].object
+    note = notes[0].object
     assert "the L1 error of a marginal is the sum of its counts'" in note
     assert "The **round by round** table under the charts" in note
     page.run()

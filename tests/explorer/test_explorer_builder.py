@@ -243,9 +243,8 @@ class ServedContext:
 
 
 def cards(view: pn.viewable.Viewable) -> list[str]:
-    """The page's cards (their CSS class), the collapsed learn note left out."""
-    return [card.css_classes[0] for card in view.select(pn.Card)
-            if "learn-note" not in card.css_classes]
+    """The page's cards (their CSS class)."""
+    return [card.css_classes[0] for card in view.select(pn.Card)]
 
 
 def test_served_page_opens_with_the_first_screen_and_builds_the_rest_when_seen():
