@@ -17,8 +17,9 @@ time drawn uniformly between 0.5 S and 1.5 S, as a person reads a readout before
 pause is not part of any measured time).
 
 For every number of processes (``--procs``, served with ``panel serve --num-procs``) and every
-number of analysts (``--analysts``), one fresh server runs: a warm-up analyst first (not
-measured), then all analysts start within ``--ramp`` seconds. Printed per row: page-ready p50 /
+number of analysts (``--analysts``), one fresh server runs: warm-up analysts first (not
+measured; until every serving process has built a page, see :func:`warm_up`), then all
+analysts start within ``--ramp`` seconds. Printed per row: page-ready p50 /
 p95 (from connecting to the page's first view), slider p50 / p95 (from the change to the new
 readout), web-process CPU per page (all serving processes, not the planner pool), resident
 memory of the web processes per analyst while
