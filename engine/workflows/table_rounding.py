@@ -166,13 +166,15 @@ def _fit_block(block: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.n
     scaled = np.where(live, np.clip(block, 0.0, None), 0.0)
     scaled += live * (1e-9 * totals / np.maximum(live.sum(axis=(1, 2)), 1))[:, None, None]
     tolerance = FIT_TOLERANCE * totals
+    row_sums = scaled.sum(axis=2)
     for _ in range(FIT_SWEEPS):
-        sums = scaled.sum(axis=2)
-        scaled *= np.divide(rows, sums, out=np.zeros(rows.shape), where=sums > 0)[:, :, None]
+        scaled *= np.divide(rows, row_sums, out=np.zeros(rows.shape),
+                            where=row_sums > 0)[:, :, None]
         sums = scaled.sum(axis=1)
         scaled *= np.divide(columns, sums, out=np.zeros(columns.shape),
                             where=sums > 0)[:, None, :]
-        if (np.abs(scaled.sum(axis=2) - rows).max(axis=1) <= tolerance).all():
+        row_sums = scaled.sum(axis=2)  # the check's, and the next sweep's
+        if (np.abs(row_sums - rows).max(axis=1) <= tolerance).all():
             break
     return scaled
 

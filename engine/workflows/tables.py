@@ -500,15 +500,13 @@ def _value_columns(term: Term) -> tuple[tuple[str, pd.api.extensions.ExtensionAr
     factors = term.factors or ()
     values = [_attribute_values(domain.attributes[a], f)
               for a, f in zip(term.attrs, factors, strict=True)]
-    sizes = [len(v) for v in values]
-    columns = []
-    for i, (a, v) in enumerate(zip(term.attrs, values, strict=True)):
-        inner, outer = math.prod(sizes[i + 1:]), math.prod(sizes[:i])
-        rows = np.broadcast_to(np.arange(sizes[i])[:, None], (sizes[i], inner)).reshape(-1)
-        columns.append((domain.attributes[a].name, v.take(np.tile(rows, outer))))
-    if not columns:  # the grand total
-        columns.append(("total", _string_array(["total"])))
-    return tuple(columns)
+    if not values:  # the grand total
+        return (("total", _string_array(["total"])),)
+    if len(values) == 1:  # the attribute's own array (frames share it, copy-on-write)
+        return ((domain.attributes[term.attrs[0]].name, values[0]),)
+    positions = np.indices([len(v) for v in values]).reshape(len(values), -1)
+    return tuple((domain.attributes[a].name, v.take(rows))
+                 for a, v, rows in zip(term.attrs, values, positions, strict=True))
 
 
 def _attribute_values(attribute: Attribute, factor: Matrix

@@ -174,16 +174,20 @@ def fit_three_way(shape: tuple[int, ...],
     s = np.zeros_like(y)
     converged = False
     done = 0
+    # the y-step's constant parts, and buffers over the 3-way cells reused every iteration
+    weighted, spread = weights * targets, weights + rho
+    w, xh, z_next = np.empty_like(z), np.empty_like(z), np.empty_like(z)
     for done in range(1, iterations + 1):
-        x, m = system.consistent(z - u, y - s, 1.0, total, pull)
+        x, m = system.consistent(np.subtract(z, u, out=w), y - s, 1.0, total, pull)
         mm = m[system.measured_cells]
-        xh = x - z  # over-relaxed: RELAXATION * x + (1 - RELAXATION) * z
+        np.subtract(x, z, out=xh)  # over-relaxed: RELAXATION * x + (1 - RELAXATION) * z
         xh *= RELAXATION
         xh += z
         mh = RELAXATION * mm + (1 - RELAXATION) * y
         z_old, y_old = z, y
-        z = np.maximum(xh + u, 0.0)
-        y = (weights * targets + rho * (mh + s)) / (weights + rho)
+        z = np.maximum(np.add(xh, u, out=z_next), 0.0, out=z_next)
+        z_next = z_old  # free again once the residuals below are read
+        y = (weighted + rho * (mh + s)) / spread
         u += xh
         u -= z
         s += mh - y
@@ -342,20 +346,30 @@ def _runs(starts: list[int] | np.ndarray, counts: np.ndarray) -> np.ndarray:
                                                  - first[:-1], counts)
 
 
+def _arithmetic_runs(first: np.ndarray, length: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """``first + step * arange(length)`` for every entry of the (broadcast) arguments in C
+    order, concatenated: one cumulative sum of the steps, each run's first entry stepping
+    from the previous run's last (no division, no loop)."""
+    first, length, step = (np.asarray(v, dtype=np.int64).reshape(-1)
+                           for v in np.broadcast_arrays(first, length, step))
+    steps = np.repeat(step, length)
+    live = length > 0
+    first, length, step = first[live], length[live], step[live]
+    last = first + (length - 1) * step
+    steps[_starts(length)[:-1]] = first - np.concatenate([[0], last[:-1]])
+    return np.cumsum(steps)
+
+
 def _strided_runs(start: np.ndarray, outer: np.ndarray, inner: np.ndarray,
                   outer_step: np.ndarray, inner_step: np.ndarray) -> np.ndarray:
     """``start + o * outer_step + i * inner_step`` for ``o < outer``, ``i < inner`` (``i``
-    fastest), for every entry of the (equally shaped) arguments in C order, concatenated:
-    blocks of a table read row by row (``inner_step`` 1) or column by column."""
+    fastest), for every entry of the (broadcast) arguments in C order, concatenated: blocks
+    of a table read row by row (``inner_step`` 1) or column by column."""
     start, outer, inner, outer_step, inner_step = (
         np.asarray(v, dtype=np.int64).reshape(-1)
-        for v in (start, outer, inner, outer_step, inner_step))
-    counts = outer * inner
-    block = np.repeat(np.arange(counts.size), counts)
-    position = np.arange(int(counts.sum())) - np.repeat(_starts(counts)[:-1], counts)
-    o = position // inner[block]
-    return (start[block] + o * outer_step[block]
-            + (position - o * inner[block]) * inner_step[block])
+        for v in np.broadcast_arrays(start, outer, inner, outer_step, inner_step))
+    return _arithmetic_runs(_arithmetic_runs(start, outer, outer_step),
+                            np.repeat(inner, outer), np.repeat(inner_step, outer))
 
 
 def _csr(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
