@@ -420,28 +420,20 @@ class _System:
         self.ca_to_single = _runs([self.offset[(a,)] - n_pairs for c in triples for a in c],
                                   ca_counts)
         self.ca_inv = 1.0 / np.repeat(np.repeat(self.triple_sizes, 3) / ca_counts, ca_counts)
-        # P' (three entries per 3-way cell, ascending) and P (a (c, p) cell's 3-way cells,
-        # ascending), a triple at a time: its cells' three 2-way cells, and its three 2-way
-        # tables' cells as its cells transposed
-        pt_columns = np.empty((n_x, 3), dtype=np.int32)
+        # P (a (c, p) cell's 3-way cells, ascending), a triple at a time: its three 2-way
+        # tables' cells are its cells, transposed; P' its transpose (one pass in scipy)
         p_columns = np.empty(3 * n_x, dtype=np.int32)
         cp_start = _starts(self.cp_sizes)
-        for x0, c0, (n_a, n_b, n_c) in zip(x_start[:-1].tolist(), cp_start[:-1].tolist(),
-                                           dims.tolist(), strict=True):
-            ab, ac, n = n_a * n_b, n_a * n_c, n_a * n_b * n_c
-            i, j, k = np.arange(n_a)[:, None, None], np.arange(n_b)[:, None], np.arange(n_c)
-            columns = pt_columns[x0:x0 + n].reshape(n_a, n_b, n_c, 3)
-            columns[..., 0] = c0 + i * n_b + j
-            columns[..., 1] = c0 + ab + i * n_c + k
-            columns[..., 2] = c0 + ab + ac + j * n_c + k
+        for x0, (n_a, n_b, n_c) in zip(x_start[:-1].tolist(), dims.tolist(), strict=True):
+            n = n_a * n_b * n_c
             cells = np.arange(x0, x0 + n, dtype=np.int32).reshape(n_a, n_b, n_c)
             mine = p_columns[3 * x0:3 * (x0 + n)]
             mine[:n] = cells.reshape(-1)
             mine[n:2 * n].reshape(n_a, n_c, n_b)[...] = cells.transpose(0, 2, 1)
             mine[2 * n:].reshape(n_b, n_c, n_a)[...] = cells.transpose(1, 2, 0)
-        self.PT = _csr(np.arange(0, 3 * n_x + 1, 3), pt_columns.reshape(-1), (n_x, cp))
         self.P = _csr(_starts(np.repeat(dims[:, ::-1].reshape(-1), cp_counts)), p_columns,
                       (cp, n_x))
+        self.PT = self.P.T.tocsr()
         # Sa: (c, p) -> (c, a) sums through the first pair holding a: a's rows of (a, b)
         # (n_b entries each), b's columns of (a, b), c's columns of (a, c) (n_a entries each)
         size_a, size_b, size_c = dims.T

@@ -208,6 +208,8 @@ def _index_digest(system) -> str:
      "1d2762d50c0f2799e3cd6468a2c5424c8ff879f917f15807fbe862c20c6c26c4"),
     ((2, 3, 4, 2, 3), ((0, 1), (0, 3), (1, 2), (2, 4), (3, 4), (0,), (2,), (4,), ()),
      "a3610264b796e3fc4234bef9eba4903292ab769bada4c3d17eb374261cf30a8f"),
+    ((1, 3, 1, 2), ((0, 1), (0, 2), (1, 3), (2, 3), (1,), ()),
+     "960d2cbe44550a26ebd604e16c7d3e88cd1de60db39e7101fe1575b3740a691b"),
 ])
 def test_the_fits_index_is_the_one_built_triple_by_triple(shape, measured, expected) -> None:
     # the digests of the index the per-triple construction built (main at 2a4b87d): every
