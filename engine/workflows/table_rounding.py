@@ -166,13 +166,15 @@ def _fit_block(block: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.n
     scaled = np.where(live, np.clip(block, 0.0, None), 0.0)
     scaled += live * (1e-9 * totals / np.maximum(live.sum(axis=(1, 2)), 1))[:, None, None]
     tolerance = FIT_TOLERANCE * totals
+    row_sums = scaled.sum(axis=2)
     for _ in range(FIT_SWEEPS):
-        sums = scaled.sum(axis=2)
-        scaled *= np.divide(rows, sums, out=np.zeros(rows.shape), where=sums > 0)[:, :, None]
+        scaled *= np.divide(rows, row_sums, out=np.zeros(rows.shape),
+                            where=row_sums > 0)[:, :, None]
         sums = scaled.sum(axis=1)
         scaled *= np.divide(columns, sums, out=np.zeros(columns.shape),
                             where=sums > 0)[:, None, :]
-        if (np.abs(scaled.sum(axis=2) - rows).max(axis=1) <= tolerance).all():
+        row_sums = scaled.sum(axis=2)  # the check's, and the next sweep's
+        if (np.abs(row_sums - rows).max(axis=1) <= tolerance).all():
             break
     return scaled
 
@@ -180,8 +182,9 @@ def _fit_block(block: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.n
 def _greedy_block(row_need: np.ndarray, column_need: np.ndarray, capacity: np.ndarray,
                   fraction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`greedy_bumps` on every table of the block at once, line by line along the
-    columns (the shorter side of each table): the bumps, and per table whether they keep
-    both needs."""
+    columns (the shorter side of each table; a table's padding has no capacity and no need):
+    the bumps, and per table whether they keep both needs. Each line's units go to the cross
+    lines ranked by their key, equal keys in their order (a stable sort)."""
     n, k, m = capacity.shape
     ok = (row_need >= 0).all(axis=1) & (column_need >= 0).all(axis=1)
     ok &= row_need.sum(axis=1) == column_need.sum(axis=1)
@@ -264,43 +267,25 @@ def greedy_bumps(row_need: np.ndarray, column_need: np.ndarray, capacity: np.nda
     """A 0/1 table, 1 only where ``capacity`` allows, with row sums ``row_need`` and column
     sums ``column_need``, built line by line along the shorter side, the lines with the least
     room to spare first: each line's units go to the cross lines whose need left most exceeds
-    their open cells in the lines still to come, ties to the larger ``fraction`` (on a full
-    table: the most need left, Ryser's construction); None when it gets stuck (a maximum
-    flow may still find one).
+    their open cells in the lines still to come, ties to the larger ``fraction``, then to the
+    first cross line (on a full table: the most need left, Ryser's construction); None when it
+    gets stuck (a maximum flow may still find one). The construction of
+    :func:`controlled_round_many`, on one table.
 
     Example:
         >>> greedy_bumps(np.array([1, 1]), np.array([1, 1]), np.ones((2, 2), bool),
         ...              np.array([[0.9, 0.1], [0.2, 0.8]])).tolist()
         [[1, 0], [0, 1]]
     """
-    if (row_need < 0).any() or (column_need < 0).any() or row_need.sum() != column_need.sum():
+    turn = capacity.shape[0] < capacity.shape[1]  # the block's lines are its columns
+    rows, columns = (column_need, row_need) if turn else (row_need, column_need)
+    bumps, ok = _greedy_block(np.asarray(rows, dtype=np.int64)[None],
+                              np.asarray(columns, dtype=np.int64)[None],
+                              (capacity.T if turn else capacity)[None],
+                              (fraction.T if turn else fraction)[None])
+    if not ok[0]:
         return None
-    by_rows = capacity.shape[0] < capacity.shape[1]
-    lines, left = ((row_need, column_need.copy()) if by_rows
-                   else (column_need, row_need.copy()))
-    allowed = capacity if by_rows else capacity.T
-    tie = 0.5 * np.clip(fraction if by_rows else fraction.T, 0.0, 1.0 - 1e-9)
-    bumps = np.zeros(allowed.shape, dtype=np.int64)
-    # the lines with the least room to spare first (on a full table: the largest need)
-    slack = allowed.sum(axis=1) - lines
-    room = allowed.sum(axis=0).astype(float)  # each cross line's open cells still to come
-    for line in np.argsort(slack, kind="stable"):
-        units = int(lines[line])
-        room -= allowed[line]
-        if units == 0:
-            continue
-        if units > left.size:
-            return None
-        # the cross lines whose need least fits the room still to come first
-        key = np.where(allowed[line] & (left > 0), left - room + tie[line] + allowed.shape[0], -1.0)
-        chosen = np.argpartition(-key, units - 1)[:units]
-        if key[chosen].min() < 0:
-            return None
-        bumps[line, chosen] = 1
-        left[chosen] -= 1
-    if left.any():
-        return None
-    return bumps if by_rows else bumps.T
+    return bumps[0].T if turn else bumps[0]
 
 
 def _bumps(row_need: np.ndarray, column_need: np.ndarray, capacity: np.ndarray

@@ -332,6 +332,7 @@ def forget_workloads() -> None:
     3-way fit's index and factor pseudo-inverses): to time a first release; a release never
     needs it."""
     _value_columns.cache_clear()
+    _own_values.cache_clear()
     clear_cache()
 
 
@@ -493,21 +494,39 @@ def _whole(values: np.ndarray) -> np.ndarray:
 def _value_columns(term: Term) -> tuple[tuple[str, pd.api.extensions.ExtensionArray], ...]:
     """One column per attribute of a product term, rows in the term's (C) order, as the
     arrays a frame stores (cached per term: a repeated release of a workload labels its
-    tables again)."""
+    tables again): each attribute's values as a string array (:func:`_attribute_values`),
+    repeated by position (no string inferred per table)."""
     domain = term.domain
     factors = term.factors or ()
-    values = [_factor_values(domain.attributes[a], f) for a, f in zip(term.attrs, factors,
-                                                                       strict=True)]
-    sizes = [len(v) for v in values]
-    columns: dict[str, np.ndarray] = {}
-    for i, (a, v) in enumerate(zip(term.attrs, values, strict=True)):
-        inner, outer = math.prod(sizes[i + 1:]), math.prod(sizes[:i])
-        columns[domain.attributes[a].name] = np.tile(np.repeat(np.asarray(v, dtype=object),
-                                                               inner), outer)
-    if not columns:  # the grand total
-        columns["total"] = np.array(["total"], dtype=object)
-    # as the array a frame would store (the string dtype pandas infers), inferred once
-    return tuple((name, pd.Series(values).array) for name, values in columns.items())
+    values = [_attribute_values(domain.attributes[a], f)
+              for a, f in zip(term.attrs, factors, strict=True)]
+    if not values:  # the grand total
+        return (("total", _string_array(["total"])),)
+    if len(values) == 1:  # the attribute's own array (frames share it, copy-on-write)
+        return ((domain.attributes[term.attrs[0]].name, values[0]),)
+    positions = np.indices([len(v) for v in values]).reshape(len(values), -1)
+    return tuple((domain.attributes[a].name, v.take(rows))
+                 for a, v, rows in zip(term.attrs, values, positions, strict=True))
+
+
+def _attribute_values(attribute: Attribute, factor: Matrix
+                      ) -> pd.api.extensions.ExtensionArray:
+    """The rows of ``factor`` over ``attribute`` as table cells, a string array (an
+    identity factor's, the attribute's own values, cached per attribute)."""
+    if factor.is_identity() and factor.shape[1] == attribute.size:
+        return _own_values(attribute)
+    return _string_array(_factor_values(attribute, factor))
+
+
+@lru_cache(maxsize=256)
+def _own_values(attribute: Attribute) -> pd.api.extensions.ExtensionArray:
+    """Every value of ``attribute`` as a table cell (:func:`run_value`), a string array."""
+    return _string_array([run_value(attribute, v, v) for v in range(attribute.size)])
+
+
+def _string_array(values: list[str]) -> pd.api.extensions.ExtensionArray:
+    """``values`` as the array a frame stores for them (the string dtype pandas infers)."""
+    return pd.Series(np.asarray(values, dtype=object)).array
 
 
 def _factor_values(attribute: Attribute, factor: Matrix) -> list[str]:

@@ -174,16 +174,20 @@ def fit_three_way(shape: tuple[int, ...],
     s = np.zeros_like(y)
     converged = False
     done = 0
+    # the y-step's constant parts, and buffers over the 3-way cells reused every iteration
+    weighted, spread = weights * targets, weights + rho
+    w, xh, z_next = np.empty_like(z), np.empty_like(z), np.empty_like(z)
     for done in range(1, iterations + 1):
-        x, m = system.consistent(z - u, y - s, 1.0, total, pull)
+        x, m = system.consistent(np.subtract(z, u, out=w), y - s, 1.0, total, pull)
         mm = m[system.measured_cells]
-        xh = x - z  # over-relaxed: RELAXATION * x + (1 - RELAXATION) * z
+        np.subtract(x, z, out=xh)  # over-relaxed: RELAXATION * x + (1 - RELAXATION) * z
         xh *= RELAXATION
         xh += z
         mh = RELAXATION * mm + (1 - RELAXATION) * y
         z_old, y_old = z, y
-        z = np.maximum(xh + u, 0.0)
-        y = (weights * targets + rho * (mh + s)) / (weights + rho)
+        z = np.maximum(np.add(xh, u, out=z_next), 0.0, out=z_next)
+        z_next = z_old  # free again once the residuals below are read
+        y = (weighted + rho * (mh + s)) / spread
         u += xh
         u -= z
         s += mh - y
@@ -286,11 +290,13 @@ def _kronecker_parts(factors: tuple[tuple[int, int, bytes], ...], attributes: tu
         factor = np.frombuffer(entries, dtype=float).reshape(n_rows, n_columns)
         inverses.append(np.linalg.pinv(factor))
     grams = [p @ p.T for p in inverses]  # (A_i' A_i)^+
+    sums = [float(g.sum()) for g in grams]
+    diagonals = [np.diag(g) for g in grams]
     variances = []
     for c in combinations(attributes, 3):
-        others = math.prod(float(grams[i].sum()) for i in range(len(grams)) if i not in c)
-        cells = np.multiply.outer(np.multiply.outer(np.diag(grams[c[0]]), np.diag(grams[c[1]])),
-                                  np.diag(grams[c[2]])).reshape(-1)
+        others = math.prod(sums[i] for i in range(len(grams)) if i not in c)
+        cells = np.multiply.outer(np.multiply.outer(diagonals[c[0]], diagonals[c[1]]),
+                                  diagonals[c[2]]).reshape(-1)
         variances.append(others * cells)
     return inverses, [p.sum(axis=0) for p in inverses], np.concatenate(variances)
 
@@ -327,6 +333,53 @@ def _total_guess(measured: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]])
     return sum(s * w for s, w in sums) / sum(w for _, w in sums)
 
 
+def _starts(counts: np.ndarray) -> np.ndarray:
+    """Where each of consecutive runs of ``counts`` entries starts, and the end: a CSR
+    ``indptr`` when the runs are its rows."""
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+def _runs(starts: list[int] | np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``arange(s, s + n)`` for every ``s, n`` of ``starts, counts``, concatenated."""
+    first = _starts(counts)
+    return np.arange(int(first[-1])) + np.repeat(np.asarray(starts, dtype=np.int64)
+                                                 - first[:-1], counts)
+
+
+def _arithmetic_runs(first: np.ndarray, length: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """``first + step * arange(length)`` for every entry of the (broadcast) arguments in C
+    order, concatenated: one cumulative sum of the steps, each run's first entry stepping
+    from the previous run's last (no division, no loop)."""
+    first, length, step = (np.asarray(v, dtype=np.int64).reshape(-1)
+                           for v in np.broadcast_arrays(first, length, step))
+    steps = np.repeat(step, length)
+    live = length > 0
+    first, length, step = first[live], length[live], step[live]
+    last = first + (length - 1) * step
+    steps[_starts(length)[:-1]] = first - np.concatenate([[0], last[:-1]])
+    return np.cumsum(steps)
+
+
+def _strided_runs(start: np.ndarray, outer: np.ndarray, inner: np.ndarray,
+                  outer_step: np.ndarray, inner_step: np.ndarray) -> np.ndarray:
+    """``start + o * outer_step + i * inner_step`` for ``o < outer``, ``i < inner`` (``i``
+    fastest), for every entry of the (broadcast) arguments in C order, concatenated: blocks
+    of a table read row by row (``inner_step`` 1) or column by column."""
+    start, outer, inner, outer_step, inner_step = (
+        np.asarray(v, dtype=np.int64).reshape(-1)
+        for v in np.broadcast_arrays(start, outer, inner, outer_step, inner_step))
+    return _arithmetic_runs(_arithmetic_runs(start, outer, outer_step),
+                            np.repeat(inner, outer), np.repeat(inner_step, outer))
+
+
+def _csr(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
+    """A 0/1 matrix of rows ``indices[indptr[r]:indptr[r + 1]]`` (ascending); 32-bit
+    indices (the fit's sizes are far below 2**31: :data:`MAX_CELLS`), which scipy then
+    takes as they are."""
+    return sp.csr_array((np.ones(indices.size), indices.astype(np.int32, copy=False),
+                         indptr.astype(np.int32, copy=False)), shape=shape)
+
+
 class _System:
     """The index structure of one fit: 3-way cells ``x`` (the triples concatenated), their
     2-way sums per triple (the ``(c, p)`` space), 1-way sums per triple (``(c, a)``), and the
@@ -352,62 +405,57 @@ class _System:
         self.n_pairs, self.n_single = n_pairs, n_single
         x_start = np.concatenate([[0], np.cumsum(self.triple_sizes)]).astype(int)
         self.triple_starts = x_start[:-1]
-        # each triple's (c, p) entries: its three 2-way tables
+        # each triple's (c, p) entries: its three 2-way tables (a, b), (a, c), (b, c)
         self.cp_sizes = np.array([sum(size[p] for p in combinations(c, 2)) for c in triples])
         # and its (c, a) entries: its three 1-way tables
         self.ca_sizes = np.array([sum(shape[a] for a in c) for c in triples])
-        p_columns = []                   # P': each 3-way cell's three (c, p) entries
-        cp_to_pair, cp_weight = [], []   # (c, p) cell -> its pair cell, 1 / N(c \ p)
-        sa_rows, sa_cols = [], []        # Sa: (c, p) -> (c, a) sums (one pair per a)
-        ca_to_single, ca_weight = [], []
-        s0_cols, c_weight = [], []       # S0: (c, p) -> triple total (first pair)
-        cp, ca = 0, 0
-        for c in triples:
-            n_b, n_c = shape[c[1]], shape[c[2]]
-            cells = np.arange(size[c])
-            # a cell's entry in each 2-way table: (a, b), (a, c), (b, c) in C order
-            targets = (cells // n_c, (cells // (n_b * n_c)) * n_c + cells % n_c,
-                       cells % (n_b * n_c))
-            pair_start = {}
-            for p, target in zip(combinations(c, 2), targets, strict=True):
-                p_columns.append(cp + target)
-                cp_to_pair.append(self.offset[p] + np.arange(size[p]))
-                cp_weight.append(np.full(size[p], size[c] / size[p]))
-                pair_start[p] = cp
-                cp += size[p]
-            first = next(iter(pair_start))
-            s0_cols.append(pair_start[first] + np.arange(size[first]))
-            c_weight.append(float(size[c]))
-            for a in c:
-                p = next(q for q in pair_start if a in q)
-                pc = np.unravel_index(np.arange(size[p]), [shape[b] for b in p])
-                sa_rows.append(ca + pc[p.index(a)])
-                sa_cols.append(pair_start[p] + np.arange(size[p]))
-                ca_to_single.append(self.offset[(a,)] - n_pairs + np.arange(shape[a]))
-                ca_weight.append(np.full(shape[a], size[c] / shape[a]))
-                ca += shape[a]
-        n_x = int(x_start[-1])
-        # P' row by row (three entries per 3-way cell, ascending): no sort needed
-        columns = np.stack([np.concatenate(p_columns[i::3]) for i in range(3)], axis=1)
-        self.PT = sp.csr_array((np.ones(3 * n_x), columns.reshape(-1),
-                                np.arange(0, 3 * n_x + 1, 3)), shape=(n_x, cp))
-        self.P = self.PT.T.tocsr()
-        self.cp_to_pair = np.concatenate(cp_to_pair)
-        self.cp_inv = 1.0 / np.concatenate(cp_weight)
-        rows, cols = np.concatenate(sa_rows), np.concatenate(sa_cols)
-        self.Sa = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(ca, cp))
+        n_x, cp, ca = int(x_start[-1]), int(self.cp_sizes.sum()), int(self.ca_sizes.sum())
+        dims = np.array([[shape[a] for a in c] for c in triples], dtype=np.int64).reshape(-1, 3)
+        cp_blocks = [p for c in triples for p in combinations(c, 2)]
+        cp_counts = np.array([size[p] for p in cp_blocks], dtype=np.int64)
+        ca_counts = dims.reshape(-1)
+        # (c, p) cell -> its pair cell, 1 / N(c \ p); (c, a) cell -> its attribute's cell
+        self.cp_to_pair = _runs([self.offset[p] for p in cp_blocks], cp_counts)
+        self.cp_inv = 1.0 / np.repeat(np.repeat(self.triple_sizes, 3) / cp_counts, cp_counts)
+        self.ca_to_single = _runs([self.offset[(a,)] - n_pairs for c in triples for a in c],
+                                  ca_counts)
+        self.ca_inv = 1.0 / np.repeat(np.repeat(self.triple_sizes, 3) / ca_counts, ca_counts)
+        # P (a (c, p) cell's 3-way cells, ascending), a triple at a time: its three 2-way
+        # tables' cells are its cells, transposed; P' its transpose (one pass in scipy)
+        p_columns = np.empty(3 * n_x, dtype=np.int32)
+        cp_start = _starts(self.cp_sizes)
+        for x0, (n_a, n_b, n_c) in zip(x_start[:-1].tolist(), dims.tolist(), strict=True):
+            n = n_a * n_b * n_c
+            cells = np.arange(x0, x0 + n, dtype=np.int32).reshape(n_a, n_b, n_c)
+            mine = p_columns[3 * x0:3 * (x0 + n)]
+            mine[:n] = cells.reshape(-1)
+            mine[n:2 * n].reshape(n_a, n_c, n_b)[...] = cells.transpose(0, 2, 1)
+            mine[2 * n:].reshape(n_b, n_c, n_a)[...] = cells.transpose(1, 2, 0)
+        self.P = _csr(_starts(np.repeat(dims[:, ::-1].reshape(-1), cp_counts)), p_columns,
+                      (cp, n_x))
+        self.PT = self.P.T.tocsr()
+        # Sa: (c, p) -> (c, a) sums through the first pair holding a: a's rows of (a, b)
+        # (n_b entries each), b's columns of (a, b), c's columns of (a, c) (n_a entries each)
+        size_a, size_b, size_c = dims.T
+        ab_start = cp_start[:-1]
+        ones = np.ones_like(size_a)
+        rows = dims[:, [1, 0, 0]]
+        self.Sa = _csr(
+            _starts(np.repeat(rows.reshape(-1), ca_counts)),
+            _strided_runs(np.stack([ab_start, ab_start, ab_start + size_a * size_b], 1), dims,
+                          rows, np.stack([size_b, ones, ones], 1),
+                          np.stack([ones, size_b, size_c], 1)),
+            (ca, cp))
         self.SaT = self.Sa.T.tocsr()
-        self.ca_to_single = np.concatenate(ca_to_single)
-        self.ca_inv = 1.0 / np.concatenate(ca_weight)
-        cols = np.concatenate([np.full(len(s), k) for k, s in enumerate(s0_cols)])
-        self.S0 = sp.csr_array((np.ones(cols.size), (cols, np.concatenate(s0_cols))),
-                               shape=(len(triples), cp))
+        # S0: (c, p) -> triple total (the first pair)
+        first = cp_counts[0::3]
+        self.S0 = _csr(_starts(first), _runs(ab_start, first), (len(triples), cp))
         self.S0T = self.S0.T.tocsr()
-        self.c_inv = 1.0 / np.array(c_weight)
+        self.c_inv = 1.0 / self.triple_sizes.astype(float)
         # the measured tables: which consistent cells, and their sums onto components
         self.measured = measured
-        self.measured_cells = np.concatenate([self.offset[q] + np.arange(size[q])
-                                              for q in self.measured])
+        m_counts = np.array([size[q] for q in measured], dtype=np.int64)
+        self.measured_cells = _runs([self.offset[q] for q in measured], m_counts)
         # per pair / attribute / total: the summed weight of the copies holding each
         # component, and the measured cells' sums onto them (a 2-way table's 1-way sums and
         # total, each over the cells it sums)
@@ -415,52 +463,62 @@ class _System:
             np.bincount(self.cp_to_pair, weights=self.cp_inv, minlength=n_pairs),
             np.bincount(self.ca_to_single, weights=self.ca_inv, minlength=n_single),
             [self.c_inv.sum()]])
-        lift_rows, lift_cols, lift_values = [], [], []
-        start = 0
-        for q in self.measured:
-            cells = start + np.arange(size[q])
-            lift_rows.append(self.offset[q] + np.arange(size[q]))
-            lift_cols.append(cells)
-            lift_values.append(np.ones(size[q]))
-            if len(q) == 2:
-                coords = np.unravel_index(np.arange(size[q]), [shape[a] for a in q])
-                for i, a in enumerate(q):
-                    lift_rows.append(self.offset[(a,)] + coords[i])
-                    lift_cols.append(cells)
-                    lift_values.append(np.full(size[q], 1.0 / shape[q[1 - i]]))
-            if q:
-                lift_rows.append(np.full(size[q], self.offset[()]))
-                lift_cols.append(cells)
-                lift_values.append(np.full(size[q], 1.0 / size[q]))
-            start += size[q]
-        self.lift = sp.csr_array((np.concatenate(lift_values), (np.concatenate(lift_rows),
-                                                                np.concatenate(lift_cols))),
-                                 shape=(n_pairs + n_single + 1, start))
+        self.lift = self._lift(m_counts)
         # a component's weight from one table is 1 / (the cells it sums): the squares of
         # its coefficients summed
-        self.lift_weight = (self.lift * self.lift) @ np.ones(start)
-        # centring: each pair's sums over either attribute, and its grand sum
-        end_rows, end_cols, end_inv, grand_cols = [], [], [], []
-        end = 0
-        for p in pairs:
-            pc = np.unravel_index(np.arange(size[p]), [shape[b] for b in p])
-            for i, a in enumerate(p):
-                end_rows.append(end + pc[i])
-                end_cols.append(self.offset[p] + np.arange(size[p]))
-                end_inv.append(np.full(shape[a], shape[a] / size[p]))
-                end += shape[a]
-            grand_cols.append(np.full(size[p], len(grand_cols)))
-        rows, cols = np.concatenate(end_rows), np.concatenate(end_cols)
-        self.ends = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(end, n_pairs))
+        self.lift_weight = np.bincount(
+            np.repeat(np.arange(self.lift.shape[0]), np.diff(self.lift.indptr)),
+            weights=self.lift.data * self.lift.data, minlength=self.lift.shape[0])
+        # centring: each pair's sums over either attribute (its ends: rows of n_b entries,
+        # then columns of n_a entries), and its grand sum
+        pair_counts = np.array([size[p] for p in pairs], dtype=np.int64)
+        pair_dims = np.array([[shape[a] for a in p] for p in pairs], dtype=np.int64)
+        end_counts = pair_dims.reshape(-1)
+        p_start = np.array([self.offset[p] for p in pairs], dtype=np.int64)
+        ones = np.ones(len(pairs), dtype=np.int64)
+        self.ends = _csr(_starts(np.repeat(pair_dims[:, ::-1].reshape(-1), end_counts)),
+                         _strided_runs(np.stack([p_start, p_start], 1), pair_dims,
+                                       pair_dims[:, ::-1], np.stack([pair_dims[:, 1], ones], 1),
+                                       np.stack([ones, pair_dims[:, 1]], 1)),
+                         (int(end_counts.sum()), n_pairs))
         self.endsT = self.ends.T.tocsr()
-        self.end_inv = np.concatenate(end_inv)
+        self.end_inv = np.repeat(end_counts / np.repeat(pair_counts, 2), end_counts)
         # an end (a pair's 1-way sums over one attribute) -> that attribute's table
-        self.end_single = np.concatenate([self.offset[(a,)] - n_pairs + np.arange(shape[a])
-                                          for p in pairs for a in p])
-        self.grand = np.concatenate(grand_cols)
-        self.pair_sizes = np.array([size[p] for p in pairs], dtype=float)
+        self.end_single = _runs([self.offset[(a,)] - n_pairs for p in pairs for a in p],
+                                end_counts)
+        self.grand = np.repeat(np.arange(len(pairs)), pair_counts)
+        self.pair_sizes = pair_counts.astype(float)
         self.single_starts = np.array([self.offset[(a,)] - n_pairs for a in attrs])
         self.single_counts = np.array([shape[a] for a in attrs])
+
+    def _lift(self, counts: np.ndarray) -> sp.csr_array:
+        """The measured cells' sums onto the consistent tables' components: every cell onto
+        its own, a 2-way table's onto its two 1-way tables and every table's onto the total,
+        each as a mean over the cells it sums (``counts``: the measured tables' cells).
+
+        The entries are listed row by row in ascending columns (2-way tables first, as
+        :func:`fit_index` has them), so scipy takes them without sorting."""
+        shape, n_cells = self.shape, int(counts.sum())
+        table = np.repeat(np.arange(len(self.measured)), counts)
+        local = np.arange(n_cells) - np.repeat(_starts(counts)[:-1], counts)
+        width = np.array([len(q) for q in self.measured])[table]
+        pair, single, empty = (np.flatnonzero(width == n) for n in (2, 1, 0))
+        whole = np.flatnonzero(width > 0)
+        two = [q if len(q) == 2 else (self.attrs[0],) * 2 for q in self.measured]
+        n_first, n_second = (np.array([shape[q[i]] for q in two])[table[pair]] for i in (0, 1))
+        first, second = (np.array([self.offset[(q[i],)] for q in two])[table[pair]]
+                         for i in (0, 1))
+        # each 2-way cell onto its cell of either 1-way table, cell by cell
+        onto = np.stack([first + local[pair] // n_second, second + local[pair] % n_second], 1)
+        means = np.stack([1.0 / n_second, 1.0 / n_first], 1)
+        rows = np.concatenate([self.measured_cells[pair], onto.reshape(-1),
+                               self.measured_cells[single],
+                               np.full(whole.size, self.offset[()]), self.measured_cells[empty]])
+        columns = np.concatenate([pair, np.repeat(pair, 2), single, whole, empty])
+        values = np.concatenate([np.ones(pair.size), means.reshape(-1), np.ones(single.size),
+                                 1.0 / counts[table[whole]], np.ones(empty.size)])
+        return sp.csr_array((values, (rows, columns)),
+                            shape=(self.n_pairs + self.n_single + 1, n_cells))
 
     def triple_totals(self, total: float) -> np.ndarray:
         """Each triple's cell value when ``total`` is spread evenly."""

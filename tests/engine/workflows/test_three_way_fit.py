@@ -3,6 +3,7 @@ same programme, exact tables back without noise, and tables that agree."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 from itertools import combinations
 
@@ -14,7 +15,10 @@ import scipy.sparse as sp
 from engine.domain import Domain
 from engine.linalg.matrix import Dense, Kron
 from engine.workflows.marginal_fit import fit_marginals
+from engine.workflows.tables import forget_workloads, publishable_tables
 from engine.workflows.three_way_fit import (
+    clear_cache,
+    fit_index,
     fit_three_way,
     kronecker_cubes,
     margin_factors,
@@ -179,3 +183,113 @@ def test_noise_free_answers_return_the_datas_tables() -> None:
         if term.attrs:
             np.testing.assert_array_equal(fitted.tables[term.attrs].reshape(-1),
                                           _margin(x.reshape(DOMAIN.shape), term.attrs))
+
+
+def _index_digest(system) -> str:
+    """SHA-256 of every array and sparse matrix (structure and entries) of a fit's index."""
+    digest = hashlib.sha256()
+    for name in sorted(vars(system)):
+        value = getattr(system, name)
+        if sp.issparse(value):
+            parts = [value.indptr.astype(np.int64), value.indices.astype(np.int64),
+                     value.data.astype(np.float64)]
+        elif isinstance(value, np.ndarray):
+            parts = [value.astype(np.float64 if value.dtype.kind == "f" else np.int64)]
+        else:
+            continue
+        digest.update(name.encode())
+        for part in parts:
+            digest.update(np.ascontiguousarray(part).tobytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize(("shape", "measured", "expected"), [
+    ((3, 4, 2, 5), (*combinations(range(4), 2), *((a,) for a in range(4))),
+     "1d2762d50c0f2799e3cd6468a2c5424c8ff879f917f15807fbe862c20c6c26c4"),
+    ((2, 3, 4, 2, 3), ((0, 1), (0, 3), (1, 2), (2, 4), (3, 4), (0,), (2,), (4,), ()),
+     "a3610264b796e3fc4234bef9eba4903292ab769bada4c3d17eb374261cf30a8f"),
+    ((1, 3, 1, 2), ((0, 1), (0, 2), (1, 3), (2, 3), (1,), ()),
+     "960d2cbe44550a26ebd604e16c7d3e88cd1de60db39e7101fe1575b3740a691b"),
+])
+def test_the_fits_index_is_the_one_built_triple_by_triple(shape, measured, expected) -> None:
+    # the digests of the index the per-triple construction built (main at 2a4b87d): every
+    # sparse operator has the same entries in the same order, so every sum is the same
+    clear_cache()
+    attrs = tuple(range(len(shape)))
+    system = fit_index(shape, attrs, measured)
+    assert system.PT.shape == (three_way_cells(shape, list(attrs)), system.P.shape[0])
+    assert _index_digest(system) == expected
+    # and its products are what the definitions say: each 3-way cell's three 2-way sums
+    x = np.random.default_rng(1).random(system.PT.shape[0])
+    d1 = system.P @ x
+    start = 0
+    for c in combinations(attrs, 3):
+        cube = x[start:start + math.prod(shape[a] for a in c)].reshape([shape[a] for a in c])
+        start += cube.size
+        sums = np.concatenate([cube.sum(axis=2 - i).reshape(-1) for i in range(3)])
+        np.testing.assert_allclose(d1[:sums.size], sums, rtol=1e-12, atol=0)
+        d1 = d1[sums.size:]
+
+
+PINNED = Domain.from_spec({
+    "age": {"bin_edges": [0, 20, 40, 60, 80], "kind": "numeric"},
+    "sex": {"labels": ["female", "male"]},
+    "race": {"labels": ["a", "b", "c"]},
+    "region": {"labels": ["north", "east", "south", "west", "centre"]},
+})
+
+
+def _pinned_release():
+    """A seeded release of PINNED's 1- and 2-way marginals through a Kronecker strategy."""
+    rng = np.random.default_rng(28)
+    x = rng.poisson(3.0, size=PINNED.size).astype(float)
+    x[rng.random(PINNED.size) < 0.4] = 0.0
+    strategy = Kron([Dense(np.vstack([np.eye(n), np.triu(0.5 + rng.random((n, n)))]))
+                     for n in PINNED.shape])
+    y = strategy.matvec(x) + 2.0 * rng.standard_normal(strategy.shape[0])
+    workload = Workload.marginals(PINNED, upto=2)
+    inverse = np.linalg.pinv(np.asarray(strategy.dense()))
+    w = np.asarray(workload.matrix.dense())
+    variance = 4.0 * np.einsum("ij,jk,ik->i", w, inverse @ inverse.T, w)
+    return x, workload, strategy, y, w @ (inverse @ y), variance
+
+
+def test_a_first_and_a_repeated_release_publish_the_pinned_tables() -> None:
+    # pinned from main at 2a4b87d (index built triple by triple, labels inferred by pandas):
+    # a faster first release must publish the very same counts and fit the same floats
+    x, workload, strategy, y, raw, variance = _pinned_release()
+    total = int(x.sum())
+    assert total == 250
+    for _ in range(2):  # a first release (caches emptied), then a repeated one
+        forget_workloads()
+        tables = publishable_tables(workload, strategy=strategy, measurements=y,
+                                    noise_variances=4.0, total=total,
+                                    per_query_variance=variance, raw=raw,
+                                    fit_space="three-way")
+        assert list(tables.frames) == ["total", "age", "sex", "race", "region", "age x sex",
+                                       "age x race", "age x region", "sex x race",
+                                       "sex x region", "race x region"]
+        counts = np.concatenate([f["estimate"].to_numpy() for f in tables.frames.values()])
+        assert counts.size == 86 and counts.sum() == 11 * 250
+        assert int(np.sum(np.arange(1, 87) * counts)) == 82362
+        assert tables.frames["age"]["estimate"].tolist() == [64, 83, 56, 47]
+        assert tables.frames["age x sex"]["estimate"].tolist() == [30, 34, 42, 41, 34, 22,
+                                                                   23, 24]
+        assert tables.frames["race x region"]["estimate"].tolist() == [
+            30, 5, 6, 16, 22, 21, 20, 7, 21, 20, 23, 17, 8, 16, 18]
+        region = tables.frames["age x region"]
+        assert [str(d) for d in region.dtypes] == ["str", "str", "int64", "float64"]
+        assert region["age"].tolist()[:6] == ["0-19"] * 5 + ["20-39"]
+        assert region["region"].tolist()[:6] == ["north", "east", "south", "west", "centre",
+                                                 "north"]
+    cubes = kronecker_cubes(strategy, y, 4.0, [0, 1, 2, 3])
+    fit = fit_marginals(workload, raw, variance, total=total, three_way=True, cubes=cubes)
+    assert fit.three_way is not None and fit.three_way.iterations == 10
+    floats = fit.three_way.tables
+    values = np.concatenate([floats[q] for q in sorted(floats, key=lambda q: (len(q), q))])
+    assert values.size == 86
+    assert float(np.sum(np.sin(np.arange(86)) * values)) == pytest.approx(98.64017400575915,
+                                                                          rel=1e-12)
+    np.testing.assert_allclose(floats[(0, 3)][:6], [
+        22.051004686528884, 10.826582188168487, 11.024592124183684, 11.572587653637873,
+        8.982155159482518, 26.603928799717167], rtol=1e-12, atol=0)
