@@ -70,6 +70,9 @@ CUBE_WEIGHT = 1.0
 MAX_CELLS = 5_000_000
 #: The largest attribute size of a Kronecker factor whose pseudo-inverse is formed.
 MAX_FACTOR = 2_048
+#: The most cells after a summed axis for which :func:`_contract` sums it in one product
+#: (its work grows with them; the stacked product's per-row cost is fixed).
+FEW_INNER = 4
 
 
 class Pull(NamedTuple):
@@ -318,12 +321,18 @@ def clear_cache() -> None:
 
 
 def _contract(table: np.ndarray, axis: int, weights: np.ndarray) -> np.ndarray:
-    """``table`` summed along ``axis`` with ``weights``: a matrix-vector product on the last
-    axis, a stacked one elsewhere (no transposed copy)."""
+    """``table`` summed along ``axis`` with ``weights``, as one product where the cells
+    after ``axis`` are few (at most :data:`FEW_INNER`: the table's rows times the weights
+    spread over those cells, ``weights (x) I``; a stacked product there is thousands of tiny
+    ones, a plain matrix-vector product on rows of two a slow loop), else as a stacked
+    product (no transposed copy)."""
     dims = table.shape
-    if axis == len(dims) - 1:
-        return table @ weights
-    stacked = table.reshape(math.prod(dims[:axis]), dims[axis], math.prod(dims[axis + 1:]))
+    outer, inner = math.prod(dims[:axis]), math.prod(dims[axis + 1:])
+    if inner <= FEW_INNER:
+        spread = np.kron(weights.reshape(-1, 1), np.eye(inner))
+        return (table.reshape(outer, dims[axis] * inner) @ spread).reshape(
+            dims[:axis] + dims[axis + 1:])
+    stacked = table.reshape(outer, dims[axis], inner)
     return np.matmul(weights, stacked).reshape(dims[:axis] + dims[axis + 1:])
 
 
