@@ -47,6 +47,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import lapack
 
 from engine.linalg.matrix import Kron, Matrix
 
@@ -70,6 +71,9 @@ CUBE_WEIGHT = 1.0
 MAX_CELLS = 5_000_000
 #: The largest attribute size of a Kronecker factor whose pseudo-inverse is formed.
 MAX_FACTOR = 2_048
+#: The least reciprocal condition number of a factor's Gram ``A' A`` whose pseudo-inverse
+#: is taken through its Cholesky factor (:func:`pseudo_inverse`); below it, the SVD.
+GRAM_RCOND = 1e-6
 #: The most cells after a summed axis for which :func:`_contract` sums it in one product
 #: (its work grows with them; the stacked product's per-row cost is fixed).
 FEW_INNER = 4
@@ -291,7 +295,7 @@ def _kronecker_parts(factors: tuple[tuple[int, int, bytes], ...], attributes: tu
     inverses = []
     for n_rows, n_columns, entries in factors:
         factor = np.frombuffer(entries, dtype=float).reshape(n_rows, n_columns)
-        inverses.append(np.linalg.pinv(factor))
+        inverses.append(pseudo_inverse(factor))
     grams = [p @ p.T for p in inverses]  # (A_i' A_i)^+
     sums = [float(g.sum()) for g in grams]
     diagonals = [np.diag(g) for g in grams]
@@ -302,6 +306,26 @@ def _kronecker_parts(factors: tuple[tuple[int, int, bytes], ...], attributes: tu
                                   diagonals[c[2]]).reshape(-1)
         variances.append(others * cells)
     return inverses, [p.sum(axis=0) for p in inverses], np.concatenate(variances)
+
+
+def pseudo_inverse(factor: np.ndarray) -> np.ndarray:
+    """``factor``'s pseudo-inverse: ``(A' A)^-1 A'`` by a Cholesky factorisation of the
+    Gram when it is well conditioned (its reciprocal condition number, LAPACK's estimate,
+    at least :data:`GRAM_RCOND`: the result then within about ``1 / GRAM_RCOND`` machine
+    epsilons of the SVD's, a third of its time on an 85 x 85 factor), else by the SVD
+    (``np.linalg.pinv``: rank-deficient or ill-conditioned factors, fewer rows than
+    columns)."""
+    rows, columns = factor.shape
+    if rows >= columns > 0:
+        gram = factor.T @ factor
+        upper, failed = lapack.dpotrf(gram, lower=0)
+        if not failed:
+            rcond, failed = lapack.dpocon(upper, float(np.abs(gram).sum(axis=0).max()))
+            if not failed and rcond >= GRAM_RCOND:
+                inverse, failed = lapack.dpotrs(upper, factor.T, lower=0)
+                if not failed:
+                    return np.ascontiguousarray(inverse)
+    return np.linalg.pinv(factor)
 
 
 @lru_cache(maxsize=8)
