@@ -353,7 +353,7 @@ def _contract(table: np.ndarray, axis: int, weights: np.ndarray) -> np.ndarray:
     dims = table.shape
     outer, inner = math.prod(dims[:axis]), math.prod(dims[axis + 1:])
     if inner <= FEW_INNER:
-        spread = np.kron(weights.reshape(-1, 1), np.eye(inner))
+        spread = (weights[:, None, None] * np.eye(inner)).reshape(-1, inner)
         return (table.reshape(outer, dims[axis] * inner) @ spread).reshape(
             dims[:axis] + dims[axis + 1:])
     stacked = table.reshape(outer, dims[axis], inner)
