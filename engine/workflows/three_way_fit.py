@@ -268,11 +268,22 @@ def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,
     def summed(keep: tuple[int, ...]) -> np.ndarray:
         # through the parent that adds the innermost missing axis: going down from ``y``,
         # the outer axes are summed away first (a product with long contiguous rows; an
-        # inner axis of few values is a slow strided sum), on the largest tables
+        # inner axis of few values is a slow strided sum), on the largest tables; leading
+        # axes kept, the rest summed away at once (one product with their sums' Kronecker
+        # product, where summing one axis at a time would take an inner one first)
         if keep not in partial:
-            drop = max(a for a in range(k) if a not in keep)
-            parent = tuple(sorted((*keep, drop)))
-            partial[keep] = _contract(summed(parent), parent.index(drop), rows[drop])
+            missing = [a for a in range(k) if a not in keep]
+            if missing[0] > keep[-1]:
+                weights = rows[missing[0]]
+                for a in missing[1:]:
+                    weights = np.multiply.outer(weights, rows[a]).reshape(-1)
+                top = partial[tuple(range(k))]
+                partial[keep] = (top.reshape(-1, weights.size) @ weights.reshape(-1, 1)
+                                 ).reshape(top.shape[:len(keep)])
+            else:
+                drop = missing[-1]
+                parent = tuple(sorted((*keep, drop)))
+                partial[keep] = _contract(summed(parent), parent.index(drop), rows[drop])
         return partial[keep]
 
     cubes = []
