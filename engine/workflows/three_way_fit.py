@@ -192,11 +192,11 @@ def fit_three_way(shape: tuple[int, ...],
         xh += z
         mh = RELAXATION * mm + (1 - RELAXATION) * y
         z_old, y_old = z, y
-        z = np.maximum(np.add(xh, u, out=z_next), 0.0, out=z_next)
+        xh += u  # u + xh, kept: the clipped part is z, the rest the new u
+        z = np.maximum(xh, 0.0, out=z_next)
+        np.subtract(xh, z, out=u)
         z_next = z_old  # free again once the residuals below are read
         y = (weighted + rho * (mh + s)) / spread
-        u += xh
-        u -= z
         s += mh - y
         if done % CHECK_EVERY == 0:
             primal = math.sqrt(float(np.dot(x - z, x - z)) + float(np.dot(mm - y, mm - y)))
