@@ -166,7 +166,8 @@ def fit_three_way(shape: tuple[int, ...],
         x, m = system.consistent(start, targets, 1e6, total)
     else:
         cubes = np.asarray(cubes, dtype=float)
-        x, m = system.consistent(cubes, targets, 1.0, total)
+        sums = system.sums(cubes)
+        x, m = system.consistent(cubes, targets, 1.0, total, sums=sums)
         # each table's interaction moves to the estimate's by its weight's share
         cells = np.broadcast_to(np.asarray(cube_weight, dtype=float), cubes.shape)
         omega = np.add.reduceat(cells, system.triple_starts) / system.triple_sizes
@@ -174,7 +175,8 @@ def fit_three_way(shape: tuple[int, ...],
         keep = 1.0 - share
         pull = Pull(np.repeat(keep, system.triple_sizes), np.repeat(keep, system.cp_sizes),
                     np.repeat(keep, system.ca_sizes), keep,
-                    np.repeat(share, system.triple_sizes) * (cubes - system.pair_part(cubes)))
+                    np.repeat(share, system.triple_sizes)
+                    * (cubes - system.pair_part(cubes, sums)))
     z = np.clip(x, 0.0, None)
     u = np.zeros_like(z)
     y = targets.copy()
@@ -236,7 +238,7 @@ def margin_factors(shape: tuple[int, ...],
         for i, a in enumerate(q):
             if (a,) in measured:
                 sums = cells.sum(axis=1 - i)
-                ratio = float(np.mean(sums * np.asarray(measured[(a,)][1], dtype=float)))
+                ratio = float(sums @ np.asarray(measured[(a,)][1], dtype=float)) / sums.size
                 factors[a] = factors.get(a, 0.0) + ratio
     return {q[0]: factors.get(q[0], 1.0) for q in measured if len(q) == 1}
 
@@ -568,15 +570,22 @@ class _System:
         """Each triple's cell value when ``total`` is spread evenly."""
         return float(total) / self.triple_sizes
 
+    def sums(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The 2-way, 1-way and total sums of every 3-way table of ``w`` (the ``(c, p)``
+        and ``(c, a)`` entries and one per triple)."""
+        d1 = self.P @ w
+        return d1, self.Sa @ d1, self.S0 @ d1
+
     def consistent(self, w: np.ndarray, t: np.ndarray, sigma2: float, total: int | None,
-                   pull: Pull | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   pull: Pull | None = None,
+                   sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
         """The agreeing 3-way tables nearest to ``w`` (3-way cells) and, weighted by
         ``sigma2``, to ``t`` (the measured tables' cells): ``x`` and its consistent 2-way,
         1-way and total tables ``m``. With ``pull`` (:class:`Pull`), each table's own 3-way
-        interaction keeps only its share of ``w``'s and takes the rest from the target's."""
-        d1 = self.P @ w
-        d_single = self.Sa @ d1
-        d_total = self.S0 @ d1
+        interaction keeps only its share of ``w``'s and takes the rest from the target's.
+        ``sums``: ``w``'s :meth:`sums`, when at hand."""
+        d1, d_single, d_total = self.sums(w) if sums is None else sums
         n_pairs, n_single = self.n_pairs, self.n_single
         # each component's weighted sum over the copies holding it
         a_pair = np.bincount(self.cp_to_pair, weights=d1 * self.cp_inv, minlength=n_pairs)
@@ -627,12 +636,13 @@ class _System:
         return (self.cp_inv * d1 - self.SaT @ (self.ca_inv * d_single)
                 + self.S0T @ (self.c_inv * d_total))
 
-    def pair_part(self, w: np.ndarray) -> np.ndarray:
+    def pair_part(self, w: np.ndarray,
+                  sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                  ) -> np.ndarray:
         """The part of every 3-way table of ``w`` that its 2-way tables hold (the
         orthogonal projection onto sums of 2-way terms); ``w`` less it is its 3-way
-        interaction."""
-        d1 = self.P @ w
-        return self.PT @ self.pair_coefficients(d1, self.Sa @ d1, self.S0 @ d1)
+        interaction. ``sums``: ``w``'s :meth:`sums`, when at hand."""
+        return self.PT @ self.pair_coefficients(*(self.sums(w) if sums is None else sums))
 
     def tables(self, m: np.ndarray) -> dict[tuple[int, ...], np.ndarray]:
         out = {p: m[self.offset[p]:self.offset[p] + self.size[p]] for p in self.pairs}
