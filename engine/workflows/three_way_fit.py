@@ -47,6 +47,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import lapack
 
 from engine.linalg.matrix import Kron, Matrix
 
@@ -70,6 +71,12 @@ CUBE_WEIGHT = 1.0
 MAX_CELLS = 5_000_000
 #: The largest attribute size of a Kronecker factor whose pseudo-inverse is formed.
 MAX_FACTOR = 2_048
+#: The least reciprocal condition number of a factor's Gram ``A' A`` whose pseudo-inverse
+#: is taken through its Cholesky factor (:func:`pseudo_inverse`); below it, the SVD.
+GRAM_RCOND = 1e-6
+#: The most cells after a summed axis for which :func:`_contract` sums it in one product
+#: (its work grows with them; the stacked product's per-row cost is fixed).
+FEW_INNER = 4
 
 
 class Pull(NamedTuple):
@@ -159,7 +166,8 @@ def fit_three_way(shape: tuple[int, ...],
         x, m = system.consistent(start, targets, 1e6, total)
     else:
         cubes = np.asarray(cubes, dtype=float)
-        x, m = system.consistent(cubes, targets, 1.0, total)
+        sums = system.sums(cubes)
+        x, m = system.consistent(cubes, targets, 1.0, total, sums=sums)
         # each table's interaction moves to the estimate's by its weight's share
         cells = np.broadcast_to(np.asarray(cube_weight, dtype=float), cubes.shape)
         omega = np.add.reduceat(cells, system.triple_starts) / system.triple_sizes
@@ -167,7 +175,8 @@ def fit_three_way(shape: tuple[int, ...],
         keep = 1.0 - share
         pull = Pull(np.repeat(keep, system.triple_sizes), np.repeat(keep, system.cp_sizes),
                     np.repeat(keep, system.ca_sizes), keep,
-                    np.repeat(share, system.triple_sizes) * (cubes - system.pair_part(cubes)))
+                    np.repeat(share, system.triple_sizes)
+                    * (cubes - system.pair_part(cubes, sums)))
     z = np.clip(x, 0.0, None)
     u = np.zeros_like(z)
     y = targets.copy()
@@ -185,11 +194,11 @@ def fit_three_way(shape: tuple[int, ...],
         xh += z
         mh = RELAXATION * mm + (1 - RELAXATION) * y
         z_old, y_old = z, y
-        z = np.maximum(np.add(xh, u, out=z_next), 0.0, out=z_next)
+        xh += u  # u + xh, kept: the clipped part is z, the rest the new u
+        z = np.maximum(xh, 0.0, out=z_next)
+        np.subtract(xh, z, out=u)
         z_next = z_old  # free again once the residuals below are read
         y = (weighted + rho * (mh + s)) / spread
-        u += xh
-        u -= z
         s += mh - y
         if done % CHECK_EVERY == 0:
             primal = math.sqrt(float(np.dot(x - z, x - z)) + float(np.dot(mm - y, mm - y)))
@@ -229,7 +238,7 @@ def margin_factors(shape: tuple[int, ...],
         for i, a in enumerate(q):
             if (a,) in measured:
                 sums = cells.sum(axis=1 - i)
-                ratio = float(np.mean(sums * np.asarray(measured[(a,)][1], dtype=float)))
+                ratio = float(sums @ np.asarray(measured[(a,)][1], dtype=float)) / sums.size
                 factors[a] = factors.get(a, 0.0) + ratio
     return {q[0]: factors.get(q[0], 1.0) for q in measured if len(q) == 1}
 
@@ -261,11 +270,22 @@ def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,
     def summed(keep: tuple[int, ...]) -> np.ndarray:
         # through the parent that adds the innermost missing axis: going down from ``y``,
         # the outer axes are summed away first (a product with long contiguous rows; an
-        # inner axis of few values is a slow strided sum), on the largest tables
+        # inner axis of few values is a slow strided sum), on the largest tables; leading
+        # axes kept, the rest summed away at once (one product with their sums' Kronecker
+        # product, where summing one axis at a time would take an inner one first)
         if keep not in partial:
-            drop = max(a for a in range(k) if a not in keep)
-            parent = tuple(sorted((*keep, drop)))
-            partial[keep] = _contract(summed(parent), parent.index(drop), rows[drop])
+            missing = [a for a in range(k) if a not in keep]
+            if missing[0] > keep[-1]:
+                weights = rows[missing[0]]
+                for a in missing[1:]:
+                    weights = np.multiply.outer(weights, rows[a]).reshape(-1)
+                top = partial[tuple(range(k))]
+                partial[keep] = (top.reshape(-1, weights.size) @ weights.reshape(-1, 1)
+                                 ).reshape(top.shape[:len(keep)])
+            else:
+                drop = missing[-1]
+                parent = tuple(sorted((*keep, drop)))
+                partial[keep] = _contract(summed(parent), parent.index(drop), rows[drop])
         return partial[keep]
 
     cubes = []
@@ -288,7 +308,7 @@ def _kronecker_parts(factors: tuple[tuple[int, int, bytes], ...], attributes: tu
     inverses = []
     for n_rows, n_columns, entries in factors:
         factor = np.frombuffer(entries, dtype=float).reshape(n_rows, n_columns)
-        inverses.append(np.linalg.pinv(factor))
+        inverses.append(pseudo_inverse(factor))
     grams = [p @ p.T for p in inverses]  # (A_i' A_i)^+
     sums = [float(g.sum()) for g in grams]
     diagonals = [np.diag(g) for g in grams]
@@ -299,6 +319,26 @@ def _kronecker_parts(factors: tuple[tuple[int, int, bytes], ...], attributes: tu
                                   diagonals[c[2]]).reshape(-1)
         variances.append(others * cells)
     return inverses, [p.sum(axis=0) for p in inverses], np.concatenate(variances)
+
+
+def pseudo_inverse(factor: np.ndarray) -> np.ndarray:
+    """``factor``'s pseudo-inverse: ``(A' A)^-1 A'`` by a Cholesky factorisation of the
+    Gram when it is well conditioned (its reciprocal condition number, LAPACK's estimate,
+    at least :data:`GRAM_RCOND`: the result then within about ``1 / GRAM_RCOND`` machine
+    epsilons of the SVD's, a third of its time on an 85 x 85 factor), else by the SVD
+    (``np.linalg.pinv``: rank-deficient or ill-conditioned factors, fewer rows than
+    columns)."""
+    rows, columns = factor.shape
+    if rows >= columns > 0:
+        gram = factor.T @ factor
+        upper, failed = lapack.dpotrf(gram, lower=0)
+        if not failed:
+            rcond, failed = lapack.dpocon(upper, float(np.abs(gram).sum(axis=0).max()))
+            if not failed and rcond >= GRAM_RCOND:
+                inverse, failed = lapack.dpotrs(upper, factor.T, lower=0)
+                if not failed:
+                    return np.ascontiguousarray(inverse)
+    return np.linalg.pinv(factor)
 
 
 @lru_cache(maxsize=8)
@@ -318,12 +358,18 @@ def clear_cache() -> None:
 
 
 def _contract(table: np.ndarray, axis: int, weights: np.ndarray) -> np.ndarray:
-    """``table`` summed along ``axis`` with ``weights``: a matrix-vector product on the last
-    axis, a stacked one elsewhere (no transposed copy)."""
+    """``table`` summed along ``axis`` with ``weights``, as one product where the cells
+    after ``axis`` are few (at most :data:`FEW_INNER`: the table's rows times the weights
+    spread over those cells, ``weights (x) I``; a stacked product there is thousands of tiny
+    ones, a plain matrix-vector product on rows of two a slow loop), else as a stacked
+    product (no transposed copy)."""
     dims = table.shape
-    if axis == len(dims) - 1:
-        return table @ weights
-    stacked = table.reshape(math.prod(dims[:axis]), dims[axis], math.prod(dims[axis + 1:]))
+    outer, inner = math.prod(dims[:axis]), math.prod(dims[axis + 1:])
+    if inner <= FEW_INNER:
+        spread = (weights[:, None, None] * np.eye(inner)).reshape(-1, inner)
+        return (table.reshape(outer, dims[axis] * inner) @ spread).reshape(
+            dims[:axis] + dims[axis + 1:])
+    stacked = table.reshape(outer, dims[axis], inner)
     return np.matmul(weights, stacked).reshape(dims[:axis] + dims[axis + 1:])
 
 
@@ -421,19 +467,28 @@ class _System:
                                   ca_counts)
         self.ca_inv = 1.0 / np.repeat(np.repeat(self.triple_sizes, 3) / ca_counts, ca_counts)
         # P (a (c, p) cell's 3-way cells, ascending), a triple at a time: its three 2-way
-        # tables' cells are its cells, transposed; P' its transpose (one pass in scipy)
+        # tables' cells are its cells, transposed; P' (a 3-way cell's (c, p) cells: in its
+        # (a, b), (a, c) and (b, c) tables, ascending) written as directly
         p_columns = np.empty(3 * n_x, dtype=np.int32)
+        pt_columns = np.empty((n_x, 3), dtype=np.int32)
         cp_start = _starts(self.cp_sizes)
-        for x0, (n_a, n_b, n_c) in zip(x_start[:-1].tolist(), dims.tolist(), strict=True):
+        for x0, cp0, (n_a, n_b, n_c) in zip(x_start[:-1].tolist(), cp_start[:-1].tolist(),
+                                             dims.tolist(), strict=True):
             n = n_a * n_b * n_c
             cells = np.arange(x0, x0 + n, dtype=np.int32).reshape(n_a, n_b, n_c)
             mine = p_columns[3 * x0:3 * (x0 + n)]
             mine[:n] = cells.reshape(-1)
             mine[n:2 * n].reshape(n_a, n_c, n_b)[...] = cells.transpose(0, 2, 1)
             mine[2 * n:].reshape(n_b, n_c, n_a)[...] = cells.transpose(1, 2, 0)
+            ac, bc = cp0 + n_a * n_b, cp0 + n_a * n_b + n_a * n_c
+            held = pt_columns[x0:x0 + n].reshape(n_a, n_b, n_c, 3)
+            held[..., 0] = np.arange(cp0, ac, dtype=np.int32).reshape(n_a, n_b, 1)
+            held[..., 1] = np.arange(ac, bc, dtype=np.int32).reshape(n_a, 1, n_c)
+            held[..., 2] = np.arange(bc, bc + n_b * n_c, dtype=np.int32).reshape(1, n_b, n_c)
         self.P = _csr(_starts(np.repeat(dims[:, ::-1].reshape(-1), cp_counts)), p_columns,
                       (cp, n_x))
-        self.PT = self.P.T.tocsr()
+        self.PT = sp.csr_array((self.P.data, pt_columns.reshape(-1),
+                                np.arange(0, 3 * n_x + 1, 3, dtype=np.int32)), shape=(n_x, cp))
         # Sa: (c, p) -> (c, a) sums through the first pair holding a: a's rows of (a, b)
         # (n_b entries each), b's columns of (a, b), c's columns of (a, c) (n_a entries each)
         size_a, size_b, size_c = dims.T
@@ -524,15 +579,22 @@ class _System:
         """Each triple's cell value when ``total`` is spread evenly."""
         return float(total) / self.triple_sizes
 
+    def sums(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The 2-way, 1-way and total sums of every 3-way table of ``w`` (the ``(c, p)``
+        and ``(c, a)`` entries and one per triple)."""
+        d1 = self.P @ w
+        return d1, self.Sa @ d1, self.S0 @ d1
+
     def consistent(self, w: np.ndarray, t: np.ndarray, sigma2: float, total: int | None,
-                   pull: Pull | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   pull: Pull | None = None,
+                   sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
         """The agreeing 3-way tables nearest to ``w`` (3-way cells) and, weighted by
         ``sigma2``, to ``t`` (the measured tables' cells): ``x`` and its consistent 2-way,
         1-way and total tables ``m``. With ``pull`` (:class:`Pull`), each table's own 3-way
-        interaction keeps only its share of ``w``'s and takes the rest from the target's."""
-        d1 = self.P @ w
-        d_single = self.Sa @ d1
-        d_total = self.S0 @ d1
+        interaction keeps only its share of ``w``'s and takes the rest from the target's.
+        ``sums``: ``w``'s :meth:`sums`, when at hand."""
+        d1, d_single, d_total = self.sums(w) if sums is None else sums
         n_pairs, n_single = self.n_pairs, self.n_single
         # each component's weighted sum over the copies holding it
         a_pair = np.bincount(self.cp_to_pair, weights=d1 * self.cp_inv, minlength=n_pairs)
@@ -583,12 +645,13 @@ class _System:
         return (self.cp_inv * d1 - self.SaT @ (self.ca_inv * d_single)
                 + self.S0T @ (self.c_inv * d_total))
 
-    def pair_part(self, w: np.ndarray) -> np.ndarray:
+    def pair_part(self, w: np.ndarray,
+                  sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                  ) -> np.ndarray:
         """The part of every 3-way table of ``w`` that its 2-way tables hold (the
         orthogonal projection onto sums of 2-way terms); ``w`` less it is its 3-way
-        interaction."""
-        d1 = self.P @ w
-        return self.PT @ self.pair_coefficients(d1, self.Sa @ d1, self.S0 @ d1)
+        interaction. ``sums``: ``w``'s :meth:`sums`, when at hand."""
+        return self.PT @ self.pair_coefficients(*(self.sums(w) if sums is None else sums))
 
     def tables(self, m: np.ndarray) -> dict[tuple[int, ...], np.ndarray]:
         out = {p: m[self.offset[p]:self.offset[p] + self.size[p]] for p in self.pairs}

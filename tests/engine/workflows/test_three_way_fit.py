@@ -22,6 +22,7 @@ from engine.workflows.three_way_fit import (
     fit_three_way,
     kronecker_cubes,
     margin_factors,
+    pseudo_inverse,
     three_way_cells,
 )
 from engine.workloads.workload import Workload
@@ -163,6 +164,22 @@ def test_kronecker_cubes_are_the_least_squares_estimates_3_way_tables() -> None:
     assert weights[0] == pytest.approx(1.0 / (first.reshape(-1) @ covariance
                                               @ first.reshape(-1)), rel=1e-10)
     assert kronecker_cubes(strategy, y, np.array([1.0, 2.0]), [0, 1, 2, 3]) is None
+
+
+def test_a_pseudo_inverse_through_the_gram_is_the_svds_where_it_is_well_conditioned() -> None:
+    rng = np.random.default_rng(8)
+    for factor in (rng.random((85, 85)) + 3 * np.eye(85), rng.random((9, 4)),
+                   np.triu(1.0 + rng.random((5, 5)))):
+        inverse = pseudo_inverse(factor)
+        reference = np.linalg.pinv(factor)
+        gap = float(np.abs(inverse - reference).max() / np.abs(reference).max())
+        assert 0.0 <= gap <= 1e-12, gap
+        assert inverse.flags.c_contiguous
+        np.testing.assert_allclose(inverse @ factor, np.eye(factor.shape[1]), atol=1e-12)
+    # ill-conditioned (Gram condition 1e10), rank-deficient or wide: the SVD's, bit for bit
+    for factor in (np.diag([1.0, 1e-5]), np.ones((3, 3)), rng.random((4, 7))):
+        assert np.array_equal(pseudo_inverse(factor), np.linalg.pinv(factor))
+    assert np.abs(pseudo_inverse(np.diag([1.0, 1e-5])) - np.diag([1.0, 1e5])).max() <= 1e-6
 
 
 DOMAIN = Domain.from_sizes([3, 2, 4, 2])
