@@ -4,6 +4,8 @@
 anything in the script runs per page load; :func:`prepare` is the part that must run once:
 
 * the explorer's log lines (:func:`explorer.server.log.configure`);
+* :func:`skip_document_validation`: Bokeh's check of every new document, warnings only, is
+  left out unless the operator asks for it;
 * :func:`freeze_startup_heap`: what is alive after the imports (modules, libraries,
   registries, and the parts libraries load on demand: :func:`load_parts_loaded_on_demand`) is
   exempted from garbage collection, so a collection does not walk it;
@@ -28,10 +30,13 @@ import functools
 import gc
 import importlib
 import logging
+import os
 import threading
+from collections.abc import Mapping
 
 import panel as pn
 from bokeh.document import Document
+from bokeh.settings import settings
 
 from explorer.planning.store import STORE
 from explorer.server import log as serverlog
@@ -57,6 +62,22 @@ def load_parts_loaded_on_demand() -> None:
     pn.pane.Markdown(SAMPLE_MARKDOWN).get_root(Document())
     for name in LOADED_ON_DEMAND:
         importlib.import_module(name)
+
+
+def skip_document_validation(environment: Mapping[str, str] = os.environ) -> bool:
+    """Turn off Bokeh's validation of every new document (``BOKEH_VALIDATE_DOC``) unless the
+    operator set it; True when turned off.
+
+    Validation only logs warnings about a document's models (an empty layout, a plot without
+    renderers), the same for every session of a page, and it cost about 18 ms of each page's
+    200-250 ms build (measured in the serving process on the trade-off and Compare pages, 88-90
+    models). The tests build and validate the pages in process, and an operator who wants the
+    warnings sets ``BOKEH_VALIDATE_DOC=true``.
+    """
+    if "BOKEH_VALIDATE_DOC" in environment:
+        return False
+    settings.perform_document_validation.set_value(False)
+    return True
 
 
 def freeze_startup_heap() -> None:
@@ -134,10 +155,11 @@ def expire_sessions(
 
 @functools.cache
 def prepare() -> None:
-    """Configure the log, load what loads on demand, freeze the startup heap, share planning,
-    start the planners and the sweep for idle sessions, once per process (later calls return
-    at once)."""
+    """Configure the log, skip document validation, load what loads on demand, freeze the
+    startup heap, share planning, start the planners and the sweep for idle sessions, once per
+    process (later calls return at once)."""
     serverlog.configure()
+    skip_document_validation()
     load_parts_loaded_on_demand()
     freeze_startup_heap()
     share_planning()

@@ -87,3 +87,19 @@ def test_every_socket_opened_afterwards_sends_without_nagles_delay():
     socket = Socket()
     socket.open("/ws")
     assert socket.nodelay is True and socket.opened == 1
+
+
+def test_document_validation_is_skipped_unless_the_operator_set_it():
+    from bokeh.settings import settings
+
+    from explorer.server.process import skip_document_validation
+
+    setting = settings.perform_document_validation
+    try:
+        setting.unset_value()
+        assert not skip_document_validation({"BOKEH_VALIDATE_DOC": "true"})
+        assert setting() is True  # the operator's choice stands
+        assert skip_document_validation({})
+        assert setting() is False
+    finally:
+        setting.unset_value()
