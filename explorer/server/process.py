@@ -4,8 +4,8 @@
 anything in the script runs per page load; :func:`prepare` is the part that must run once:
 
 * the explorer's log lines (:func:`explorer.server.log.configure`);
-* :func:`skip_document_validation`: Bokeh's check of every new document, warnings only, is
-  left out unless the operator asks for it;
+* :func:`skip_bokeh_checks`: Bokeh's checks of every new document and callback, for
+  developers only, are left out unless the operator asks for them;
 * :func:`freeze_startup_heap`: what is alive after the imports (modules, libraries,
   registries, and the parts libraries load on demand: :func:`load_parts_loaded_on_demand`) is
   exempted from garbage collection, so a collection does not walk it;
@@ -43,6 +43,10 @@ from explorer.server import log as serverlog
 from explorer.server.sessions import REGISTRY, SessionRegistry
 
 LOG = logging.getLogger(__name__)
+#: Bokeh's developer checks by the environment variable that turns each on or off (see
+#: :func:`skip_bokeh_checks`).
+CHECKS = {"BOKEH_VALIDATE_DOC": settings.perform_document_validation,
+          "BOKEH_PERFORM_ERROR_DIAGNOSTICS": settings.perform_error_diagnostics}
 #: Modules the first page or the first store access imports (see
 #: :func:`load_parts_loaded_on_demand`).
 LOADED_ON_DEMAND = ("alembic.command", "alembic.config", "alembic.runtime.migration",
@@ -64,20 +68,24 @@ def load_parts_loaded_on_demand() -> None:
         importlib.import_module(name)
 
 
-def skip_document_validation(environment: Mapping[str, str] = os.environ) -> bool:
-    """Turn off Bokeh's validation of every new document (``BOKEH_VALIDATE_DOC``) unless the
-    operator set it; True when turned off.
+def skip_bokeh_checks(environment: Mapping[str, str] = os.environ) -> list[str]:
+    """Turn off Bokeh's checks of every new document (``BOKEH_VALIDATE_DOC``) and of every
+    callback registered (``BOKEH_PERFORM_ERROR_DIAGNOSTICS``), each unless the operator set
+    it; returns the variables turned off.
 
-    Validation only logs warnings about a document's models (an empty layout, a plot without
-    renderers), the same for every session of a page, and it cost about 18 ms of each page's
-    200-250 ms build (measured in the serving process on the trade-off and Compare pages, 88-90
-    models). The tests build and validate the pages in process, and an operator who wants the
-    warnings sets ``BOKEH_VALIDATE_DOC=true``.
+    Both only help a developer: validation logs warnings about a document's models (an empty
+    layout, a plot without renderers), the same for every session of a page; the diagnostics
+    check each ``on_change`` callback's signature, and Panel registers one per linked property.
+    In the serving process they cost about 18 ms and 8-10 ms of each page's 200-250 ms build
+    (timed on the trade-off and Compare pages, 88-90 models). The tests build and check the
+    pages in process; an operator who wants them sets the variable to ``true``.
     """
-    if "BOKEH_VALIDATE_DOC" in environment:
-        return False
-    settings.perform_document_validation.set_value(False)
-    return True
+    skipped = []
+    for name, setting in CHECKS.items():
+        if name not in environment:
+            setting.set_value(False)
+            skipped.append(name)
+    return skipped
 
 
 def freeze_startup_heap() -> None:
@@ -155,11 +163,11 @@ def expire_sessions(
 
 @functools.cache
 def prepare() -> None:
-    """Configure the log, skip document validation, load what loads on demand, freeze the
+    """Configure the log, skip Bokeh's checks, load what loads on demand, freeze the
     startup heap, share planning, start the planners and the sweep for idle sessions, once per
     process (later calls return at once)."""
     serverlog.configure()
-    skip_document_validation()
+    skip_bokeh_checks()
     load_parts_loaded_on_demand()
     freeze_startup_heap()
     share_planning()

@@ -89,17 +89,16 @@ def test_every_socket_opened_afterwards_sends_without_nagles_delay():
     assert socket.nodelay is True and socket.opened == 1
 
 
-def test_document_validation_is_skipped_unless_the_operator_set_it():
-    from bokeh.settings import settings
+def test_bokehs_developer_checks_are_skipped_unless_the_operator_set_them():
+    from explorer.server.process import CHECKS, skip_bokeh_checks
 
-    from explorer.server.process import skip_document_validation
-
-    setting = settings.perform_document_validation
     try:
-        setting.unset_value()
-        assert not skip_document_validation({"BOKEH_VALIDATE_DOC": "true"})
-        assert setting() is True  # the operator's choice stands
-        assert skip_document_validation({})
-        assert setting() is False
+        for setting in CHECKS.values():
+            setting.unset_value()
+        assert skip_bokeh_checks({"BOKEH_VALIDATE_DOC": "true"}) == [
+            "BOKEH_PERFORM_ERROR_DIAGNOSTICS"]
+        assert CHECKS["BOKEH_VALIDATE_DOC"]() is True  # the operator's choice stands
+        assert CHECKS["BOKEH_PERFORM_ERROR_DIAGNOSTICS"]() is False
     finally:
-        setting.unset_value()
+        for setting in CHECKS.values():
+            setting.unset_value()
