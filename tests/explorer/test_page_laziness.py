@@ -201,8 +201,11 @@ def test_the_planning_row_polls_only_while_a_browser_is_connected():
     view.tick()
     assert looks == [1] and view.connected()
     connection.connection_count = 0  # the tab closed; Bokeh keeps its session a while
+    stopped: list[int] = []
+    view._callback = SimpleNamespace(stop=lambda: stopped.append(1))
     view.tick()
     assert looks == [1] and not view.connected()
+    assert stopped == [1] and view._callback is None  # no more polls for a closed page
     view._doc = None  # not served (a notebook): always polls
     view.tick()
     assert looks == [1, 1]
