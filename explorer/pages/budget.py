@@ -32,7 +32,7 @@ import panel as pn
 import param
 
 from engine import DEFAULT_DELTA, Budget, Ledger, LedgerError, SpecError, fingerprint_bytes
-from explorer.components.lazy_view import once_true
+from explorer.components.lazy_view import Later, laid_out
 from explorer.components.number_box import NumberBox
 from explorer.components.plain_help import Select, TextInput
 
@@ -219,7 +219,8 @@ class BudgetPage(pn.viewable.Viewer):
         register.on_click(lambda _: total.problem or self.register())  # the box says why
         reload = pn.widgets.Button(label="Refresh")
         reload.on_click(lambda _: self.refresh())
-        controls = pn.Column(
+        controls = laid_out(
+            pn.Column,
             # One pane for the heading and its note (each pane is a model on every open).
             pn.pane.Markdown("**Register a data set**\n\nThe bundled Adult data runs in the "
                              "teaching sandbox: it is never charged, so it is not registered "
@@ -230,10 +231,11 @@ class BudgetPage(pn.viewable.Viewer):
             Select.from_param(self.param.unit, label="Unit", css_classes=["budget-unit"]),
             pn.pane.Markdown(UNIT_NOTE, css_classes=["budget-unit-note"]),
             total,
-            once_true(lambda: pn.Column(NumberBox.from_param(self, "total_delta",
-                                                             label="delta (eps, delta)"),
-                                        visible=self.param.unit.rx() == "(eps, delta)"),
-                      self.param.unit.rx() == "(eps, delta)", sizing_mode="fixed"),
+            # Built the first time the unit needs it (no empty holder until then).
+            Later(lambda: pn.Column(NumberBox.from_param(self, "total_delta",
+                                                         label="delta (eps, delta)"),
+                                    visible=self.param.unit.rx() == "(eps, delta)"),
+                  self.param.unit.rx() == "(eps, delta)"),
             register,
             pn.layout.Divider(),
             NumberBox.from_param(self, "at_delta", label="Report remaining eps at delta"),
@@ -247,7 +249,8 @@ class BudgetPage(pn.viewable.Viewer):
             callback=self.tables_zip, filename="release.zip",
             label="Download the release's tables (zip)")
         self.param.watch(lambda _: self.refresh(), ["at_delta"])
-        body = pn.Column(
+        body = laid_out(
+            pn.Column,
             pn.pane.Markdown(
                 f"# {self.title}\n\nEvery release from a registered data set is charged here "
                 "before its noise is drawn; a release past the total is refused. zCDP releases "
@@ -255,7 +258,7 @@ class BudgetPage(pn.viewable.Viewer):
                 "(eps, delta) releases are tracked by their rho. Seeded and evaluation-only runs "
                 "are not releases and are not charged."),
             # The status line and the error are empty until the first action: built then.
-            once_true(lambda: pn.Column(
+            Later(lambda: pn.Column(
                 pn.pane.Markdown(self.param.status),
                 pn.pane.Alert(self.param.error, alert_type="danger",
                               visible=self.param.error.rx.bool(), css_classes=["budget-error"]),

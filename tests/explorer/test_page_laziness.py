@@ -10,7 +10,9 @@ from bokeh.document import Document
 from panel.io.state import set_curdoc
 
 from explorer.components.lazy_view import (
+    Later,
     SeenSignal,
+    laid_out,
     lazy_card,
     on_sight,
     on_sight_in_turn,
@@ -156,6 +158,48 @@ def test_a_part_once_true_is_built_the_first_time_its_condition_holds():
     page.results = []
     page.results = [{"variant": "dp"}, {"variant": "cdp"}]
     assert built == [1, 1] and len(column.objects) == 1
+
+
+def test_a_later_part_takes_its_place_only_once_its_condition_holds():
+    page = CensusPage(synthetic_spec="levels=1,2;groups=50;max_size=4;seed=1",
+                      variants=["dp"], trials=1)
+    built: list[str] = []
+
+    def part(name: str):
+        def build() -> pn.pane.Markdown:
+            built.append(name)
+            return pn.pane.Markdown(name)
+        return build
+
+    first, last = pn.pane.Markdown("first"), pn.pane.Markdown("last")
+    results = Later(part("results"), page.param.results.rx.pipe(bool))
+    error = Later(part("error"), page.param.error.rx.bool())
+    # not served: built at once, in order
+    column = laid_out(pn.Column, first, error, results, last)
+    assert [o.object for o in column.objects] == ["first", "error", "results", "last"]
+    built.clear()
+    views: list[int] = []
+
+    class Box(pn.viewable.Viewer):  # a component whose view is made by __panel__
+        def __panel__(self) -> pn.pane.Markdown:
+            views.append(1)
+            return pn.pane.Markdown("last")
+
+    doc, context = Document(), ServedContext()
+    doc._session_context = weakref.ref(context)
+    with set_curdoc(doc):
+        column = laid_out(pn.Row, first, error, results, Box(), margin=0)
+    assert isinstance(column, pn.Row) and column.margin == 0
+    assert column.objects[0] is first and len(column.objects) == 2
+    assert built == []  # nothing stands in for the parts not built
+    page.results = [{"variant": "dp"}]
+    assert [o.object for o in column.objects] == ["first", "results", "last"]
+    page.error = "trials: must be a whole number"
+    assert [o.object for o in column.objects] == ["first", "error", "results", "last"]
+    page.results = []
+    page.results = [{"variant": "dp"}]  # true again: not built twice
+    assert built == ["results", "error"] and len(column.objects) == 4
+    assert views == [1]  # the same view of the box throughout (its models are kept)
 
 
 def test_the_served_census_page_builds_its_results_only_once_there_are_some():
