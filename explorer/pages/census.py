@@ -64,6 +64,7 @@ from engine import (
 )
 from explorer.components.exports import SCENARIO_COLUMNS, csv_download
 from explorer.components.lazy_view import Later, laid_out, once_true
+from explorer.components.markdown import Markdown
 from explorer.components.notes import folded_note
 from explorer.components.number_box import NumberBox
 from explorer.components.plain_help import Select, TextInput
@@ -508,7 +509,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             pn.widgets.RadioButtonGroup.from_param(self.param.source, label="Hierarchy"),
             TextInput.from_param(self.param.synthetic_spec, label="Synthetic spec",
                                             visible=self.param.source.rx() == SYNTHETIC),
-            Later(lambda: pn.Column(upload, pn.pane.Markdown(
+            Later(lambda: pn.Column(upload, Markdown(
                 "CSV header: the level names, then `size` and optionally `count`; one row "
                 "per (leaf, size) with its count, or one row per group."),
                 NumberBox.from_param(self, "max_size", label="Max size (public top bucket)",
@@ -532,31 +533,31 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
                                         visible=self.param.seed.rx().rx.is_not(None)),
                   self.param.seed.rx().rx.is_not(None)),
             pn.Row(run, cancel),
-            pn.pane.Markdown("**Release** (one draw, through the budget ledger)",
+            Markdown("**Release** (one draw, through the budget ledger)",
                              margin=(0, 10)),
             Select.from_param(self.param.release_variant, label="Variant to release"),
-            pn.pane.Markdown(self.param.quote_line, css_classes=["census-quote"]),
+            Markdown(self.param.quote_line, css_classes=["census-quote"]),
             release_button,
             # What the last release did, its tables and their method: empty until the first
             # Release, and built then (each pane is a model on every open).
             Later(lambda: pn.Column(
-                pn.pane.Markdown(self.param.release_status,
+                Markdown(self.param.release_status,
                                  css_classes=["census-release-status"]),
                 once_true(lambda: release_download, released, sizing_mode="fixed"),
-                pn.pane.Markdown(self.param.release_method,
+                Markdown(self.param.release_method,
                                  css_classes=["census-release-method"]), margin=0),
                 self.param.release_status.rx.bool().rx.or_(self.param.release_method.rx.bool())),
-            pn.pane.Markdown(PRIVACY_NOTE),
+            Markdown(PRIVACY_NOTE),
             width=320,
         )
         bar = pn.indicators.Progress(value=self.param.progress.rx.pipe(lambda v: int(round(v))),
                                      max=100, sizing_mode="stretch_width")
         has_results = self.param.results.rx.pipe(bool)
-        empty = pn.pane.Markdown(EMPTY_STATE, css_classes=["census-empty"],
+        empty = Markdown(EMPTY_STATE, css_classes=["census-empty"],
                                  visible=has_results.rx.not_())
         body = laid_out(
             pn.Column,
-            pn.pane.Markdown(
+            Markdown(
                 f"# {self.title}\n\nPrivate group-size histograms (how many households of "
                 "each size) for every region of a hierarchy. The consistent variants (dp, cdp, "
                 "chain, topdown) release non-negative integers, parents equal to the sums of "
@@ -568,7 +569,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             folded_note(NOTE),
             # The hierarchy's description and the status in one pane; the error, hidden until
             # there is one, built then.
-            pn.pane.Markdown(pn.bind(lambda description, status: "\n\n".join(
+            Markdown(pn.bind(lambda description, status: "\n\n".join(
                 line for line in (description, status) if line),
                 self.param.description, self.param.status)),
             Later(lambda: pn.pane.Alert(self.param.error, alert_type="danger",
@@ -608,7 +609,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
                                          if rows else None,
                                          self.param.results, self.param.heat_variant,
                                          self.param.region), sizing_mode="stretch_width")
-        crumb = pn.pane.Markdown(pn.bind(lambda _r, reg: self.breadcrumb(reg),
+        crumb = Markdown(pn.bind(lambda _r, reg: self.breadcrumb(reg),
                                          self.param.results, self.param.region))
         children = pn.pane.DataFrame(
             pn.bind(lambda _r, v, reg: whole_numbers(self._children_table(reg, v)),
@@ -620,7 +621,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             Select.from_param(self.param.heat_variant, label="Variant for the "
                                          "heat map and tree view"),
             heat,
-            pn.pane.Markdown("## Tree view"),
+            Markdown("## Tree view"),
             Select.from_param(self.param.region, label="Region"),
             crumb, tree, children, sizing_mode="stretch_width", visible=has_results)
 

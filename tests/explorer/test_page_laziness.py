@@ -18,6 +18,7 @@ from explorer.components.lazy_view import (
     on_sight_in_turn,
     once_true,
 )
+from explorer.components.markdown import LONGEST, Markdown
 from explorer.components.progress import PlanningProgress
 from explorer.pages.census import CensusPage
 from explorer.pages.compare import ComparePage
@@ -253,3 +254,23 @@ def test_the_planning_row_polls_only_while_a_browser_is_connected():
     view._doc = None  # not served (a notebook): always polls
     view.tick()
     assert looks == [1, 1]
+
+
+def test_a_markdown_text_is_parsed_once_per_process(monkeypatch):
+    text = "**Noise** is added *once* per measurement (a text no other test uses)."
+    theirs = pn.pane.Markdown(text).get_root().text
+    assert Markdown(text).get_root().text == theirs  # the same HTML as Panel's own pane
+    parsed: list[str] = []
+    panels = pn.pane.Markdown._transform_object
+
+    def counted(self, obj):
+        parsed.append(obj)
+        return panels(self, obj)
+
+    monkeypatch.setattr(pn.pane.Markdown, "_transform_object", counted)
+    assert Markdown(text).get_root().text == theirs and parsed == []  # reused
+    Markdown(text, hard_line_break=True).get_root()  # another setting: parsed again
+    long = "x" * (LONGEST + 1)
+    Markdown(long).get_root()
+    Markdown(long).get_root()  # too long to keep: parsed each time
+    assert parsed == [text, long, long]
