@@ -25,7 +25,10 @@ or at once for the parts within a screen of the window) and counts their builds 
 warm up and once under ``cProfile``, and prints the top functions by cumulative time. The
 page's first ticks run too, and the views it builds in the background
 (:class:`explorer.components.background.BackgroundView`) are built on the profiled thread, so
-their cost is counted as the server's is.
+their cost is counted as the server's is. ``--in-process`` builds every page that way
+``--runs`` times without the profiler (no server, no websocket, no other sessions' ticks or
+garbage collections) and prints each page's median CPU seconds and models: the build alone,
+steadier than a served run on a shared machine.
 
 Usage::
 
@@ -33,6 +36,7 @@ Usage::
     python benchmarks/page_cpu.py --runs 9 --options --warm
     python benchmarks/page_cpu.py --scrolled         # every part built, as if scrolled to
     python benchmarks/page_cpu.py --profile compare
+    python benchmarks/page_cpu.py --in-process --runs 9
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import cProfile
+import gc
 import pstats
 import statistics
 import tempfile
@@ -219,42 +224,75 @@ def run_ticks(doc: Any, builders: DeferredExecutor) -> None:
             return
 
 
-def profile(page: str, top: int) -> None:
-    """Build ``page``'s document in this process as if served, under cProfile (CPU time),
-    after one warm-up round of every page in one session, and print the top entries."""
-    from bokeh.document import Document
-    from panel.io.state import set_curdoc, state
+class InProcessPages:
+    """Builds pages' documents in this process as if served (``page_app`` into a
+    ``bokeh.document.Document``, its JSON as for ``PULL-DOC-REQ``, its ``onload`` work, its
+    first ticks and background views, run on the calling thread), all in one session."""
 
-    from explorer.app import page_app
-    from explorer.components import background
+    def __init__(self) -> None:
+        from explorer.components import background
 
-    background.BUILDERS = builders = DeferredExecutor()
-    sid = ""
+        background.BUILDERS = self.builders = DeferredExecutor()
+        self.sid = ""
 
-    def build(name: str) -> None:
-        nonlocal sid
+    def build(self, name: str) -> int:
+        """Build page ``name`` ('' = start); the number of models in its document."""
+        from bokeh.document import Document
+        from panel.io.state import set_curdoc, state
+
+        from explorer.app import page_app
+
         arguments = {"page": name} if name else {}
-        if sid:
-            arguments["s"] = sid
+        if self.sid:
+            arguments["s"] = self.sid
         doc = Document()
         context = ProfiledSession(arguments)
         doc._session_context = weakref.ref(context)
         with set_curdoc(doc):
             with doc.models.freeze():
                 page_app().server_doc(doc)
-            sid = page_app_sid(doc) or sid
+            self.sid = page_app_sid(doc) or self.sid
         doc.to_json()
         state._on_load(doc)
-        run_ticks(doc, builders)
+        run_ticks(doc, self.builders)
+        return len(doc.models)
 
-    for name, _ in PAGES:
-        build(name)
-    time.sleep(2)  # background planning of the warm-up settles
+    def warm_up(self) -> None:
+        """Build every page once (imports, first plans), then let background planning
+        settle."""
+        for name, _ in PAGES:
+            self.build(name)
+        time.sleep(2)
+
+
+def profile(page: str, top: int) -> None:
+    """Build ``page``'s document in this process as if served, under cProfile (CPU time),
+    after one warm-up round of every page in one session, and print the top entries."""
+    pages = InProcessPages()
+    pages.warm_up()
     start = time.process_time()
     profiler = cProfile.Profile(time.process_time)
-    profiler.runcall(build, page)
+    profiler.runcall(pages.build, page)
     print(f"{page or 'start'}: {time.process_time() - start:.3f} CPU s under the profiler")
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(top)
+
+
+def in_process(runs: int) -> None:
+    """Build every page ``runs`` times in this process as if served (after a warm-up round;
+    no profiler, no server) and print each page's median CPU seconds and models; the garbage
+    collector runs between builds, outside the measured time, as it does between pages."""
+    pages = InProcessPages()
+    pages.warm_up()
+    seconds: dict[str, list[float]] = {label: [] for _, label in PAGES}
+    models: dict[str, int] = {}
+    for _ in range(runs):
+        for name, label in PAGES:
+            gc.collect()
+            start = time.process_time()
+            models[label] = pages.build(name)
+            seconds[label].append(time.process_time() - start)
+    print("in-process build (no server), CPU seconds:")
+    report(seconds, models)
 
 
 def page_app_sid(doc: Any) -> str:
@@ -276,11 +314,16 @@ def main() -> None:
     parser.add_argument("--profile", metavar="PAGE", default=None,
                         help="profile one page's build in this process instead ('' = start)")
     parser.add_argument("--top", type=int, default=40, help="profile lines to print")
+    parser.add_argument("--in-process", action="store_true",
+                        help="build the pages in this process (no server, no profiler)")
     parser.add_argument("--scrolled", action="store_true",
                         help="also build every part that waits to be scrolled to")
     args = parser.parse_args()
     if args.profile is not None:
         profile(args.profile, args.top)
+        return
+    if args.in_process:
+        in_process(args.runs)
         return
     print(f"load average at start: {psutil.getloadavg()[0]:.1f} (2 cores); "
           f"panel serve options: {' '.join(args.options) or '(none)'}; "

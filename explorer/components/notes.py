@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import panel as pn
 
+from explorer.components.markdown import Markdown
+
 NOTE_TITLE = "What am I looking at?"
 
 #: The folded note's look: a bordered box like Bootstrap's cards, its title in bold.
@@ -25,8 +27,9 @@ details.note-box > summary {
 def folded_note(text: str) -> pn.pane.Markdown:
     """The folded "What am I looking at?" note (Markdown) as one pane: a ``<details>`` element
     the browser unfolds by itself, so the note costs one Bokeh model on every page open (a
-    card cost three and a round trip to unfold) and nothing when read."""
-    return pn.pane.Markdown(
+    card cost three and a round trip to unfold) and nothing when read; its text is parsed
+    once per process (:class:`~explorer.components.markdown.Markdown`)."""
+    return Markdown(
         f'<details class="note-box">\n<summary>{NOTE_TITLE}</summary>\n\n{text.strip()}\n\n'
         "</details>",
         css_classes=["learn-note"], sizing_mode="stretch_width", margin=(5, 10),

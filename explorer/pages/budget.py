@@ -32,7 +32,8 @@ import panel as pn
 import param
 
 from engine import DEFAULT_DELTA, Budget, Ledger, LedgerError, SpecError, fingerprint_bytes
-from explorer.components.lazy_view import once_true
+from explorer.components.lazy_view import Later, laid_out
+from explorer.components.markdown import Markdown
 from explorer.components.number_box import NumberBox
 from explorer.components.plain_help import Select, TextInput
 
@@ -189,10 +190,10 @@ class BudgetPage(pn.viewable.Viewer):
     # ------------------------------------------------------------------------- view
     def _bars(self, rows: list[dict[str, Any]]) -> pn.viewable.Viewable:
         if not rows:
-            return pn.pane.Markdown("No data set is registered yet.")
+            return Markdown("No data set is registered yet.")
         items = []
         for r in rows:
-            items.append(pn.pane.Markdown(
+            items.append(Markdown(
                 f"**{r['data set']}**: spent {r['spent']:.6g} of {r['total']:.6g} "
                 f"({r['unit']}; {r['releases']} releases), remaining {r['remaining']:.6g} = "
                 f"rho {r['remaining rho']:.6g} = eps {r['remaining eps']:.6g} at delta "
@@ -219,21 +220,23 @@ class BudgetPage(pn.viewable.Viewer):
         register.on_click(lambda _: total.problem or self.register())  # the box says why
         reload = pn.widgets.Button(label="Refresh")
         reload.on_click(lambda _: self.refresh())
-        controls = pn.Column(
+        controls = laid_out(
+            pn.Column,
             # One pane for the heading and its note (each pane is a model on every open).
-            pn.pane.Markdown("**Register a data set**\n\nThe bundled Adult data runs in the "
+            Markdown("**Register a data set**\n\nThe bundled Adult data runs in the "
                              "teaching sandbox: it is never charged, so it is not registered "
                              "here.", margin=(0, 10)),
             upload,
             TextInput.from_param(self.param.dataset_name, name="Name",
                                  css_classes=["budget-name"]),
             Select.from_param(self.param.unit, label="Unit", css_classes=["budget-unit"]),
-            pn.pane.Markdown(UNIT_NOTE, css_classes=["budget-unit-note"]),
+            Markdown(UNIT_NOTE, css_classes=["budget-unit-note"]),
             total,
-            once_true(lambda: pn.Column(NumberBox.from_param(self, "total_delta",
-                                                             label="delta (eps, delta)"),
-                                        visible=self.param.unit.rx() == "(eps, delta)"),
-                      self.param.unit.rx() == "(eps, delta)", sizing_mode="fixed"),
+            # Built the first time the unit needs it (no empty holder until then).
+            Later(lambda: pn.Column(NumberBox.from_param(self, "total_delta",
+                                                         label="delta (eps, delta)"),
+                                    visible=self.param.unit.rx() == "(eps, delta)"),
+                  self.param.unit.rx() == "(eps, delta)"),
             register,
             pn.layout.Divider(),
             NumberBox.from_param(self, "at_delta", label="Report remaining eps at delta"),
@@ -247,16 +250,17 @@ class BudgetPage(pn.viewable.Viewer):
             callback=self.tables_zip, filename="release.zip",
             label="Download the release's tables (zip)")
         self.param.watch(lambda _: self.refresh(), ["at_delta"])
-        body = pn.Column(
-            pn.pane.Markdown(
+        body = laid_out(
+            pn.Column,
+            Markdown(
                 f"# {self.title}\n\nEvery release from a registered data set is charged here "
                 "before its noise is drawn; a release past the total is refused. zCDP releases "
                 "add their rho, pure-eps releases their eps (eps^2/2 in a rho budget), Gaussian "
                 "(eps, delta) releases are tracked by their rho. Seeded and evaluation-only runs "
                 "are not releases and are not charged."),
             # The status line and the error are empty until the first action: built then.
-            once_true(lambda: pn.Column(
-                pn.pane.Markdown(self.param.status),
+            Later(lambda: pn.Column(
+                Markdown(self.param.status),
                 pn.pane.Alert(self.param.error, alert_type="danger",
                               visible=self.param.error.rx.bool(), css_classes=["budget-error"]),
                 sizing_mode="stretch_width", margin=0),
@@ -264,7 +268,7 @@ class BudgetPage(pn.viewable.Viewer):
             pn.bind(self._bars, self.param.datasets),
             pn.pane.DataFrame(self.param.datasets.rx.pipe(pd.DataFrame), index=False,
                               sizing_mode="stretch_width"),
-            pn.pane.Markdown("**Release history**", margin=(0, 10)),
+            Markdown("**Release history**", margin=(0, 10)),
             Select.from_param(self.param.selected, name="Data set"),
             pn.pane.DataFrame(self.param.releases.rx.pipe(pd.DataFrame), index=False,
                               sizing_mode="stretch_width", css_classes=["budget-history"]),

@@ -25,6 +25,7 @@ from explorer.components.background import on_page_tick
 from explorer.components.exports import text_download
 from explorer.components.heatmap import matrix_heatmap
 from explorer.components.lazy_view import on_sight, styled_as_on_open
+from explorer.components.markdown import Markdown
 from explorer.components.notes import caption
 from explorer.components.number_box import NumberBox
 from explorer.components.progress import served
@@ -87,7 +88,7 @@ class BuilderPage(Page):
         intro = ("Describe your data's attributes and the counts you need. Then "
                  f"{self.link('/compare', 'compare mechanisms')} on it.")
         right = pn.Column(
-            pn.pane.Markdown("### Summary", margin=(0, 10)),
+            Markdown("### Summary", margin=(0, 10)),
             self._summary(),
             SpecEditor(session=session),
             sizing_mode="stretch_width", min_width=420,
@@ -199,7 +200,7 @@ class BuilderPage(Page):
         def table() -> pn.viewable.Viewable:
             rows = model.attribute_rows()
             if not rows:
-                return pn.pane.Markdown("*No attributes yet.*", css_classes=["attribute-table"])
+                return Markdown("*No attributes yet.*", css_classes=["attribute-table"])
             return listing_table(rows, "attribute-table")
 
         card = pn.Card(
@@ -267,7 +268,7 @@ class BuilderPage(Page):
                                                  width=170),
                     pn.Column(self.width_box(choice), visible=pn.bind(
                         lambda b: "width" in BLOCKS[b].options, choice.param.block)),
-                    pn.pane.Markdown(choice.help, sizing_mode="stretch_width"),
+                    Markdown(choice.help, sizing_mode="stretch_width"),
                     sizing_mode="stretch_width"))
             return pn.Column(*rows, sizing_mode="stretch_width", css_classes=["block-choices"])
 
@@ -283,7 +284,7 @@ class BuilderPage(Page):
         def table() -> pn.viewable.Viewable:
             rows = model.group_rows()
             if not rows:
-                return pn.pane.Markdown("*No query groups yet.*", css_classes=["group-table"])
+                return Markdown("*No query groups yet.*", css_classes=["group-table"])
             return listing_table(rows, "group-table")
 
         # The block choices are built the first time a product group has attributes ticked,
@@ -300,9 +301,9 @@ class BuilderPage(Page):
         card = pn.Card(
             table(),
             form,
-            pn.pane.Markdown(group.help, margin=(0, 10)),
+            Markdown(group.help, margin=(0, 10)),
             blocks,
-            pn.pane.Markdown(f"More blocks ({', '.join(YAML_ONLY_BLOCKS)}) are available in "
+            Markdown(f"More blocks ({', '.join(YAML_ONLY_BLOCKS)}) are available in "
                              "the YAML editor.", styles={"color": "#555",
                                                          "font-size": "0.9em"}),
             add,
@@ -322,7 +323,7 @@ class BuilderPage(Page):
                                  css_classes=["load-preset"])
         load.on_click(lambda event: k.problem or model.ask(  # the box says what is wrong
             model.load_preset, f"Loading the preset '{PRESETS[model.preset].title}'"))
-        describe = pn.pane.Markdown(
+        describe = Markdown(
             pn.bind(lambda key: PRESETS[key].description, model.param.preset), margin=(0, 10))
         return pn.Card(form, describe, load, title="Presets", collapsed=False,
                        sizing_mode="stretch_width", css_classes=["presets-card"])
@@ -347,7 +348,7 @@ class BuilderPage(Page):
         download = text_download(self.session.export_yaml, "scenario.yaml",
                                  "Download scenario (YAML)", css_class="yaml-download")
         card = pn.Card(
-            pn.pane.Markdown("Load a scenario file (YAML or JSON), or save the current one.",
+            Markdown("Load a scenario file (YAML or JSON), or save the current one.",
                              margin=(0, 10)),
             upload,
             download,
@@ -383,7 +384,7 @@ class BuilderPage(Page):
         def text() -> str:
             return f"{self._stats_text()}\n\n### Scenario as YAML"
 
-        stats = pn.pane.Markdown(text(), css_classes=["workload-stats"], margin=(0, 10),
+        stats = Markdown(text(), css_classes=["workload-stats"], margin=(0, 10),
                                  sizing_mode="stretch_width")
         self.watch(self.session, lambda *events: setattr(stats, "object", text()), "scenario")
         return stats
@@ -408,14 +409,14 @@ class BuilderPage(Page):
 
     def _heatmap_part(self) -> pn.viewable.Viewable:
         """The workload matrix's title and its heat map (or why it is not drawn)."""
-        return pn.Column(pn.pane.Markdown("### The workload matrix", margin=(0, 10)),
+        return pn.Column(Markdown("### The workload matrix", margin=(0, 10)),
                          pn.bind(self._heatmap_view, self.session.param.scenario),
                          sizing_mode="stretch_width", margin=0)
 
     def _heatmap_view(self, scenario: Any) -> pn.viewable.Viewable:
         matrix = self.model.workload_matrix()
         if isinstance(matrix, str):
-            return pn.pane.Markdown(matrix, margin=(0, 10))
+            return Markdown(matrix, margin=(0, 10))
         rows, cols = matrix.shape
         return pn.Column(
             pn.pane.HoloViews(matrix_heatmap(matrix, f"Workload: {rows} queries x {cols} cells",

@@ -63,7 +63,8 @@ from engine import (
     synthetic_hierarchy,
 )
 from explorer.components.exports import SCENARIO_COLUMNS, csv_download
-from explorer.components.lazy_view import once_true
+from explorer.components.lazy_view import Later, laid_out, once_true
+from explorer.components.markdown import Markdown
 from explorer.components.notes import folded_note
 from explorer.components.number_box import NumberBox
 from explorer.components.plain_help import Select, TextInput
@@ -503,60 +504,60 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
         cancel.on_click(lambda event: self.cancel())
         run.disabled = self.param.running
         cancel.disabled = self.param.running.rx.not_()
-        controls = pn.Column(
+        controls = laid_out(
+            pn.Column,
             pn.widgets.RadioButtonGroup.from_param(self.param.source, label="Hierarchy"),
             TextInput.from_param(self.param.synthetic_spec, label="Synthetic spec",
                                             visible=self.param.source.rx() == SYNTHETIC),
-            once_true(lambda: pn.Column(upload, pn.pane.Markdown(
+            Later(lambda: pn.Column(upload, Markdown(
                 "CSV header: the level names, then `size` and optionally `count`; one row "
                 "per (leaf, size) with its count, or one row per group."),
                 NumberBox.from_param(self, "max_size", label="Max size (public top bucket)",
                                      css_class="census-max-size"),
-                visible=self.param.source.rx() == UPLOAD), self.param.source.rx() == UPLOAD,
-                sizing_mode="fixed"),
+                visible=self.param.source.rx() == UPLOAD), self.param.source.rx() == UPLOAD),
             # Number boxes, not spinners: a spinner's up/down buttons have no name a screen
             # reader can read, and a box says what is wrong with what was typed.
             NumberBox.from_param(self, "epsilon", label="epsilon", css_class="census-epsilon"),
             Select.from_param(self.param.split, label="Budget split over levels"),
-            # Parts hidden until a choice shows them are built then, not on every open.
-            once_true(lambda: TextInput.from_param(
+            # Parts hidden until a choice shows them are built then, not on every open, and
+            # nothing stands in for them until then (``Later``: no empty holder).
+            Later(lambda: TextInput.from_param(
                 self.param.level_weights, label="Level weights (root first)",
-                visible=self.param.split.rx() == "user"), self.param.split.rx() == "user",
-                sizing_mode="fixed"),
+                visible=self.param.split.rx() == "user"), self.param.split.rx() == "user"),
             Select.from_param(self.param.noise, label="Noise"),
             pn.widgets.CheckBoxGroup.from_param(self.param.variants, label="Variants"),
             NumberBox.from_param(self, "trials", label="Trials", css_class="census-trials"),
             NumberBox.from_param(self, "seed", label="Seed (teaching only)",
                                  css_class="census-seed"),
-            once_true(lambda: pn.pane.Alert(SEEDED_LABEL, alert_type="warning",
-                                            visible=self.param.seed.rx().rx.is_not(None)),
-                      self.param.seed.rx().rx.is_not(None), sizing_mode="fixed"),
+            Later(lambda: pn.pane.Alert(SEEDED_LABEL, alert_type="warning",
+                                        visible=self.param.seed.rx().rx.is_not(None)),
+                  self.param.seed.rx().rx.is_not(None)),
             pn.Row(run, cancel),
-            pn.pane.Markdown("**Release** (one draw, through the budget ledger)",
+            Markdown("**Release** (one draw, through the budget ledger)",
                              margin=(0, 10)),
             Select.from_param(self.param.release_variant, label="Variant to release"),
-            pn.pane.Markdown(self.param.quote_line, css_classes=["census-quote"]),
+            Markdown(self.param.quote_line, css_classes=["census-quote"]),
             release_button,
             # What the last release did, its tables and their method: empty until the first
             # Release, and built then (each pane is a model on every open).
-            once_true(lambda: pn.Column(
-                pn.pane.Markdown(self.param.release_status,
+            Later(lambda: pn.Column(
+                Markdown(self.param.release_status,
                                  css_classes=["census-release-status"]),
                 once_true(lambda: release_download, released, sizing_mode="fixed"),
-                pn.pane.Markdown(self.param.release_method,
+                Markdown(self.param.release_method,
                                  css_classes=["census-release-method"]), margin=0),
-                self.param.release_status.rx.bool().rx.or_(self.param.release_method.rx.bool()),
-                sizing_mode="fixed"),
-            pn.pane.Markdown(PRIVACY_NOTE),
+                self.param.release_status.rx.bool().rx.or_(self.param.release_method.rx.bool())),
+            Markdown(PRIVACY_NOTE),
             width=320,
         )
         bar = pn.indicators.Progress(value=self.param.progress.rx.pipe(lambda v: int(round(v))),
                                      max=100, sizing_mode="stretch_width")
         has_results = self.param.results.rx.pipe(bool)
-        empty = pn.pane.Markdown(EMPTY_STATE, css_classes=["census-empty"],
+        empty = Markdown(EMPTY_STATE, css_classes=["census-empty"],
                                  visible=has_results.rx.not_())
-        body = pn.Column(
-            pn.pane.Markdown(
+        body = laid_out(
+            pn.Column,
+            Markdown(
                 f"# {self.title}\n\nPrivate group-size histograms (how many households of "
                 "each size) for every region of a hierarchy. The consistent variants (dp, cdp, "
                 "chain, topdown) release non-negative integers, parents equal to the sums of "
@@ -568,17 +569,17 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             folded_note(NOTE),
             # The hierarchy's description and the status in one pane; the error, hidden until
             # there is one, built then.
-            pn.pane.Markdown(pn.bind(lambda description, status: "\n\n".join(
+            Markdown(pn.bind(lambda description, status: "\n\n".join(
                 line for line in (description, status) if line),
                 self.param.description, self.param.status)),
-            once_true(lambda: pn.pane.Alert(self.param.error, alert_type="danger",
-                                            visible=self.param.error.rx.bool()),
-                      self.param.error.rx.bool()),
+            Later(lambda: pn.pane.Alert(self.param.error, alert_type="danger",
+                                        visible=self.param.error.rx.bool()),
+                  self.param.error.rx.bool()),
             bar, empty,
-            # Hidden until the first results: built then, not on every open (once_true).
-            once_true(lambda: pn.Column(self._results_view(has_results),
-                                        self._tree_view(has_results),
-                                        sizing_mode="stretch_width", margin=0), has_results),
+            # Hidden until the first results: built then, not on every open (Later).
+            Later(lambda: pn.Column(self._results_view(has_results),
+                                    self._tree_view(has_results),
+                                    sizing_mode="stretch_width", margin=0), has_results),
             sizing_mode="stretch_width",
         )
         self._view = pn.Row(controls, body, sizing_mode="stretch_width")
@@ -608,7 +609,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
                                          if rows else None,
                                          self.param.results, self.param.heat_variant,
                                          self.param.region), sizing_mode="stretch_width")
-        crumb = pn.pane.Markdown(pn.bind(lambda _r, reg: self.breadcrumb(reg),
+        crumb = Markdown(pn.bind(lambda _r, reg: self.breadcrumb(reg),
                                          self.param.results, self.param.region))
         children = pn.pane.DataFrame(
             pn.bind(lambda _r, v, reg: whole_numbers(self._children_table(reg, v)),
@@ -620,7 +621,7 @@ class CensusPage(BackgroundRun, pn.viewable.Viewer):
             Select.from_param(self.param.heat_variant, label="Variant for the "
                                          "heat map and tree view"),
             heat,
-            pn.pane.Markdown("## Tree view"),
+            Markdown("## Tree view"),
             Select.from_param(self.param.region, label="Region"),
             crumb, tree, children, sizing_mode="stretch_width", visible=has_results)
 

@@ -17,6 +17,7 @@ from engine import Comparison, classic_prefix, registry_names
 from explorer.components.charts import LiveBarsChart, LiveTradeoffChart
 from explorer.components.heatmap import matrix_heatmap
 from explorer.components.lazy_view import on_sight
+from explorer.components.markdown import Markdown
 from explorer.components.notes import caption
 from explorer.components.people import GAUSSIAN_FACTOR, people, people_factor, row_factor
 from explorer.components.progress import PlanningProgress, served
@@ -134,11 +135,11 @@ class LearnPage(Page):
         return pn.Column(
             self.header("A one-click tour of the classic example, then a glossary."),
             pn.Row(start, back),
-            *([pn.pane.Markdown(absent, margin=(0, 10))] if absent else []),
+            *([Markdown(absent, margin=(0, 10))] if absent else []),
             PlanningProgress(session=session),
-            pn.pane.Markdown(STEPS, sizing_mode="stretch_width"),
+            Markdown(STEPS, sizing_mode="stretch_width"),
             pn.bind(self._question, session.param.scenario),
-            pn.pane.Markdown(pn.bind(tour_level, session.param.comparison),
+            Markdown(pn.bind(tour_level, session.param.comparison),
                              css_classes=["tour-level"], margin=(0, 10),
                              sizing_mode="stretch_width"),
             # the charts, each with its caption, are built when the reader scrolls near them
@@ -155,7 +156,7 @@ class LearnPage(Page):
                         "uses."),
                 sizing_mode="stretch_width", css_classes=["tour-budget-chart"]), CHART_HEIGHT),
             # the last steps and the glossary in one pane (each pane is a model on every open)
-            pn.pane.Markdown(steps_after + "\n\n" + GLOSSARY, sizing_mode="stretch_width",
+            Markdown(steps_after + "\n\n" + GLOSSARY, sizing_mode="stretch_width",
                              css_classes=["glossary"]),
             sizing_mode="stretch_width", css_classes=["learn-page"],
         )
@@ -174,10 +175,10 @@ class LearnPage(Page):
 
     def _question(self, scenario: Any) -> pn.viewable.Viewable:
         w = scenario.workload
-        line = pn.pane.Markdown(f"Current workload: **{w.describe()}**", margin=(0, 10),
+        line = Markdown(f"Current workload: **{w.describe()}**", margin=(0, 10),
                                 css_classes=["tour-workload"])
         if w.num_queries * w.domain.size > 300_000:
-            return pn.Column(line, pn.pane.Markdown(
+            return pn.Column(line, Markdown(
                 "(Too large to draw; start the tour to see the example.)", margin=(0, 10)))
         return pn.Column(line, on_sight(lambda: pn.pane.HoloViews(
             matrix_heatmap(w.dense(), "The queries as a matrix", xlabel="value",

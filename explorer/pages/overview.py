@@ -11,6 +11,7 @@ import pandas as pd
 import panel as pn
 
 from engine import mechanism_class, registry_names
+from explorer.components.markdown import Markdown
 from explorer.components.messages import plain
 from explorer.components.table import DataTable
 from explorer.pages.base import PAGES, Page
@@ -57,7 +58,7 @@ class OverviewPage(Page):
         # Where to begin, the user's scenario and the mechanisms' heading are one text (one
         # model to build on every open), rewritten by a watcher of this page when the
         # scenario or its comparison changes.
-        text = pn.pane.Markdown(self._text(), sizing_mode="stretch_width",
+        text = Markdown(self._text(), sizing_mode="stretch_width",
                                 css_classes=["start-steps", "current-scenario"])
         self.watch(self.session, lambda *events: setattr(text, "object", self._text()),
                    ["scenario", "comparison"])
@@ -97,5 +98,5 @@ class OverviewPage(Page):
         except Exception as exc:  # an engine problem is shown instead of crashing the page
             return pn.pane.Alert(f"Engine not ready: {plain(exc)}", alert_type="warning")
         if frame.empty:
-            return pn.pane.Markdown("No mechanisms are registered.")
+            return Markdown("No mechanisms are registered.")
         return DataTable(frame, sizing_mode="stretch_width", css_classes=["mechanism-list"])

@@ -9,9 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import panel as pn
+import panel.template.base as template_base
 import param
+from bokeh.document import Document
+from panel.io.state import set_curdoc
 from panel.template import BootstrapTemplate
 
+from explorer.components.design import READABLE_CSS, ReadableBootstrap
 from explorer.components.site_template import SIDEBAR_TAGS, TEMPLATE_FILE, SiteTemplate
 from explorer.components.slider import LabelledSlider
 from explorer.components.table import DataTable, cell
@@ -42,6 +46,33 @@ def test_site_template_renders_the_sidebar_items_in_a_div():
     assert re.search(r"<(ul|li)[\s>]", sidebar) is None
     # an alert straight in the sidebar gets Bootstrap's page colours: darkened to 4.5:1
     assert ".alert-warning { --bs-alert-color: #664d03; }" in html
+
+
+def test_site_template_puts_its_design_in_force_once_per_page(monkeypatch):
+    calls: list[dict] = []
+    config_set = type(pn.config).set
+
+    def counted(self, **settings):
+        calls.append(settings)
+        return config_set(self, **settings)
+
+    monkeypatch.setattr(type(pn.config), "set", counted)
+    template = SiteTemplate(title="t", sidebar=[pn.pane.Markdown("nav")],
+                            main=[pn.Column(pn.pane.Markdown("main"))], design=ReadableBootstrap)
+    doc = Document()
+    with set_curdoc(doc):
+        template.server_doc(doc)
+    # six roots (main, sidebar, notifications, busy indicator, actions, script area): Panel
+    # sets the design around each; here once for all of them
+    assert len(template._render_items) == 6
+    assert calls == [{"design": ReadableBootstrap}]
+    assert template_base.config is pn.config  # Panel's own config again afterwards
+    with set_curdoc(doc):
+        assert pn.config.design is ReadableBootstrap  # the page's design, as Panel leaves it
+    main = next(obj for obj, _ in template._render_items.values() if obj in template.main)
+    assert main.objects[0]._models  # built, with the design's stylesheet applied
+    model = next(iter(main.objects[0]._models.values()))[0]
+    assert any(READABLE_CSS in str(getattr(sheet, "css", sheet)) for sheet in model.stylesheets)
 
 
 def test_data_table_sends_formatted_cells_with_their_sort_keys():

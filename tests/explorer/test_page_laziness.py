@@ -10,12 +10,15 @@ from bokeh.document import Document
 from panel.io.state import set_curdoc
 
 from explorer.components.lazy_view import (
+    Later,
     SeenSignal,
+    laid_out,
     lazy_card,
     on_sight,
     on_sight_in_turn,
     once_true,
 )
+from explorer.components.markdown import LONGEST, Markdown
 from explorer.components.progress import PlanningProgress
 from explorer.pages.census import CensusPage
 from explorer.pages.compare import ComparePage
@@ -158,6 +161,48 @@ def test_a_part_once_true_is_built_the_first_time_its_condition_holds():
     assert built == [1, 1] and len(column.objects) == 1
 
 
+def test_a_later_part_takes_its_place_only_once_its_condition_holds():
+    page = CensusPage(synthetic_spec="levels=1,2;groups=50;max_size=4;seed=1",
+                      variants=["dp"], trials=1)
+    built: list[str] = []
+
+    def part(name: str):
+        def build() -> pn.pane.Markdown:
+            built.append(name)
+            return pn.pane.Markdown(name)
+        return build
+
+    first, last = pn.pane.Markdown("first"), pn.pane.Markdown("last")
+    results = Later(part("results"), page.param.results.rx.pipe(bool))
+    error = Later(part("error"), page.param.error.rx.bool())
+    # not served: built at once, in order
+    column = laid_out(pn.Column, first, error, results, last)
+    assert [o.object for o in column.objects] == ["first", "error", "results", "last"]
+    built.clear()
+    views: list[int] = []
+
+    class Box(pn.viewable.Viewer):  # a component whose view is made by __panel__
+        def __panel__(self) -> pn.pane.Markdown:
+            views.append(1)
+            return pn.pane.Markdown("last")
+
+    doc, context = Document(), ServedContext()
+    doc._session_context = weakref.ref(context)
+    with set_curdoc(doc):
+        column = laid_out(pn.Row, first, error, results, Box(), margin=0)
+    assert isinstance(column, pn.Row) and column.margin == 0
+    assert column.objects[0] is first and len(column.objects) == 2
+    assert built == []  # nothing stands in for the parts not built
+    page.results = [{"variant": "dp"}]
+    assert [o.object for o in column.objects] == ["first", "results", "last"]
+    page.error = "trials: must be a whole number"
+    assert [o.object for o in column.objects] == ["first", "error", "results", "last"]
+    page.results = []
+    page.results = [{"variant": "dp"}]  # true again: not built twice
+    assert built == ["results", "error"] and len(column.objects) == 4
+    assert views == [1]  # the same view of the box throughout (its models are kept)
+
+
 def test_the_served_census_page_builds_its_results_only_once_there_are_some():
     page = CensusPage(synthetic_spec="levels=1,2;groups=50;max_size=4;seed=1",
                       variants=["dp"], trials=1, seed=3)
@@ -201,8 +246,31 @@ def test_the_planning_row_polls_only_while_a_browser_is_connected():
     view.tick()
     assert looks == [1] and view.connected()
     connection.connection_count = 0  # the tab closed; Bokeh keeps its session a while
+    stopped: list[int] = []
+    view._callback = SimpleNamespace(stop=lambda: stopped.append(1))
     view.tick()
     assert looks == [1] and not view.connected()
+    assert stopped == [1] and view._callback is None  # no more polls for a closed page
     view._doc = None  # not served (a notebook): always polls
     view.tick()
     assert looks == [1, 1]
+
+
+def test_a_markdown_text_is_parsed_once_per_process(monkeypatch):
+    text = "**Noise** is added *once* per measurement (a text no other test uses)."
+    theirs = pn.pane.Markdown(text).get_root().text
+    assert Markdown(text).get_root().text == theirs  # the same HTML as Panel's own pane
+    parsed: list[str] = []
+    panels = pn.pane.Markdown._transform_object
+
+    def counted(self, obj):
+        parsed.append(obj)
+        return panels(self, obj)
+
+    monkeypatch.setattr(pn.pane.Markdown, "_transform_object", counted)
+    assert Markdown(text).get_root().text == theirs and parsed == []  # reused
+    Markdown(text, hard_line_break=True).get_root()  # another setting: parsed again
+    long = "x" * (LONGEST + 1)
+    Markdown(long).get_root()
+    Markdown(long).get_root()  # too long to keep: parsed each time
+    assert parsed == [text, long, long]
