@@ -25,11 +25,13 @@ COUNT = re.compile(r"\d{1,3}(,\d{3})*(\.\d)?")
 
 
 def table_rows(table) -> list[dict[str, str]]:
-    """The rows of an HTML table on the page, as header -> cell text."""
-    header = [c.strip() for c in table.locator("th").all_inner_texts()]
-    return [dict(zip(header, [c.strip() for c in row.locator("td").all_inner_texts()],
-                     strict=True))
-            for row in table.locator("tbody tr").all()]
+    """The rows of an HTML table on the page, as header -> cell text, read in one go (a
+    table redrawn between reading its header and its rows gave a header of none)."""
+    header, rows = table.evaluate(
+        """t => [[...t.querySelectorAll('th')].map(c => c.innerText.trim()),
+                 [...t.querySelectorAll('tbody tr')].map(
+                     r => [...r.querySelectorAll('td')].map(c => c.innerText.trim()))]""")
+    return [dict(zip(header, row, strict=True)) for row in rows]
 
 
 def download_csv(page, selector: str, filename: str) -> str:
@@ -111,6 +113,7 @@ def test_census_csv_has_privacy_columns_and_whole_counts(open_app, console_error
     # each: read its table once the run is over
     expect(page.get_by_role("button", name="Run trials")).to_be_enabled(timeout=RUN_TIMEOUT_MS)
     expect(page.locator(".census-children").first).to_contain_text("nation")
+    expect(page.locator(".census-children th").first).to_be_visible()
     children = table_rows(page.locator(".census-children").first)
     assert children[0]["region"] == "nation" and children[0]["true groups"] == "300"
 
