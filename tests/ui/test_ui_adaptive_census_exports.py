@@ -24,13 +24,17 @@ RUN_TIMEOUT_MS = 120_000
 COUNT = re.compile(r"\d{1,3}(,\d{3})*(\.\d)?")
 
 
-def table_rows(table) -> list[dict[str, str]]:
-    """The rows of an HTML table on the page, as header -> cell text, read in one go (a
-    table redrawn between reading its header and its rows gave a header of none)."""
-    header, rows = table.evaluate(
-        """t => [[...t.querySelectorAll('th')].map(c => c.innerText.trim()),
-                 [...t.querySelectorAll('tbody tr')].map(
-                     r => [...r.querySelectorAll('td')].map(c => c.innerText.trim()))]""")
+def table_rows(table, tries: int = 25) -> list[dict[str, str]]:
+    """The rows of an HTML table on the page, as header -> cell text. A table redrawn between
+    reading its header and its rows gave a header of none once: read again until both agree
+    (Playwright's locators see into the components' shadow roots, a plain query would not)."""
+    for _ in range(tries):
+        header = [c.strip() for c in table.locator("th").all_inner_texts()]
+        rows = [[c.strip() for c in row.locator("td").all_inner_texts()]
+                for row in table.locator("tbody tr").all()]
+        if header and all(len(row) == len(header) for row in rows):
+            break
+        table.page.wait_for_timeout(200)
     return [dict(zip(header, row, strict=True)) for row in rows]
 
 
