@@ -101,14 +101,20 @@ def test_a_part_on_sight_is_built_once_when_its_placeholder_is_seen():
     assert built == [1, 1]
 
 
-def test_parts_on_sight_in_turn_open_with_one_placeholder_and_build_one_by_one():
-    built: list[str] = []
-
+def recorded_part(built: list[str]):
+    """A factory of parts: ``part(name)`` builds a Markdown pane of ``name`` and records the
+    build in ``built``."""
     def part(name: str):
         def build() -> pn.pane.Markdown:
             built.append(name)
             return pn.pane.Markdown(name)
         return build
+    return part
+
+
+def test_parts_on_sight_in_turn_open_with_one_placeholder_and_build_one_by_one():
+    built: list[str] = []
+    part = recorded_part(built)
 
     parts = [(part("a"), 100), (part("b"), 200), (part("c"), 300)]
     # not served: every part at once, in order
@@ -165,12 +171,7 @@ def test_a_later_part_takes_its_place_only_once_its_condition_holds():
     page = CensusPage(synthetic_spec="levels=1,2;groups=50;max_size=4;seed=1",
                       variants=["dp"], trials=1)
     built: list[str] = []
-
-    def part(name: str):
-        def build() -> pn.pane.Markdown:
-            built.append(name)
-            return pn.pane.Markdown(name)
-        return build
+    part = recorded_part(built)
 
     first, last = pn.pane.Markdown("first"), pn.pane.Markdown("last")
     results = Later(part("results"), page.param.results.rx.pipe(bool))
