@@ -8,9 +8,22 @@ hooks), and the socket is a stand-in that records ``set_nodelay``.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 from explorer.server.latency import PageBuildGate, quiet_loop, send_small_messages_at_once
+
+
+def run_alone(scenario):
+    """``asyncio.run(scenario())`` on a thread of its own: when a browser test ran earlier in
+    the same worker, Playwright's synchronous API keeps its event loop running on the main
+    thread, and ``asyncio.run`` refuses to start inside one."""
+    results = []
+    thread = threading.Thread(target=lambda: results.append(asyncio.run(scenario())))
+    thread.start()
+    thread.join(60)
+    assert results, "the scenario did not finish"
+    return results[0]
 
 
 def test_quiet_loop_returns_only_after_the_work_already_queued_has_run():
@@ -29,7 +42,7 @@ def test_quiet_loop_returns_only_after_the_work_already_queued_has_run():
         await quiet_loop()
         order.append("build")
 
-    asyncio.run(scenario())
+    run_alone(scenario)
     assert order == ["move 1", "move 2", "move 3", "build"]
 
 
@@ -49,7 +62,7 @@ def test_the_gate_lets_a_move_that_arrived_during_one_build_go_before_the_next_b
 
         await asyncio.gather(page("A", True), page("B", False), page("C", False))
 
-    asyncio.run(scenario())
+    run_alone(scenario)
     assert order == ["build A", "move", "build B", "build C"]
 
 
@@ -67,7 +80,7 @@ def test_a_gate_never_holds_a_build_for_ever():
         await quiet_loop(longest_s=0.1)
         return loop.time() < stop  # the build went ahead while the loop was still busy
 
-    assert asyncio.run(scenario())
+    assert run_alone(scenario)
 
 
 def test_every_socket_opened_afterwards_sends_without_nagles_delay():
