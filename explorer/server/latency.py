@@ -62,31 +62,27 @@ class PageBuildGate(Handler):
 
     def __init__(self) -> None:
         super().__init__()
-        self._turn: asyncio.Lock | None = None
+        self._turn = asyncio.Lock()  # bound to the serving loop at its first use
 
     def modify_document(self, doc: Document) -> None:
         """Nothing: the page is built by the app script's handler."""
 
     async def on_session_created(self, session_context: object) -> None:
         """Wait for this build's turn (see the module docstring)."""
-        if self._turn is None:
-            self._turn = asyncio.Lock()
         async with self._turn:
             await quiet_loop()
 
 
-def gate_page_builds(doc: Document | None) -> bool:
-    """Add a :class:`PageBuildGate` to the application serving ``doc``, once per process;
-    True when the application has one (False outside a server)."""
+def gate_page_builds(doc: Document | None) -> None:
+    """Add a :class:`PageBuildGate` to the application serving ``doc``, once per process
+    (nothing outside a server)."""
     context = doc.session_context if doc is not None else None
     server = getattr(context, "server_context", None)
     application_context = getattr(server, "application_context", None)
     application = getattr(application_context, "application", None)
-    if application is None:
-        return False
-    if not any(isinstance(h, PageBuildGate) for h in application.handlers):
+    if application is not None and not any(
+            isinstance(h, PageBuildGate) for h in application.handlers):
         application.add(PageBuildGate())
-    return True
 
 
 def send_small_messages_at_once(handler: type[WebSocketHandler] = WSHandler) -> None:
