@@ -99,7 +99,8 @@ def cdp_delta(rho: float, eps: float) -> float:
         raise SpecError("privacy: rho and epsilon must be non-negative")
     if rho == 0:
         return 0.0
-    amin, amax = 1.01, (eps + 1.0) / (2.0 * rho) + 2.0
+    # the best order alpha nears 1 as rho grows (1 + sqrt(log(1/delta) / rho)): start just above 1
+    amin, amax = math.nextafter(1.0, 2.0), (eps + 1.0) / (2.0 * rho) + 2.0
     for _ in range(1000):
         alpha = (amin + amax) / 2.0
         derivative = (2.0 * alpha - 1.0) * rho - eps + math.log1p(-1.0 / alpha)
@@ -110,8 +111,11 @@ def cdp_delta(rho: float, eps: float) -> float:
             amax = alpha
         if (amin, amax) == bounds:
             break  # bisected to adjacent floats: every further step repeats this one
-    delta = math.exp((alpha - 1.0) * (alpha * rho - eps) + alpha * math.log1p(-1.0 / alpha))
-    return min(delta / (alpha - 1.0), 1.0)
+    # in logs: for a large rho the bound itself overflows a float long before it matters
+    # (any bound of 1 or more says nothing and is reported as 1)
+    log_delta = ((alpha - 1.0) * (alpha * rho - eps) + alpha * math.log1p(-1.0 / alpha)
+                 - math.log(alpha - 1.0))
+    return math.exp(log_delta) if log_delta < 0 else 1.0
 
 
 def cdp_eps(rho: float, delta: float) -> float:

@@ -273,7 +273,21 @@ def test_zcdp_conversions_stop_bisecting_at_adjacent_floats_with_the_same_answer
     assert back == pytest.approx(eps, rel=1e-6)
     # the order alpha of the Renyi bound, bisected on the sign of its derivative
     *_, alpha = _bisect_1000(
-        lambda a: (2.0 * a - 1.0) * rho - eps + math.log1p(-1.0 / a) < 0, 1.01,
-        (eps + 1.0) / (2.0 * rho) + 2.0)
-    bound = math.exp((alpha - 1.0) * (alpha * rho - eps) + alpha * math.log1p(-1.0 / alpha))
-    assert cdp_delta(rho, eps) == min(bound / (alpha - 1.0), 1.0)
+        lambda a: (2.0 * a - 1.0) * rho - eps + math.log1p(-1.0 / a) < 0,
+        math.nextafter(1.0, 2.0), (eps + 1.0) / (2.0 * rho) + 2.0)
+    log_bound = ((alpha - 1.0) * (alpha * rho - eps) + alpha * math.log1p(-1.0 / alpha)
+                 - math.log(alpha - 1.0))
+    assert cdp_delta(rho, eps) == min(math.exp(log_bound), 1.0)
+
+
+@pytest.mark.parametrize("rho", [1e6, 1e12])
+def test_cdp_conversions_hold_for_a_huge_rho(rho: float) -> None:
+    """A ledger's remaining budget can be huge (rho = 1e6 overflowed the bound's exponent and
+    crashed the release record after the charge): the conversion still finds the eps whose
+    delta is the one asked, just under Bun-Steinke's rho + 2 sqrt(rho log(1/delta))."""
+    delta = 1e-6
+    eps = cdp_eps(rho, delta)
+    spread = math.sqrt(rho * math.log(1.0 / delta))
+    assert rho + 1.99 * spread < eps < rho + 2.0 * spread
+    assert cdp_delta(rho, eps) == pytest.approx(delta, rel=1e-6)
+    assert cdp_delta(rho, rho / 2) == 1.0  # a bound far above 1 is reported as 1, not overflowed
