@@ -51,14 +51,16 @@ fitted by ADMM to the raw tables and the 3-way interactions of the least-squares
 3-way tables (:mod:`engine.workflows.three_way_fit`).
 
 ``--compare`` fits every space of ``--fit-spaces`` to the *same* noise draw, ``--draws`` draws
-per case and mechanism (the AIM+GReM run is skipped): the measurement is seeded (seeds 0, 1,
-...) in this mode only, so that the fits' errors differ by the fit and not by the noise; a
-release draws its noise from OS entropy. Each fit runs several times per draw: a first release (the
-caches that depend on the workload alone -- the tables' value labels, the 3-way fit's index,
-the factors' pseudo-inverses -- emptied before it), then ``REPEATS`` repeated releases of the
-same workload and noise (their median CPU seconds). Prints each draw and, per fit space, the
-mean first-release post-processing CPU seconds, its share and the repeated releases' share,
-and the published counts' MAE (mean, lowest-highest).
+per case and mechanism: the measurement is seeded (seeds 0, 1, ...) in this mode only, so that
+the fits' errors differ by the fit and not by the noise; a release draws its noise from OS
+entropy. Each fit runs several times per draw: a first release (the caches that depend on the
+workload alone -- the tables' value labels, the 3-way fit's index, the factors'
+pseudo-inverses -- emptied before it), then ``REPEATS`` repeated releases of the same workload
+and noise (their median CPU seconds). Prints each draw and, per fit space, the mean
+first-release post-processing CPU seconds, its share and the repeated releases' share, and the
+published counts' MAE (mean, lowest-highest). Then AIM+GReM's tables in ``auto`` (raking) and
+every space of ``--fit-spaces`` on the same seeded run (seeds 0, 1, ...), ``--draws`` runs:
+their CPU seconds and published MAE (``--adaptive-only --compare``: this part alone).
 
 Usage: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/release_postprocess.py
        [--mechanisms identity hdmm-kron] [--work-limits 6e7 0] [--fit-space marginals]
@@ -226,6 +228,41 @@ def adaptive_release(fit_space: str = "auto", releases: int = 3) -> None:
           f"{means[7]:6.2f} {flag}", flush=True)
 
 
+def adaptive_compare(fit_spaces: list[str], draws: int) -> None:
+    """AIM+GReM's tables in every fit space of ``fit_spaces`` (and ``auto``, its raking) on
+    the same seeded run, ``draws`` runs (seeds 0, 1, ...): per draw the tables' CPU seconds
+    and published MAE, then per fit space their means (MAE: mean and lowest-highest)."""
+    data = load_adult().project(ADAPTIVE_ATTRIBUTES)
+    workload = Workload.marginals(data.domain, k=2)
+    names = data.domain.names
+    truth = np.concatenate([np.asarray(data.marginal([names[a] for a in t.attrs]),
+                                       dtype=float).reshape(-1) for t in workload.terms])
+    label = f"AIM+GReM, Adult ({data.domain.size:,} cells)"
+    spaces = list(dict.fromkeys(["auto", *fit_spaces]))
+    results: dict[str, list[tuple[float, float]]] = {s: [] for s in spaces}
+    raw_errors = []
+    for draw in range(draws):
+        result = get("aim-grem").run(workload, ADAPTIVE_PRIVACY, data,
+                                     np.random.default_rng(draw))  # seeded: comparison only
+        line = f"{label:38s} {'aim-grem':10s} draw {draw}"
+        for space in spaces:
+            start = time.process_time()
+            tables = pipeline.adaptive_tables(workload, result, fit_space=space)
+            seconds = time.process_time() - start
+            frames = list(tables.frames.values())
+            counts = np.concatenate([f["estimate"].to_numpy() for f in frames])
+            results[space].append((seconds, float(np.abs(counts - truth).mean())))
+            line += f" | {space} {seconds:6.3f} CPU s MAE {results[space][-1][1]:6.2f}"
+        raw = np.concatenate([f["raw"].to_numpy() for f in frames])
+        raw_errors.append(float(np.abs(raw - truth).mean()))
+        print(f"{line} | raw MAE {raw_errors[-1]:6.2f}", flush=True)
+    for space, rows in results.items():
+        seconds, error = (np.array(column) for column in zip(*rows, strict=True))
+        print(f"{label:38s} {'aim-grem':10s} mean   {space:10s} tables {seconds.mean():6.3f} "
+              f"CPU s table MAE {error.mean():6.2f} ({error.min():.2f}-{error.max():.2f}); "
+              f"raw MAE {np.mean(raw_errors):6.2f}", flush=True)
+
+
 def compare(label: str, workload: Workload, x: np.ndarray, mechanism: str,
             fit_spaces: list[str], draws: int) -> None:
     """Every fit space on the same seeded noise draw, ``draws`` draws: per draw and fit space
@@ -302,6 +339,9 @@ def main() -> None:
     print("CPU seconds (time.process_time); BLAS threads: "
           + ", ".join(f"{k}={v}" for k, v in threads.items()) + "; load average "
           + " ".join(f"{v:.2f}" for v in os.getloadavg()))
+    if args.adaptive_only and args.compare:
+        adaptive_compare(args.fit_spaces, args.draws)
+        return
     if args.adaptive_only:
         adaptive_release(args.fit_space, args.releases)
         return
@@ -312,6 +352,7 @@ def main() -> None:
             label, workload, x = case()
             for mechanism in args.mechanisms:
                 compare(label, workload, x, mechanism, args.fit_spaces, args.draws)
+        adaptive_compare(args.fit_spaces, args.draws)
         print("load average at the end " + " ".join(f"{v:.2f}" for v in os.getloadavg()))
         return
     print(f"{'case':38s} {'mechanism':10s} {'plan':>5s} {'measure':>7s} {'reconstr':>8s} "

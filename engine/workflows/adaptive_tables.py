@@ -8,12 +8,13 @@ marginals (the default ``auto``) by raking (:func:`engine.workflows.marginal_fit
 negative cells set to 0, each 1-way table scaled to the total, each 2-way table scaled to its
 two 1-way tables by iterative proportional fitting, then rounded keeping them): on the
 Adaptive page's default Adult release more accurate than the least-squares fits below and
-about a hundredth of the cost of one count per cell (benchmarks/release_postprocess.py, issue
-28). Otherwise, or when asked (``fit_space``), by a least-squares route of
-:func:`engine.workflows.tables.publishable_tables`, e.g. the census TopDown one: one
-non-negative estimate of the data vector fitted to the released marginals (each cell weighted
-by the inverse of its estimate's noise variance), rounded to whole counts that keep its total,
-every table a sum of that one integer vector. Post-processing only: no privacy cost.
+under a fiftieth of the cost of one count per cell (``benchmarks/release_postprocess.py
+--adaptive-only --compare``, issue 28). Otherwise, or when asked (``fit_space``), by a
+least-squares route of :func:`engine.workflows.tables.publishable_tables`, e.g. the census
+TopDown one: one non-negative estimate of the data vector fitted to the released marginals
+(each cell weighted by the inverse of its estimate's noise variance), rounded to whole counts
+that keep its total, every table a sum of that one integer vector. Post-processing only: no
+privacy cost.
 
 The margins are those of the raw estimate, from the noise of the residuals that were
 measured (``sum v_tau / lambda_tau``, the variance GReM-MLE reports, spec 3.5). A marginal

@@ -19,7 +19,8 @@ programme: :func:`rake_marginals` sets their negative cells to 0, scales each at
 1-way table to the total and each 2-way table to its two 1-way tables by iterative
 proportional fitting (raking), and rounds them as above -- a few passes over the tables'
 cells. On AIM+GReM's Adult release its counts are closer to the truth than the programme's
-or one count per cell fitted (benchmarks/release_postprocess.py, issue 28).
+or one count per cell fitted (``benchmarks/release_postprocess.py --adaptive-only --compare``;
+tests/engine/workflows/test_raked_tables.py; issue 28).
 
 Example:
     >>> from engine.domain import Domain
