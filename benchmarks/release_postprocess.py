@@ -27,11 +27,21 @@ what the run made since, instead of pausing 65-70 ms to walk the interpreter's w
 whichever phase it lands (once in a first release, it alone raised the 1e6 case's mean
 first-release share from 9 % to 15 %).
 
-Then AIM+GReM (data-dependent) on Adult's six default attributes of the Adaptive page (age,
-workclass, education-num, sex, race, income>50K: 244,800 cells), all 2-way marginals, at
-(eps=1, delta=1e-9): the run (selection, measurement, GReM-MLE), then its tables
-(:func:`engine.workflows.adaptive_tables.adaptive_tables`: the non-negative fit in the
-marginals' eigenbasis, rounding, labelled tables).
+Then AIM+GReM (data-dependent) as the Adaptive page and ``python -m engine run --mechanism
+aim-grem`` release it by default: Adult's six default attributes of the Adaptive page (age,
+workclass, education-num, sex, race, income>50K: 244,800 cells), all 2-way marginals, (eps=1,
+delta=1e-9), the paper's rounds (no cap). Each is a real release through the one pipeline
+(:func:`engine.workflows.release.release`): a data set registered in a temporary SQLite ledger
+and charged before any noise, the run (selection, measurements, GReM-MLE), the tables
+(:func:`engine.workflows.adaptive_tables.adaptive_tables`: with ``auto`` the GReM-MLE
+marginals raked to whole counts that agree, :func:`engine.workflows.marginal_fit.rake_marginals`;
+``--fit-space cells`` the non-negative fit of one count per cell, at the default work limit,
+which ``--work-limits`` does not change here), then the tables and the record written
+atomically. The phases are timed by wrapping the pipeline's own calls (the mechanism's ``run``,
+``adaptive_tables`` and ``write_release``); "ledger" is the rest of the release (checks,
+ledger charge and status, record). ``--releases`` releases (default 3): the first with the
+workload caches emptied, as in a fresh process; the share is post-processing (the tables) over
+the whole release. ``--adaptive-only`` runs this part alone.
 
 ``--fit-space marginals`` fits the 1- and 2-way tables themselves instead of one count per cell
 (:mod:`engine.workflows.marginal_fit`: a quadratic programme over the tables' cells, then
@@ -41,34 +51,44 @@ fitted by ADMM to the raw tables and the 3-way interactions of the least-squares
 3-way tables (:mod:`engine.workflows.three_way_fit`).
 
 ``--compare`` fits every space of ``--fit-spaces`` to the *same* noise draw, ``--draws`` draws
-per case and mechanism (the AIM+GReM run is skipped): the measurement is seeded (seeds 0, 1,
-...) in this mode only, so that the fits' errors differ by the fit and not by the noise; a
-release draws its noise from OS entropy. Each fit runs several times per draw: a first release (the
-caches that depend on the workload alone -- the tables' value labels, the 3-way fit's index,
-the factors' pseudo-inverses -- emptied before it), then ``REPEATS`` repeated releases of the
-same workload and noise (their median CPU seconds). Prints each draw and, per fit space, the
-mean first-release post-processing CPU seconds, its share and the repeated releases' share,
-and the published counts' MAE (mean, lowest-highest).
+per case and mechanism: the measurement is seeded (seeds 0, 1, ...) in this mode only, so that
+the fits' errors differ by the fit and not by the noise; a release draws its noise from OS
+entropy. Each fit runs several times per draw: a first release (the caches that depend on the
+workload alone -- the tables' value labels, the 3-way fit's index, the factors'
+pseudo-inverses -- emptied before it), then ``REPEATS`` repeated releases of the same workload
+and noise (their median CPU seconds). Prints each draw and, per fit space, the mean
+first-release post-processing CPU seconds, its share and the repeated releases' share, and the
+published counts' MAE (mean, lowest-highest). Then AIM+GReM's tables in ``auto`` (raking) and
+every space of ``--fit-spaces`` on the same seeded run (seeds 0, 1, ...), ``--draws`` runs:
+their CPU seconds and published MAE (``--adaptive-only --compare``: this part alone).
 
 Usage: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/release_postprocess.py
        [--mechanisms identity hdmm-kron] [--work-limits 6e7 0] [--fit-space marginals]
        [--compare --draws 3 --fit-spaces cells marginals three-way]
+       [--adaptive-only --releases 5 --fit-space cells]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import os
+import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
 from engine.data import load_adult
 from engine.domain import Domain
+from engine.ledger import Budget, Ledger
 from engine.mechanisms import get
+from engine.mechanisms.aim_grem.mechanism import AIMGReM
 from engine.privacy import Privacy
-from engine.workflows.adaptive_tables import adaptive_tables
+from engine.workflows import release as pipeline
 from engine.workflows.tables import FIT_SPACES, WORK_LIMIT, forget_workloads, publishable_tables
 from engine.workloads.workload import Workload
 
@@ -132,30 +152,115 @@ def release(workload: Workload, x: np.ndarray, mechanism: str, work_limits: list
     return seconds, float(np.abs(raw - truth).mean()), post
 
 
-def adaptive_release(work_limits: list[float], fit_space: str = "cells") -> None:
-    """Print AIM+GReM's run and tables CPU seconds, the tables' share, and the mean absolute
-    error over the workload's cells of the raw estimates and of the published counts."""
+@contextmanager
+def timed(owner: Any, name: str, seconds: dict[str, float], phase: str) -> Iterator[None]:
+    """Time every call of ``owner.name`` (CPU seconds added to ``seconds[phase]``) while
+    inside; the attribute is restored on exit."""
+    original: Callable[..., Any] = getattr(owner, name)
+
+    def probe(*args: Any, **kwargs: Any) -> Any:
+        start = time.process_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            seconds[phase] = seconds.get(phase, 0.0) + time.process_time() - start
+
+    setattr(owner, name, probe)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def adaptive_release(fit_space: str = "auto", releases: int = 3) -> None:
+    """Release AIM+GReM through the pipeline ``releases`` times (module docstring) and print
+    per release the CPU seconds of its phases, the tables' share of the whole release and
+    the mean absolute error over the workload's cells of the raw estimates and of the
+    published counts; then their means."""
     data = load_adult().project(ADAPTIVE_ATTRIBUTES)
     workload = Workload.marginals(data.domain, k=2)
-    truth = np.concatenate([np.asarray(data.marginal([data.domain.names[a] for a in t.attrs]),
+    names = data.domain.names
+    truth = np.concatenate([np.asarray(data.marginal([names[a] for a in t.attrs]),
                                        dtype=float).reshape(-1) for t in workload.terms])
-    start = time.process_time()
-    result = get("aim-grem").run(workload, ADAPTIVE_PRIVACY, data)
-    run = time.process_time() - start
+    fingerprint = hashlib.sha256(data.df.to_csv(index=False).encode()).hexdigest()
     label = f"AIM+GReM, Adult ({data.domain.size:,} cells)"
-    for limit in work_limits:
-        start = time.process_time()
-        tables = adaptive_tables(workload, result, work_limit=limit, fit_space=fit_space)
-        post = time.process_time() - start
-        frames = list(tables.frames.values())
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        url = f"sqlite:///{scratch}/ledger.db"
+        with Ledger(url) as ledger:
+            ledger.register("adult-adaptive", fingerprint, Budget("rho", 1000.0))
+        for number in range(releases):
+            if number == 0:
+                forget_workloads()  # as in a fresh process
+            seconds: dict[str, float] = {}
+            with (timed(AIMGReM, "run", seconds, "run"),
+                  timed(pipeline, "adaptive_tables", seconds, "tables"),
+                  timed(pipeline, "write_release", seconds, "write")):
+                start = time.process_time()
+                released = pipeline.release(
+                    "aim-grem", data=data, workload=workload, privacy=ADAPTIVE_PRIVACY,
+                    fingerprint=fingerprint, out=os.path.join(scratch, f"release-{number}"),
+                    ledger=url, fit_space=fit_space)
+                whole = time.process_time() - start
+            if released.charged is None:
+                raise SystemExit("the AIM+GReM release was not charged: not a real release")
+            frames = list(released.tables.frames.values())
+            if len({int(f["estimate"].sum()) for f in frames}) != 1:
+                raise SystemExit("AIM+GReM: tables disagree on the total")
+            raw = np.concatenate([f["raw"].to_numpy() for f in frames])
+            counts = np.concatenate([f["estimate"].to_numpy() for f in frames])
+            ledger_seconds = whole - sum(seconds.values())
+            share = seconds["tables"] / whole
+            rows.append((seconds["run"], seconds["tables"], seconds["write"], ledger_seconds,
+                         whole, share, float(np.abs(raw - truth).mean()),
+                         float(np.abs(counts - truth).mean())))
+            kind = "first" if number == 0 else "again"
+            print(f"{label:38s} {'aim-grem':10s} {kind} {fit_space:9s} run "
+                  f"{seconds['run']:6.3f} tables {seconds['tables']:6.3f} write "
+                  f"{seconds['write']:6.3f} ledger {ledger_seconds:6.3f} release {whole:6.3f} "
+                  f"CPU s share {share:6.1%} ({len(released.result.rounds)} rounds) raw MAE "
+                  f"{rows[-1][6]:6.2f} table MAE {rows[-1][7]:6.2f}", flush=True)
+    means = np.array(rows).mean(axis=0)
+    flag = "ok" if means[5] < GOAL else f"over the {GOAL:.0%} goal"
+    print(f"{label:38s} {'aim-grem':10s} mean  {fit_space:9s} run {means[0]:6.3f} tables "
+          f"{means[1]:6.3f} write {means[2]:6.3f} ledger {means[3]:6.3f} release "
+          f"{means[4]:6.3f} CPU s share {means[5]:6.1%} raw MAE {means[6]:6.2f} table MAE "
+          f"{means[7]:6.2f} {flag}", flush=True)
+
+
+def adaptive_compare(fit_spaces: list[str], draws: int) -> None:
+    """AIM+GReM's tables in every fit space of ``fit_spaces`` (and ``auto``, its raking) on
+    the same seeded run, ``draws`` runs (seeds 0, 1, ...): per draw the tables' CPU seconds
+    and published MAE, then per fit space their means (MAE: mean and lowest-highest)."""
+    data = load_adult().project(ADAPTIVE_ATTRIBUTES)
+    workload = Workload.marginals(data.domain, k=2)
+    names = data.domain.names
+    truth = np.concatenate([np.asarray(data.marginal([names[a] for a in t.attrs]),
+                                       dtype=float).reshape(-1) for t in workload.terms])
+    label = f"AIM+GReM, Adult ({data.domain.size:,} cells)"
+    spaces = list(dict.fromkeys(["auto", *fit_spaces]))
+    results: dict[str, list[tuple[float, float]]] = {s: [] for s in spaces}
+    raw_errors = []
+    for draw in range(draws):
+        result = get("aim-grem").run(workload, ADAPTIVE_PRIVACY, data,
+                                     np.random.default_rng(draw))  # seeded: comparison only
+        line = f"{label:38s} {'aim-grem':10s} draw {draw}"
+        for space in spaces:
+            start = time.process_time()
+            tables = pipeline.adaptive_tables(workload, result, fit_space=space)
+            seconds = time.process_time() - start
+            frames = list(tables.frames.values())
+            counts = np.concatenate([f["estimate"].to_numpy() for f in frames])
+            results[space].append((seconds, float(np.abs(counts - truth).mean())))
+            line += f" | {space} {seconds:6.3f} CPU s MAE {results[space][-1][1]:6.2f}"
         raw = np.concatenate([f["raw"].to_numpy() for f in frames])
-        counts = np.concatenate([f["estimate"].to_numpy() for f in frames])
-        share = post / (run + post)
-        flag = "ok" if share < GOAL else f"over the {GOAL:.0%} goal"
-        work = "tables" if fit_space in ("marginals", "three-way") else f"{limit:6.0e}"
-        print(f"{label:38s} {'aim-grem':10s} run {run:6.2f} CPU s {work:>6s} {post:6.2f} "
-              f"{share:6.1%} {float(np.abs(raw - truth).mean()):8.2f} "
-              f"{float(np.abs(counts - truth).mean()):9.2f} {flag}", flush=True)
+        raw_errors.append(float(np.abs(raw - truth).mean()))
+        print(f"{line} | raw MAE {raw_errors[-1]:6.2f}", flush=True)
+    for space, rows in results.items():
+        seconds, error = (np.array(column) for column in zip(*rows, strict=True))
+        print(f"{label:38s} {'aim-grem':10s} mean   {space:10s} tables {seconds.mean():6.3f} "
+              f"CPU s table MAE {error.mean():6.2f} ({error.min():.2f}-{error.max():.2f}); "
+              f"raw MAE {np.mean(raw_errors):6.2f}", flush=True)
 
 
 def compare(label: str, workload: Workload, x: np.ndarray, mechanism: str,
@@ -222,6 +327,11 @@ def main() -> None:
     parser.add_argument("--fit-spaces", nargs="+", choices=FIT_SPACES,
                         default=[s for s in FIT_SPACES if s != "auto"])
     parser.add_argument("--draws", type=int, default=3)
+    parser.add_argument("--releases", type=int, default=3,
+                        help="AIM+GReM releases through the pipeline (the first as in a "
+                             "fresh process)")
+    parser.add_argument("--adaptive-only", action="store_true",
+                        help="only the AIM+GReM releases")
     args = parser.parse_args()
     gc.collect()
     gc.freeze()  # the imported modules' objects: no phase pays for walking them (docstring)
@@ -229,6 +339,12 @@ def main() -> None:
     print("CPU seconds (time.process_time); BLAS threads: "
           + ", ".join(f"{k}={v}" for k, v in threads.items()) + "; load average "
           + " ".join(f"{v:.2f}" for v in os.getloadavg()))
+    if args.adaptive_only and args.compare:
+        adaptive_compare(args.fit_spaces, args.draws)
+        return
+    if args.adaptive_only:
+        adaptive_release(args.fit_space, args.releases)
+        return
     if args.compare:
         print(f"comparison mode: measurement seeded (seeds 0-{args.draws - 1}), the same noise "
               "for every fit space; a release draws from OS entropy")
@@ -236,6 +352,7 @@ def main() -> None:
             label, workload, x = case()
             for mechanism in args.mechanisms:
                 compare(label, workload, x, mechanism, args.fit_spaces, args.draws)
+        adaptive_compare(args.fit_spaces, args.draws)
         print("load average at the end " + " ".join(f"{v:.2f}" for v in os.getloadavg()))
         return
     print(f"{'case':38s} {'mechanism':10s} {'plan':>5s} {'measure':>7s} {'reconstr':>8s} "
@@ -253,7 +370,7 @@ def main() -> None:
                 print(f"{label:38s} {mechanism:10s} {s['plan']:5.2f} {s['measure']:7.2f} "
                       f"{s['reconstruct']:8.2f} {work:>6s} {seconds:6.2f} {share:6.1%} "
                       f"{raw_error:8.2f} {error:9.2f} {flag}", flush=True)
-    adaptive_release(args.work_limits, args.fit_space)
+    adaptive_release(args.fit_space, args.releases)
 
 
 if __name__ == "__main__":

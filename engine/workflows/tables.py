@@ -257,7 +257,9 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     answers = raw if raw is not None else (y if strategy is None else None)
     if answers is not None and np.size(answers) != queries:
         answers = None  # refused below, naming the field
-    too_large = workload.domain.size > max_cells()
+    # only the consistent routes hold a data vector (the memory limit's first reading imports
+    # psutil: ~10 ms a raw release need not pay)
+    too_large = post_process == "consistent" and workload.domain.size > max_cells()
     cubes = None
     attributes = sorted({a for t in workload.terms for a in t.attrs})
     if (post_process == "consistent" and answers is not None and raw is not None

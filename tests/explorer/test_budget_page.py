@@ -56,7 +56,8 @@ def test_register_release_twice_then_refused_with_what_remains(url: str) -> None
         assert page.budget_share == pytest.approx(100 * n / 2.5, abs=0.01)
     assert page.released_name == "a x b" and len(page.released_rows) == 6
     assert list(page.released_rows[0]) == ["a", "b", "estimate", "margin_95", "raw"]
-    assert page.released_method.startswith("consistent: one non-negative estimate")
+    assert page.released_method.startswith(
+        "consistent: whole counts fitted to the released GReM-MLE marginals by raking")
     shipped = zipfile.ZipFile(io.BytesIO(page.released_zip()))
     assert sorted(shipped.namelist()) == ["a_x_b.csv", "a_x_c.csv", "b_x_c.csv",
                                           "release.json"]

@@ -290,7 +290,7 @@ def test_steward_releases_aim_grem_and_a_census_hierarchy(browser, served: str,
         f"Released: charged rho={rho:.6g} to household survey", timeout=PLAN_TIMEOUT_MS)
     expect(page.locator(".adaptive-released").first).to_contain_text("female")
     expect(page.locator(".adaptive-method").first).to_contain_text(
-        "consistent: one non-negative estimate of the data")
+        "consistent: whole counts fitted to the released GReM-MLE marginals by raking")
     save_screenshot(page, "steward-aim-grem")
     tables, record, first_lines = published(download(page, ".adaptive-release-zip",
                                                      "aim-grem-release.zip"))

@@ -171,8 +171,8 @@ def test_aim_grem_run_records_its_ledger(capsys, tmp_path) -> None:
                                 "c": ("a_x_c", "b_x_c")}.items():  # exactly consistent
         assert (tables[left].groupby(attr)["estimate"].sum().tolist()
                 == tables[right].groupby(attr)["estimate"].sum().tolist())
-    assert doc["release"]["post_processing"].startswith("consistent: one non-negative")
-    assert "fitted to the released GReM-MLE marginals" in doc["release"]["post_processing"]
+    assert doc["release"]["post_processing"].startswith(
+        "consistent: whole counts fitted to the released GReM-MLE marginals by raking")
 
 
 @pytest.mark.parametrize(("flags", "starts"), [
