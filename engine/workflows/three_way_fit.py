@@ -21,8 +21,9 @@ plus a 3-way interaction that is its own), so the nearest agreeing family to the
 averages each shared component over the tables that hold it, weighted by their sizes, and
 each table's own interaction is a weighted average with the estimate's; the ``z``-step
 clips at 0, the ``y``-step is a per-cell weighted average with the measured tables. It
-starts from the estimate's 3-way tables. One iteration is two
-sparse products with the 3-way cells (their 2-way sums and the broadcast back) and a few
+starts from the estimate's 3-way tables. The copy and the scaled dual live in one vector
+``v`` (the copy its positive part, the dual its negative part), so one iteration is two
+sparse products with the 3-way cells (their 2-way sums and the broadcast back) and six
 passes over them.
 
 Post-processing of released answers: no privacy cost.
@@ -81,15 +82,13 @@ FEW_INNER = 4
 
 class Pull(NamedTuple):
     """How the agreement step moves each 3-way table's own interaction towards a
-    target's: the share of ``w``'s interaction kept, per 3-way cell, per ``(c, p)`` entry,
-    per ``(c, a)`` entry and per table, and the target's interactions times the share
-    taken."""
+    target's: the share of ``w``'s interaction kept, per ``(c, p)`` entry, per ``(c, a)``
+    entry and per table (the target's part and the kept share of ``w`` per 3-way cell are
+    added by the caller: :meth:`_System.agree`)."""
 
-    cell: np.ndarray
     pair: np.ndarray
     single: np.ndarray
     table: np.ndarray
-    target: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -159,11 +158,13 @@ def fit_three_way(shape: tuple[int, ...],
     # start: the estimate's own 3-way tables (already near the optimum: the measured tables
     # are their margins for a Kronecker strategy) with the public total, else the additive
     # 3-way tables of the raw tables' consistent fit; clipped
-    pull = None
+    pull, target = None, None
     if cubes is None:
         start = np.repeat(system.triple_totals(total if total is not None else
                                                _total_guess(measured)), system.triple_sizes)
         x, m = system.consistent(start, targets, 1e6, total)
+        # x = PT alpha + |v|: the step's relaxed sum takes RELAXATION / 2 of |v| (below)
+        spread_abs: np.ndarray | float = RELAXATION / 2
     else:
         cubes = np.asarray(cubes, dtype=float)
         sums = system.sums(cubes)
@@ -173,41 +174,59 @@ def fit_three_way(shape: tuple[int, ...],
         omega = np.add.reduceat(cells, system.triple_starts) / system.triple_sizes
         share = omega / (omega + rho)
         keep = 1.0 - share
-        pull = Pull(np.repeat(keep, system.triple_sizes), np.repeat(keep, system.cp_sizes),
-                    np.repeat(keep, system.ca_sizes), keep,
-                    np.repeat(share, system.triple_sizes)
-                    * (cubes - system.pair_part(cubes, sums)))
-    z = np.clip(x, 0.0, None)
-    u = np.zeros_like(z)
+        pull = Pull(np.repeat(keep, system.cp_sizes), np.repeat(keep, system.ca_sizes), keep)
+        # x = PT alpha + keep |v| + target, the target the estimate's interaction times the
+        # share taken; both enter the relaxed sum times RELAXATION (below)
+        target = system.pair_part(cubes, sums)
+        np.subtract(cubes, target, out=target)
+        target *= np.repeat(RELAXATION * share, system.triple_sizes)
+        spread_abs = np.repeat(RELAXATION * keep - RELAXATION / 2, system.triple_sizes)
+    # The ADMM state in one vector v = u + the relaxed x-step: the copy is z = max(v, 0) and
+    # the scaled dual u = v - z = min(v, 0), so the next x-step's input z - u is |v| (exactly)
+    # and the next v = RELAXATION x + (1 - RELAXATION) z + u
+    #              = RELAXATION x + (1 - RELAXATION / 2) v - (RELAXATION / 2) |v|;
+    # x is affine in |v|, so v's update is one broadcast product and a few passes. It starts
+    # at the clipped start (z = that, u = 0).
+    v = np.maximum(x, 0.0, out=x)
     y = targets.copy()
     s = np.zeros_like(y)
     converged = False
     done = 0
-    # the y-step's constant parts, and buffers over the 3-way cells reused every iteration
+    # the y-step's constant parts, a buffer over the 3-way cells, the balance of the agreement
     weighted, spread = weights * targets, weights + rho
-    w, xh, z_next = np.empty_like(z), np.empty_like(z), np.empty_like(z)
+    keep_v = 1.0 - RELAXATION / 2
+    w = np.empty_like(v)
+    balance = system.balance(1.0)
     for done in range(1, iterations + 1):
-        x, m = system.consistent(np.subtract(z, u, out=w), y - s, 1.0, total, pull)
+        check = done % CHECK_EVERY == 0
+        np.abs(v, out=w)
+        alpha, m = system.agree(w, y - s, 1.0, total, pull, balance=balance)
+        alpha *= RELAXATION
+        v_next = system.PT @ alpha
+        if check:  # the residuals need |v| and the copy before the step
+            w_old, z_old = w.copy(), np.maximum(v, 0.0)
+        v_next += np.multiply(w, spread_abs, out=w)
+        v *= keep_v
+        v_next += v
+        if target is not None:
+            v_next += target
         mm = m[system.measured_cells]
-        np.subtract(x, z, out=xh)  # over-relaxed: RELAXATION * x + (1 - RELAXATION) * z
-        xh *= RELAXATION
-        xh += z
         mh = RELAXATION * mm + (1 - RELAXATION) * y
-        z_old, y_old = z, y
-        xh += u  # u + xh, kept: the clipped part is z, the rest the new u
-        z = np.maximum(xh, 0.0, out=z_next)
-        np.subtract(xh, z, out=u)
-        z_next = z_old  # free again once the residuals below are read
+        y_old = y
         y = (weighted + rho * (mh + s)) / spread
         s += mh - y
-        if done % CHECK_EVERY == 0:
+        if check:
+            # x from v's update (v now holds keep_v times the old v), and the new copy
+            x = (v_next - v + (RELAXATION / 2) * w_old) / RELAXATION
+            z = np.maximum(v_next, 0.0)
             primal = math.sqrt(float(np.dot(x - z, x - z)) + float(np.dot(mm - y, mm - y)))
             dual = math.sqrt(float(np.dot(z - z_old, z - z_old))
                              + float(np.dot(y - y_old, y - y_old)))
             if max(primal, dual) <= tolerance * scale * math.sqrt(z.size):
                 converged = True
                 break
-    return ThreeWayFit(system.tables(m), done, converged, int(z.size), cubes is not None)
+        v = v_next
+    return ThreeWayFit(system.tables(m), done, converged, int(v.size), cubes is not None)
 
 
 def margin_factors(shape: tuple[int, ...],
@@ -585,17 +604,35 @@ class _System:
         d1 = self.P @ w
         return d1, self.Sa @ d1, self.S0 @ d1
 
+    def balance(self, sigma2: float) -> np.ndarray:
+        """Every component's summed weight in the agreement step (:meth:`agree`) when the
+        measured tables are weighted by ``sigma2``."""
+        return self.copies_weight + sigma2 * self.lift_weight
+
     def consistent(self, w: np.ndarray, t: np.ndarray, sigma2: float, total: int | None,
-                   pull: Pull | None = None,
                    sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:
         """The agreeing 3-way tables nearest to ``w`` (3-way cells) and, weighted by
         ``sigma2``, to ``t`` (the measured tables' cells): ``x`` and its consistent 2-way,
-        1-way and total tables ``m``. With ``pull`` (:class:`Pull`), each table's own 3-way
-        interaction keeps only its share of ``w``'s and takes the rest from the target's.
-        ``sums``: ``w``'s :meth:`sums`, when at hand."""
+        1-way and total tables ``m``. ``sums``: ``w``'s :meth:`sums`, when at hand."""
+        alpha, m = self.agree(w, t, sigma2, total, sums=sums)
+        x = self.PT @ alpha
+        x += w
+        return x, m
+
+    def agree(self, w: np.ndarray, t: np.ndarray, sigma2: float, total: int | None,
+              pull: Pull | None = None,
+              sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+              balance: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`consistent`'s step in the ``(c, p)`` space: the coefficients ``alpha``
+        with ``x = PT alpha + w`` and the consistent tables ``m``; ``balance``:
+        :meth:`balance` of ``sigma2``, when at hand. With ``pull`` (:class:`Pull`), each
+        table's own 3-way interaction keeps only its share of ``w``'s: then
+        ``x = PT alpha + keep w + (the target's part)``, the caller adding the last two."""
         d1, d_single, d_total = self.sums(w) if sums is None else sums
         n_pairs, n_single = self.n_pairs, self.n_single
+        if balance is None:
+            balance = self.balance(sigma2)
         # each component's weighted sum over the copies holding it
         a_pair = np.bincount(self.cp_to_pair, weights=d1 * self.cp_inv, minlength=n_pairs)
         a_single = np.bincount(self.ca_to_single, weights=d_single * self.ca_inv,
@@ -603,12 +640,11 @@ class _System:
         a_total = float(d_total @ self.c_inv)
         # and over the measured tables holding it (a pair's 1-way sums, a table's total)
         lifted = self.lift @ t
-        weight = self.copies_weight + sigma2 * self.lift_weight
         a_pair += sigma2 * lifted[:n_pairs]
         a_single += sigma2 * lifted[n_pairs:n_pairs + n_single]
         a_total += sigma2 * float(lifted[-1])
-        b_pair, b_single, b_total = (weight[:n_pairs], weight[n_pairs:n_pairs + n_single],
-                                     float(weight[-1]))
+        b_pair, b_single, b_total = (balance[:n_pairs], balance[n_pairs:n_pairs + n_single],
+                                     float(balance[-1]))
         grand = a_total / b_total if total is None else float(total)
         singles = a_single / b_single
         # centre each attribute's table, then give it the total
@@ -623,19 +659,12 @@ class _System:
                   + (grand_means - grand / self.pair_sizes)[self.grand])
         m = np.concatenate([pairs, singles, [grand]])
         # move each 3-way table by the difference of its sums from the agreed ones
-        # (with a pull, by the difference from the kept share of w's 2-way parts: x is the
-        # agreed 2-way parts plus the kept share of w's interaction plus the target's)
+        # (with a pull, by the difference from the kept share of w's 2-way parts)
         keep = (1.0, 1.0, 1.0) if pull is None else (pull.pair, pull.single, pull.table)
         alpha = self.cp_inv * (pairs[self.cp_to_pair] - keep[0] * d1)
         alpha -= self.SaT @ (self.ca_inv * (singles[self.ca_to_single] - keep[1] * d_single))
         alpha += self.S0T @ (self.c_inv * (grand - keep[2] * d_total))
-        x = self.PT @ alpha
-        if pull is None:
-            x += w
-        else:
-            x += pull.cell * w
-            x += pull.target
-        return x, m
+        return alpha, m
 
     def pair_coefficients(self, d1: np.ndarray, d_single: np.ndarray, d_total: np.ndarray
                           ) -> np.ndarray:
