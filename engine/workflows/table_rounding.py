@@ -160,23 +160,31 @@ def controlled_round_many(tables: list[np.ndarray], rows: list[np.ndarray],
 
 def _fit_block(block: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
     """:func:`proportional_fit` of every table of ``block`` (tables x rows x columns) to its
-    ``rows`` and ``columns`` totals, in step."""
+    ``rows`` and ``columns`` totals, in step.
+
+    Each sweep scales the rows to their totals, then the columns; the table after any sweep
+    is the start scaled by a factor per row and one per column, so only the factors are
+    updated (each sweep two batched matrix-vector products: the row sums of the start
+    scaled by the column factors, the column sums of it scaled by the row factors) and the
+    table is formed once, at the end."""
     totals = np.maximum(rows.sum(axis=1).astype(float), 1.0)
     live = (rows > 0)[:, :, None] & (columns > 0)[:, None, :]
-    scaled = np.where(live, np.clip(block, 0.0, None), 0.0)
-    scaled += live * (1e-9 * totals / np.maximum(live.sum(axis=(1, 2)), 1))[:, None, None]
+    start = np.where(live, np.clip(block, 0.0, None), 0.0)
+    start += live * (1e-9 * totals / np.maximum(live.sum(axis=(1, 2)), 1))[:, None, None]
     tolerance = FIT_TOLERANCE * totals
-    row_sums = scaled.sum(axis=2)
+    by_row = np.ones(rows.shape)
+    by_column = np.ones(columns.shape)
+    sums = np.matmul(start, by_column[:, :, None])[:, :, 0]  # row sums, columns scaled
     for _ in range(FIT_SWEEPS):
-        scaled *= np.divide(rows, row_sums, out=np.zeros(rows.shape),
-                            where=row_sums > 0)[:, :, None]
-        sums = scaled.sum(axis=1)
-        scaled *= np.divide(columns, sums, out=np.zeros(columns.shape),
-                            where=sums > 0)[:, None, :]
-        row_sums = scaled.sum(axis=2)  # the check's, and the next sweep's
-        if (np.abs(row_sums - rows).max(axis=1) <= tolerance).all():
+        np.divide(rows, sums, out=by_row, where=sums > 0)
+        by_row[sums <= 0] = 0.0
+        sums = np.matmul(by_row[:, None, :], start)[:, 0, :]  # column sums, rows scaled
+        np.divide(columns, sums, out=by_column, where=sums > 0)
+        by_column[sums <= 0] = 0.0
+        sums = np.matmul(start, by_column[:, :, None])[:, :, 0]
+        if (np.abs(by_row * sums - rows).max(axis=1) <= tolerance).all():
             break
-    return scaled
+    return by_row[:, :, None] * start * by_column[:, None, :]
 
 
 def _greedy_block(row_need: np.ndarray, column_need: np.ndarray, capacity: np.ndarray,
