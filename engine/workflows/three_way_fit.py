@@ -520,11 +520,11 @@ class _System:
                           rows, np.stack([size_b, ones, ones], 1),
                           np.stack([ones, size_b, size_c], 1)),
             (ca, cp))
-        self.SaT = self.Sa.T.tocsr()
+        self.SaT = self.Sa.T  # a CSC view: the same sums in the same order
         # S0: (c, p) -> triple total (the first pair)
         first = cp_counts[0::3]
         self.S0 = _csr(_starts(first), _runs(ab_start, first), (len(triples), cp))
-        self.S0T = self.S0.T.tocsr()
+        self.S0T = self.S0.T
         self.c_inv = 1.0 / self.triple_sizes.astype(float)
         # the measured tables: which consistent cells, and their sums onto components
         self.measured = measured
@@ -540,9 +540,8 @@ class _System:
         self.lift = self._lift(m_counts)
         # a component's weight from one table is 1 / (the cells it sums): the squares of
         # its coefficients summed
-        self.lift_weight = np.bincount(
-            np.repeat(np.arange(self.lift.shape[0]), np.diff(self.lift.indptr)),
-            weights=self.lift.data * self.lift.data, minlength=self.lift.shape[0])
+        self.lift_weight = np.bincount(self.lift.indices, weights=self.lift.data ** 2,
+                                       minlength=self.lift.shape[0])
         # centring: each pair's sums over either attribute (its ends: rows of n_b entries,
         # then columns of n_a entries), and its grand sum
         pair_counts = np.array([size[p] for p in pairs], dtype=np.int64)
@@ -555,7 +554,7 @@ class _System:
                                        pair_dims[:, ::-1], np.stack([pair_dims[:, 1], ones], 1),
                                        np.stack([ones, pair_dims[:, 1]], 1)),
                          (int(end_counts.sum()), n_pairs))
-        self.endsT = self.ends.T.tocsr()
+        self.endsT = self.ends.T
         self.end_inv = np.repeat(end_counts / np.repeat(pair_counts, 2), end_counts)
         # an end (a pair's 1-way sums over one attribute) -> that attribute's table
         self.end_single = _runs([self.offset[(a,)] - n_pairs for p in pairs for a in p],
@@ -565,33 +564,41 @@ class _System:
         self.single_starts = np.array([self.offset[(a,)] - n_pairs for a in attrs])
         self.single_counts = np.array([shape[a] for a in attrs])
 
-    def _lift(self, counts: np.ndarray) -> sp.csr_array:
+    def _lift(self, counts: np.ndarray) -> sp.csc_array:
         """The measured cells' sums onto the consistent tables' components: every cell onto
         its own, a 2-way table's onto its two 1-way tables and every table's onto the total,
         each as a mean over the cells it sums (``counts``: the measured tables' cells).
 
-        The entries are listed row by row in ascending columns (2-way tables first, as
-        :func:`fit_index` has them), so scipy takes them without sorting."""
+        Written column by column (a measured cell's components ascending: its own, its two
+        1-way cells, the total; the 2-way tables first, as :func:`fit_index` has them), so
+        scipy takes the arrays as they are; every row then adds its entries in ascending
+        columns, as a CSR matrix would."""
         shape, n_cells = self.shape, int(counts.sum())
+        widths = np.array([len(q) for q in self.measured])
         table = np.repeat(np.arange(len(self.measured)), counts)
         local = np.arange(n_cells) - np.repeat(_starts(counts)[:-1], counts)
-        width = np.array([len(q) for q in self.measured])[table]
-        pair, single, empty = (np.flatnonzero(width == n) for n in (2, 1, 0))
-        whole = np.flatnonzero(width > 0)
-        two = [q if len(q) == 2 else (self.attrs[0],) * 2 for q in self.measured]
-        n_first, n_second = (np.array([shape[q[i]] for q in two])[table[pair]] for i in (0, 1))
-        first, second = (np.array([self.offset[(q[i],)] for q in two])[table[pair]]
+        n_two, n_one = (int(counts[widths == n].sum()) for n in (2, 1))
+        two = slice(0, n_two)
+        one = slice(n_two, n_two + n_one)
+        rest = slice(n_two + n_one, n_cells)
+        pairs = [q if len(q) == 2 else (self.attrs[0],) * 2 for q in self.measured]
+        n_first, n_second = (np.array([shape[q[i]] for q in pairs])[table[two]] for i in (0, 1))
+        first, second = (np.array([self.offset[(q[i],)] for q in pairs])[table[two]]
                          for i in (0, 1))
-        # each 2-way cell onto its cell of either 1-way table, cell by cell
-        onto = np.stack([first + local[pair] // n_second, second + local[pair] % n_second], 1)
-        means = np.stack([1.0 / n_second, 1.0 / n_first], 1)
-        rows = np.concatenate([self.measured_cells[pair], onto.reshape(-1),
-                               self.measured_cells[single],
-                               np.full(whole.size, self.offset[()]), self.measured_cells[empty]])
-        columns = np.concatenate([pair, np.repeat(pair, 2), single, whole, empty])
-        values = np.concatenate([np.ones(pair.size), means.reshape(-1), np.ones(single.size),
-                                 1.0 / counts[table[whole]], np.ones(empty.size)])
-        return sp.csr_array((values, (rows, columns)),
+        total = self.offset[()]
+        own = self.measured_cells
+        # each 2-way cell onto itself, its cell of either 1-way table and the total
+        indices = np.concatenate([
+            np.stack([own[two], first + local[two] // n_second, second + local[two] % n_second,
+                      np.full(n_two, total)], 1).reshape(-1),
+            np.stack([own[one], np.full(n_one, total)], 1).reshape(-1), own[rest]])
+        data = np.concatenate([
+            np.stack([np.ones(n_two), 1.0 / n_second, 1.0 / n_first,
+                      1.0 / counts[table[two]]], 1).reshape(-1),
+            np.stack([np.ones(n_one), 1.0 / counts[table[one]]], 1).reshape(-1),
+            np.ones(n_cells - n_two - n_one)])
+        indptr = _starts(np.repeat([4, 2, 1], [n_two, n_one, n_cells - n_two - n_one]))
+        return sp.csc_array((data, indices.astype(np.int32), indptr.astype(np.int32)),
                             shape=(self.n_pairs + self.n_single + 1, n_cells))
 
     def triple_totals(self, total: float) -> np.ndarray:
