@@ -508,24 +508,28 @@ class _System:
                       (cp, n_x))
         self.PT = sp.csr_array((self.P.data, pt_columns.reshape(-1),
                                 np.arange(0, 3 * n_x + 1, 3, dtype=np.int32)), shape=(n_x, cp))
-        # Sa: (c, p) -> (c, a) sums through the first pair holding a: a's rows of (a, b)
-        # (n_b entries each), b's columns of (a, b), c's columns of (a, c) (n_a entries each)
+        # Q: (c, p) -> (c, a) sums through the first pair holding a: a's rows of (a, b)
+        # (n_b entries each), b's columns of (a, b), c's columns of (a, c) (n_a entries each);
+        # then (c, p) -> triple total (the first pair): rows of one CSR matrix, the (c, a)
+        # entries' sums then the triples'
         size_a, size_b, size_c = dims.T
         ab_start = cp_start[:-1]
         ones = np.ones_like(size_a)
         rows = dims[:, [1, 0, 0]]
-        self.Sa = _csr(
-            _starts(np.repeat(rows.reshape(-1), ca_counts)),
-            _strided_runs(np.stack([ab_start, ab_start, ab_start + size_a * size_b], 1), dims,
-                          rows, np.stack([size_b, ones, ones], 1),
-                          np.stack([ones, size_b, size_c], 1)),
-            (ca, cp))
-        self.SaT = self.Sa.T  # a CSC view: the same sums in the same order
-        # S0: (c, p) -> triple total (the first pair)
         first = cp_counts[0::3]
-        self.S0 = _csr(_starts(first), _runs(ab_start, first), (len(triples), cp))
-        self.S0T = self.S0.T
+        self.n_ca = ca
+        self.Q = _csr(
+            _starts(np.concatenate([np.repeat(rows.reshape(-1), ca_counts), first])),
+            np.concatenate([
+                _strided_runs(np.stack([ab_start, ab_start, ab_start + size_a * size_b], 1),
+                              dims, rows, np.stack([size_b, ones, ones], 1),
+                              np.stack([ones, size_b, size_c], 1)),
+                _runs(ab_start, first)]),
+            (ca + len(triples), cp))
+        self.QT = self.Q.T  # a CSC view: each row sums its entries in ascending columns
         self.c_inv = 1.0 / self.triple_sizes.astype(float)
+        # Q's rows' weights in the 2-way part's coefficients (inclusion-exclusion)
+        self.q_inv = np.concatenate([-self.ca_inv, self.c_inv])
         # the measured tables: which consistent cells, and their sums onto components
         self.measured = measured
         m_counts = np.array([size[q] for q in measured], dtype=np.int64)
@@ -561,6 +565,7 @@ class _System:
                                 end_counts)
         self.grand = np.repeat(np.arange(len(pairs)), pair_counts)
         self.pair_sizes = pair_counts.astype(float)
+        self.pair_starts = p_start
         self.single_starts = np.array([self.offset[(a,)] - n_pairs for a in attrs])
         self.single_counts = np.array([shape[a] for a in attrs])
 
@@ -609,7 +614,8 @@ class _System:
         """The 2-way, 1-way and total sums of every 3-way table of ``w`` (the ``(c, p)``
         and ``(c, a)`` entries and one per triple)."""
         d1 = self.P @ w
-        return d1, self.Sa @ d1, self.S0 @ d1
+        sums = self.Q @ d1
+        return d1, sums[:self.n_ca], sums[self.n_ca:]
 
     def balance(self, sigma2: float) -> np.ndarray:
         """Every component's summed weight in the agreement step (:meth:`agree`) when the
@@ -661,7 +667,7 @@ class _System:
         pairs = a_pair / b_pair
         # double-centre each pair (its 1-way sums removed), then add the agreed 1-way tables
         ends = (self.ends @ pairs) * self.end_inv
-        grand_means = np.bincount(self.grand, weights=pairs) / self.pair_sizes
+        grand_means = np.add.reduceat(pairs, self.pair_starts) / self.pair_sizes
         pairs += (self.endsT @ (singles[self.end_single] * self.end_inv - ends)
                   + (grand_means - grand / self.pair_sizes)[self.grand])
         m = np.concatenate([pairs, singles, [grand]])
@@ -669,8 +675,9 @@ class _System:
         # (with a pull, by the difference from the kept share of w's 2-way parts)
         keep = (1.0, 1.0, 1.0) if pull is None else (pull.pair, pull.single, pull.table)
         alpha = self.cp_inv * (pairs[self.cp_to_pair] - keep[0] * d1)
-        alpha -= self.SaT @ (self.ca_inv * (singles[self.ca_to_single] - keep[1] * d_single))
-        alpha += self.S0T @ (self.c_inv * (grand - keep[2] * d_total))
+        agreed = np.concatenate([singles[self.ca_to_single] - keep[1] * d_single,
+                                 grand - keep[2] * d_total])
+        alpha += self.QT @ (self.q_inv * agreed)
         return alpha, m
 
     def pair_coefficients(self, d1: np.ndarray, d_single: np.ndarray, d_total: np.ndarray
@@ -678,8 +685,7 @@ class _System:
         """The ``(c, p)`` coefficients whose broadcast (``PT``) is the 2-way part of 3-way
         cells with 2-way sums ``d1``, 1-way sums ``d_single`` and totals ``d_total``
         (inclusion-exclusion of their means)."""
-        return (self.cp_inv * d1 - self.SaT @ (self.ca_inv * d_single)
-                + self.S0T @ (self.c_inv * d_total))
+        return self.cp_inv * d1 + self.QT @ (self.q_inv * np.concatenate([d_single, d_total]))
 
     def pair_part(self, w: np.ndarray,
                   sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None

@@ -204,8 +204,9 @@ def test_noise_free_answers_return_the_datas_tables() -> None:
 
 
 #: The index's operators kept as other sparse forms since the digests were pinned (the lift
-#: written column by column, the transposes as CSC views): pinned by their dense entries.
-REWRITTEN = ("lift", "SaT", "S0T", "endsT")
+#: written column by column, the (c, a) and triple sums Sa, S0 stacked as the rows of Q, the
+#: transposes as CSC views): pinned by their dense entries; and where each pair starts.
+REWRITTEN = ("lift", "Q", "QT", "q_inv", "endsT", "pair_starts")
 
 
 def _index_digest(system) -> str:
@@ -229,29 +230,36 @@ def _index_digest(system) -> str:
     return digest.hexdigest()
 
 
-@pytest.mark.parametrize(("shape", "measured", "expected", "lift"), [
+@pytest.mark.parametrize(("shape", "measured", "expected", "lift", "stacked"), [
     ((3, 4, 2, 5), (*combinations(range(4), 2), *((a,) for a in range(4))),
-     "22ffbdb1561a47c45db896aea6dd320e4a9a521589f6d50180d4648ad45e9336",
-     "2a577363c2076f3e9529fd1d0bdc8b69ba1d5ba035782a84f4419ddb9850e1ac"),
+     "f1c379400b9970aea384602c471d61b36a7841fdf6c67e7c862fd027bf8f396e",
+     "2a577363c2076f3e9529fd1d0bdc8b69ba1d5ba035782a84f4419ddb9850e1ac",
+     "9ee6e360236ae50a081e9f4fbfda25cd318b33de8cc948bf8423f3132f4363dd"),
     ((2, 3, 4, 2, 3), ((0, 1), (0, 3), (1, 2), (2, 4), (3, 4), (0,), (2,), (4,), ()),
-     "c45d00005b4a211b1d0b5395b2f38d085a13b7360aab6a3e73a43a9bbca0a672",
-     "a2521d8670eb1584aba77199dde7f960426fb4f041586ae285eaca06213765be"),
+     "7f13e4127785de89f7b379ec8f2b77931dbbc84a10e1bc880f2e210ac928c680",
+     "a2521d8670eb1584aba77199dde7f960426fb4f041586ae285eaca06213765be",
+     "07722260adc9aee3ac6a474fe5f6974cf889d740c1ff73d2ae44c821898c1593"),
     ((1, 3, 1, 2), ((0, 1), (0, 2), (1, 3), (2, 3), (1,), ()),
-     "3da47a5b70b12cf162e81a20767c1374b283d1446441424c07cad975e25171c2",
-     "87612b96bc1cdf2cd101df7d79d2c0d3377b9bcc299a623d4303d593484c422c"),
+     "45e8b635df6179ef3cc906f17239513f597249ad659e76f5f49503a467a5c457",
+     "87612b96bc1cdf2cd101df7d79d2c0d3377b9bcc299a623d4303d593484c422c",
+     "2291683ae94c3c7ab3502ba8e27f8c757a5123cc14fa3aa27801b71d72a3cb6a"),
 ])
-def test_the_fits_index_is_the_one_built_triple_by_triple(shape, measured, expected,
-                                                          lift) -> None:
+def test_the_fits_index_is_the_one_built_triple_by_triple(shape, measured, expected, lift,
+                                                          stacked) -> None:
     # the digests of the index the per-triple construction built (main at 2a4b87d, every
-    # operator but the rewritten ones; the lift's dense entries): every sparse operator has
-    # the same entries, each row's in the same order, so every sum is the same
+    # operator but the rewritten ones; the lift's dense entries, and Sa's stacked on S0's):
+    # every sparse operator has the same entries, each row's in the same order, so every
+    # sum is the same
     clear_cache()
     attrs = tuple(range(len(shape)))
     system = fit_index(shape, attrs, measured)
     assert system.PT.shape == (three_way_cells(shape, list(attrs)), system.P.shape[0])
     assert _index_digest(system) == expected
     assert hashlib.sha256(system.lift.toarray().tobytes()).hexdigest() == lift
-    for transposed, operator in [("SaT", "Sa"), ("S0T", "S0"), ("endsT", "ends")]:
+    assert hashlib.sha256(system.Q.toarray().tobytes()).hexdigest() == stacked
+    assert system.Q.has_sorted_indices
+    assert system.pair_starts.tolist() == [system.offset[p] for p in system.pairs]
+    for transposed, operator in [("QT", "Q"), ("endsT", "ends")]:
         np.testing.assert_array_equal(getattr(system, transposed).toarray(),
                                       getattr(system, operator).toarray().T)
         assert getattr(system, transposed).format == "csc"  # rows summed in column order
