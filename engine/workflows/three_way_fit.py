@@ -61,7 +61,8 @@ ITERATIONS = 10
 #: scale (checked every ``CHECK_EVERY`` iterations).
 TOLERANCE = 1e-7
 CHECK_EVERY = 10
-#: Over-relaxation of the ADMM steps.
+#: Over-relaxation of the ADMM steps (below 2: the residual check divides by
+#: 1 - RELAXATION / 2).
 RELAXATION = 1.6
 #: The penalty relative to the measured cells' mean weight.
 PENALTY = 1.0
@@ -82,13 +83,13 @@ FEW_INNER = 4
 
 class Pull(NamedTuple):
     """How the agreement step moves each 3-way table's own interaction towards a
-    target's: the share of ``w``'s interaction kept, per ``(c, p)`` entry, per ``(c, a)``
-    entry and per table (the target's part and the kept share of ``w`` per 3-way cell are
-    added by the caller: :meth:`_System.agree`)."""
+    target's: the weight of ``w``'s 2-way sums (per ``(c, p)`` entry) and of its 1-way
+    sums and totals (per row of ``Q``) in the 2-way part taken off, each the share kept
+    times the sum's own weight (``1 / the cells it sums``); the target's part and the kept
+    share of ``w`` per 3-way cell are added by the caller (:meth:`_System.agree`)."""
 
     pair: np.ndarray
-    single: np.ndarray
-    table: np.ndarray
+    sums: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,8 @@ def fit_three_way(shape: tuple[int, ...],
         omega = np.add.reduceat(cells, system.triple_starts) / system.triple_sizes
         share = omega / (omega + rho)
         keep = 1.0 - share
-        pull = Pull(np.repeat(keep, system.cp_sizes), np.repeat(keep, system.ca_sizes), keep)
+        pull = Pull(np.repeat(keep, system.cp_sizes) * system.cp_inv,
+                    np.concatenate([np.repeat(keep, system.ca_sizes), keep]) * system.q_weight)
         # x = PT alpha + keep |v| + target, the target the estimate's interaction times the
         # share taken; both enter the relaxed sum times RELAXATION (below)
         target = system.pair_part(cubes, sums)
@@ -203,8 +205,8 @@ def fit_three_way(shape: tuple[int, ...],
         alpha, m = system.agree(w, y - s, 1.0, total, pull, balance=balance)
         alpha *= RELAXATION
         v_next = system.PT @ alpha
-        if check:  # the residuals need |v| and the copy before the step
-            w_old, z_old = w.copy(), np.maximum(v, 0.0)
+        if check:  # the residuals need the copy before the step
+            z_old = np.maximum(v, 0.0)
         v_next += np.multiply(w, spread_abs, out=w)
         v *= keep_v
         v_next += v
@@ -216,12 +218,18 @@ def fit_three_way(shape: tuple[int, ...],
         y = (weighted + rho * (mh + s)) / spread
         s += mh - y
         if check:
-            # x from v's update (v now holds keep_v times the old v), and the new copy
-            x = (v_next - v + (RELAXATION / 2) * w_old) / RELAXATION
+            # x from v's update, in w's buffer (v now holds keep_v times the old v:
+            # RELAXATION x = v_next - keep_v v_old + RELAXATION / 2 |v_old|), and the new copy
+            x = np.abs(v, out=w)
+            x *= RELAXATION / 2 / keep_v
+            x += v_next
+            x -= v
+            x /= RELAXATION
             z = np.maximum(v_next, 0.0)
-            primal = math.sqrt(float(np.dot(x - z, x - z)) + float(np.dot(mm - y, mm - y)))
-            dual = math.sqrt(float(np.dot(z - z_old, z - z_old))
-                             + float(np.dot(y - y_old, y - y_old)))
+            x -= z
+            z_old -= z
+            primal = math.sqrt(float(np.dot(x, x)) + float(np.dot(mm - y, mm - y)))
+            dual = math.sqrt(float(np.dot(z_old, z_old)) + float(np.dot(y - y_old, y - y_old)))
             if max(primal, dual) <= tolerance * scale * math.sqrt(z.size):
                 converged = True
                 break
@@ -528,8 +536,20 @@ class _System:
             (ca + len(triples), cp))
         self.QT = self.Q.T  # a CSC view: each row sums its entries in ascending columns
         self.c_inv = 1.0 / self.triple_sizes.astype(float)
-        # Q's rows' weights in the 2-way part's coefficients (inclusion-exclusion)
-        self.q_inv = np.concatenate([-self.ca_inv, self.c_inv])
+        # Q's rows' weights (1 / the cells each sums), and their signs in the 2-way part's
+        # coefficients (inclusion-exclusion)
+        self.q_weight = np.concatenate([self.ca_inv, self.c_inv])
+        self.q_sign = np.concatenate([-np.ones(ca), np.ones(len(triples))])
+        # G: every (c, p) entry, (c, a) entry and triple onto its pair cell, attribute cell or
+        # the total, weighted by 1 / the cells it sums -- one entry a column (CSC as it is);
+        # G' (a CSR view) spreads the consistent tables back, each entry times its weight
+        self.G = sp.csc_array(
+            (np.concatenate([self.cp_inv, self.q_weight]),
+             np.concatenate([self.cp_to_pair, n_pairs + self.ca_to_single,
+                             np.full(len(triples), n_pairs + n_single)]).astype(np.int32),
+             np.arange(cp + ca + len(triples) + 1, dtype=np.int32)),
+            shape=(n_pairs + n_single + 1, cp + ca + len(triples)))
+        self.GT = self.G.T
         # the measured tables: which consistent cells, and their sums onto components
         self.measured = measured
         m_counts = np.array([size[q] for q in measured], dtype=np.int64)
@@ -610,12 +630,11 @@ class _System:
         """Each triple's cell value when ``total`` is spread evenly."""
         return float(total) / self.triple_sizes
 
-    def sums(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The 2-way, 1-way and total sums of every 3-way table of ``w`` (the ``(c, p)``
-        and ``(c, a)`` entries and one per triple)."""
+    def sums(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The 2-way sums of every 3-way table of ``w`` (the ``(c, p)`` entries) and their
+        ``Q`` sums (the ``(c, a)`` entries, then one total per triple)."""
         d1 = self.P @ w
-        sums = self.Q @ d1
-        return d1, sums[:self.n_ca], sums[self.n_ca:]
+        return d1, self.Q @ d1
 
     def balance(self, sigma2: float) -> np.ndarray:
         """Every component's summed weight in the agreement step (:meth:`agree`) when the
@@ -623,7 +642,7 @@ class _System:
         return self.copies_weight + sigma2 * self.lift_weight
 
     def consistent(self, w: np.ndarray, t: np.ndarray, sigma2: float, total: int | None,
-                   sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                   sums: tuple[np.ndarray, np.ndarray] | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:
         """The agreeing 3-way tables nearest to ``w`` (3-way cells) and, weighted by
         ``sigma2``, to ``t`` (the measured tables' cells): ``x`` and its consistent 2-way,
@@ -635,60 +654,56 @@ class _System:
 
     def agree(self, w: np.ndarray, t: np.ndarray, sigma2: float, total: int | None,
               pull: Pull | None = None,
-              sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+              sums: tuple[np.ndarray, np.ndarray] | None = None,
               balance: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`consistent`'s step in the ``(c, p)`` space: the coefficients ``alpha``
         with ``x = PT alpha + w`` and the consistent tables ``m``; ``balance``:
         :meth:`balance` of ``sigma2``, when at hand. With ``pull`` (:class:`Pull`), each
         table's own 3-way interaction keeps only its share of ``w``'s: then
         ``x = PT alpha + keep w + (the target's part)``, the caller adding the last two."""
-        d1, d_single, d_total = self.sums(w) if sums is None else sums
+        d1, q = self.sums(w) if sums is None else sums
         n_pairs, n_single = self.n_pairs, self.n_single
         if balance is None:
             balance = self.balance(sigma2)
-        # each component's weighted sum over the copies holding it
-        a_pair = np.bincount(self.cp_to_pair, weights=d1 * self.cp_inv, minlength=n_pairs)
-        a_single = np.bincount(self.ca_to_single, weights=d_single * self.ca_inv,
-                               minlength=n_single)
-        a_total = float(d_total @ self.c_inv)
-        # and over the measured tables holding it (a pair's 1-way sums, a table's total)
+        # each component's weighted sum over the copies holding it and over the measured
+        # tables holding it (a pair's 1-way sums, a table's total), then its mean
+        m = self.G @ np.concatenate([d1, q])
         lifted = self.lift @ t
-        a_pair += sigma2 * lifted[:n_pairs]
-        a_single += sigma2 * lifted[n_pairs:n_pairs + n_single]
-        a_total += sigma2 * float(lifted[-1])
-        b_pair, b_single, b_total = (balance[:n_pairs], balance[n_pairs:n_pairs + n_single],
-                                     float(balance[-1]))
-        grand = a_total / b_total if total is None else float(total)
-        singles = a_single / b_single
+        if sigma2 != 1.0:
+            lifted *= sigma2
+        m += lifted
+        m /= balance
+        pairs, singles = m[:n_pairs], m[n_pairs:n_pairs + n_single]
+        grand = float(m[-1]) if total is None else float(total)
+        m[-1] = grand
         # centre each attribute's table, then give it the total
         starts, counts = self.single_starts, self.single_counts
         means = np.add.reduceat(singles, starts) / counts
         singles += np.repeat(grand / counts - means, counts)
-        pairs = a_pair / b_pair
         # double-centre each pair (its 1-way sums removed), then add the agreed 1-way tables
         ends = (self.ends @ pairs) * self.end_inv
         grand_means = np.add.reduceat(pairs, self.pair_starts) / self.pair_sizes
         pairs += (self.endsT @ (singles[self.end_single] * self.end_inv - ends)
                   + (grand_means - grand / self.pair_sizes)[self.grand])
-        m = np.concatenate([pairs, singles, [grand]])
         # move each 3-way table by the difference of its sums from the agreed ones
         # (with a pull, by the difference from the kept share of w's 2-way parts)
-        keep = (1.0, 1.0, 1.0) if pull is None else (pull.pair, pull.single, pull.table)
-        alpha = self.cp_inv * (pairs[self.cp_to_pair] - keep[0] * d1)
-        agreed = np.concatenate([singles[self.ca_to_single] - keep[1] * d_single,
-                                 grand - keep[2] * d_total])
-        alpha += self.QT @ (self.q_inv * agreed)
+        pair_weight, sum_weight = ((self.cp_inv, self.q_weight) if pull is None
+                                   else (pull.pair, pull.sums))
+        spread = self.GT @ m
+        alpha = spread[:d1.size] - pair_weight * d1
+        inner = spread[d1.size:] - sum_weight * q
+        inner *= self.q_sign
+        alpha += self.QT @ inner
         return alpha, m
 
-    def pair_coefficients(self, d1: np.ndarray, d_single: np.ndarray, d_total: np.ndarray
-                          ) -> np.ndarray:
+    def pair_coefficients(self, d1: np.ndarray, q: np.ndarray) -> np.ndarray:
         """The ``(c, p)`` coefficients whose broadcast (``PT``) is the 2-way part of 3-way
-        cells with 2-way sums ``d1``, 1-way sums ``d_single`` and totals ``d_total``
-        (inclusion-exclusion of their means)."""
-        return self.cp_inv * d1 + self.QT @ (self.q_inv * np.concatenate([d_single, d_total]))
+        cells with 2-way sums ``d1`` and their ``Q`` sums ``q`` (1-way sums and totals):
+        inclusion-exclusion of their means."""
+        return self.cp_inv * d1 + self.QT @ (self.q_sign * self.q_weight * q)
 
     def pair_part(self, w: np.ndarray,
-                  sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                  sums: tuple[np.ndarray, np.ndarray] | None = None
                   ) -> np.ndarray:
         """The part of every 3-way table of ``w`` that its 2-way tables hold (the
         orthogonal projection onto sums of 2-way terms); ``w`` less it is its 3-way
