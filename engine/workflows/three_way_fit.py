@@ -315,13 +315,20 @@ def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,
                 partial[keep] = _contract(summed(parent), parent.index(drop), rows[drop])
         return partial[keep]
 
-    cubes = []
+    cubes = np.empty(unit_variances.size)
+    start = 0
     for a, b, c in combinations(sorted(attributes), 3):  # A^+ along each kept axis
         table = summed((a, b, c))
-        n_a, n_b, n_c = table.shape
-        table = (inverses[a] @ table.reshape(n_a, n_b * n_c)).reshape(-1, n_b, n_c)
-        cubes.append((np.matmul(inverses[b], table) @ inverses[c].T).reshape(-1))
-    return np.concatenate(cubes), 1.0 / (float(v[0]) * unit_variances)
+        r_a, r_b, r_c = table.shape  # the factors' rows; their columns: the cube's sizes
+        n_a, n_b, n_c = (inverses[i].shape[0] for i in (a, b, c))
+        # the last axis in one product, the middle one stacked, the first one into place
+        table = np.matmul(inverses[b], (table.reshape(r_a * r_b, r_c) @ inverses[c].T
+                                        ).reshape(r_a, r_b, n_c))
+        size = n_a * n_b * n_c
+        np.matmul(inverses[a], table.reshape(r_a, n_b * n_c),
+                  out=cubes[start:start + size].reshape(n_a, n_b * n_c))
+        start += size
+    return cubes, 1.0 / (float(v[0]) * unit_variances)
 
 
 @lru_cache(maxsize=8)
@@ -339,13 +346,17 @@ def _kronecker_parts(factors: tuple[tuple[int, int, bytes], ...], attributes: tu
     grams = [p @ p.T for p in inverses]  # (A_i' A_i)^+
     sums = [float(g.sum()) for g in grams]
     diagonals = [np.diag(g) for g in grams]
-    variances = []
-    for c in combinations(attributes, 3):
-        others = math.prod(sums[i] for i in range(len(grams)) if i not in c)
-        cells = np.multiply.outer(np.multiply.outer(diagonals[c[0]], diagonals[c[1]]),
-                                  diagonals[c[2]]).reshape(-1)
-        variances.append(others * cells)
-    return inverses, [p.sum(axis=0) for p in inverses], np.concatenate(variances)
+    triples = list(combinations(attributes, 3))
+    variances = np.empty(sum(math.prod(diagonals[i].size for i in c) for c in triples))
+    start = 0
+    for c in triples:  # each triple's cells written in place
+        sizes = [diagonals[i].size for i in c]
+        cells = variances[start:start + math.prod(sizes)].reshape(sizes[0] * sizes[1], -1)
+        np.multiply.outer(np.multiply.outer(diagonals[c[0]], diagonals[c[1]]).reshape(-1),
+                          diagonals[c[2]], out=cells)
+        cells *= math.prod(sums[i] for i in range(len(grams)) if i not in c)
+        start += cells.size
+    return inverses, [p.sum(axis=0) for p in inverses], variances
 
 
 def pseudo_inverse(factor: np.ndarray) -> np.ndarray:

@@ -167,6 +167,20 @@ def test_kronecker_cubes_are_the_least_squares_estimates_3_way_tables() -> None:
     assert kronecker_cubes(strategy, y, np.array([1.0, 2.0]), [0, 1, 2, 3]) is None
 
 
+def test_kronecker_cubes_of_tall_factors_are_the_least_squares_estimates_3_way_tables() -> None:
+    # more measurements than cells along every axis (each cube axis mapped from the
+    # factor's rows to its columns): still the 3-way tables of A^+ y
+    rng = np.random.default_rng(6)
+    strategy = Kron([Dense(np.vstack([np.eye(n), np.triu(0.5 + rng.random((n, n)))]))
+                     for n in (3, 2, 4, 2)])
+    y = rng.standard_normal(strategy.shape[0])
+    cubes, _ = kronecker_cubes(strategy, y, 1.0, [0, 1, 2, 3])
+    estimate = np.linalg.lstsq(np.asarray(strategy.dense()), y, rcond=None)[0]
+    expected = np.concatenate([_margin(estimate.reshape(3, 2, 4, 2), c)
+                               for c in combinations(range(4), 3)])
+    np.testing.assert_allclose(cubes, expected, rtol=0, atol=1e-10)
+
+
 def test_a_pseudo_inverse_through_the_gram_is_the_svds_where_it_is_well_conditioned() -> None:
     rng = np.random.default_rng(8)
     for factor in (rng.random((85, 85)) + 3 * np.eye(85), rng.random((9, 4)),
