@@ -58,9 +58,12 @@ def round_within_groups(values: np.ndarray, targets: np.ndarray) -> np.ndarray:
     width = values.shape[1]
     sums = values.sum(axis=1)
     positive = sums > 0
-    scaled = np.empty_like(values)
-    scaled[positive] = values[positive] * (targets[positive] / sums[positive])[:, None]
-    scaled[~positive] = (targets[~positive] / width)[:, None]
+    if positive.all():  # the usual case: every row scaled, no row spread
+        scaled = values * (targets / sums)[:, None]
+    else:
+        scaled = np.empty_like(values)
+        scaled[positive] = values[positive] * (targets[positive] / sums[positive])[:, None]
+        scaled[~positive] = (targets[~positive] / width)[:, None]
     counts = largest_remainder_rows(scaled, targets)
     if not np.array_equal(counts.sum(axis=1), targets):
         raise ArithmeticError("round_within_groups: a row's counts miss its target")

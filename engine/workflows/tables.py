@@ -257,22 +257,22 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     answers = raw if raw is not None else (y if strategy is None else None)
     if answers is not None and np.size(answers) != queries:
         answers = None  # refused below, naming the field
-    too_large = workload.domain.size > max_cells()
     cubes = None
     attributes = sorted({a for t in workload.terms for a in t.attrs})
-    if (post_process == "consistent" and answers is not None and raw is not None
+    marginal = post_process == "consistent" and answers is not None and fits_marginals(workload)
+    if (marginal and raw is not None
             and (fit_space == "three-way"
                  or (fit_space == "auto" and workload.domain.size > AUTO_MIN_CELLS))
-            and fits_marginals(workload)
             and three_way_applies(workload.domain.shape, attributes)):
         cubes = kronecker_cubes(strategy, y, noise_variances, attributes)
     if fit_space == "auto":
         fit_space = "three-way" if cubes is not None else "cells"
-    if (post_process == "consistent" and answers is not None and fits_marginals(workload)
-            and (fit_space != "cells" or too_large)):
+    # the memory limit is read only where it decides the route
+    if marginal and (fit_space != "cells" or workload.domain.size > max_cells()):
         model = fit_marginals(workload, np.asarray(answers, float).reshape(-1), variance,
                               total=total, three_way=fit_space == "three-way", cubes=cubes)
-    elif post_process == "consistent" and too_large and answers is not None:
+    elif (post_process == "consistent" and answers is not None
+          and workload.domain.size > max_cells()):
         # too large for one count per cell: consistent counts from a graphical model fitted
         # to the raw answers, else the raw answers only, saying why
         try:
@@ -423,7 +423,8 @@ def _frames(workload: Workload, marginals: _Marginals | None, raw: np.ndarray,
         if marginals is not None:
             columns["estimate"] = _estimate(term, marginals.over(term.attrs))
         # published to the hundredth of a person: more digits state a precision it lacks
-        columns["margin_95"] = np.round(margins[start:stop] / abs(weight), MARGIN_DECIMALS)
+        margin = margins[start:stop] if weight == 1.0 else margins[start:stop] / abs(weight)
+        columns["margin_95"] = np.round(margin, MARGIN_DECIMALS)
         if keep_raw:
             columns["raw"] = raw[start:stop] / weight
         # the label columns are shared, read-only string arrays: copy-on-write keeps them

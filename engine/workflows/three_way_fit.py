@@ -264,8 +264,10 @@ def margin_factors(shape: tuple[int, ...],
         cells = (1.0 / np.asarray(weights, dtype=float)).reshape([shape[a] for a in q])
         for i, a in enumerate(q):
             if (a,) in measured:
-                sums = cells.sum(axis=1 - i)
-                ratio = float(sums @ np.asarray(measured[(a,)][1], dtype=float)) / sums.size
+                # the 1-way weights times the cells' sums over the other attribute, summed:
+                # one matrix-vector product
+                one = np.asarray(measured[(a,)][1], dtype=float)
+                ratio = float((one @ cells if i == 0 else cells @ one).sum()) / one.size
                 factors[a] = factors.get(a, 0.0) + ratio
     return {q[0]: factors.get(q[0], 1.0) for q in measured if len(q) == 1}
 
