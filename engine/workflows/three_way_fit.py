@@ -290,7 +290,7 @@ def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,
             or any(f.shape[1] > MAX_FACTOR for f in strategy.factors)):
         return None
     dense = [np.ascontiguousarray(f.dense(), dtype=float) for f in strategy.factors]
-    inverses, rows, unit_variances = _kronecker_parts(
+    inverses, rows, unit_variances, identities = _kronecker_parts(
         tuple((*d.shape, d.tobytes()) for d in dense), tuple(sorted(attributes)))
     k = len(inverses)
     partial: dict[tuple[int, ...], np.ndarray] = {
@@ -324,26 +324,34 @@ def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,
         r_a, r_b, r_c = table.shape  # the factors' rows; their columns: the cube's sizes
         n_a, n_b, n_c = (inverses[i].shape[0] for i in (a, b, c))
         # the last axis in one product, the middle one stacked, the first one into place
-        table = np.matmul(inverses[b], (table.reshape(r_a * r_b, r_c) @ inverses[c].T
-                                        ).reshape(r_a, r_b, n_c))
+        # (an identity factor's axis as it is)
+        if not identities[c]:
+            table = (table.reshape(r_a * r_b, r_c) @ inverses[c].T).reshape(r_a, r_b, n_c)
+        if not identities[b]:
+            table = np.matmul(inverses[b], table)
         size = n_a * n_b * n_c
-        np.matmul(inverses[a], table.reshape(r_a, n_b * n_c),
-                  out=cubes[start:start + size].reshape(n_a, n_b * n_c))
+        out = cubes[start:start + size].reshape(n_a, n_b * n_c)
+        if identities[a]:
+            out[...] = table.reshape(r_a, n_b * n_c)
+        else:
+            np.matmul(inverses[a], table.reshape(r_a, n_b * n_c), out=out)
         start += size
     return cubes, 1.0 / (float(v[0]) * unit_variances)
 
 
 @lru_cache(maxsize=8)
 def _kronecker_parts(factors: tuple[tuple[int, int, bytes], ...], attributes: tuple[int, ...]
-                     ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+                     ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray, list[bool]]:
     """What :func:`kronecker_cubes` needs of a Kronecker strategy alone (each factor as its
     rows, columns and float64 bytes): the factors' pseudo-inverses ``A_i^+``, their column
-    sums ``1' A_i^+``, and every 3-way cell's noise variance at unit noise (a Kronecker
-    product of the diagonals of ``(A_i' A_i)^+`` times the other factors' sums of it).
-    Cached: every release of a plan reuses them."""
-    inverses = []
+    sums ``1' A_i^+``, every 3-way cell's noise variance at unit noise (a Kronecker
+    product of the diagonals of ``(A_i' A_i)^+`` times the other factors' sums of it), and
+    which factors are identities (their axes need no product). Cached: every release of a
+    plan reuses them."""
+    inverses, identities = [], []
     for n_rows, n_columns, entries in factors:
         factor = np.frombuffer(entries, dtype=float).reshape(n_rows, n_columns)
+        identities.append(n_rows == n_columns and np.array_equal(factor, np.eye(n_rows)))
         inverses.append(pseudo_inverse(factor))
     grams = [p @ p.T for p in inverses]  # (A_i' A_i)^+
     sums = [float(g.sum()) for g in grams]
@@ -358,7 +366,7 @@ def _kronecker_parts(factors: tuple[tuple[int, int, bytes], ...], attributes: tu
                           diagonals[c[2]], out=cells)
         cells *= math.prod(sums[i] for i in range(len(grams)) if i not in c)
         start += cells.size
-    return inverses, [p.sum(axis=0) for p in inverses], variances
+    return inverses, [p.sum(axis=0) for p in inverses], variances, identities
 
 
 def pseudo_inverse(factor: np.ndarray) -> np.ndarray:

@@ -181,6 +181,26 @@ def test_kronecker_cubes_of_tall_factors_are_the_least_squares_estimates_3_way_t
     np.testing.assert_allclose(cubes, expected, rtol=0, atol=1e-10)
 
 
+def test_kronecker_cubes_with_identity_factors_are_the_estimates_3_way_tables() -> None:
+    # an identity factor's axis is left as it is (no product): the same tables; with every
+    # factor an identity, y's own 3-way sums
+    rng = np.random.default_rng(9)
+    strategy = Kron([Dense(np.eye(3)), Dense(np.triu(1.0 + rng.random((2, 2)))),
+                     Dense(np.eye(4)),
+                     Dense(np.vstack([np.eye(2), np.triu(0.5 + rng.random((2, 2)))]))])
+    y = rng.standard_normal(strategy.shape[0])
+    cubes, _ = kronecker_cubes(strategy, y, 1.0, [0, 1, 2, 3])
+    estimate = np.linalg.lstsq(np.asarray(strategy.dense()), y, rcond=None)[0]
+    expected = np.concatenate([_margin(estimate.reshape(3, 2, 4, 2), c)
+                               for c in combinations(range(4), 3)])
+    np.testing.assert_allclose(cubes, expected, rtol=0, atol=1e-10)
+    plain = Kron([Dense(np.eye(n)) for n in (3, 2, 4, 2)])
+    cubes, _ = kronecker_cubes(plain, y[:48], 1.0, [0, 1, 2, 3])
+    sums = np.concatenate([_margin(y[:48].reshape(3, 2, 4, 2), c)
+                           for c in combinations(range(4), 3)])
+    np.testing.assert_allclose(cubes, sums, rtol=1e-14, atol=1e-14)
+
+
 def test_a_pseudo_inverse_through_the_gram_is_the_svds_where_it_is_well_conditioned() -> None:
     rng = np.random.default_rng(8)
     for factor in (rng.random((85, 85)) + 3 * np.eye(85), rng.random((9, 4)),
