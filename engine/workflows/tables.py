@@ -427,8 +427,10 @@ def _frames(workload: Workload, marginals: _Marginals | None, raw: np.ndarray,
         columns["margin_95"] = np.round(margin, MARGIN_DECIMALS)
         if keep_raw:
             columns["raw"] = raw[start:stop] / weight
-        # the label columns are shared, read-only string arrays: copy-on-write keeps them
-        frames[_distinct_name(_table_name(term), frames)] = pd.DataFrame(columns, copy=False)
+        # the label columns are shared, read-only string arrays: copy-on-write keeps them;
+        # the row index given (the default one), so pandas need not infer it from the columns
+        frames[_distinct_name(_table_name(term), frames)] = pd.DataFrame(
+            columns, index=pd.RangeIndex(stop - start), copy=False)
         start = stop
     return frames
 
