@@ -160,6 +160,7 @@ def fit_three_way(shape: tuple[int, ...],
     # are their margins for a Kronecker strategy) with the public total, else the additive
     # 3-way tables of the raw tables' consistent fit; clipped
     pull, target = None, None
+    w = np.empty(system.PT.shape[0])  # a buffer over the 3-way cells
     if cubes is None:
         start = np.repeat(system.triple_totals(total if total is not None else
                                                _total_guess(measured)), system.triple_sizes)
@@ -179,10 +180,11 @@ def fit_three_way(shape: tuple[int, ...],
                     np.concatenate([np.repeat(keep, system.ca_sizes), keep]) * system.q_weight)
         # x = PT alpha + keep |v| + target, the target the estimate's interaction times the
         # share taken; both enter the relaxed sum times RELAXATION (below)
+        spread_abs = np.repeat(RELAXATION * keep - RELAXATION / 2, system.triple_sizes)
         target = system.pair_part(cubes, sums)
         np.subtract(cubes, target, out=target)
-        target *= np.repeat(RELAXATION * share, system.triple_sizes)
-        spread_abs = np.repeat(RELAXATION * keep - RELAXATION / 2, system.triple_sizes)
+        # RELAXATION * share per cell is RELAXATION / 2 - spread_abs (in w's buffer)
+        target *= np.subtract(RELAXATION / 2, spread_abs, out=w)
     # The ADMM state in one vector v = u + the relaxed x-step: the copy is z = max(v, 0) and
     # the scaled dual u = v - z = min(v, 0), so the next x-step's input z - u is |v| (exactly)
     # and the next v = RELAXATION x + (1 - RELAXATION) z + u
@@ -194,10 +196,9 @@ def fit_three_way(shape: tuple[int, ...],
     s = np.zeros_like(y)
     converged = False
     done = 0
-    # the y-step's constant parts, a buffer over the 3-way cells, the balance of the agreement
+    # the y-step's constant parts and the balance of the agreement
     weighted, spread = weights * targets, weights + rho
     keep_v = 1.0 - RELAXATION / 2
-    w = np.empty_like(v)
     balance = system.balance(1.0)
     for done in range(1, iterations + 1):
         check = done % CHECK_EVERY == 0
@@ -336,7 +337,8 @@ def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,
         else:
             np.matmul(inverses[a], table.reshape(r_a, n_b * n_c), out=out)
         start += size
-    return cubes, 1.0 / (float(v[0]) * unit_variances)
+    weights = float(v[0]) * unit_variances
+    return cubes, np.divide(1.0, weights, out=weights)
 
 
 @lru_cache(maxsize=8)
