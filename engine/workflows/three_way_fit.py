@@ -517,28 +517,20 @@ class _System:
                                   ca_counts)
         self.ca_inv = 1.0 / np.repeat(np.repeat(self.triple_sizes, 3) / ca_counts, ca_counts)
         # P (a (c, p) cell's 3-way cells, ascending), a triple at a time: its three 2-way
-        # tables' cells are its cells, transposed; P' (a 3-way cell's (c, p) cells: in its
-        # (a, b), (a, c) and (b, c) tables, ascending) written as directly
+        # tables' cells are its cells, transposed; P' its CSC view (a 3-way cell's three
+        # (c, p) cells, summed in ascending order as a CSR copy would)
         p_columns = np.empty(3 * n_x, dtype=np.int32)
-        pt_columns = np.empty((n_x, 3), dtype=np.int32)
         cp_start = _starts(self.cp_sizes)
-        for x0, cp0, (n_a, n_b, n_c) in zip(x_start[:-1].tolist(), cp_start[:-1].tolist(),
-                                             dims.tolist(), strict=True):
+        for x0, (n_a, n_b, n_c) in zip(x_start[:-1].tolist(), dims.tolist(), strict=True):
             n = n_a * n_b * n_c
             cells = np.arange(x0, x0 + n, dtype=np.int32).reshape(n_a, n_b, n_c)
             mine = p_columns[3 * x0:3 * (x0 + n)]
             mine[:n] = cells.reshape(-1)
             mine[n:2 * n].reshape(n_a, n_c, n_b)[...] = cells.transpose(0, 2, 1)
             mine[2 * n:].reshape(n_b, n_c, n_a)[...] = cells.transpose(1, 2, 0)
-            ac, bc = cp0 + n_a * n_b, cp0 + n_a * n_b + n_a * n_c
-            held = pt_columns[x0:x0 + n].reshape(n_a, n_b, n_c, 3)
-            held[..., 0] = np.arange(cp0, ac, dtype=np.int32).reshape(n_a, n_b, 1)
-            held[..., 1] = np.arange(ac, bc, dtype=np.int32).reshape(n_a, 1, n_c)
-            held[..., 2] = np.arange(bc, bc + n_b * n_c, dtype=np.int32).reshape(1, n_b, n_c)
         self.P = _csr(_starts(np.repeat(dims[:, ::-1].reshape(-1), cp_counts)), p_columns,
                       (cp, n_x))
-        self.PT = sp.csr_array((self.P.data, pt_columns.reshape(-1),
-                                np.arange(0, 3 * n_x + 1, 3, dtype=np.int32)), shape=(n_x, cp))
+        self.PT = self.P.T
         # Q: (c, p) -> (c, a) sums through the first pair holding a: a's rows of (a, b)
         # (n_b entries each), b's columns of (a, b), c's columns of (a, c) (n_a entries each);
         # then (c, p) -> triple total (the first pair): rows of one CSR matrix, the (c, a)
