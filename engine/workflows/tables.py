@@ -332,6 +332,7 @@ def forget_workloads() -> None:
     3-way fit's index and factor pseudo-inverses): to time a first release; a release never
     needs it."""
     _value_columns.cache_clear()
+    _own_spread.cache_clear()
     _own_values.cache_clear()
     clear_cache()
 
@@ -507,9 +508,27 @@ def _value_columns(term: Term) -> tuple[tuple[str, pd.api.extensions.ExtensionAr
         return (("total", _string_array(["total"])),)
     if len(values) == 1:  # the attribute's own array (frames share it, copy-on-write)
         return ((domain.attributes[term.attrs[0]].name, values[0]),)
-    positions = np.indices([len(v) for v in values]).reshape(len(values), -1)
-    return tuple((domain.attributes[a].name, v.take(rows))
-                 for a, v, rows in zip(term.attrs, values, positions, strict=True))
+    sizes = [len(v) for v in values]
+    columns = []
+    for i, (a, factor, value) in enumerate(zip(term.attrs, factors, values, strict=True)):
+        attribute = domain.attributes[a]
+        before, after = math.prod(sizes[:i]), math.prod(sizes[i + 1:])
+        if factor.is_identity() and factor.shape[1] == attribute.size:
+            column = _own_spread(attribute, before, after)
+        else:
+            column = value.take(np.tile(np.repeat(np.arange(sizes[i]), after), before))
+        columns.append((attribute.name, column))
+    return tuple(columns)
+
+
+@lru_cache(maxsize=1024)
+def _own_spread(attribute: Attribute, before: int, after: int
+                ) -> pd.api.extensions.ExtensionArray:
+    """``attribute``'s own values (:func:`_own_values`), each repeated ``after`` times, the
+    whole tiled ``before`` times: its column in a table over it and other attributes (cached:
+    every table with the same sizes around it shares the array, copy-on-write)."""
+    return _own_values(attribute).take(
+        np.tile(np.repeat(np.arange(attribute.size), after), before))
 
 
 def _attribute_values(attribute: Attribute, factor: Matrix
