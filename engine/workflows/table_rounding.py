@@ -33,6 +33,9 @@ FIT_TOLERANCE = 1e-10
 #: ... or after this many sweeps (a table that needs more has a zero pattern that barely
 #: carries the totals: :func:`nearest_transport` rounds it).
 FIT_SWEEPS = 1_000
+#: Proportional-fitting sweeps run between two convergence checks (each sweep's factors are
+#: kept, so the result is the first sweep that met the tolerance, as with a check a sweep).
+CHECK_SWEEPS = 8
 #: A scaled cell this close to a whole count is taken as that count (an interior-point
 #: solver's default accuracy leaves errors near 1e-4; rounding moves a cell by up to 1).
 SNAP = 1e-3
@@ -55,9 +58,12 @@ def round_within_groups(values: np.ndarray, targets: np.ndarray) -> np.ndarray:
     width = values.shape[1]
     sums = values.sum(axis=1)
     positive = sums > 0
-    scaled = np.empty_like(values)
-    scaled[positive] = values[positive] * (targets[positive] / sums[positive])[:, None]
-    scaled[~positive] = (targets[~positive] / width)[:, None]
+    if positive.all():  # the usual case: every row scaled, no row spread
+        scaled = values * (targets / sums)[:, None]
+    else:
+        scaled = np.empty_like(values)
+        scaled[positive] = values[positive] * (targets[positive] / sums[positive])[:, None]
+        scaled[~positive] = (targets[~positive] / width)[:, None]
     counts = largest_remainder_rows(scaled, targets)
     if not np.array_equal(counts.sum(axis=1), targets):
         raise ArithmeticError("round_within_groups: a row's counts miss its target")
@@ -160,23 +166,40 @@ def controlled_round_many(tables: list[np.ndarray], rows: list[np.ndarray],
 
 def _fit_block(block: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
     """:func:`proportional_fit` of every table of ``block`` (tables x rows x columns) to its
-    ``rows`` and ``columns`` totals, in step."""
+    ``rows`` and ``columns`` totals, in step.
+
+    Each sweep scales the rows to their totals, then the columns; the table after any sweep
+    is the start scaled by a factor per row and one per column, so only the factors are
+    updated (each sweep two batched matrix-vector products: the row sums of the start
+    scaled by the column factors, the column sums of it scaled by the row factors) and the
+    table is formed once, at the end. The sweeps run :data:`CHECK_SWEEPS` at a time, each
+    one's factors and row sums kept; the first whose row sums meet the tolerance is the
+    result (the same sweep a check after every sweep stops at). A row or column whose sum
+    is zero (no live cell) keeps any finite factor: its cells are zero."""
     totals = np.maximum(rows.sum(axis=1).astype(float), 1.0)
     live = (rows > 0)[:, :, None] & (columns > 0)[:, None, :]
-    scaled = np.where(live, np.clip(block, 0.0, None), 0.0)
-    scaled += live * (1e-9 * totals / np.maximum(live.sum(axis=(1, 2)), 1))[:, None, None]
-    tolerance = FIT_TOLERANCE * totals
-    row_sums = scaled.sum(axis=2)
-    for _ in range(FIT_SWEEPS):
-        scaled *= np.divide(rows, row_sums, out=np.zeros(rows.shape),
-                            where=row_sums > 0)[:, :, None]
-        sums = scaled.sum(axis=1)
-        scaled *= np.divide(columns, sums, out=np.zeros(columns.shape),
-                            where=sums > 0)[:, None, :]
-        row_sums = scaled.sum(axis=2)  # the check's, and the next sweep's
-        if (np.abs(row_sums - rows).max(axis=1) <= tolerance).all():
+    start = np.where(live, np.clip(block, 0.0, None), 0.0)
+    start += live * (1e-9 * totals / np.maximum(live.sum(axis=(1, 2)), 1))[:, None, None]
+    tolerance = (FIT_TOLERANCE * totals)[:, None]
+    by_row = np.ones((CHECK_SWEEPS, *rows.shape))
+    by_column = np.ones((CHECK_SWEEPS, *columns.shape))
+    row_sums = np.empty((CHECK_SWEEPS, *rows.shape, 1))
+    sums = np.matmul(start, np.ones((*columns.shape, 1)))[:, :, 0]  # the start's row sums
+    done, last = 0, 0
+    while done < FIT_SWEEPS:
+        count = min(CHECK_SWEEPS, FIT_SWEEPS - done)
+        for i in range(count):
+            np.divide(rows, sums, out=by_row[i], where=sums > 0)
+            sums = np.matmul(by_row[i][:, None, :], start)[:, 0, :]  # column sums
+            np.divide(columns, sums, out=by_column[i], where=sums > 0)
+            sums = np.matmul(start, by_column[i][:, :, None], out=row_sums[i])[:, :, 0]
+        met = (np.abs(by_row[:count] * row_sums[:count, :, :, 0] - rows) <= tolerance
+               ).all(axis=(1, 2))
+        done, last = done + count, count - 1
+        if met.any():
+            last = int(np.argmax(met))
             break
-    return scaled
+    return by_row[last][:, :, None] * start * by_column[last][:, None, :]
 
 
 def _greedy_block(row_need: np.ndarray, column_need: np.ndarray, capacity: np.ndarray,

@@ -257,24 +257,22 @@ def publishable_tables(workload: Workload, *, strategy: Matrix | None,
     answers = raw if raw is not None else (y if strategy is None else None)
     if answers is not None and np.size(answers) != queries:
         answers = None  # refused below, naming the field
-    # only the consistent routes hold a data vector (the memory limit's first reading imports
-    # psutil: ~10 ms a raw release need not pay)
-    too_large = post_process == "consistent" and workload.domain.size > max_cells()
     cubes = None
     attributes = sorted({a for t in workload.terms for a in t.attrs})
-    if (post_process == "consistent" and answers is not None and raw is not None
+    marginal = post_process == "consistent" and answers is not None and fits_marginals(workload)
+    if (marginal and raw is not None
             and (fit_space == "three-way"
                  or (fit_space == "auto" and workload.domain.size > AUTO_MIN_CELLS))
-            and fits_marginals(workload)
             and three_way_applies(workload.domain.shape, attributes)):
         cubes = kronecker_cubes(strategy, y, noise_variances, attributes)
     if fit_space == "auto":
         fit_space = "three-way" if cubes is not None else "cells"
-    if (post_process == "consistent" and answers is not None and fits_marginals(workload)
-            and (fit_space != "cells" or too_large)):
+    # the memory limit is read only where it decides the route
+    if marginal and (fit_space != "cells" or workload.domain.size > max_cells()):
         model = fit_marginals(workload, np.asarray(answers, float).reshape(-1), variance,
                               total=total, three_way=fit_space == "three-way", cubes=cubes)
-    elif post_process == "consistent" and too_large and answers is not None:
+    elif (post_process == "consistent" and answers is not None
+          and workload.domain.size > max_cells()):
         # too large for one count per cell: consistent counts from a graphical model fitted
         # to the raw answers, else the raw answers only, saying why
         try:
@@ -334,6 +332,7 @@ def forget_workloads() -> None:
     3-way fit's index and factor pseudo-inverses): to time a first release; a release never
     needs it."""
     _value_columns.cache_clear()
+    _own_spread.cache_clear()
     _own_values.cache_clear()
     clear_cache()
 
@@ -425,11 +424,14 @@ def _frames(workload: Workload, marginals: _Marginals | None, raw: np.ndarray,
         if marginals is not None:
             columns["estimate"] = _estimate(term, marginals.over(term.attrs))
         # published to the hundredth of a person: more digits state a precision it lacks
-        columns["margin_95"] = np.round(margins[start:stop] / abs(weight), MARGIN_DECIMALS)
+        margin = margins[start:stop] if weight == 1.0 else margins[start:stop] / abs(weight)
+        columns["margin_95"] = np.round(margin, MARGIN_DECIMALS)
         if keep_raw:
             columns["raw"] = raw[start:stop] / weight
-        # the label columns are shared, read-only string arrays: copy-on-write keeps them
-        frames[_distinct_name(_table_name(term), frames)] = pd.DataFrame(columns, copy=False)
+        # the label columns are shared, read-only string arrays: copy-on-write keeps them;
+        # the row index given (the default one), so pandas need not infer it from the columns
+        frames[_distinct_name(_table_name(term), frames)] = pd.DataFrame(
+            columns, index=pd.RangeIndex(stop - start), copy=False)
         start = stop
     return frames
 
@@ -506,9 +508,27 @@ def _value_columns(term: Term) -> tuple[tuple[str, pd.api.extensions.ExtensionAr
         return (("total", _string_array(["total"])),)
     if len(values) == 1:  # the attribute's own array (frames share it, copy-on-write)
         return ((domain.attributes[term.attrs[0]].name, values[0]),)
-    positions = np.indices([len(v) for v in values]).reshape(len(values), -1)
-    return tuple((domain.attributes[a].name, v.take(rows))
-                 for a, v, rows in zip(term.attrs, values, positions, strict=True))
+    sizes = [len(v) for v in values]
+    columns = []
+    for i, (a, factor, value) in enumerate(zip(term.attrs, factors, values, strict=True)):
+        attribute = domain.attributes[a]
+        before, after = math.prod(sizes[:i]), math.prod(sizes[i + 1:])
+        if factor.is_identity() and factor.shape[1] == attribute.size:
+            column = _own_spread(attribute, before, after)
+        else:
+            column = value.take(np.tile(np.repeat(np.arange(sizes[i]), after), before))
+        columns.append((attribute.name, column))
+    return tuple(columns)
+
+
+@lru_cache(maxsize=1024)
+def _own_spread(attribute: Attribute, before: int, after: int
+                ) -> pd.api.extensions.ExtensionArray:
+    """``attribute``'s own values (:func:`_own_values`), each repeated ``after`` times, the
+    whole tiled ``before`` times: its column in a table over it and other attributes (cached:
+    every table with the same sizes around it shares the array, copy-on-write)."""
+    return _own_values(attribute).take(
+        np.tile(np.repeat(np.arange(attribute.size), after), before))
 
 
 def _attribute_values(attribute: Attribute, factor: Matrix

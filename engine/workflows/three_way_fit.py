@@ -21,8 +21,9 @@ plus a 3-way interaction that is its own), so the nearest agreeing family to the
 averages each shared component over the tables that hold it, weighted by their sizes, and
 each table's own interaction is a weighted average with the estimate's; the ``z``-step
 clips at 0, the ``y``-step is a per-cell weighted average with the measured tables. It
-starts from the estimate's 3-way tables. One iteration is two
-sparse products with the 3-way cells (their 2-way sums and the broadcast back) and a few
+starts from the estimate's 3-way tables. The copy and the scaled dual live in one vector
+``v`` (the copy its positive part, the dual its negative part), so one iteration is two
+sparse products with the 3-way cells (their 2-way sums and the broadcast back) and six
 passes over them.
 
 Post-processing of released answers: no privacy cost.
@@ -60,7 +61,8 @@ ITERATIONS = 10
 #: scale (checked every ``CHECK_EVERY`` iterations).
 TOLERANCE = 1e-7
 CHECK_EVERY = 10
-#: Over-relaxation of the ADMM steps.
+#: Over-relaxation of the ADMM steps (below 2: the residual check divides by
+#: 1 - RELAXATION / 2).
 RELAXATION = 1.6
 #: The penalty relative to the measured cells' mean weight.
 PENALTY = 1.0
@@ -81,15 +83,13 @@ FEW_INNER = 4
 
 class Pull(NamedTuple):
     """How the agreement step moves each 3-way table's own interaction towards a
-    target's: the share of ``w``'s interaction kept, per 3-way cell, per ``(c, p)`` entry,
-    per ``(c, a)`` entry and per table, and the target's interactions times the share
-    taken."""
+    target's: the weight of ``w``'s 2-way sums (per ``(c, p)`` entry) and of its 1-way
+    sums and totals (per row of ``Q``) in the 2-way part taken off, each the share kept
+    times the sum's own weight (``1 / the cells it sums``); the target's part and the kept
+    share of ``w`` per 3-way cell are added by the caller (:meth:`_System.agree`)."""
 
-    cell: np.ndarray
     pair: np.ndarray
-    single: np.ndarray
-    table: np.ndarray
-    target: np.ndarray
+    sums: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -159,11 +159,14 @@ def fit_three_way(shape: tuple[int, ...],
     # start: the estimate's own 3-way tables (already near the optimum: the measured tables
     # are their margins for a Kronecker strategy) with the public total, else the additive
     # 3-way tables of the raw tables' consistent fit; clipped
-    pull = None
+    pull, target = None, None
+    w = np.empty(system.PT.shape[0])  # a buffer over the 3-way cells
     if cubes is None:
         start = np.repeat(system.triple_totals(total if total is not None else
                                                _total_guess(measured)), system.triple_sizes)
         x, m = system.consistent(start, targets, 1e6, total)
+        # x = PT alpha + |v|: the step's relaxed sum takes RELAXATION / 2 of |v| (below)
+        spread_abs: np.ndarray | float = RELAXATION / 2
     else:
         cubes = np.asarray(cubes, dtype=float)
         sums = system.sums(cubes)
@@ -173,41 +176,66 @@ def fit_three_way(shape: tuple[int, ...],
         omega = np.add.reduceat(cells, system.triple_starts) / system.triple_sizes
         share = omega / (omega + rho)
         keep = 1.0 - share
-        pull = Pull(np.repeat(keep, system.triple_sizes), np.repeat(keep, system.cp_sizes),
-                    np.repeat(keep, system.ca_sizes), keep,
-                    np.repeat(share, system.triple_sizes)
-                    * (cubes - system.pair_part(cubes, sums)))
-    z = np.clip(x, 0.0, None)
-    u = np.zeros_like(z)
+        pull = Pull(np.repeat(keep, system.cp_sizes) * system.cp_inv,
+                    np.concatenate([np.repeat(keep, system.ca_sizes), keep]) * system.q_weight)
+        # x = PT alpha + keep |v| + target, the target the estimate's interaction times the
+        # share taken; both enter the relaxed sum times RELAXATION (below)
+        spread_abs = np.repeat(RELAXATION * keep - RELAXATION / 2, system.triple_sizes)
+        target = system.pair_part(cubes, sums)
+        np.subtract(cubes, target, out=target)
+        # RELAXATION * share per cell is RELAXATION / 2 - spread_abs (in w's buffer)
+        target *= np.subtract(RELAXATION / 2, spread_abs, out=w)
+    # The ADMM state in one vector v = u + the relaxed x-step: the copy is z = max(v, 0) and
+    # the scaled dual u = v - z = min(v, 0), so the next x-step's input z - u is |v| (exactly)
+    # and the next v = RELAXATION x + (1 - RELAXATION) z + u
+    #              = RELAXATION x + (1 - RELAXATION / 2) v - (RELAXATION / 2) |v|;
+    # x is affine in |v|, so v's update is one broadcast product and a few passes. It starts
+    # at the clipped start (z = that, u = 0).
+    v = np.maximum(x, 0.0, out=x)
     y = targets.copy()
     s = np.zeros_like(y)
     converged = False
     done = 0
-    # the y-step's constant parts, and buffers over the 3-way cells reused every iteration
+    # the y-step's constant parts and the balance of the agreement
     weighted, spread = weights * targets, weights + rho
-    w, xh, z_next = np.empty_like(z), np.empty_like(z), np.empty_like(z)
+    keep_v = 1.0 - RELAXATION / 2
+    balance = system.balance(1.0)
     for done in range(1, iterations + 1):
-        x, m = system.consistent(np.subtract(z, u, out=w), y - s, 1.0, total, pull)
+        check = done % CHECK_EVERY == 0
+        np.abs(v, out=w)
+        alpha, m = system.agree(w, y - s, 1.0, total, pull, balance=balance)
+        alpha *= RELAXATION
+        v_next = system.PT @ alpha
+        if check:  # the residuals need the copy before the step
+            z_old = np.maximum(v, 0.0)
+        v_next += np.multiply(w, spread_abs, out=w)
+        v *= keep_v
+        v_next += v
+        if target is not None:
+            v_next += target
         mm = m[system.measured_cells]
-        np.subtract(x, z, out=xh)  # over-relaxed: RELAXATION * x + (1 - RELAXATION) * z
-        xh *= RELAXATION
-        xh += z
         mh = RELAXATION * mm + (1 - RELAXATION) * y
-        z_old, y_old = z, y
-        xh += u  # u + xh, kept: the clipped part is z, the rest the new u
-        z = np.maximum(xh, 0.0, out=z_next)
-        np.subtract(xh, z, out=u)
-        z_next = z_old  # free again once the residuals below are read
+        y_old = y
         y = (weighted + rho * (mh + s)) / spread
         s += mh - y
-        if done % CHECK_EVERY == 0:
-            primal = math.sqrt(float(np.dot(x - z, x - z)) + float(np.dot(mm - y, mm - y)))
-            dual = math.sqrt(float(np.dot(z - z_old, z - z_old))
-                             + float(np.dot(y - y_old, y - y_old)))
+        if check:
+            # x from v's update, in w's buffer (v now holds keep_v times the old v:
+            # RELAXATION x = v_next - keep_v v_old + RELAXATION / 2 |v_old|), and the new copy
+            x = np.abs(v, out=w)
+            x *= RELAXATION / 2 / keep_v
+            x += v_next
+            x -= v
+            x /= RELAXATION
+            z = np.maximum(v_next, 0.0)
+            x -= z
+            z_old -= z
+            primal = math.sqrt(float(np.dot(x, x)) + float(np.dot(mm - y, mm - y)))
+            dual = math.sqrt(float(np.dot(z_old, z_old)) + float(np.dot(y - y_old, y - y_old)))
             if max(primal, dual) <= tolerance * scale * math.sqrt(z.size):
                 converged = True
                 break
-    return ThreeWayFit(system.tables(m), done, converged, int(z.size), cubes is not None)
+        v = v_next
+    return ThreeWayFit(system.tables(m), done, converged, int(v.size), cubes is not None)
 
 
 def margin_factors(shape: tuple[int, ...],
@@ -237,8 +265,10 @@ def margin_factors(shape: tuple[int, ...],
         cells = (1.0 / np.asarray(weights, dtype=float)).reshape([shape[a] for a in q])
         for i, a in enumerate(q):
             if (a,) in measured:
-                sums = cells.sum(axis=1 - i)
-                ratio = float(sums @ np.asarray(measured[(a,)][1], dtype=float)) / sums.size
+                # the 1-way weights times the cells' sums over the other attribute, summed:
+                # one matrix-vector product
+                one = np.asarray(measured[(a,)][1], dtype=float)
+                ratio = float((one @ cells if i == 0 else cells @ one).sum()) / one.size
                 factors[a] = factors.get(a, 0.0) + ratio
     return {q[0]: factors.get(q[0], 1.0) for q in measured if len(q) == 1}
 
@@ -261,7 +291,7 @@ def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,
             or any(f.shape[1] > MAX_FACTOR for f in strategy.factors)):
         return None
     dense = [np.ascontiguousarray(f.dense(), dtype=float) for f in strategy.factors]
-    inverses, rows, unit_variances = _kronecker_parts(
+    inverses, rows, unit_variances, identities = _kronecker_parts(
         tuple((*d.shape, d.tobytes()) for d in dense), tuple(sorted(attributes)))
     k = len(inverses)
     partial: dict[tuple[int, ...], np.ndarray] = {
@@ -288,37 +318,57 @@ def kronecker_cubes(strategy: Matrix | None, y: np.ndarray,
                 partial[keep] = _contract(summed(parent), parent.index(drop), rows[drop])
         return partial[keep]
 
-    cubes = []
+    cubes = np.empty(unit_variances.size)
+    start = 0
     for a, b, c in combinations(sorted(attributes), 3):  # A^+ along each kept axis
         table = summed((a, b, c))
-        n_a, n_b, n_c = table.shape
-        table = (inverses[a] @ table.reshape(n_a, n_b * n_c)).reshape(-1, n_b, n_c)
-        cubes.append((np.matmul(inverses[b], table) @ inverses[c].T).reshape(-1))
-    return np.concatenate(cubes), 1.0 / (float(v[0]) * unit_variances)
+        r_a, r_b, r_c = table.shape  # the factors' rows; their columns: the cube's sizes
+        n_a, n_b, n_c = (inverses[i].shape[0] for i in (a, b, c))
+        # the last axis in one product, the middle one stacked, the first one into place
+        # (an identity factor's axis as it is)
+        if not identities[c]:
+            table = (table.reshape(r_a * r_b, r_c) @ inverses[c].T).reshape(r_a, r_b, n_c)
+        if not identities[b]:
+            table = np.matmul(inverses[b], table)
+        size = n_a * n_b * n_c
+        out = cubes[start:start + size].reshape(n_a, n_b * n_c)
+        if identities[a]:
+            out[...] = table.reshape(r_a, n_b * n_c)
+        else:
+            np.matmul(inverses[a], table.reshape(r_a, n_b * n_c), out=out)
+        start += size
+    weights = float(v[0]) * unit_variances
+    return cubes, np.divide(1.0, weights, out=weights)
 
 
 @lru_cache(maxsize=8)
 def _kronecker_parts(factors: tuple[tuple[int, int, bytes], ...], attributes: tuple[int, ...]
-                     ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+                     ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray, list[bool]]:
     """What :func:`kronecker_cubes` needs of a Kronecker strategy alone (each factor as its
     rows, columns and float64 bytes): the factors' pseudo-inverses ``A_i^+``, their column
-    sums ``1' A_i^+``, and every 3-way cell's noise variance at unit noise (a Kronecker
-    product of the diagonals of ``(A_i' A_i)^+`` times the other factors' sums of it).
-    Cached: every release of a plan reuses them."""
-    inverses = []
+    sums ``1' A_i^+``, every 3-way cell's noise variance at unit noise (a Kronecker
+    product of the diagonals of ``(A_i' A_i)^+`` times the other factors' sums of it), and
+    which factors are identities (their axes need no product). Cached: every release of a
+    plan reuses them."""
+    inverses, identities = [], []
     for n_rows, n_columns, entries in factors:
         factor = np.frombuffer(entries, dtype=float).reshape(n_rows, n_columns)
+        identities.append(n_rows == n_columns and np.array_equal(factor, np.eye(n_rows)))
         inverses.append(pseudo_inverse(factor))
     grams = [p @ p.T for p in inverses]  # (A_i' A_i)^+
     sums = [float(g.sum()) for g in grams]
     diagonals = [np.diag(g) for g in grams]
-    variances = []
-    for c in combinations(attributes, 3):
-        others = math.prod(sums[i] for i in range(len(grams)) if i not in c)
-        cells = np.multiply.outer(np.multiply.outer(diagonals[c[0]], diagonals[c[1]]),
-                                  diagonals[c[2]]).reshape(-1)
-        variances.append(others * cells)
-    return inverses, [p.sum(axis=0) for p in inverses], np.concatenate(variances)
+    triples = list(combinations(attributes, 3))
+    variances = np.empty(sum(math.prod(diagonals[i].size for i in c) for c in triples))
+    start = 0
+    for c in triples:  # each triple's cells written in place
+        sizes = [diagonals[i].size for i in c]
+        cells = variances[start:start + math.prod(sizes)].reshape(sizes[0] * sizes[1], -1)
+        np.multiply.outer(np.multiply.outer(diagonals[c[0]], diagonals[c[1]]).reshape(-1),
+                          diagonals[c[2]], out=cells)
+        cells *= math.prod(sums[i] for i in range(len(grams)) if i not in c)
+        start += cells.size
+    return inverses, [p.sum(axis=0) for p in inverses], variances, identities
 
 
 def pseudo_inverse(factor: np.ndarray) -> np.ndarray:
@@ -467,46 +517,54 @@ class _System:
                                   ca_counts)
         self.ca_inv = 1.0 / np.repeat(np.repeat(self.triple_sizes, 3) / ca_counts, ca_counts)
         # P (a (c, p) cell's 3-way cells, ascending), a triple at a time: its three 2-way
-        # tables' cells are its cells, transposed; P' (a 3-way cell's (c, p) cells: in its
-        # (a, b), (a, c) and (b, c) tables, ascending) written as directly
+        # tables' cells are its cells, transposed; P' its CSC view (a 3-way cell's three
+        # (c, p) cells, summed in ascending order as a CSR copy would)
         p_columns = np.empty(3 * n_x, dtype=np.int32)
-        pt_columns = np.empty((n_x, 3), dtype=np.int32)
         cp_start = _starts(self.cp_sizes)
-        for x0, cp0, (n_a, n_b, n_c) in zip(x_start[:-1].tolist(), cp_start[:-1].tolist(),
-                                             dims.tolist(), strict=True):
+        for x0, (n_a, n_b, n_c) in zip(x_start[:-1].tolist(), dims.tolist(), strict=True):
             n = n_a * n_b * n_c
             cells = np.arange(x0, x0 + n, dtype=np.int32).reshape(n_a, n_b, n_c)
             mine = p_columns[3 * x0:3 * (x0 + n)]
             mine[:n] = cells.reshape(-1)
             mine[n:2 * n].reshape(n_a, n_c, n_b)[...] = cells.transpose(0, 2, 1)
             mine[2 * n:].reshape(n_b, n_c, n_a)[...] = cells.transpose(1, 2, 0)
-            ac, bc = cp0 + n_a * n_b, cp0 + n_a * n_b + n_a * n_c
-            held = pt_columns[x0:x0 + n].reshape(n_a, n_b, n_c, 3)
-            held[..., 0] = np.arange(cp0, ac, dtype=np.int32).reshape(n_a, n_b, 1)
-            held[..., 1] = np.arange(ac, bc, dtype=np.int32).reshape(n_a, 1, n_c)
-            held[..., 2] = np.arange(bc, bc + n_b * n_c, dtype=np.int32).reshape(1, n_b, n_c)
         self.P = _csr(_starts(np.repeat(dims[:, ::-1].reshape(-1), cp_counts)), p_columns,
                       (cp, n_x))
-        self.PT = sp.csr_array((self.P.data, pt_columns.reshape(-1),
-                                np.arange(0, 3 * n_x + 1, 3, dtype=np.int32)), shape=(n_x, cp))
-        # Sa: (c, p) -> (c, a) sums through the first pair holding a: a's rows of (a, b)
-        # (n_b entries each), b's columns of (a, b), c's columns of (a, c) (n_a entries each)
+        self.PT = self.P.T
+        # Q: (c, p) -> (c, a) sums through the first pair holding a: a's rows of (a, b)
+        # (n_b entries each), b's columns of (a, b), c's columns of (a, c) (n_a entries each);
+        # then (c, p) -> triple total (the first pair): rows of one CSR matrix, the (c, a)
+        # entries' sums then the triples'
         size_a, size_b, size_c = dims.T
         ab_start = cp_start[:-1]
         ones = np.ones_like(size_a)
         rows = dims[:, [1, 0, 0]]
-        self.Sa = _csr(
-            _starts(np.repeat(rows.reshape(-1), ca_counts)),
-            _strided_runs(np.stack([ab_start, ab_start, ab_start + size_a * size_b], 1), dims,
-                          rows, np.stack([size_b, ones, ones], 1),
-                          np.stack([ones, size_b, size_c], 1)),
-            (ca, cp))
-        self.SaT = self.Sa.T.tocsr()
-        # S0: (c, p) -> triple total (the first pair)
         first = cp_counts[0::3]
-        self.S0 = _csr(_starts(first), _runs(ab_start, first), (len(triples), cp))
-        self.S0T = self.S0.T.tocsr()
+        self.n_ca = ca
+        self.Q = _csr(
+            _starts(np.concatenate([np.repeat(rows.reshape(-1), ca_counts), first])),
+            np.concatenate([
+                _strided_runs(np.stack([ab_start, ab_start, ab_start + size_a * size_b], 1),
+                              dims, rows, np.stack([size_b, ones, ones], 1),
+                              np.stack([ones, size_b, size_c], 1)),
+                _runs(ab_start, first)]),
+            (ca + len(triples), cp))
+        self.QT = self.Q.T  # a CSC view: each row sums its entries in ascending columns
         self.c_inv = 1.0 / self.triple_sizes.astype(float)
+        # Q's rows' weights (1 / the cells each sums), and their signs in the 2-way part's
+        # coefficients (inclusion-exclusion)
+        self.q_weight = np.concatenate([self.ca_inv, self.c_inv])
+        self.q_sign = np.concatenate([-np.ones(ca), np.ones(len(triples))])
+        # G: every (c, p) entry, (c, a) entry and triple onto its pair cell, attribute cell or
+        # the total, weighted by 1 / the cells it sums -- one entry a column (CSC as it is);
+        # G' (a CSR view) spreads the consistent tables back, each entry times its weight
+        self.G = sp.csc_array(
+            (np.concatenate([self.cp_inv, self.q_weight]),
+             np.concatenate([self.cp_to_pair, n_pairs + self.ca_to_single,
+                             np.full(len(triples), n_pairs + n_single)]).astype(np.int32),
+             np.arange(cp + ca + len(triples) + 1, dtype=np.int32)),
+            shape=(n_pairs + n_single + 1, cp + ca + len(triples)))
+        self.GT = self.G.T
         # the measured tables: which consistent cells, and their sums onto components
         self.measured = measured
         m_counts = np.array([size[q] for q in measured], dtype=np.int64)
@@ -521,9 +579,8 @@ class _System:
         self.lift = self._lift(m_counts)
         # a component's weight from one table is 1 / (the cells it sums): the squares of
         # its coefficients summed
-        self.lift_weight = np.bincount(
-            np.repeat(np.arange(self.lift.shape[0]), np.diff(self.lift.indptr)),
-            weights=self.lift.data * self.lift.data, minlength=self.lift.shape[0])
+        self.lift_weight = np.bincount(self.lift.indices, weights=self.lift.data ** 2,
+                                       minlength=self.lift.shape[0])
         # centring: each pair's sums over either attribute (its ends: rows of n_b entries,
         # then columns of n_a entries), and its grand sum
         pair_counts = np.array([size[p] for p in pairs], dtype=np.int64)
@@ -536,117 +593,132 @@ class _System:
                                        pair_dims[:, ::-1], np.stack([pair_dims[:, 1], ones], 1),
                                        np.stack([ones, pair_dims[:, 1]], 1)),
                          (int(end_counts.sum()), n_pairs))
-        self.endsT = self.ends.T.tocsr()
+        self.endsT = self.ends.T
         self.end_inv = np.repeat(end_counts / np.repeat(pair_counts, 2), end_counts)
         # an end (a pair's 1-way sums over one attribute) -> that attribute's table
         self.end_single = _runs([self.offset[(a,)] - n_pairs for p in pairs for a in p],
                                 end_counts)
         self.grand = np.repeat(np.arange(len(pairs)), pair_counts)
         self.pair_sizes = pair_counts.astype(float)
+        self.pair_starts = p_start
         self.single_starts = np.array([self.offset[(a,)] - n_pairs for a in attrs])
         self.single_counts = np.array([shape[a] for a in attrs])
 
-    def _lift(self, counts: np.ndarray) -> sp.csr_array:
+    def _lift(self, counts: np.ndarray) -> sp.csc_array:
         """The measured cells' sums onto the consistent tables' components: every cell onto
         its own, a 2-way table's onto its two 1-way tables and every table's onto the total,
         each as a mean over the cells it sums (``counts``: the measured tables' cells).
 
-        The entries are listed row by row in ascending columns (2-way tables first, as
-        :func:`fit_index` has them), so scipy takes them without sorting."""
+        Written column by column (a measured cell's components ascending: its own, its two
+        1-way cells, the total; the 2-way tables first, as :func:`fit_index` has them), so
+        scipy takes the arrays as they are; every row then adds its entries in ascending
+        columns, as a CSR matrix would."""
         shape, n_cells = self.shape, int(counts.sum())
+        widths = np.array([len(q) for q in self.measured])
         table = np.repeat(np.arange(len(self.measured)), counts)
         local = np.arange(n_cells) - np.repeat(_starts(counts)[:-1], counts)
-        width = np.array([len(q) for q in self.measured])[table]
-        pair, single, empty = (np.flatnonzero(width == n) for n in (2, 1, 0))
-        whole = np.flatnonzero(width > 0)
-        two = [q if len(q) == 2 else (self.attrs[0],) * 2 for q in self.measured]
-        n_first, n_second = (np.array([shape[q[i]] for q in two])[table[pair]] for i in (0, 1))
-        first, second = (np.array([self.offset[(q[i],)] for q in two])[table[pair]]
+        n_two, n_one = (int(counts[widths == n].sum()) for n in (2, 1))
+        two = slice(0, n_two)
+        one = slice(n_two, n_two + n_one)
+        rest = slice(n_two + n_one, n_cells)
+        pairs = [q if len(q) == 2 else (self.attrs[0],) * 2 for q in self.measured]
+        n_first, n_second = (np.array([shape[q[i]] for q in pairs])[table[two]] for i in (0, 1))
+        first, second = (np.array([self.offset[(q[i],)] for q in pairs])[table[two]]
                          for i in (0, 1))
-        # each 2-way cell onto its cell of either 1-way table, cell by cell
-        onto = np.stack([first + local[pair] // n_second, second + local[pair] % n_second], 1)
-        means = np.stack([1.0 / n_second, 1.0 / n_first], 1)
-        rows = np.concatenate([self.measured_cells[pair], onto.reshape(-1),
-                               self.measured_cells[single],
-                               np.full(whole.size, self.offset[()]), self.measured_cells[empty]])
-        columns = np.concatenate([pair, np.repeat(pair, 2), single, whole, empty])
-        values = np.concatenate([np.ones(pair.size), means.reshape(-1), np.ones(single.size),
-                                 1.0 / counts[table[whole]], np.ones(empty.size)])
-        return sp.csr_array((values, (rows, columns)),
+        total = self.offset[()]
+        own = self.measured_cells
+        # each 2-way cell onto itself, its cell of either 1-way table and the total
+        indices = np.concatenate([
+            np.stack([own[two], first + local[two] // n_second, second + local[two] % n_second,
+                      np.full(n_two, total)], 1).reshape(-1),
+            np.stack([own[one], np.full(n_one, total)], 1).reshape(-1), own[rest]])
+        data = np.concatenate([
+            np.stack([np.ones(n_two), 1.0 / n_second, 1.0 / n_first,
+                      1.0 / counts[table[two]]], 1).reshape(-1),
+            np.stack([np.ones(n_one), 1.0 / counts[table[one]]], 1).reshape(-1),
+            np.ones(n_cells - n_two - n_one)])
+        indptr = _starts(np.repeat([4, 2, 1], [n_two, n_one, n_cells - n_two - n_one]))
+        return sp.csc_array((data, indices.astype(np.int32), indptr.astype(np.int32)),
                             shape=(self.n_pairs + self.n_single + 1, n_cells))
 
     def triple_totals(self, total: float) -> np.ndarray:
         """Each triple's cell value when ``total`` is spread evenly."""
         return float(total) / self.triple_sizes
 
-    def sums(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The 2-way, 1-way and total sums of every 3-way table of ``w`` (the ``(c, p)``
-        and ``(c, a)`` entries and one per triple)."""
+    def sums(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The 2-way sums of every 3-way table of ``w`` (the ``(c, p)`` entries) and their
+        ``Q`` sums (the ``(c, a)`` entries, then one total per triple)."""
         d1 = self.P @ w
-        return d1, self.Sa @ d1, self.S0 @ d1
+        return d1, self.Q @ d1
+
+    def balance(self, sigma2: float) -> np.ndarray:
+        """Every component's summed weight in the agreement step (:meth:`agree`) when the
+        measured tables are weighted by ``sigma2``."""
+        return self.copies_weight + sigma2 * self.lift_weight
 
     def consistent(self, w: np.ndarray, t: np.ndarray, sigma2: float, total: int | None,
-                   pull: Pull | None = None,
-                   sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                   sums: tuple[np.ndarray, np.ndarray] | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:
         """The agreeing 3-way tables nearest to ``w`` (3-way cells) and, weighted by
         ``sigma2``, to ``t`` (the measured tables' cells): ``x`` and its consistent 2-way,
-        1-way and total tables ``m``. With ``pull`` (:class:`Pull`), each table's own 3-way
-        interaction keeps only its share of ``w``'s and takes the rest from the target's.
-        ``sums``: ``w``'s :meth:`sums`, when at hand."""
-        d1, d_single, d_total = self.sums(w) if sums is None else sums
+        1-way and total tables ``m``. ``sums``: ``w``'s :meth:`sums`, when at hand."""
+        alpha, m = self.agree(w, t, sigma2, total, sums=sums)
+        x = self.PT @ alpha
+        x += w
+        return x, m
+
+    def agree(self, w: np.ndarray, t: np.ndarray, sigma2: float, total: int | None,
+              pull: Pull | None = None,
+              sums: tuple[np.ndarray, np.ndarray] | None = None,
+              balance: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`consistent`'s step in the ``(c, p)`` space: the coefficients ``alpha``
+        with ``x = PT alpha + w`` and the consistent tables ``m``; ``balance``:
+        :meth:`balance` of ``sigma2``, when at hand. With ``pull`` (:class:`Pull`), each
+        table's own 3-way interaction keeps only its share of ``w``'s: then
+        ``x = PT alpha + keep w + (the target's part)``, the caller adding the last two."""
+        d1, q = self.sums(w) if sums is None else sums
         n_pairs, n_single = self.n_pairs, self.n_single
-        # each component's weighted sum over the copies holding it
-        a_pair = np.bincount(self.cp_to_pair, weights=d1 * self.cp_inv, minlength=n_pairs)
-        a_single = np.bincount(self.ca_to_single, weights=d_single * self.ca_inv,
-                               minlength=n_single)
-        a_total = float(d_total @ self.c_inv)
-        # and over the measured tables holding it (a pair's 1-way sums, a table's total)
+        if balance is None:
+            balance = self.balance(sigma2)
+        # each component's weighted sum over the copies holding it and over the measured
+        # tables holding it (a pair's 1-way sums, a table's total), then its mean
+        m = self.G @ np.concatenate([d1, q])
         lifted = self.lift @ t
-        weight = self.copies_weight + sigma2 * self.lift_weight
-        a_pair += sigma2 * lifted[:n_pairs]
-        a_single += sigma2 * lifted[n_pairs:n_pairs + n_single]
-        a_total += sigma2 * float(lifted[-1])
-        b_pair, b_single, b_total = (weight[:n_pairs], weight[n_pairs:n_pairs + n_single],
-                                     float(weight[-1]))
-        grand = a_total / b_total if total is None else float(total)
-        singles = a_single / b_single
+        if sigma2 != 1.0:
+            lifted *= sigma2
+        m += lifted
+        m /= balance
+        pairs, singles = m[:n_pairs], m[n_pairs:n_pairs + n_single]
+        grand = float(m[-1]) if total is None else float(total)
+        m[-1] = grand
         # centre each attribute's table, then give it the total
         starts, counts = self.single_starts, self.single_counts
         means = np.add.reduceat(singles, starts) / counts
         singles += np.repeat(grand / counts - means, counts)
-        pairs = a_pair / b_pair
         # double-centre each pair (its 1-way sums removed), then add the agreed 1-way tables
         ends = (self.ends @ pairs) * self.end_inv
-        grand_means = np.bincount(self.grand, weights=pairs) / self.pair_sizes
+        grand_means = np.add.reduceat(pairs, self.pair_starts) / self.pair_sizes
         pairs += (self.endsT @ (singles[self.end_single] * self.end_inv - ends)
                   + (grand_means - grand / self.pair_sizes)[self.grand])
-        m = np.concatenate([pairs, singles, [grand]])
         # move each 3-way table by the difference of its sums from the agreed ones
-        # (with a pull, by the difference from the kept share of w's 2-way parts: x is the
-        # agreed 2-way parts plus the kept share of w's interaction plus the target's)
-        keep = (1.0, 1.0, 1.0) if pull is None else (pull.pair, pull.single, pull.table)
-        alpha = self.cp_inv * (pairs[self.cp_to_pair] - keep[0] * d1)
-        alpha -= self.SaT @ (self.ca_inv * (singles[self.ca_to_single] - keep[1] * d_single))
-        alpha += self.S0T @ (self.c_inv * (grand - keep[2] * d_total))
-        x = self.PT @ alpha
-        if pull is None:
-            x += w
-        else:
-            x += pull.cell * w
-            x += pull.target
-        return x, m
+        # (with a pull, by the difference from the kept share of w's 2-way parts)
+        pair_weight, sum_weight = ((self.cp_inv, self.q_weight) if pull is None
+                                   else (pull.pair, pull.sums))
+        spread = self.GT @ m
+        alpha = spread[:d1.size] - pair_weight * d1
+        inner = spread[d1.size:] - sum_weight * q
+        inner *= self.q_sign
+        alpha += self.QT @ inner
+        return alpha, m
 
-    def pair_coefficients(self, d1: np.ndarray, d_single: np.ndarray, d_total: np.ndarray
-                          ) -> np.ndarray:
+    def pair_coefficients(self, d1: np.ndarray, q: np.ndarray) -> np.ndarray:
         """The ``(c, p)`` coefficients whose broadcast (``PT``) is the 2-way part of 3-way
-        cells with 2-way sums ``d1``, 1-way sums ``d_single`` and totals ``d_total``
-        (inclusion-exclusion of their means)."""
-        return (self.cp_inv * d1 - self.SaT @ (self.ca_inv * d_single)
-                + self.S0T @ (self.c_inv * d_total))
+        cells with 2-way sums ``d1`` and their ``Q`` sums ``q`` (1-way sums and totals):
+        inclusion-exclusion of their means."""
+        return self.cp_inv * d1 + self.QT @ (self.q_sign * self.q_weight * q)
 
     def pair_part(self, w: np.ndarray,
-                  sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                  sums: tuple[np.ndarray, np.ndarray] | None = None
                   ) -> np.ndarray:
         """The part of every 3-way table of ``w`` that its 2-way tables hold (the
         orthogonal projection onto sums of 2-way terms); ``w`` less it is its 3-way

@@ -99,3 +99,41 @@ def test_a_stuck_greedy_construction_says_so() -> None:
     # needs that do not share one sum cannot be met
     assert greedy_bumps(np.array([1, 1]), np.array([1, 0]), np.ones((2, 2), bool),
                         np.full((2, 2), 0.5)) is None
+
+
+def _sweep_by_sweep(table: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """Iterative proportional fitting as written before the factor form (main at 49dd9cd):
+    the table itself scaled row by row, then column by column, every sweep."""
+    total = max(float(rows.sum()), 1.0)
+    live = (rows > 0)[:, None] & (columns > 0)[None, :]
+    scaled = np.where(live, np.clip(table, 0.0, None), 0.0)
+    scaled += live * (1e-9 * total / max(int(live.sum()), 1))
+    row_sums = scaled.sum(axis=1)
+    for _ in range(1_000):
+        scaled *= np.divide(rows, row_sums, out=np.zeros(rows.shape), where=row_sums > 0)[:, None]
+        sums = scaled.sum(axis=0)
+        scaled *= np.divide(columns, sums, out=np.zeros(columns.shape), where=sums > 0)[None, :]
+        row_sums = scaled.sum(axis=1)
+        if np.abs(row_sums - rows).max() <= 1e-10 * total:
+            break
+    return scaled
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_factor_form_fits_as_the_table_sweeps(seed) -> None:
+    # one factor per row and per column, the table formed at the end: the same scaled table
+    # as scaling the table every sweep, to round-off (zero rows, columns and cells included)
+    rng = np.random.default_rng(seed)
+    for table in _tables(seed, [(4, 3), (7, 5), (1, 6), (9, 2), (12, 12)]):
+        total = max(int(round(table.sum())), 1)
+        rows = _whole(table.sum(axis=1) + rng.random(table.shape[0]), total)
+        columns = _whole(table.sum(axis=0) + rng.random(table.shape[1]), total)
+        if rows.size > 1:  # a row that must be empty
+            rows[-1] += rows[0]
+            rows[0] = 0
+        fitted = proportional_fit(table, rows, columns)
+        np.testing.assert_allclose(fitted, _sweep_by_sweep(table, rows, columns),
+                                   rtol=1e-12, atol=1e-12 * total)
+        # the last scaling is the columns': they hold (rows only where the zeros allow)
+        np.testing.assert_allclose(fitted.sum(axis=0), columns, rtol=0, atol=1e-9 * total)
+        assert rows.size == 1 or np.all(fitted[0] == 0.0)

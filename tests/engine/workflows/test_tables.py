@@ -19,6 +19,7 @@ from engine.privacy import Privacy
 from engine.workflows.tables import (
     MARGIN_Z,
     file_stems,
+    forget_workloads,
     max_cells,
     publishable_tables,
 )
@@ -339,3 +340,22 @@ def test_tables_of_a_sparse_and_a_dense_estimate_are_its_exact_marginals(occupie
         expected = cube.sum(axis=drop).reshape(-1).astype(np.int64)
         assert frame["estimate"].dtype == np.int64
         np.testing.assert_array_equal(frame["estimate"].to_numpy(), expected)
+
+
+def test_label_columns_of_mixed_factors_spread_each_attributes_values() -> None:
+    # an identity factor's values shared across tables of the same sizes around it, a
+    # prefix factor's by position: each attribute's values repeated by the sizes after it
+    # and tiled by those before, whatever the route
+    workload = parse_workload([{"product": {"sex": "identity", "age": "prefix",
+                                            "race": "identity"}},
+                               {"product": {"age": "identity", "race": "identity"}}], DOMAIN)
+    forget_workloads()
+    _, tables = _release(workload, "identity", _data(5), seed=6)
+    mixed = tables.frames["prefix(age) x identity(sex) x identity(race)"]
+    prefixes = ["0-9", "0-19", "0-29", "0-39", "0-49", "total"]
+    assert mixed["age"].tolist() == [p for p in prefixes for _ in range(8)]
+    assert mixed["sex"].tolist() == (["female"] * 4 + ["male"] * 4) * 6
+    assert mixed["race"].tolist() == ["a", "b", "c", "d"] * 12
+    pairs = tables.frames["age x race"]
+    assert pairs["race"].tolist() == ["a", "b", "c", "d"] * 6
+    assert [str(d) for d in mixed.dtypes][:3] == ["str"] * 3
