@@ -86,6 +86,14 @@ class DesignHeld:
     Panel's hundred settings: 1.4 ms a root, 6 % of a page's build. Here the first such call
     puts the design into force until the set-up ends; the later ones, for the same design,
     cost nothing. Everything else is Panel's ``config`` itself.
+
+    It stands in for ``config`` by replacing a module global of Panel's template module for
+    the length of one set-up (:func:`design_held`), which every thread sees. That is safe only
+    because no other template is set up meanwhile: the served pages' documents are set up on
+    the event loop's one thread, one at a time (Bokeh awaits nothing inside a set-up, and
+    :class:`explorer.server.latency.PageBuildGate` admits one page build at a time), and the
+    views built on background threads (:mod:`explorer.components.background`) never set up a
+    template. Code that sets up templates on several threads at once must not use it.
     """
 
     def __init__(self, stack: contextlib.ExitStack) -> None:
@@ -113,7 +121,8 @@ class DesignHeld:
 @contextlib.contextmanager
 def design_held() -> Iterator[None]:
     """Within the block, Panel's template module sees :class:`DesignHeld` as its ``config``
-    (the served pages are built on the event loop's one thread, one at a time)."""
+    (for every thread: safe only while one template is set up at a time; see
+    :class:`DesignHeld`)."""
     with contextlib.ExitStack() as stack:
         template_base.config = DesignHeld(stack)
         try:
