@@ -12,7 +12,12 @@ planning workers (child processes) are not counted, since they are not the web p
 All pages of one round share one session (``&s=<id>``, as the app's links do), as an analyst
 moving through the menu would; every page is opened once to warm up (imports, first plan),
 then ``--runs`` rounds are measured. Printed: the median CPU seconds of each page, the median
-over the eight pages, and the goal beside it.
+over the eight pages, and the goal beside it; and the CPU the process spent between the
+measured opens (while the client waited for quiet before the next one), per page opened: the
+work that belongs to no one page, mostly discarding closed sessions (Bokeh keeps a closed
+page's session 15 s) and Panel's full garbage collection a few seconds after each discard,
+which lands in whichever page is being measured when it runs during one (the "max" column),
+and is counted here when it runs between two.
 
 Parts of a page below its first screen are built when the reader scrolls near them
 (:func:`explorer.components.lazy_view.on_sight`); this client never scrolls, so by default the
@@ -145,12 +150,15 @@ async def open_page(ws_url: str, process: psutil.Process, page: str, sid: str,
 
 
 async def measure(ws_url: str, process: psutil.Process, runs: int, timeout: float,
-                  scrolled: bool = False) -> tuple[dict[str, list[float]], dict[str, int]]:
-    """Warm every page up once, then ``runs`` rounds; CPU seconds per page label, and the
-    models of each page's last open."""
+                  scrolled: bool = False) -> tuple[dict[str, list[float]], dict[str, int], float]:
+    """Warm every page up once, then ``runs`` rounds; CPU seconds per page label, the models
+    of each page's last open, and the CPU seconds spent between the measured opens."""
     seconds: dict[str, list[float]] = {label: [] for _, label in PAGES}
     models: dict[str, int] = {}
+    start = 0.0
     for round_ in range(runs + 1):
+        if round_ == 1:
+            start = await settled(process, timeout)
         sid = ""
         for page, label in PAGES:
             cpu, sid, models[label] = await open_page(ws_url, process, page, sid, timeout,
@@ -159,12 +167,14 @@ async def measure(ws_url: str, process: psutil.Process, runs: int, timeout: floa
                 seconds[label].append(cpu)
         # let Bokeh discard the closed sessions outside the measured opens
         await settled(process, timeout)
-    return seconds, models
+    total = process_cpu(process) - start
+    return seconds, models, total - sum(sum(values) for values in seconds.values())
 
 
-def report(seconds: dict[str, list[float]], models: dict[str, int]) -> None:
+def report(seconds: dict[str, list[float]], models: dict[str, int],
+           between: float | None = None) -> None:
     """Print the per-page medians (and models sent) and the median over the pages beside the
-    goal."""
+    goal; and ``between``, the CPU seconds spent between the measured opens, per page."""
     print(f"{'page':<10} {'median CPU s':>12} {'min':>6} {'max':>6} {'models':>7}")
     medians = []
     for label, values in seconds.items():
@@ -173,6 +183,10 @@ def report(seconds: dict[str, list[float]], models: dict[str, int]) -> None:
         print(f"{label:<10} {median:12.3f} {min(values):6.3f} {max(values):6.3f} "
               f"{models.get(label, 0):7d}")
     print(f"{'median':<10} {statistics.median(medians):12.3f}   (goal < {GOAL_S} s)")
+    if between is not None:
+        opened = sum(len(values) for values in seconds.values())
+        print(f"between pages (closed sessions discarded, garbage collected): "
+              f"{between / opened:.3f} CPU s per page opened ({between:.2f} s in all)")
 
 
 class ProfiledSession:
@@ -331,9 +345,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as logs, serving(Path(logs) / "server.log",
                                                         *args.options) as app:
         ws_url = app.url.replace("http://", "ws://") + "/app/ws"
-        seconds, models = asyncio.run(measure(ws_url, psutil.Process(app.process.pid),
-                                              args.runs, args.timeout, args.scrolled))
-    report(seconds, models)
+        seconds, models, between = asyncio.run(measure(
+            ws_url, psutil.Process(app.process.pid), args.runs, args.timeout, args.scrolled))
+    report(seconds, models, between)
     print(f"load average at end: {psutil.getloadavg()[0]:.1f}")
 
 

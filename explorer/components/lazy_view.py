@@ -8,8 +8,9 @@ placeholder comes within :data:`AHEAD_PX` of the browser's window, and the part 
 in its place. Nothing is dropped: everything is built once it is about to be seen. In a notebook
 or a test that is not served, the part is built at once. Folded parts wait for their first
 expand instead (:func:`lazy_card`), and parts hidden until something happens (results of a run,
-an upload chosen) for the first time it does (:func:`once_true`, or :class:`Later` parts of a
-:func:`laid_out` layout, which leave no empty holder on the page until then).
+an upload chosen) for the first time it does (:class:`Later` parts of a :func:`laid_out`
+layout, which leave no empty holder on the page until then; :func:`once_true` is one such part
+in a column of its own).
 """
 
 from __future__ import annotations
@@ -137,33 +138,10 @@ def on_sight_in_turn(parts: list[tuple[Callable[[], pn.viewable.Viewable], int]]
     return on_sight(first_and_rest, sum(height for _, height in parts), **layout)
 
 
-def once_true(build: Callable[[], pn.viewable.Viewable], condition: Any,
-              **layout: object) -> pn.Column:
-    """A column that holds ``build()``'s result from the first time ``condition`` (a Param
-    reactive expression, e.g. ``page.param.results.rx.pipe(bool)``) is true; empty before.
-
-    For parts hidden until then (their Bokeh models were built and sent on every page open and
-    were never shown to a reader who does not run anything). The part keeps its own
-    visibility afterwards. Not served: ``build()`` at once. ``layout`` as for :func:`on_sight`.
-    """
-    layout.setdefault("sizing_mode", "stretch_width")
-    layout.setdefault("margin", 0)
-    if not served() or condition.rx.value:
-        return pn.Column(build(), **layout)
-    holder = pn.Column(**layout)
-
-    def changed(value: object) -> None:
-        if value and not holder.objects:
-            holder.objects = [styled_as_on_open(build)]
-
-    condition.rx.watch(changed)
-    return holder
-
-
 class Later(NamedTuple):
     """A part of a :func:`laid_out` layout built the first time ``condition`` (a Param
-    reactive expression) is true, as :func:`once_true` builds it, but with no holder of its
-    own: until then the layout simply does not hold it."""
+    reactive expression, e.g. ``page.param.results.rx.pipe(bool)``) is true; until then the
+    layout simply does not hold it."""
 
     build: Callable[[], pn.viewable.Viewable]
     condition: Any
@@ -175,9 +153,12 @@ def laid_out(layout: type[pn.layout.ListPanel], *items: pn.viewable.Viewable | L
     item is built the first time its condition holds and then takes its place among the
     others, in the order given.
 
-    :func:`once_true` leaves an empty column where its part will go: a Bokeh model and about
-    1.4 ms of a page's build each (the census page had six). Here nothing stands in for a part
-    not built yet. Not served, or its condition true already: built at once.
+    For parts hidden until something happens (results of a run, an upload chosen): their
+    Bokeh models were built and sent on every page open and never shown to a reader who does
+    not run anything. Nothing stands in for a part not built yet (an empty column in its place
+    was a Bokeh model and about 1.4 ms of a page's build each: the census page had six). A
+    part keeps its own visibility once built. Not served, or its condition true already:
+    built at once.
     """
     slots: list[pn.viewable.Viewable | None] = []
     holder = layout(**params)
@@ -202,6 +183,17 @@ def laid_out(layout: type[pn.layout.ListPanel], *items: pn.viewable.Viewable | L
             place(len(slots) - 1, item)
     holder.objects = [item for item in slots if item is not None]
     return holder
+
+
+def once_true(build: Callable[[], pn.viewable.Viewable], condition: Any,
+              **layout: object) -> pn.Column:
+    """A column of its own for one :class:`Later` part: ``laid_out(pn.Column, Later(build,
+    condition), **layout)``, empty until ``condition`` first holds; for a part that must keep
+    its place where its neighbours are not laid out with it. ``layout`` as for
+    :func:`on_sight`."""
+    layout.setdefault("sizing_mode", "stretch_width")
+    layout.setdefault("margin", 0)
+    return laid_out(pn.Column, Later(build, condition), **layout)
 
 
 def lazy_card(build: Callable[[], pn.viewable.Viewable], **card_params: Any) -> pn.Card:

@@ -12,9 +12,11 @@ text in an alert placed straight into the sidebar or the main area).
 
 Every served page builds one template, so its own cost counts on every page (issue 30 item 3):
 the notebook preview Panel makes for a template (its description and a "Launch server" button,
-three components) is made only when a notebook asks for it, never on a served page; and the
-template's design is put into force once per page, not once per template root
-(:class:`DesignHeld`).
+three components) is made only when a notebook asks for it, never on a served page; the
+template's actions (a component whose only use is to open and close the template's modal
+dialog, which no page of the explorer has) are left out of the page (:data:`STATE_ROOTS`: a
+Bokeh model and about 3 ms of every page's build); and the template's design is put into
+force once per page, not once per template root (:class:`DesignHeld`).
 """
 
 from __future__ import annotations
@@ -38,17 +40,25 @@ TEMPLATE_FILE = Path(__file__).with_name("site_template.html")
 #: The sidebar's opening and closing tags in Panel's template and in ours, in that order.
 SIDEBAR_TAGS = (('<ul class="nav flex-column">', '<div class="nav flex-column">'),
                 ("</ul>", "</div>"))
+#: The block of state roots in Panel's template (base/base.html's: script area, actions,
+#: location, notifications, browser information) and in ours (the same without the actions).
+STATE_ROOTS = ("{% block state_roots %}\n{{ super() }}\n{% endblock %}",
+               "{% block state_roots %}\n{{ embed(roots.js_area) }}\n"
+               "{{ embed(roots.location) }}\n{% if notifications %}\n"
+               "{{ embed(roots.notifications) }}\n{% endif %}\n{% if browser_info %}\n"
+               "{{ embed(roots.browser_info) }}\n{% endif %}\n{% endblock %}")
 
 
 class SiteTemplate(BootstrapTemplate):
-    """:class:`~panel.template.BootstrapTemplate` whose sidebar holds its items in a ``<div>``
-    and whose notebook preview is made on first use."""
+    """:class:`~panel.template.BootstrapTemplate` whose sidebar holds its items in a ``<div>``,
+    without the actions of a modal dialog, and whose notebook preview is made on first use."""
 
     _template = TEMPLATE_FILE
 
     def __init__(self, **params: Any) -> None:
         self._preview: Column | None = None
         super().__init__(**params)
+        self._render_items.pop("actions", None)  # not embedded (STATE_ROOTS): not built
         self.config.raw_css.append(PAGE_ALERT_CSS)
 
     def _init_doc(self, doc: Any = None, comm: Any = None, title: str | None = None,
@@ -86,6 +96,14 @@ class DesignHeld:
     Panel's hundred settings: 1.4 ms a root, 6 % of a page's build. Here the first such call
     puts the design into force until the set-up ends; the later ones, for the same design,
     cost nothing. Everything else is Panel's ``config`` itself.
+
+    It stands in for ``config`` by replacing a module global of Panel's template module for
+    the length of one set-up (:func:`design_held`), which every thread sees. That is safe only
+    because no other template is set up meanwhile: the served pages' documents are set up on
+    the event loop's one thread, one at a time (Bokeh awaits nothing inside a set-up, and
+    :class:`explorer.server.latency.PageBuildGate` admits one page build at a time), and the
+    views built on background threads (:mod:`explorer.components.background`) never set up a
+    template. Code that sets up templates on several threads at once must not use it.
     """
 
     def __init__(self, stack: contextlib.ExitStack) -> None:
@@ -113,7 +131,8 @@ class DesignHeld:
 @contextlib.contextmanager
 def design_held() -> Iterator[None]:
     """Within the block, Panel's template module sees :class:`DesignHeld` as its ``config``
-    (the served pages are built on the event loop's one thread, one at a time)."""
+    (for every thread: safe only while one template is set up at a time; see
+    :class:`DesignHeld`)."""
     with contextlib.ExitStack() as stack:
         template_base.config = DesignHeld(stack)
         try:

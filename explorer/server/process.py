@@ -6,9 +6,14 @@ anything in the script runs per page load; :func:`prepare` is the part that must
 * the explorer's log lines (:func:`explorer.server.log.configure`);
 * :func:`skip_bokeh_checks`: Bokeh's checks of every new document and callback, for
   developers only, are left out unless the operator asks for them;
+* :func:`skip_signatures`: Panel's rewriting of every component's signature (for tab
+  completion in a notebook) on each page's ``pn.extension`` is left out;
 * :func:`freeze_startup_heap`: what is alive after the imports (modules, libraries,
   registries, and the parts libraries load on demand: :func:`load_parts_loaded_on_demand`) is
   exempted from garbage collection, so a collection does not walk it;
+* :func:`collect_fully_less_often`: Python's automatic full collections, which walk every
+  open and recently closed page, wait until closed pages' garbage is likely (Panel collects
+  a few seconds after sessions close);
 * the planner worker processes (:class:`explorer.planning.workers.PlannerPool`) start in the
   background, so the first comparison of the first user does not wait 2-3 s for them;
 * the plan store's jobs report to the shared store (:func:`share_planning`), so any process
@@ -51,6 +56,9 @@ CHECKS = {"BOKEH_VALIDATE_DOC": settings.perform_document_validation,
 #: :func:`load_parts_loaded_on_demand`).
 LOADED_ON_DEMAND = ("alembic.command", "alembic.config", "alembic.runtime.migration",
                     "mako.template", "colorcet")
+#: Collections of the middle generation between two automatic full collections (Python's
+#: default is 10; see :func:`collect_fully_less_often`).
+FULL_COLLECTION_EVERY = 50
 #: Markdown with every construct the pages use (emphasis, code, a table, a fenced block), so
 #: that rendering it loads every part of the parser that a page would.
 SAMPLE_MARKDOWN = "**a** *b* `c` [d](e)\n\n| f |\n| --- |\n| 1 |\n\n```python\nx = 1\n```\n"
@@ -60,9 +68,12 @@ SWEEP_SECONDS = 60.0
 
 def load_parts_loaded_on_demand() -> None:
     """Load now what the first page would load on demand: Markdown's parser, its plugins and
-    the code highlighter (on the first Markdown pane rendered), the store's migrations and
-    templates, the colour maps. Loaded before :func:`freeze_startup_heap`, they are frozen with
-    the rest (about 50,000 objects that every full collection walked: a third of its time)."""
+    the code highlighter (on the first Markdown pane rendered), HoloViews' Bokeh plotting
+    options (on Panel's first ``pn.extension``: the option builders and their signatures,
+    9,700 objects), the store's migrations and templates, the colour maps. Loaded before
+    :func:`freeze_startup_heap`, they are frozen with the rest (about 60,000 objects that
+    every full collection walked: a third of its time)."""
+    pn.extension()
     pn.pane.Markdown(SAMPLE_MARKDOWN).get_root(Document())
     for name in LOADED_ON_DEMAND:
         importlib.import_module(name)
@@ -86,6 +97,33 @@ def skip_bokeh_checks(environment: Mapping[str, str] = os.environ) -> list[str]:
             setting.set_value(False)
             skipped.append(name)
     return skipped
+
+
+def skip_signatures() -> None:
+    """Turn off Panel's ``apply_signatures``: on every ``pn.extension`` call, Panel rebuilds
+    the call signature of each component class for tab completion in notebooks and editors,
+    which nobody sees in a served page. The app calls ``pn.extension`` on every page open
+    (each page loads its own browser extensions): 2 ms of each page's build, and about 3,000
+    signature objects that every full collection walked."""
+    pn.config.apply_signatures = False
+
+
+def collect_fully_less_often(every: int = FULL_COLLECTION_EVERY) -> None:
+    """Let Python's automatic full garbage collection wait for ``every`` collections of the
+    middle generation (Python's default: 10), the young generations' thresholds unchanged.
+
+    A full collection walks every object that is not frozen, which in a serving process is
+    mostly the pages open or closed less than Bokeh's unused-session lifetime ago (15 s by
+    default): 150,000-200,000 objects, 0.1-0.3 s of CPU each time on this machine. With the
+    default, one ran every 5-10 page opens (each page's models and their Param objects are
+    long-lived, so they move into the oldest generation), three or four between two of the
+    collections that Panel schedules a few seconds after closed sessions are discarded, and
+    those found the garbage of the closed pages already collected (benchmarks/page_cpu.py,
+    issue 30 item 3). Closed pages' garbage is still collected: by Panel's collection after
+    each discard, by :func:`release_memory` once sessions expire, and by this automatic one
+    where neither comes."""
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, every)
 
 
 def freeze_startup_heap() -> None:
@@ -163,13 +201,15 @@ def expire_sessions(
 
 @functools.cache
 def prepare() -> None:
-    """Configure the log, skip Bokeh's checks, load what loads on demand, freeze the
-    startup heap, share planning, start the planners and the sweep for idle sessions, once per
-    process (later calls return at once)."""
+    """Configure the log, skip Bokeh's checks and Panel's signatures, load what loads on
+    demand, freeze the startup heap, collect fully less often, share planning, start the
+    planners and the sweep for idle sessions, once per process (later calls return at once)."""
     serverlog.configure()
     skip_bokeh_checks()
+    skip_signatures()
     load_parts_loaded_on_demand()
     freeze_startup_heap()
+    collect_fully_less_often()
     share_planning()
     start_planners()
     expire_sessions()

@@ -16,14 +16,20 @@ from panel.io.state import set_curdoc
 from panel.template import BootstrapTemplate
 
 from explorer.components.design import READABLE_CSS, ReadableBootstrap
-from explorer.components.site_template import SIDEBAR_TAGS, TEMPLATE_FILE, SiteTemplate
+from explorer.components.site_template import (
+    SIDEBAR_TAGS,
+    STATE_ROOTS,
+    TEMPLATE_FILE,
+    SiteTemplate,
+)
 from explorer.components.slider import LabelledSlider
 from explorer.components.table import DataTable, cell
 
 
 def test_site_template_is_panels_bootstrap_template_with_only_the_sidebar_tags_changed():
     # A Panel release that changes its template fails here: copy it again and re-apply the two
-    # tags (the accessibility browser test checks the result on every page).
+    # tags and the state roots (the accessibility browser test checks the result on every
+    # page).
     panels = Path(BootstrapTemplate._template).read_text(encoding="utf-8")
     ours = TEMPLATE_FILE.read_text(encoding="utf-8")
     body = ours.split("-#}\n", 1)[1]  # after the comment that says where it comes from
@@ -31,6 +37,8 @@ def test_site_template_is_panels_bootstrap_template_with_only_the_sidebar_tags_c
     for theirs, mine in SIDEBAR_TAGS:
         assert panels.count(theirs) == 1 or theirs == "</ul>"
         expected = expected.replace(theirs, mine)
+    assert panels.count(STATE_ROOTS[0]) == 1
+    expected = expected.replace(*STATE_ROOTS)
     assert body == expected
     assert re.search(r"<(ul|li)[\s>]", body) is None
 
@@ -62,9 +70,10 @@ def test_site_template_puts_its_design_in_force_once_per_page(monkeypatch):
     doc = Document()
     with set_curdoc(doc):
         template.server_doc(doc)
-    # six roots (main, sidebar, notifications, busy indicator, actions, script area): Panel
-    # sets the design around each; here once for all of them
-    assert len(template._render_items) == 6
+    # five roots (main, sidebar, browser information, busy indicator, script area; not the
+    # modal dialog's actions): Panel sets the design around each; here once for all of them
+    assert len(template._render_items) == 5 and "actions" not in template._render_items
+    assert [root.name for root in doc.roots if root.name == "actions"] == []
     assert calls == [{"design": ReadableBootstrap}]
     assert template_base.config is pn.config  # Panel's own config again afterwards
     with set_curdoc(doc):
