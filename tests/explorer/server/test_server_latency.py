@@ -1,4 +1,5 @@
-"""What keeps a move's answer quick: page builds wait for a quiet event loop, sockets send at once.
+"""What keeps a move's answer quick: page builds (and Panel's collection after closed sessions)
+wait for their turn and a quiet event loop, sockets send at once.
 
 No server: the gate runs on an asyncio loop of its own, a page build is a blocking call made
 right after the gate let it through (as Bokeh builds the document right after the session
@@ -8,10 +9,20 @@ hooks), and the socket is a stand-in that records ``set_nodelay``.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import threading
 import time
 
-from explorer.server.latency import PageBuildGate, quiet_loop, send_small_messages_at_once
+import panel as pn
+
+from explorer.server.latency import (
+    COLLECTION,
+    PAGE,
+    PageBuildGate,
+    build_turn,
+    quiet_loop,
+    send_small_messages_at_once,
+)
 
 
 def run_alone(scenario):
@@ -66,6 +77,32 @@ def test_the_gate_lets_a_move_that_arrived_during_one_build_go_before_the_next_b
     assert order == ["build A", "move", "build B", "build C"]
 
 
+def test_a_move_still_on_its_way_through_quick_turns_goes_before_the_next_build():
+    order: list[str] = []
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+
+        def hop(left: int) -> None:  # frames read, the patch applied: quick turns
+            if left:
+                loop.call_soon(hop, left - 1)
+            else:
+                time.sleep(0.005)  # then the move's work
+                order.append("move")
+
+        async def page(name: str, move_arrives: bool) -> None:
+            await build_turn(PAGE)
+            order.append(f"build {name}")
+            if move_arrives:
+                loop.call_soon(hop, 9)  # a move's first frame came in during this build
+            time.sleep(0.005)
+
+        await asyncio.gather(page("A", True), page("B", False))
+
+    run_alone(scenario)
+    assert order == ["build A", "move", "build B"]
+
+
 def test_a_gate_never_holds_a_build_for_ever():
     async def scenario() -> bool:
         loop = asyncio.get_running_loop()
@@ -115,3 +152,66 @@ def test_bokehs_developer_checks_are_skipped_unless_the_operator_set_them():
     finally:
         for setting in CHECKS.values():
             setting.unset_value()
+
+
+def test_a_collection_goes_after_the_pages_waiting():
+    order: list[str] = []
+
+    async def scenario() -> None:
+        async def build(name: str, rank: int) -> None:
+            await build_turn(rank)
+            order.append(name)
+            time.sleep(0.003)  # the build holds the loop
+
+        first = asyncio.ensure_future(build("page A", PAGE))
+        await asyncio.sleep(0)  # page A has its turn; the others queue behind it
+        waiting = [asyncio.ensure_future(build(name, rank)) for name, rank in (
+            ("collection", COLLECTION), ("page B", PAGE), ("page C", PAGE))]
+        await asyncio.gather(first, *waiting)
+
+    run_alone(scenario)
+    assert order == ["page A", "page B", "page C", "collection"]
+
+
+def test_a_turn_given_up_while_waiting_holds_nobody_back():
+    order: list[str] = []
+
+    async def scenario() -> None:
+        async def build(name: str) -> None:
+            await build_turn(PAGE)
+            order.append(name)
+
+        first = asyncio.ensure_future(build("A"))
+        await asyncio.sleep(0)
+        gone = asyncio.ensure_future(build("closed tab"))
+        last = asyncio.ensure_future(build("B"))
+        await asyncio.sleep(0)
+        gone.cancel()
+        await asyncio.wait_for(asyncio.gather(first, last), 5)
+
+    run_alone(scenario)
+    assert order == ["A", "B"]
+
+
+def test_panels_collection_after_closed_sessions_runs_in_a_turn_once_they_stop_closing(
+        monkeypatch):
+    collections: list[float] = []
+    monkeypatch.setattr("explorer.server.latency.gc.collect", lambda: collections.append(
+        time.perf_counter()))
+
+    async def scenario() -> tuple[float, float]:
+        # Panel's own collection, as Panel schedules it when a session's document goes
+        pn.state.schedule_task("gc.collect", lambda: collections.append(-1.0),
+                               at=dt.datetime.now() + dt.timedelta(seconds=0.1))
+        gate = PageBuildGate(collection_debounce_s=0.05)
+        await gate.on_session_destroyed(None)
+        await asyncio.sleep(0.02)
+        last = time.perf_counter()
+        await gate.on_session_destroyed(None)  # a second close restarts the debounce
+        await asyncio.sleep(0.3)
+        return last, gate.collection.done()
+
+    last, done = run_alone(scenario)
+    assert done and len(collections) == 1  # one collection for both closes, not Panel's
+    assert 0.05 <= collections[0] - last < 0.3
+
