@@ -167,6 +167,15 @@ def test_kronecker_cubes_are_the_least_squares_estimates_3_way_tables() -> None:
     assert kronecker_cubes(strategy, y, np.array([1.0, 2.0]), [0, 1, 2, 3]) is None
 
 
+def _assert_cubes_of_least_squares(strategy: Kron, y: np.ndarray) -> None:
+    """``kronecker_cubes`` of a 3 x 2 x 4 x 2 domain are the 3-way tables of ``A^+ y``."""
+    cubes, _ = kronecker_cubes(strategy, y, 1.0, [0, 1, 2, 3])
+    estimate = np.linalg.lstsq(np.asarray(strategy.dense()), y, rcond=None)[0]
+    expected = np.concatenate([_margin(estimate.reshape(3, 2, 4, 2), c)
+                               for c in combinations(range(4), 3)])
+    np.testing.assert_allclose(cubes, expected, rtol=0, atol=1e-10)
+
+
 def test_kronecker_cubes_of_tall_factors_are_the_least_squares_estimates_3_way_tables() -> None:
     # more measurements than cells along every axis (each cube axis mapped from the
     # factor's rows to its columns): still the 3-way tables of A^+ y
@@ -174,11 +183,7 @@ def test_kronecker_cubes_of_tall_factors_are_the_least_squares_estimates_3_way_t
     strategy = Kron([Dense(np.vstack([np.eye(n), np.triu(0.5 + rng.random((n, n)))]))
                      for n in (3, 2, 4, 2)])
     y = rng.standard_normal(strategy.shape[0])
-    cubes, _ = kronecker_cubes(strategy, y, 1.0, [0, 1, 2, 3])
-    estimate = np.linalg.lstsq(np.asarray(strategy.dense()), y, rcond=None)[0]
-    expected = np.concatenate([_margin(estimate.reshape(3, 2, 4, 2), c)
-                               for c in combinations(range(4), 3)])
-    np.testing.assert_allclose(cubes, expected, rtol=0, atol=1e-10)
+    _assert_cubes_of_least_squares(strategy, y)
 
 
 def test_kronecker_cubes_with_identity_factors_are_the_estimates_3_way_tables() -> None:
@@ -189,11 +194,7 @@ def test_kronecker_cubes_with_identity_factors_are_the_estimates_3_way_tables() 
                      Dense(np.eye(4)),
                      Dense(np.vstack([np.eye(2), np.triu(0.5 + rng.random((2, 2)))]))])
     y = rng.standard_normal(strategy.shape[0])
-    cubes, _ = kronecker_cubes(strategy, y, 1.0, [0, 1, 2, 3])
-    estimate = np.linalg.lstsq(np.asarray(strategy.dense()), y, rcond=None)[0]
-    expected = np.concatenate([_margin(estimate.reshape(3, 2, 4, 2), c)
-                               for c in combinations(range(4), 3)])
-    np.testing.assert_allclose(cubes, expected, rtol=0, atol=1e-10)
+    _assert_cubes_of_least_squares(strategy, y)
     plain = Kron([Dense(np.eye(n)) for n in (3, 2, 4, 2)])
     cubes, _ = kronecker_cubes(plain, y[:48], 1.0, [0, 1, 2, 3])
     sums = np.concatenate([_margin(y[:48].reshape(3, 2, 4, 2), c)
