@@ -270,3 +270,17 @@ def move_eps_until_stored(page, url: str, store) -> tuple[str, str]:
         f"the change did not reach the store in {STORE_WRITE_S:.0f} s (the page's eps slider "
         f"at {page.locator(EPS_SLIDER).first.input_value()}, level line "
         f"{level.inner_text()!r}; stored: {stored})")
+
+
+def table_rows(table, tries: int = 25) -> list[dict[str, str]]:
+    """The rows of an HTML table on the page, as header -> cell text. A table redrawn between
+    reading its header and its rows gave a header of none once: read again until both agree
+    (Playwright's locators see into the components' shadow roots, a plain query would not)."""
+    for _ in range(tries):
+        header = [c.strip() for c in table.locator("th").all_inner_texts()]
+        rows = [[c.strip() for c in row.locator("td").all_inner_texts()]
+                for row in table.locator("tbody tr").all()]
+        if header and all(len(row) == len(header) for row in rows):
+            break
+        table.page.wait_for_timeout(200)
+    return [dict(zip(header, row, strict=True)) for row in rows]

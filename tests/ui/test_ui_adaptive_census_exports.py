@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import app_path
+from conftest import app_path, table_rows
 from playwright.sync_api import expect
 
 from explorer.components.exports import SCENARIO_COLUMNS
@@ -22,20 +22,6 @@ pytestmark = pytest.mark.ui
 RUN_TIMEOUT_MS = 120_000
 # A count of records as the page prints it: whole with thousands separators, or one decimal.
 COUNT = re.compile(r"\d{1,3}(,\d{3})*(\.\d)?")
-
-
-def table_rows(table, tries: int = 25) -> list[dict[str, str]]:
-    """The rows of an HTML table on the page, as header -> cell text. A table redrawn between
-    reading its header and its rows gave a header of none once: read again until both agree
-    (Playwright's locators see into the components' shadow roots, a plain query would not)."""
-    for _ in range(tries):
-        header = [c.strip() for c in table.locator("th").all_inner_texts()]
-        rows = [[c.strip() for c in row.locator("td").all_inner_texts()]
-                for row in table.locator("tbody tr").all()]
-        if header and all(len(row) == len(header) for row in rows):
-            break
-        table.page.wait_for_timeout(200)
-    return [dict(zip(header, row, strict=True)) for row in rows]
 
 
 def download_csv(page, selector: str, filename: str) -> str:

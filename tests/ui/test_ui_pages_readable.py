@@ -6,7 +6,7 @@ Each test checks values on the page against what the engine computes for the sam
 from __future__ import annotations
 
 import pytest
-from conftest import app_path
+from conftest import app_path, table_rows
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.ui
@@ -127,10 +127,9 @@ def test_census_page_says_what_to_do_then_prints_whole_counts(open_app, console_
     expect(page.get_by_role("button", name="Run trials")).to_be_enabled(timeout=PLAN_TIMEOUT_MS)
     expect(table.locator("th").first).to_have_text("variant")
     # dp releases are consistent: 0 violations, printed as a whole number
-    header = [c.strip() for c in table.locator("th").all_inner_texts()]
-    cells = [c.strip() for c in table.locator("tbody tr").first.locator("td").all_inner_texts()]
-    assert cells[header.index("variant")] == "dp"
-    assert cells[header.index("violations")] == "0"
+    first = table_rows(table)[0]
+    assert first["variant"] == "dp"
+    assert first["violations"] == "0"
     expect(page.locator(".census-csv").first).to_be_visible()
     screenshot("readable-census")
     assert console_errors == []
