@@ -19,7 +19,8 @@ Fixtures (use them by name in a test's arguments):
 - ``screenshot`` (function): ``screenshot(name)`` saves a full-page PNG of ``page`` as
   ``test-results/screenshots/<name>.png`` and returns the path.
 
-Plain helpers: :func:`save_screenshot`, :func:`wait_for_panel`, :func:`comparison_rows`,
+Plain helpers: :func:`save_screenshot`, :func:`wait_for_panel`, :func:`upload_scenario`,
+:func:`comparison_rows`,
 :func:`app_path` (the URL path of a page, optionally in a session the server issued),
 :func:`session_id` (the id the server put in a page's address bar), :func:`start_server`.
 
@@ -140,6 +141,19 @@ def wait_for_panel(page, wait_for: str | None = None) -> None:
     )
     if wait_for is not None:
         page.locator(wait_for).first.wait_for(state="visible")
+
+
+def upload_scenario(page, text: str | bytes, filename: str = "scenario.yaml") -> None:
+    """Give the Workload page's "Upload a scenario" box the file ``filename`` holding ``text``.
+
+    Waits first for the workload matrix, the last part the page builds after it opens: a file
+    given while the cards around the box were still being laid out could reach a box that was
+    about to be redrawn, and be lost.
+    """
+    page.get_by_text("The workload matrix").first.wait_for(state="visible")
+    buffer = text.encode() if isinstance(text, str) else text
+    page.locator(".spec-upload input[type=file]").first.set_input_files(
+        files=[{"name": filename, "mimeType": "text/yaml", "buffer": buffer}])
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import app_path, comparison_rows, reveal
+from conftest import app_path, comparison_rows, reveal, upload_scenario
 from playwright.sync_api import expect
 
 from engine.analysis.per_query_error import query_error
@@ -26,11 +26,6 @@ HDMM_SCENARIO = yaml.safe_dump({
     "privacy": {"noise": "gaussian", "epsilon": 1.0, "delta": 1.0e-6},
     "mechanisms": ["hdmm-union", "hdmm", "hdmm-opt0", "identity"],
 }, sort_keys=False)
-
-
-def load_scenario(page, text: str) -> None:
-    page.locator(".spec-upload input[type=file]").first.set_input_files(
-        files=[{"name": "scenario.yaml", "mimeType": "text/yaml", "buffer": text.encode()}])
 
 
 def rmse_of(page, name: str) -> float:
@@ -50,7 +45,7 @@ def rmse_of(page, name: str) -> float:
 def test_hdmm_errors_in_people_and_self_describing_exports(open_app, console_errors,
                                                            screenshot):
     page = open_app(app_path("/builder"), wait_for=".workload-stats")
-    load_scenario(page, HDMM_SCENARIO)
+    upload_scenario(page, HDMM_SCENARIO)
     expect(page.locator(".workload-stats").first).to_contain_text(
         "1,014 queries over 1,400 cells")
     page.locator(".site-nav").get_by_role("link", name="Compare").click()

@@ -8,7 +8,7 @@ import time
 
 import pytest
 import yaml
-from conftest import app_path
+from conftest import app_path, upload_scenario
 from playwright.sync_api import expect
 
 from engine.scenario import Scenario
@@ -42,9 +42,7 @@ def test_errors_and_budgets_in_people(open_app, console_errors, screenshot):
     best = min(engine_rows.values(), key=lambda r: r.rmse)
 
     page = open_app(app_path("/builder"), wait_for=".workload-stats")
-    page.locator(".spec-upload input[type=file]").first.set_input_files(
-        files=[{"name": "scenario.yaml", "mimeType": "text/yaml",
-                "buffer": SCENARIO.encode()}])
+    upload_scenario(page, SCENARIO)
     expect(page.locator(".workload-stats").first).to_contain_text("8 queries over 8 cells")
     expect(page.locator(".workload-in-use").first).to_contain_text(
         "Workload in use: 8 queries over 8 cells")
@@ -94,9 +92,7 @@ def test_errors_and_budgets_in_people(open_app, console_errors, screenshot):
 
 def test_the_conversion_line_follows_the_typed_budget(open_app, console_errors):
     page = open_app(app_path("/builder"), wait_for=".workload-stats")
-    page.locator(".spec-upload input[type=file]").first.set_input_files(
-        files=[{"name": "scenario.yaml", "mimeType": "text/yaml",
-                "buffer": SCENARIO.encode()}])
+    upload_scenario(page, SCENARIO)
     expect(page.locator(".workload-stats").first).to_contain_text("8 queries over 8 cells")
     page.locator(".site-nav").get_by_role("link", name="Privacy trade-off").click()
     conversion = page.locator(".privacy-conversion").first

@@ -13,7 +13,7 @@ import re
 
 import pytest
 import yaml
-from conftest import app_path
+from conftest import app_path, upload_scenario
 from playwright.sync_api import expect
 
 from explorer.components.charts import FADED_ALPHA
@@ -74,9 +74,7 @@ CUT_CELLS_JS = """(selector) => {
 
 
 def upload(page, spec: dict) -> None:
-    page.locator(".spec-upload input[type=file]").first.set_input_files(
-        files=[{"name": "scenario.yaml", "mimeType": "text/yaml",
-                "buffer": yaml.safe_dump(spec, sort_keys=False).encode()}])
+    upload_scenario(page, yaml.safe_dump(spec, sort_keys=False))
 
 
 def open_compare(open_app, spec: dict, cells: str):

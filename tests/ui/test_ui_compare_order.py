@@ -12,7 +12,7 @@ import re
 
 import pytest
 import yaml
-from conftest import app_path
+from conftest import app_path, upload_scenario
 from playwright.sync_api import expect
 
 from engine.analysis.svd_bound import svd_bound
@@ -38,9 +38,7 @@ def test_bound_shows_before_the_slow_mechanism_and_its_row_shows_an_estimate(
     assert not opt0.starts_automatically
 
     page = open_app(app_path("/builder"), wait_for=".workload-stats")
-    page.locator(".spec-upload input[type=file]").first.set_input_files(
-        files=[{"name": "slow.yaml", "mimeType": "text/yaml",
-                "buffer": yaml.safe_dump(SPEC).encode()}])
+    upload_scenario(page, yaml.safe_dump(SPEC), "slow.yaml")
     expect(page.locator(".workload-stats").first).to_contain_text("2,048 cells")
     page.locator(".site-nav").get_by_role("link", name="Compare").click()
 

@@ -6,7 +6,7 @@ Each test checks values on the page against what the engine computes for the sam
 from __future__ import annotations
 
 import pytest
-from conftest import app_path, table_rows
+from conftest import app_path, table_rows, upload_scenario
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.ui
@@ -37,11 +37,6 @@ CURVE_ALPHAS_JS = """() => {
 }"""
 
 
-def load_scenario(page, text: str) -> None:
-    page.locator(".spec-upload input[type=file]").first.set_input_files(
-        files=[{"name": "scenario.yaml", "mimeType": "text/yaml", "buffer": text.encode()}])
-
-
 def readout_row(page, name: str):
     rows = page.locator(".tradeoff-readout tbody tr")
     for i in range(rows.count()):
@@ -60,7 +55,7 @@ def type_into(page, selector: str, text: str) -> None:
 def test_tradeoff_controls_refuse_nonsense_and_tell_equal_lines_apart(open_app, console_errors,
                                                                       screenshot):
     page = open_app(app_path("/builder"), wait_for=".workload-stats")
-    load_scenario(page, PREFIX8)
+    upload_scenario(page, PREFIX8)
     expect(page.locator(".workload-stats").first).to_contain_text("8 queries over 8 cells")
     page.locator(".site-nav").get_by_role("link", name="Privacy trade-off").click()
     readout = page.locator(".tradeoff-readout").first

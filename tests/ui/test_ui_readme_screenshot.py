@@ -8,7 +8,7 @@ import struct
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, app_path
+from conftest import REPO_ROOT, app_path, upload_scenario
 from playwright.sync_api import expect
 
 from engine import Scenario, svd_bound
@@ -31,9 +31,7 @@ def test_the_readme_screenshot_of_the_compare_page(open_app, console_errors) -> 
     scenario = Scenario.from_spec(SPEC)
     bound = f"{svd_bound(scenario.workload).rmse(scenario.workload, scenario.privacy):.4g}"
     page = open_app(app_path("/builder"), wait_for=".workload-stats")
-    page.locator(".spec-upload input[type=file]").first.set_input_files(
-        files=[{"name": "readme.yaml", "mimeType": "text/yaml",
-                "buffer": yaml.safe_dump(SPEC).encode()}])
+    upload_scenario(page, yaml.safe_dump(SPEC), "readme.yaml")
     expect(page.locator(".workload-stats").first).to_contain_text("128 cells")
     page.locator(".site-nav").get_by_role("link", name="Compare").click()
     expect(page.locator(".bound-status").first).to_contain_text(

@@ -22,6 +22,7 @@ from conftest import (
     comparison_rows,
     session_id,
     start_server,
+    upload_scenario,
     wait_for_panel,
 )
 from playwright.sync_api import expect
@@ -72,9 +73,7 @@ def open_page(browser, url: str, wait_for: str | None = None):
 
 def upload(page, size: int) -> None:
     """Load the prefix workload on ``size`` values through the builder's file upload."""
-    page.locator(".spec-upload input[type=file]").first.set_input_files(
-        files=[{"name": f"prefix{size}.yaml", "mimeType": "text/yaml", "buffer": scenario(size)}]
-    )
+    upload_scenario(page, scenario(size), f"prefix{size}.yaml")
     expect(page.locator(".workload-stats").first).to_contain_text(
         f"{size:,} queries over {size:,} cells"
     )

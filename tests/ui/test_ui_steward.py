@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import save_screenshot, start_server, wait_for_panel
+from conftest import save_screenshot, start_server, upload_scenario, wait_for_panel
 from playwright.sync_api import expect
 
 from engine.ledger import Cost
@@ -155,8 +155,7 @@ def test_steward_registers_releases_downloads_and_is_refused(browser, served: st
     # 2. Compare: a two-attribute workload, planned
     page.goto(f"{served}/app?page=builder", wait_until="load")
     wait_for_panel(page, ".workload-stats")
-    page.locator(".spec-upload input[type=file]").first.set_input_files(
-        files=[{"name": "clinic.yaml", "mimeType": "text/yaml", "buffer": SCENARIO.encode()}])
+    upload_scenario(page, SCENARIO, "clinic.yaml")
     expect(page.locator(".workload-stats").first).to_contain_text("17 queries over 10 cells")
     page.locator(".site-nav").get_by_role("link", name="Compare").click()
     headline = page.locator(".compare-headline").first

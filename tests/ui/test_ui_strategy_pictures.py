@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 import yaml
-from conftest import app_path, reveal
+from conftest import app_path, reveal, upload_scenario
 from playwright.sync_api import expect
 
 from engine import gaussian_half_width, value_count_variances
@@ -77,8 +77,7 @@ def test_strategy_pictures_and_structure_views(open_app, console_errors, screens
     s = Scenario.from_spec(yaml.safe_load(SCENARIO))
     assert s.workload.domain.size == 1400
     page = open_app(app_path("/builder"), wait_for=".workload-stats")
-    page.locator(".spec-upload input[type=file]").first.set_input_files(
-        files=[{"name": "scenario.yaml", "mimeType": "text/yaml", "buffer": SCENARIO.encode()}])
+    upload_scenario(page, SCENARIO)
     expect(page.locator(".workload-stats").first).to_contain_text(
         "1,014 queries over 1,400 cells", timeout=60_000)
     page.locator(".site-nav").get_by_role("link", name="Compare").click()

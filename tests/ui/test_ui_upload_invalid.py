@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import app_path
+from conftest import app_path, upload_scenario
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.ui
@@ -23,8 +23,7 @@ def test_invalid_upload_shows_the_error_and_keeps_the_previous_workload(
     editor = page.locator(".spec-editor").first
     expect(editor).to_contain_text("sex")
 
-    page.locator(".spec-upload input[type=file]").first.set_input_files(
-        files=[{"name": "bad.yaml", "mimeType": "text/yaml", "buffer": BAD_SCENARIO}])
+    upload_scenario(page, BAD_SCENARIO, "bad.yaml")
 
     message = ("bad.yaml: workload[0].product.age: unknown block 'prefx' "
                "(did you mean 'prefix'?)")
