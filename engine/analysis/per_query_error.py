@@ -33,9 +33,9 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from scipy import integrate, optimize, stats
@@ -73,6 +73,8 @@ class Plan(Protocol):
     def rmse(self, privacy: Privacy | None = None) -> float: ...
 
     def with_privacy(self, privacy: Privacy) -> Plan: ...
+
+    def noise_free(self, key: Hashable, compute: Callable[[], Any]) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -172,20 +174,30 @@ def typical_half_width(plan: Plan, level: float = 0.95) -> tuple[float, str]:
     Gaussian noise: ``z RMSE`` exactly (1.96 RMSE at 95 %). Laplace noise: the exact quantile
     of the query whose standard deviation is nearest the RMSE (so with that query's mix of
     Laplace terms), scaled to the RMSE; the Chernoff bound when the plan has no explicit
-    least-squares strategy to read the mix from.
+    least-squares strategy to read the mix from. The Laplace ratio to the RMSE is the same at
+    every privacy level, so it is computed once per plan (:meth:`Plan.noise_free`) and kept
+    with it.
     """
     rmse = plan.rmse()
     if plan.privacy.noise != "laplace":
         return float(gaussian_half_width(rmse, level)), "gaussian"
+    ratio, method = plan.noise_free(("laplace half-width / RMSE", level),
+                                    lambda: _laplace_typical_ratio(plan, level))
+    return ratio * rmse, method
+
+
+def _laplace_typical_ratio(plan: Plan, level: float) -> tuple[float, str]:
+    """:func:`typical_half_width` over the RMSE for a Laplace plan, and its method."""
+    rmse = plan.rmse()
     try:
         std = np.sqrt(np.asarray(plan.variances(), dtype=float))
     except (ValueError, MemoryError, NotImplementedError):
-        return float(chernoff_half_width(rmse, level)), "chernoff"
+        return float(chernoff_half_width(1.0, level)), "chernoff"
     index = int(np.argmin(np.abs(std - rmse)))
     nearest = _query_error(plan, index, "", level)
     if nearest.std <= 0:
         return 0.0, nearest.method
-    return nearest.half_width * rmse / nearest.std, nearest.method
+    return nearest.half_width / nearest.std, nearest.method
 
 
 def query_error(plan: Plan, query: int | str, level: float = 0.95) -> QueryError:

@@ -22,7 +22,7 @@ import contextvars
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -68,34 +68,37 @@ class Measurement:
     noise: ExactNoise | None = None
 
 
-class _UnitVariances:
-    """The unit per-query variances of one (workload, strategy), computed at most once.
+class _NoiseFree:
+    """What one (workload, strategy) determines whatever the noise scale (the unit per-query
+    variances, a typical query's error over the RMSE...), each computed at most once.
 
     Shared by a plan and its re-calibrations (``Plan.with_privacy``): they differ only in the
-    noise scale. The lock makes concurrent first calls (web sessions sharing a plan) wait for
-    one computation instead of repeating it.
+    noise scale. Pickled with the plan, so a plan made in a worker process comes back with what
+    the worker computed. The lock makes concurrent first calls (web sessions sharing a plan)
+    wait for one computation instead of repeating it; it is re-entrant because one value may
+    be computed from another.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._value: np.ndarray | None = None
+        self._lock = threading.RLock()
+        self._values: dict[Hashable, Any] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"value": self._value}  # a lock does not pickle: a copy gets its own
+        with self._lock:  # a lock does not pickle: a copy gets its own
+            return {"values": dict(self._values)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._lock = threading.Lock()
-        self._value = state["value"]
-        if self._value is not None:
-            self._value.setflags(write=False)
+        self._lock = threading.RLock()
+        self._values = state["values"]
+        for value in self._values.values():
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)  # shared, as before pickling
 
-    def get(self, compute: Callable[[], np.ndarray]) -> np.ndarray:
+    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         with self._lock:
-            if self._value is None:
-                value = np.array(compute(), dtype=float)
-                value.setflags(write=False)  # shared: callers get a read-only view
-                self._value = value
-            return self._value
+            if key not in self._values:
+                self._values[key] = compute()
+            return self._values[key]
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,8 +136,8 @@ class Plan:
     #: k of the grid spacing 2**-k that real-valued strategy answers are released on (None:
     #: the coarsest grid that enlarges the sensitivity by at most 2**-10)
     grid_exponent: int | None = None
-    _unit_variances: _UnitVariances = field(default_factory=_UnitVariances, init=False,
-                                            repr=False, compare=False)
+    _noise_free: _NoiseFree = field(default_factory=_NoiseFree, init=False, repr=False,
+                                    compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shown", check_views(self.shown))
@@ -197,11 +200,18 @@ class Plan:
     def with_privacy(self, privacy: Privacy) -> Plan:
         """The same strategy re-calibrated to another privacy level (no re-optimisation).
 
-        The re-calibrated plan shares this plan's unit per-query variances.
+        The re-calibrated plan shares what this plan has computed that does not depend on the
+        noise scale (:meth:`noise_free`), such as the unit per-query variances.
         """
         plan = replace(self, privacy=privacy)
-        object.__setattr__(plan, "_unit_variances", self._unit_variances)
+        object.__setattr__(plan, "_noise_free", self._noise_free)
         return plan
+
+    def noise_free(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per plan and its re-calibrations: for a quantity the strategy
+        determines whatever the privacy level (the caller's ``key`` names it). Kept with the
+        plan, pickled with it, and shared by :meth:`with_privacy`'s copies."""
+        return self._noise_free.get(key, compute)
 
     def unit_variances(self) -> np.ndarray:
         """``w^T (A^T A)^+ w`` for every workload row w (read-only; computed once per plan).
@@ -209,12 +219,16 @@ class Plan:
         Multiplied by ``sigma**2 ||A||**2`` it gives the per-query variances; see
         :meth:`variances`.
         """
-        return self._unit_variances.get(self._compute_unit_variances)
+        return self.noise_free("unit variances", self._compute_unit_variances)
 
     def _compute_unit_variances(self) -> np.ndarray:
         if self.query_variances is not None:
-            return self.query_variances(self)
-        return error.per_query_variances(self.workload, self._strategy())
+            value = self.query_variances(self)
+        else:
+            value = error.per_query_variances(self.workload, self._strategy())
+        value = np.array(value, dtype=float)
+        value.setflags(write=False)  # shared: callers get a read-only view
+        return value
 
     def variances(self, privacy: Privacy | None = None) -> np.ndarray:
         """Expected squared error of every workload query at ``privacy`` (squared counts).

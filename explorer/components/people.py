@@ -22,20 +22,15 @@ from engine import (
     PerQueryErrors,
     Plan,
     Privacy,
-    Workload,
     chernoff_half_width,
     gaussian_half_width,
     typical_half_width,
 )
+from explorer.planning.people_ready import EXACT_PEOPLE_QUERIES, PEOPLE_LEVEL
 from explorer.session import Session
 
-#: The confidence level of every "error in people".
-LEVEL = 0.95
 #: A Gaussian error's 95 % half-width over its standard deviation (1.96).
-GAUSSIAN_FACTOR = float(gaussian_half_width(1.0, LEVEL))
-#: Above this many queries the Laplace factor is the Chernoff bound (no per-query variances
-#: are computed for the table: on Adult's 21 million queries they take seconds per plan).
-EXACT_FACTOR_LIMIT = 100_000
+GAUSSIAN_FACTOR = float(gaussian_half_width(1.0, PEOPLE_LEVEL))
 #: The one limit on per-query errors the pages state: the engine's (worst queries, a query in
 #: words, "every count within +/- N").
 PER_QUERY_LIMIT = QUERY_LIMIT
@@ -53,30 +48,18 @@ def people(value: float | None) -> str:
 
 def people_factor(plan: Plan) -> tuple[float, str]:
     """A typical count's 95 % half-width over the plan's RMSE, and how it was obtained (a key
-    of :data:`METHODS`): the same at every privacy level of the plan's noise family, so it is
-    computed once per (workload, mechanism, noise)."""
-    noise = plan.privacy.noise
-    if noise != "laplace":
+    of :data:`METHODS`): the same at every privacy level of the plan's noise family. For a
+    Laplace plan it is computed once, where the plan was made
+    (:func:`explorer.planning.people_ready.prepare_for_pages`), and kept with it; above
+    :data:`~explorer.planning.people_ready.EXACT_PEOPLE_QUERIES` queries it is the Chernoff
+    bound."""
+    if plan.privacy.noise != "laplace":
         return GAUSSIAN_FACTOR, "gaussian"
-    if plan.workload.num_queries > EXACT_FACTOR_LIMIT:
-        return float(chernoff_half_width(1.0, LEVEL)), "chernoff"
-    key = (plan.mechanism, noise, plan.rmse(plan.privacy.with_(epsilon=1.0)))
-    with _LOCK:
-        known = _FACTORS.setdefault(plan.workload, {}).get(key)
-    if known is not None:
-        return known
+    if plan.workload.num_queries > EXACT_PEOPLE_QUERIES:
+        return float(chernoff_half_width(1.0, PEOPLE_LEVEL)), "chernoff"
     rmse = plan.rmse()
-    half_width, method = typical_half_width(plan, LEVEL)
-    found = (half_width / rmse if rmse > 0 else GAUSSIAN_FACTOR, method)
-    with _LOCK:
-        _FACTORS.setdefault(plan.workload, {})[key] = found
-    return found
-
-
-#: :func:`people_factor` per workload (dropped with it), by (mechanism, noise, RMSE at eps 1).
-_FACTORS: weakref.WeakKeyDictionary[Workload, dict[tuple, tuple[float, str]]] = \
-    weakref.WeakKeyDictionary()
-_LOCK = threading.Lock()
+    half_width, method = typical_half_width(plan, PEOPLE_LEVEL)
+    return (half_width / rmse if rmse > 0 else GAUSSIAN_FACTOR), method
 
 
 def row_factor(row: ComparisonRow) -> float:
@@ -99,7 +82,7 @@ def bound_people(comparison: Comparison | None, privacy: Privacy | None = None
     if comparison is None:
         return None
     if privacy is None:
-        return comparison.bound_error(LEVEL)
+        return comparison.bound_error(PEOPLE_LEVEL)
     rmse = comparison.bound.rmse(comparison.workload, privacy)
     return None if rmse is None else GAUSSIAN_FACTOR * rmse
 

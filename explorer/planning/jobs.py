@@ -36,6 +36,7 @@ from engine import (
     plan_row,
 )
 from explorer.planning.board import BoardReport, JobBoard
+from explorer.planning.people_ready import prepare_for_pages
 from explorer.planning.schedule import (
     AUTO_START_SECONDS,
     Estimate,
@@ -364,6 +365,7 @@ class PlanningJob:
         )
 
     def _on_row(self, row: ComparisonRow) -> None:
+        prepare_for_pages(row.plan)  # planned in this process's threads or on Dask: here
         self.store.put_row(self.key, self.workload, self.privacy.noise, row)
         with self._lock:
             self._done += 1

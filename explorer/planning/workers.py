@@ -11,7 +11,8 @@ Each running plan owns a *slot* of a small shared-memory table, handed to the wo
 start: the worker writes its optimiser's progress (iteration, objective, stage) there and reads
 the slot's stop flag at every progress report, so a cancel stops the work in the worker at its
 next checkpoint, as it does in a thread. Plans come back pickled by value (cloudpickle: they
-hold reconstruction closures).
+hold reconstruction closures). A worker also computes what every page reads of the plan it made
+(:func:`explorer.planning.people_ready.prepare_for_pages`), which comes back with the plan.
 
 Nothing here imports Panel (the workers import this module).
 """
@@ -41,6 +42,7 @@ from engine import (
     local_pool,
     plan_row,
 )
+from explorer.planning.people_ready import prepare_for_pages
 
 #: How much lower than the web process's the workers' CPU priority is (nice steps).
 WORKER_NICENESS = 10
@@ -88,9 +90,11 @@ def _slot_progress(slot: int) -> Progress:
 
 
 def _plan_in_worker(call: bytes) -> bytes:
-    """Plan one row in a worker: ``call`` and the result are cloudpickled."""
+    """Plan one row in a worker, ready for the pages: ``call`` and the result are
+    cloudpickled."""
     slot, name, workload, privacy, knobs, known = cloudpickle.loads(call)
     row = plan_row(name, workload, privacy, knobs, known, _slot_progress(slot))
+    prepare_for_pages(row.plan)
     return cloudpickle.dumps(row)
 
 

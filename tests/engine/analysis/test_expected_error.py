@@ -240,6 +240,22 @@ def test_plans_still_pickle_with_their_variances() -> None:
     np.testing.assert_array_equal(computed.unit_variances(), plan.unit_variances())
 
 
+
+def test_what_a_plan_computes_once_is_shared_by_its_recalibrations_and_pickled() -> None:
+    plan = get("h2").plan(Workload.one_dim(PrefixBlock(16)), Privacy(noise="laplace"))
+    calls = []
+
+    def compute() -> float:
+        calls.append(1)
+        return 2.5
+
+    at_eps_3 = plan.with_privacy(Privacy(noise="laplace", epsilon=3.0))
+    assert at_eps_3.noise_free("k", compute) == 2.5
+    assert plan.noise_free("k", compute) == 2.5 and len(calls) == 1
+    copy = pickle.loads(pickle.dumps(plan))
+    assert copy.noise_free("k", compute) == 2.5 and len(calls) == 1
+    assert copy.noise_free("another", compute) == 2.5 and len(calls) == 2
+
 # ----- reconstruction map -------------------------------------------------------------------------
 def reconstruction_cases():
     W1 = Workload.one_dim(AllRangeBlock(8))

@@ -166,6 +166,7 @@ def test_a_plan_has_everything_the_per_query_error_reads() -> None:
     methods = {name for name, value in vars(protocol).items()
                if callable(value) and not name.startswith("_")}
     assert fields == {"privacy", "workload", "strategy", "sensitivity"}
-    assert methods == {"variances", "unit_variances", "noise_std", "rmse", "with_privacy"}
+    assert methods == {"variances", "unit_variances", "noise_std", "rmse", "with_privacy",
+                       "noise_free"}
     assert fields <= set(Plan.__dataclass_fields__)
     assert all(callable(getattr(Plan, name)) for name in methods)

@@ -4,12 +4,15 @@ cancel or skip that reaches a worker mid-plan.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 
 import pytest
 from threadpoolctl import threadpool_limits
 
+from engine.analysis import per_query_error
+from explorer.components.people import GAUSSIAN_FACTOR, people_factor
 from explorer.planning.store import PlanStore
 from explorer.session import Session
 
@@ -93,6 +96,36 @@ def test_plans_made_in_worker_processes_equal_plans_made_in_process():
         else:
             assert pooled[name].rmse == pytest.approx(rmse, rel=1e-12), name
             assert math.isfinite(pooled[name].plan.rmse())
+
+
+def test_laplace_plans_come_back_from_their_workers_with_their_error_in_people(monkeypatch):
+    def computed_here(plan, level):
+        raise AssertionError(f"{plan.mechanism}: the error in people was computed here")
+
+    # the workers are spawned: only this process is forbidden to compute it
+    monkeypatch.setattr(per_query_error, "_laplace_typical_ratio", computed_here)
+    spec = dict(TWO_ATTRIBUTE_SPEC, privacy={"noise": "laplace", "epsilon": 1.0})
+    store = PlanStore(processes=True)
+    session = Session(spec, store=store)
+    try:
+        session.compare_now()
+    finally:
+        store.close()
+    plans = [r.plan for r in session.comparison.rows if r.plan is not None]
+    assert len(plans) >= 6 and not any((r.error or "").startswith("failed")
+                                       for r in session.comparison.rows)
+    brought = {p.mechanism: people_factor(p) for p in plans}  # read from the workers' results
+    monkeypatch.undo()
+    for plan in plans:
+        factor, method = brought[plan.mechanism]
+        fresh_factor, fresh_method = people_factor(dataclasses.replace(plan))  # computed here
+        assert method == fresh_method
+        assert factor == pytest.approx(fresh_factor, rel=1e-12), plan.mechanism
+        # a Laplace mix's 95 % quantile lies between one Laplace term's and the Chernoff bound
+        if method in ("laplace", "laplace-sum"):
+            assert GAUSSIAN_FACTOR < factor <= 3.2, plan.mechanism
+        at_eps_2 = plan.with_privacy(plan.privacy.with_(epsilon=2.0))
+        assert people_factor(at_eps_2) == (factor, method)
 
 
 #: OPT_0 on 512 cells plans for seconds after its first report: a stop reaches it mid-way
