@@ -2,7 +2,8 @@
 cache.
 
 An entry is one finished :class:`~engine.workflows.compare.ComparisonRow` (its plan included)
-or one workload's SVD bound, under the SHA-256 of ``(workload key, noise, mechanism)``. Its
+or one workload's SVD bound, under the SHA-256 of ``(package version, workload key, noise,
+mechanism)``: a server of another version does not serve it. Its
 file is the SHA-256 of the payload followed by the payload (cloudpickle), written to a
 temporary file and renamed into place, so a reader sees a whole entry or none. A file whose
 payload does not match its digest, or that does not unpickle, is deleted and reported as a miss:
@@ -30,7 +31,7 @@ from typing import Any
 
 import cloudpickle
 
-from engine import data_dir
+from engine import __version__, data_dir
 
 LOG = logging.getLogger("explorer.planning")
 #: The folder under the data directory.
@@ -59,9 +60,11 @@ def plan_cache_bytes() -> int:
 SETTLE_NS = 2_000_000_000
 
 
-def entry_name(key: str, noise: str, name: str) -> str:
-    """The file name of an entry: the SHA-256 of its workload key, noise and name."""
-    digest = hashlib.sha256(f"{key}\0{noise}\0{name}".encode()).hexdigest()
+def entry_name(key: str, noise: str, name: str, version: str = __version__) -> str:
+    """The file name of an entry: the SHA-256 of the package version that plans, its workload
+    key, noise and name. Servers of another version (one machine of an agency upgraded before
+    the others) neither serve nor overwrite each other's plans."""
+    digest = hashlib.sha256(f"{version}\0{key}\0{noise}\0{name}".encode()).hexdigest()
     return digest + SUFFIX
 
 

@@ -41,6 +41,18 @@ def test_an_entry_round_trips_and_a_corrupt_one_is_dropped(tmp_path):
     assert cache.get("k", "laplace", "identity") is None and not path.exists()
 
 
+def test_a_server_of_another_version_neither_serves_nor_overwrites_the_entry(tmp_path):
+    cache = PlanCache(tmp_path, max_bytes=10**6)
+    assert cache.put("k", "laplace", "identity", {"rmse": 1.5})
+    ours = tmp_path / entry_name("k", "laplace", "identity")
+    theirs = tmp_path / entry_name("k", "laplace", "identity", version="0.0.1-older")
+    assert ours.exists() and theirs != ours
+    theirs.write_bytes(ours.read_bytes())  # the older server's entry for the same plan
+    ours.unlink()
+    assert cache.get("k", "laplace", "identity") is None  # a miss: planned anew
+    assert theirs.exists()  # left to the older server (and to eviction)
+
+
 def test_the_least_recently_used_entries_go_first(tmp_path):
     payload = b"x" * 1000
     cache = PlanCache(tmp_path, max_bytes=10**6)
