@@ -80,15 +80,20 @@ def test_one_session_cancels_while_an_hdmm_operator_runs_and_the_other_gets_ever
     assert got["hdmm"] == pytest.approx(min(got["hdmm-opt0"], got["hdmm-kron"]), rel=1e-12)
 
 
-def test_plans_made_in_worker_processes_equal_plans_made_in_process():
-    alone = _alone(TWO_ATTRIBUTE_SPEC)
+def _pooled(spec) -> Session:
+    """A session whose comparison of ``spec`` was planned in worker processes."""
     store = PlanStore(processes=True)
-    session = Session(TWO_ATTRIBUTE_SPEC, store=store)
+    session = Session(spec, store=store)
     try:
         session.compare_now()
     finally:
         store.close()
-    pooled = {r.mechanism: r for r in session.comparison.rows}
+    return session
+
+
+def test_plans_made_in_worker_processes_equal_plans_made_in_process():
+    alone = _alone(TWO_ATTRIBUTE_SPEC)
+    pooled = {r.mechanism: r for r in _pooled(TWO_ATTRIBUTE_SPEC).comparison.rows}
     assert set(pooled) == set(alone) and sum(v is not None for v in alone.values()) >= 8
     for name, rmse in alone.items():
         if rmse is None:
@@ -104,13 +109,7 @@ def test_laplace_plans_come_back_from_their_workers_with_their_error_in_people(m
 
     # the workers are spawned: only this process is forbidden to compute it
     monkeypatch.setattr(per_query_error, "_laplace_typical_ratio", computed_here)
-    spec = dict(TWO_ATTRIBUTE_SPEC, privacy={"noise": "laplace", "epsilon": 1.0})
-    store = PlanStore(processes=True)
-    session = Session(spec, store=store)
-    try:
-        session.compare_now()
-    finally:
-        store.close()
+    session = _pooled(dict(TWO_ATTRIBUTE_SPEC, privacy={"noise": "laplace", "epsilon": 1.0}))
     plans = [r.plan for r in session.comparison.rows if r.plan is not None]
     assert len(plans) >= 6 and not any((r.error or "").startswith("failed")
                                        for r in session.comparison.rows)
