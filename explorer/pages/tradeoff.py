@@ -454,7 +454,10 @@ class TradeoffPage(Page):
                unit: str):
         session = self.session
         if self._live is not None and page_closed(getattr(self, "_doc", None)):
-            return self._live.figure  # the tab has gone: the chart is not redrawn for nobody
+            # The tab has gone: the chart is not redrawn for nobody, and its pane is left
+            # alone (handed the drawn figure again, it copies the figure's stylesheet models
+            # into parameters that take only text, and the page that changed the plans fails).
+            raise param.Skip
         comparison = session.comparison
         privacy = comparison.privacy if comparison is not None else session.privacy
         y_label, y_name = UNITS[unit]

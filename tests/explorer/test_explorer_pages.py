@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,7 @@ from engine.mechanisms.views import (
 from engine.privacy import Privacy, cdp_rho
 from engine.scenario import Scenario
 from engine.workflows.compare import Comparison
+from explorer.components.background import page_loaded
 from explorer.components.privacy import PrivacyControls, conversion_text
 from explorer.components.table import DataTable
 from explorer.pages.compare import (
@@ -354,6 +356,28 @@ def test_tradeoff_page_renders_and_moves_markers_in_place(session):
     assert page._live.figure is figure  # no new chart for a slider move
     assert set(source.data["current_x"]) == {4.0}
     assert page._live.span.location == 4.0
+
+
+class ClosedTab:
+    """A served page's document whose browser loaded it and has gone since."""
+
+    def __init__(self) -> None:
+        self.session_context = SimpleNamespace(session=SimpleNamespace(connection_count=0))
+        page_loaded(self)
+
+
+def test_a_closed_tradeoff_tab_keeps_its_drawn_chart_when_the_plans_change(session):
+    page = TradeoffPage(session=session)
+    page.__panel__()
+    drawn = page._chart_pane.object
+    handed: list[object] = []
+    page._chart_pane.param.watch(lambda event: handed.append(event.new), "object")
+    page._doc = ClosedTab()
+    # Another page of the session picks up plans. The closed tab's pane is left alone: handed
+    # its drawn figure again, a served pane copied the figure's stylesheet models into its own
+    # parameters, which failed and broke the other page's build (CI at 26dda8d).
+    session.param.trigger("plans")
+    assert handed == [] and page._chart_pane.object is drawn
 
 
 def test_tradeoff_level_follows_the_slider_before_any_plan_arrives(monkeypatch):
