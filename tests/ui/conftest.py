@@ -286,15 +286,23 @@ def move_eps_until_stored(page, url: str, store) -> tuple[str, str]:
         f"{level.inner_text()!r}; stored: {stored})")
 
 
+#: Reads an HTML table's header cells and body rows in one step in the browser, as text.
+TABLE_TEXT = """table => ({
+    header: [...table.querySelectorAll("thead th")].map(cell => cell.textContent.trim()),
+    rows: [...table.querySelectorAll("tbody tr")].map(
+        row => [...row.querySelectorAll("td")].map(cell => cell.textContent.trim())),
+})"""
+
+
 def table_rows(table, tries: int = 25) -> list[dict[str, str]]:
-    """The rows of an HTML table on the page, as header -> cell text. A table redrawn between
-    reading its header and its rows gave a header of none once: read again until both agree
-    (Playwright's locators see into the components' shadow roots, a plain query would not)."""
+    """The rows of the HTML table in ``table`` (a component on the page), as header -> cell
+    text. Header and rows are read in one step in the browser, so a redraw cannot fall between
+    them (read across one, a header once lacked its first column); an empty or unfinished table
+    is read again."""
     for _ in range(tries):
-        header = [c.strip() for c in table.locator("th").all_inner_texts()]
-        rows = [[c.strip() for c in row.locator("td").all_inner_texts()]
-                for row in table.locator("tbody tr").all()]
-        if header and all(len(row) == len(header) for row in rows):
+        snapshot = table.locator("table").first.evaluate(TABLE_TEXT)
+        header, rows = snapshot["header"], snapshot["rows"]
+        if header and rows and all(len(row) == len(header) for row in rows):
             break
         table.page.wait_for_timeout(200)
     return [dict(zip(header, row, strict=True)) for row in rows]
