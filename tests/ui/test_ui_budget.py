@@ -48,6 +48,7 @@ def test_two_releases_then_refused(browser, served: str, tmp_path) -> None:
     budget = open_page(browser, f"{served}/app?page=budget", ".budget-total")
     budget.locator("input[type=file]").set_input_files(str(records))
     name = budget.locator(".budget-name input")
+    expect(name).to_have_value("survey")  # the upload is in: typing now is not overwritten
     name.fill("people survey")
     name.press("Enter")
     total = budget.locator(".budget-total input")

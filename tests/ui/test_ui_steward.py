@@ -270,6 +270,7 @@ def test_steward_releases_aim_grem_and_a_census_hierarchy(browser, served: str,
     wait_for_panel(page, ".budget-total")
     page.locator("input[type=file]").set_input_files(str(csv_file))
     name = page.locator(".budget-name input")
+    expect(name).to_have_value("survey")  # the upload is in: typing now is not overwritten
     name.fill("household survey")
     name.press("Enter")
     page.get_by_role("button", name="Register").click()
@@ -321,6 +322,8 @@ def test_steward_releases_aim_grem_and_a_census_hierarchy(browser, served: str,
     wait_for_panel(page, ".budget-total")
     page.locator("input[type=file]").set_input_files(str(hierarchy))
     name = page.locator(".budget-name input")
+    # the upload is in (CI at f2fb027 typed while it arrived: the box read "townstowns census")
+    expect(name).to_have_value("towns")
     name.fill(TOWNS)
     name.press("Enter")
     unit = page.get_by_label("Unit", exact=True)
