@@ -22,15 +22,10 @@ from engine import (
     PerQueryErrors,
     Plan,
     Privacy,
-    chernoff_half_width,
-    gaussian_half_width,
-    typical_half_width,
 )
-from explorer.planning.people_ready import EXACT_PEOPLE_QUERIES, PEOPLE_LEVEL
+from explorer.planning.people_ready import GAUSSIAN_FACTOR, PEOPLE_LEVEL, people_factor
 from explorer.session import Session
 
-#: A Gaussian error's 95 % half-width over its standard deviation (1.96).
-GAUSSIAN_FACTOR = float(gaussian_half_width(1.0, PEOPLE_LEVEL))
 #: The one limit on per-query errors the pages state: the engine's (worst queries, a query in
 #: words, "every count within +/- N").
 PER_QUERY_LIMIT = QUERY_LIMIT
@@ -44,22 +39,6 @@ def people(value: float | None) -> str:
     if value is None:
         return "n/a"
     return f"+/- {value:,.1f} people" if value < 10 else f"+/- {value:,.0f} people"
-
-
-def people_factor(plan: Plan) -> tuple[float, str]:
-    """A typical count's 95 % half-width over the plan's RMSE, and how it was obtained (a key
-    of :data:`METHODS`): the same at every privacy level of the plan's noise family. For a
-    Laplace plan it is computed once, where the plan was made
-    (:func:`explorer.planning.people_ready.prepare_for_pages`), and kept with it; above
-    :data:`~explorer.planning.people_ready.EXACT_PEOPLE_QUERIES` queries it is the Chernoff
-    bound."""
-    if plan.privacy.noise != "laplace":
-        return GAUSSIAN_FACTOR, "gaussian"
-    if plan.workload.num_queries > EXACT_PEOPLE_QUERIES:
-        return float(chernoff_half_width(1.0, PEOPLE_LEVEL)), "chernoff"
-    rmse = plan.rmse()
-    half_width, method = typical_half_width(plan, PEOPLE_LEVEL)
-    return (half_width / rmse if rmse > 0 else GAUSSIAN_FACTOR), method
 
 
 def row_factor(row: ComparisonRow) -> float:

@@ -13,7 +13,7 @@ Nothing here imports Panel (the planner processes import this module).
 
 from __future__ import annotations
 
-from engine import Plan, typical_half_width
+from engine import Plan, chernoff_half_width, gaussian_half_width, typical_half_width
 
 #: The confidence level of every error in people the pages show (95 %).
 PEOPLE_LEVEL = 0.95
@@ -21,12 +21,26 @@ PEOPLE_LEVEL = 0.95
 #: in people: the exact one needs every query's variance (on Adult's 21 million queries,
 #: seconds per plan).
 EXACT_PEOPLE_QUERIES = 100_000
+#: A Gaussian error's 95 % half-width over its standard deviation (1.96).
+GAUSSIAN_FACTOR = float(gaussian_half_width(1.0, PEOPLE_LEVEL))
+
+
+def people_factor(plan: Plan) -> tuple[float, str]:
+    """A typical count's 95 % half-width over the plan's RMSE, and how it was obtained (a key
+    of ``engine.METHODS``): the same at every privacy level of the plan's noise family. For a
+    Laplace plan it is computed once, where the plan was made (:func:`prepare_for_pages`), and
+    kept with it; above :data:`EXACT_PEOPLE_QUERIES` queries it is the Chernoff bound."""
+    if plan.privacy.noise != "laplace":
+        return GAUSSIAN_FACTOR, "gaussian"
+    if plan.workload.num_queries > EXACT_PEOPLE_QUERIES:
+        return float(chernoff_half_width(1.0, PEOPLE_LEVEL)), "chernoff"
+    rmse = plan.rmse()
+    half_width, method = typical_half_width(plan, PEOPLE_LEVEL)
+    return (half_width / rmse if rmse > 0 else GAUSSIAN_FACTOR), method
 
 
 def prepare_for_pages(plan: Plan | None) -> None:
-    """Compute a Laplace plan's typical error in people at :data:`PEOPLE_LEVEL` (up to
-    :data:`EXACT_PEOPLE_QUERIES` queries) and keep it with the plan; nothing for other plans,
-    and nothing again for a plan that has it."""
-    if (plan is not None and plan.privacy.noise == "laplace"
-            and plan.workload.num_queries <= EXACT_PEOPLE_QUERIES):
-        typical_half_width(plan, PEOPLE_LEVEL)
+    """Compute :func:`people_factor` of ``plan`` where the plan is made, so that it is kept
+    with the plan (nothing for a plan that has it, or for one that needs no computing)."""
+    if plan is not None:
+        people_factor(plan)
