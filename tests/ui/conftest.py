@@ -20,7 +20,7 @@ Fixtures (use them by name in a test's arguments):
   ``test-results/screenshots/<name>.png`` and returns the path.
 
 Plain helpers: :func:`save_screenshot`, :func:`wait_for_panel`, :func:`upload_scenario`,
-:func:`comparison_rows`,
+:func:`load_preset`, :func:`comparison_rows`,
 :func:`app_path` (the URL path of a page, optionally in a session the server issued),
 :func:`session_id` (the id the server put in a page's address bar), :func:`start_server`.
 
@@ -41,6 +41,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from explorer.presets import PRESETS
 from explorer.server.served import (
     EPS_SLIDER,
     ServerStartError,
@@ -154,6 +155,21 @@ def upload_scenario(page, text: str | bytes, filename: str = "scenario.yaml") ->
     buffer = text.encode() if isinstance(text, str) else text
     page.locator(".spec-upload input[type=file]").first.set_input_files(
         files=[{"name": filename, "mimeType": "text/yaml", "buffer": buffer}])
+
+
+def load_preset(page, key: str) -> None:
+    """Load the Workload page's preset ``key`` (a key of ``explorer.presets.PRESETS``).
+
+    Waits for the workload matrix (as :func:`upload_scenario` does), then picks the preset and
+    waits until the card shows that preset's description, which the server writes once it has
+    the choice: a click before that would load the preset the server still had (CI at 2e1a32e
+    loaded the default's 96 queries).
+    """
+    page.get_by_text("The workload matrix").first.wait_for(state="visible")
+    preset = PRESETS[key]
+    page.locator(".preset-form select").first.select_option(label=preset.title)
+    expect(page.locator(".presets-card").first).to_contain_text(preset.description[:60])
+    page.get_by_role("button", name="Load preset").click()
 
 
 @pytest.fixture

@@ -13,11 +13,10 @@ import re
 import time
 
 import pytest
-from conftest import app_path, comparison_rows, reveal
+from conftest import app_path, comparison_rows, load_preset, reveal
 from playwright.sync_api import expect
 
 import engine
-from explorer.presets import PRESETS
 
 pytestmark = pytest.mark.ui
 
@@ -52,9 +51,7 @@ def number(text: str) -> float:
 def test_published_every_month_shows_each_months_error_and_the_price(open_app, console_errors,
                                                                      screenshot):
     page = open_app(app_path("/builder"), wait_for=".preset-form")
-    page.locator(".preset-form select").first.select_option(
-        label=PRESETS["published_every_month"].title)
-    page.get_by_role("button", name="Load preset").click()
+    load_preset(page, "published_every_month")
     expect(page.locator(".workload-stats").first).to_contain_text("120 queries over 120 cells",
                                                                   timeout=60_000)
 
