@@ -12,12 +12,15 @@ planning workers (child processes) are not counted, since they are not the web p
 All pages of one round share one session (``&s=<id>``, as the app's links do), as an analyst
 moving through the menu would; every page is opened once to warm up (imports, first plan),
 then ``--runs`` rounds are measured. Printed: the median CPU seconds of each page, the median
-over the eight pages, and the goal beside it; and the CPU the process spent between the
-measured opens (while the client waited for quiet before the next one), per page opened: the
-work that belongs to no one page, mostly discarding closed sessions (Bokeh keeps a closed
-page's session 15 s) and Panel's full garbage collection a few seconds after each discard,
-which lands in whichever page is being measured when it runs during one (the "max" column),
-and is counted here when it runs between two.
+over the eight pages, and the goal beside it; that median in units of a fixed pure-Python
+workload timed in this process before and after the run (:func:`calibration_seconds`; this
+shared machine's speed moves, 0.115 CPU s for the workload before one run and 0.083 after it,
+and the pages' CPU moves with it, so runs of different days compare better in these units);
+and the CPU the process spent between the measured opens (while the client waited for quiet
+before the next one), per page opened: the work that belongs to no one page, mostly discarding
+closed sessions (Bokeh keeps a closed page's session 15 s) and Panel's full garbage collection
+a few seconds after each discard, which lands in whichever page is being measured when it runs
+during one (the "max" column), and is counted here when it runs between two.
 
 Parts of a page below its first screen are built when the reader scrolls near them
 (:func:`explorer.components.lazy_view.on_sight`); this client never scrolls, so by default the
@@ -64,6 +67,7 @@ from typing import Any
 import psutil
 from protocol_client import PageClient, ProtocolError
 from protocol_load import session_of
+from timing import CALIBRATION_ADDITIONS, calibration_seconds
 
 from explorer.server.served import serving
 
@@ -172,9 +176,10 @@ async def measure(ws_url: str, process: psutil.Process, runs: int, timeout: floa
 
 
 def report(seconds: dict[str, list[float]], models: dict[str, int],
-           between: float | None = None) -> None:
+           between: float | None = None, calibration: float | None = None) -> None:
     """Print the per-page medians (and models sent) and the median over the pages beside the
-    goal; and ``between``, the CPU seconds spent between the measured opens, per page."""
+    goal, also in units of ``calibration`` (:func:`calibration_seconds`, when given); and
+    ``between``, the CPU seconds spent between the measured opens, per page."""
     print(f"{'page':<10} {'median CPU s':>12} {'min':>6} {'max':>6} {'models':>7}")
     medians = []
     for label, values in seconds.items():
@@ -183,6 +188,9 @@ def report(seconds: dict[str, list[float]], models: dict[str, int],
         print(f"{label:<10} {median:12.3f} {min(values):6.3f} {max(values):6.3f} "
               f"{models.get(label, 0):7d}")
     print(f"{'median':<10} {statistics.median(medians):12.3f}   (goal < {GOAL_S} s)")
+    if calibration is not None:
+        print(f"calibration: {CALIBRATION_ADDITIONS:,} additions in {calibration:.3f} CPU s; "
+              f"median page = {statistics.median(medians) / calibration:.2f} of them")
     if between is not None:
         opened = sum(len(values) for values in seconds.values())
         print(f"between pages (closed sessions discarded, garbage collected): "
@@ -342,12 +350,15 @@ def main() -> None:
     print(f"load average at start: {psutil.getloadavg()[0]:.1f} (2 cores); "
           f"panel serve options: {' '.join(args.options) or '(none)'}; "
           f"{'every part scrolled to' if args.scrolled else 'first screen (no scrolling)'}")
+    before = calibration_seconds()
     with tempfile.TemporaryDirectory() as logs, serving(Path(logs) / "server.log",
                                                         *args.options) as app:
         ws_url = app.url.replace("http://", "ws://") + "/app/ws"
         seconds, models, between = asyncio.run(measure(
             ws_url, psutil.Process(app.process.pid), args.runs, args.timeout, args.scrolled))
-    report(seconds, models, between)
+    after = calibration_seconds()
+    print(f"calibration before and after the run: {before:.3f} and {after:.3f} CPU s")
+    report(seconds, models, between, calibration=(before + after) / 2)
     print(f"load average at end: {psutil.getloadavg()[0]:.1f}")
 
 

@@ -28,7 +28,8 @@ of the analyst's: a process that does not know the session), and resident memory
 left against idle (sessions discarded after ``UNUSED_SESSION_MS`` and ``SESSION_IDLE_S``), for
 the web processes and, apart, for the planner pool. Goals (issue 30) at 20 analysts and 2
 processes: page p95 < 2 s, slider p95 < 300 ms; at 100 analysts: no error, no lost session,
-memory back within 50 MB.
+memory back within 50 MB. Before the first row and after the last, the CPU seconds of a fixed
+pure-Python workload (``timing.calibration_seconds``) say how fast this shared machine was.
 
 All traffic goes to 127.0.0.1, every wait is bounded by ``--timeout`` and the run stops by
 itself.
@@ -57,6 +58,7 @@ from urllib.parse import parse_qs
 
 import psutil
 from protocol_client import PageClient, ProtocolError
+from timing import CALIBRATION_ADDITIONS, calibration_seconds
 from tornado.httpclient import HTTPClientError
 
 from explorer.components.privacy import EXPONENT_BOUNDS
@@ -352,6 +354,8 @@ def main() -> None:
     begun = time.perf_counter()
     print(f"goals: {GOALS}")
     reading = f"{args.think:g} s (0.5-1.5 x) before each action" if args.think else "none"
+    print(f"calibration ({CALIBRATION_ADDITIONS:,} additions, benchmarks/timing.py): "
+          f"{calibration_seconds():.3f} CPU s at start")
     print(f"load average at start: {psutil.getloadavg()[0]:.1f} ({psutil.cpu_count()} cores); "
           f"{args.moves} slider moves per analyst, arrivals within {args.ramp:g} s, "
           f"reading time {reading}"
@@ -388,7 +392,7 @@ def main() -> None:
     print()
     print("\n".join(errors))
     print(f"total {time.perf_counter() - begun:.0f} s; load average at the end "
-          f"{psutil.getloadavg()[0]:.1f}")
+          f"{psutil.getloadavg()[0]:.1f}; calibration {calibration_seconds():.3f} CPU s")
 
 
 if __name__ == "__main__":
