@@ -20,7 +20,7 @@ Fixtures (use them by name in a test's arguments):
   ``test-results/screenshots/<name>.png`` and returns the path.
 
 Plain helpers: :func:`save_screenshot`, :func:`wait_for_panel`, :func:`upload_scenario`,
-:func:`load_preset`, :func:`comparison_rows`,
+:func:`load_preset`, :func:`workload_page_built`, :func:`comparison_rows`,
 :func:`app_path` (the URL path of a page, optionally in a session the server issued),
 :func:`session_id` (the id the server put in a page's address bar), :func:`start_server`.
 
@@ -144,14 +144,18 @@ def wait_for_panel(page, wait_for: str | None = None) -> None:
         page.locator(wait_for).first.wait_for(state="visible")
 
 
-def upload_scenario(page, text: str | bytes, filename: str = "scenario.yaml") -> None:
-    """Give the Workload page's "Upload a scenario" box the file ``filename`` holding ``text``.
-
-    Waits first for the workload matrix, the last part the page builds after it opens: a file
-    given while the cards around the box were still being laid out could reach a box that was
-    about to be redrawn, and be lost.
-    """
+def workload_page_built(page) -> None:
+    """Wait for the Workload page's workload matrix, the last part the page builds after it
+    opens: input given to a box while the cards around it are still being laid out can reach
+    a box about to be redrawn (and be lost), or reach the server only after the test's next
+    step."""
     page.get_by_text("The workload matrix").first.wait_for(state="visible")
+
+
+def upload_scenario(page, text: str | bytes, filename: str = "scenario.yaml") -> None:
+    """Give the Workload page's "Upload a scenario" box the file ``filename`` holding ``text``,
+    once the page is built (:func:`workload_page_built`; a file given before could be lost)."""
+    workload_page_built(page)
     buffer = text.encode() if isinstance(text, str) else text
     page.locator(".spec-upload input[type=file]").first.set_input_files(
         files=[{"name": filename, "mimeType": "text/yaml", "buffer": buffer}])
@@ -160,12 +164,12 @@ def upload_scenario(page, text: str | bytes, filename: str = "scenario.yaml") ->
 def load_preset(page, key: str) -> None:
     """Load the Workload page's preset ``key`` (a key of ``explorer.presets.PRESETS``).
 
-    Waits for the workload matrix (as :func:`upload_scenario` does), then picks the preset and
+    Waits until the page is built (:func:`workload_page_built`), then picks the preset and
     waits until the card shows that preset's description, which the server writes once it has
     the choice: a click before that would load the preset the server still had (CI at 2e1a32e
     loaded the default's 96 queries).
     """
-    page.get_by_text("The workload matrix").first.wait_for(state="visible")
+    workload_page_built(page)
     preset = PRESETS[key]
     page.locator(".preset-form select").first.select_option(label=preset.title)
     expect(page.locator(".presets-card").first).to_contain_text(preset.description[:60])
