@@ -20,7 +20,8 @@ Fixtures (use them by name in a test's arguments):
   ``test-results/screenshots/<name>.png`` and returns the path.
 
 Plain helpers: :func:`save_screenshot`, :func:`wait_for_panel`, :func:`upload_scenario`,
-:func:`load_preset`, :func:`workload_page_built`, :func:`comparison_rows`,
+:func:`load_preset`, :func:`workload_page_built`, :func:`name_budget_upload`,
+:func:`comparison_rows`,
 :func:`app_path` (the URL path of a page, optionally in a session the server issued),
 :func:`session_id` (the id the server put in a page's address bar), :func:`start_server`.
 
@@ -174,6 +175,20 @@ def load_preset(page, key: str) -> None:
     page.locator(".preset-form select").first.select_option(label=preset.title)
     expect(page.locator(".presets-card").first).to_contain_text(preset.description[:60])
     page.get_by_role("button", name="Load preset").click()
+
+
+def name_budget_upload(page, csv_file: Path, name: str) -> None:
+    """Give the Budget page's upload box ``csv_file`` and name the data set ``name``.
+
+    Waits first until the Name box shows the file's name (the page puts it there "until the
+    steward types theirs"): typed before the upload has arrived, the text was overwritten or
+    joined to it (CI at f2fb027: "townstowns census").
+    """
+    page.locator("input[type=file]").set_input_files(str(csv_file))
+    box = page.locator(".budget-name input")
+    expect(box).to_have_value(csv_file.stem)
+    box.fill(name)
+    box.press("Enter")
 
 
 @pytest.fixture

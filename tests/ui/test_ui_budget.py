@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from conftest import save_screenshot, start_server, wait_for_panel
+from conftest import name_budget_upload, save_screenshot, start_server, wait_for_panel
 from playwright.sync_api import expect
 
 from engine.privacy import cdp_rho
@@ -46,11 +46,7 @@ def test_two_releases_then_refused(browser, served: str, tmp_path) -> None:
     domain = tmp_path / "domain.json"
     domain.write_text(json.dumps({"a": 3, "b": 2, "c": 2}))
     budget = open_page(browser, f"{served}/app?page=budget", ".budget-total")
-    budget.locator("input[type=file]").set_input_files(str(records))
-    name = budget.locator(".budget-name input")
-    expect(name).to_have_value("survey")  # the upload is in: typing now is not overwritten
-    name.fill("people survey")
-    name.press("Enter")
+    name_budget_upload(budget, records, "people survey")
     total = budget.locator(".budget-total input")
     total.fill(f"{2.5 * rho:.12g}")
     total.press("Enter")

@@ -21,7 +21,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import save_screenshot, start_server, upload_scenario, wait_for_panel
+from conftest import (
+    name_budget_upload,
+    save_screenshot,
+    start_server,
+    upload_scenario,
+    wait_for_panel,
+)
 from playwright.sync_api import expect
 
 from engine.ledger import Cost
@@ -140,11 +146,7 @@ def test_steward_registers_releases_downloads_and_is_refused(browser, served: st
     # 1. the Budget page: their own CSV under their own name, with their own budget
     page.goto(f"{served}/app?page=budget", wait_until="load")
     wait_for_panel(page, ".budget-total")
-    page.locator("input[type=file]").set_input_files(str(csv_file))
-    name = page.locator(".budget-name input")
-    expect(name).to_have_value("clinic")  # the file's name until the steward types theirs
-    name.fill(NAME)
-    name.press("Enter")
+    name_budget_upload(page, csv_file, NAME)
     total = page.locator(".budget-total input")
     total.fill(str(TOTAL))
     total.press("Enter")
@@ -268,11 +270,7 @@ def test_steward_releases_aim_grem_and_a_census_hierarchy(browser, served: str,
     # 1. register the survey under its own name
     page.goto(f"{served}/app?page=budget", wait_until="load")
     wait_for_panel(page, ".budget-total")
-    page.locator("input[type=file]").set_input_files(str(csv_file))
-    name = page.locator(".budget-name input")
-    expect(name).to_have_value("survey")  # the upload is in: typing now is not overwritten
-    name.fill("household survey")
-    name.press("Enter")
+    name_budget_upload(page, csv_file, "household survey")
     page.get_by_role("button", name="Register").click()
     expect(page.get_by_text("Registered household survey (owner anonymous) with rho=1")
            ).to_be_visible()
@@ -320,12 +318,7 @@ def test_steward_releases_aim_grem_and_a_census_hierarchy(browser, served: str,
                         hierarchy)
     page.goto(f"{served}/app?page=budget", wait_until="load")
     wait_for_panel(page, ".budget-total")
-    page.locator("input[type=file]").set_input_files(str(hierarchy))
-    name = page.locator(".budget-name input")
-    # the upload is in (CI at f2fb027 typed while it arrived: the box read "townstowns census")
-    expect(name).to_have_value("towns")
-    name.fill(TOWNS)
-    name.press("Enter")
+    name_budget_upload(page, hierarchy, TOWNS)
     unit = page.get_by_label("Unit", exact=True)
     expect(unit.locator("option")).to_have_text(["rho (zCDP)", "eps (pure)", "(eps, delta)"])
     expect(page.locator(".budget-unit-note").first).to_contain_text(
