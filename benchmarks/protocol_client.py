@@ -99,8 +99,10 @@ class PageClient:
     async def send(self, msgtype: str, content: dict[str, Any]) -> None:
         """Send one protocol message: header, metadata and content frames."""
         header = {"msgid": uuid.uuid4().hex, "msgtype": msgtype}
-        for part in (header, {}, content):
-            await self.socket.write_message(json.dumps(part))
+        # all three frames written before any is awaited, as a browser sends them
+        writes = [self.socket.write_message(json.dumps(part)) for part in (header, {}, content)]
+        for write in writes:
+            await write
 
     async def receive(self, timeout: float) -> Any:
         """The next whole message from the server (a ``bokeh.protocol`` Message)."""

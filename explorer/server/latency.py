@@ -8,6 +8,14 @@ Three things, installed once per served process by :func:`answer_moves_first`:
   by up to 40 ms: every answer to a move arrived about 40 ms late. Tornado's documentation
   says to call ``set_nodelay(True)`` in a websocket handler's ``open`` for this traffic; Bokeh
   and Panel do not, so :func:`send_small_messages_at_once` does it for every connection.
+* **A message's frames leave together.** Bokeh's ``Message.send`` awaits each frame's write
+  before it writes the next, and tornado wraps each write's completion in a task of its own,
+  so the frames of one message go out over several turns of the event loop. A page build
+  admitted in between (the gate below sees those turns as quiet) held the rest of an answer to
+  a move back until it ended: the browser can read a message only once all its frames are in.
+  Tornado writes a frame to the socket when ``write_message`` is called ("awaiting the Future
+  they return is optional"), so :func:`send_whole_messages` writes all of a message's frames
+  first and then waits for them.
 * **Page builds wait their turn behind what people are doing on pages already open.**
 * **Panel's garbage collection after closed sessions waits for a quiet loop too.**
 
@@ -38,14 +46,19 @@ import functools
 import gc
 import heapq
 import itertools
+import json
+import logging
 import time
 import weakref
 
 import panel as pn
 from bokeh.application.handlers.handler import Handler
 from bokeh.document import Document
+from bokeh.protocol.message import Message
 from panel.io.server import WSHandler
-from tornado.websocket import WebSocketHandler
+from tornado.websocket import WebSocketClosedError, WebSocketHandler
+
+log = logging.getLogger(__name__)
 
 #: A turn of the event loop shorter than this (seconds) ran nothing else of note.
 QUIET_TURN_S = 0.002
@@ -200,7 +213,38 @@ def send_small_messages_at_once(handler: type[WebSocketHandler] = WSHandler) -> 
     handler.open = open_at_once  # type: ignore[method-assign]
 
 
+def frames_of(message: Message[object]) -> list[tuple[str | bytes, bool]]:
+    """The websocket frames Bokeh sends for ``message``, in order: header, metadata, content,
+    then each buffer's header and its bytes; each with whether it is binary."""
+    frames: list[tuple[str | bytes, bool]] = [
+        (message.header_json, False), (message.metadata_json, False),
+        (message.content_json, False)]
+    for buffer in message.buffers:
+        frames += [(json.dumps(buffer.ref), False), (buffer.to_bytes(), True)]
+    return frames
+
+
+async def send_whole(socket: WebSocketHandler, message: Message[object]) -> None:
+    """Send ``message`` on ``socket`` with all its frames written in one turn of the event loop
+    (module docstring); a closed connection is logged, as Bokeh's ``send_message`` does."""
+    try:
+        with await socket.write_lock.acquire():
+            writes = [WebSocketHandler.write_message(socket, frame, binary=binary)
+                      for frame, binary in frames_of(message)]
+            for write in writes:
+                await write
+    except WebSocketClosedError:
+        log.warning("Failed sending message as connection was closed")
+
+
+def send_whole_messages(handler: type[WebSocketHandler] = WSHandler) -> None:
+    """Make ``handler`` (Panel's websocket handler, by default) send every message with
+    :func:`send_whole`; once per process, later calls change nothing."""
+    handler.send_message = send_whole  # type: ignore[method-assign]
+
+
 def answer_moves_first(doc: Document | None) -> None:
-    """Install both measures of the module docstring for the process serving ``doc``."""
+    """Install the measures of the module docstring for the process serving ``doc``."""
     send_small_messages_at_once()
+    send_whole_messages()
     gate_page_builds(doc)

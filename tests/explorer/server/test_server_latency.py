@@ -1,9 +1,9 @@
 """What keeps a move's answer quick: page builds (and Panel's collection after closed sessions)
-wait for their turn and a quiet event loop, sockets send at once.
+wait for their turn and a quiet event loop, sockets send at once, a message's frames together.
 
 No server: the gate runs on an asyncio loop of its own, a page build is a blocking call made
 right after the gate let it through (as Bokeh builds the document right after the session
-hooks), and the socket is a stand-in that records ``set_nodelay``.
+hooks), and the sockets are stand-ins that record ``set_nodelay`` and the frames written.
 """
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ import threading
 import time
 
 import panel as pn
+from bokeh.core.types import ID
+from bokeh.protocol import Protocol
+from bokeh.protocol.message import Buffer
+from tornado.locks import Lock
 
 from explorer.server.latency import (
     COLLECTION,
@@ -22,6 +26,7 @@ from explorer.server.latency import (
     build_turn,
     quiet_loop,
     send_small_messages_at_once,
+    send_whole,
 )
 
 
@@ -137,6 +142,54 @@ def test_every_socket_opened_afterwards_sends_without_nagles_delay():
     socket = Socket()
     socket.open("/ws")
     assert socket.nodelay is True and socket.opened == 1
+
+
+class Connection:
+    """A stand-in for tornado's websocket protocol: records each frame written (its start) and
+    finishes the write a loop turn later, as a socket write's future does; ``closed``: the
+    connection has closed."""
+
+    def __init__(self, log: list[str], closed: bool = False) -> None:
+        self.log = log
+        self.closed = closed
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def write_message(self, frame: str | bytes, binary: bool = False) -> asyncio.Future[None]:
+        self.log.append(("binary " if binary else "") + str(frame)[:12])
+        written = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(written.set_result, None)
+        return written
+
+
+class Socket:
+    """What :func:`send_whole` uses of a websocket handler."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.ws_connection = connection
+        self.write_lock = Lock()
+
+
+def test_a_messages_frames_are_all_written_before_anything_else_runs():
+    message = Protocol().create("OK", ID("request"))
+    message.add_buffer(Buffer(ID("b1"), b"bytes"))
+    log: list[str] = []
+
+    async def scenario() -> None:
+        asyncio.get_running_loop().call_soon(log.append, "other work")  # queued first
+        await send_whole(Socket(Connection(log)), message)
+
+    run_alone(scenario)
+    # Bokeh's own send awaits each frame: "other work" would come right after the header
+    assert log == [message.header_json[:12], message.metadata_json[:12],
+                   message.content_json[:12], '{"id": "b1"}', "binary b'bytes'", "other work"]
+
+
+def test_a_message_to_a_closed_connection_is_logged_not_raised(caplog):
+    message = Protocol().create("OK", ID("request"))
+    run_alone(lambda: send_whole(Socket(Connection([], closed=True)), message))
+    assert "connection was closed" in caplog.text
 
 
 def test_bokehs_developer_checks_are_skipped_unless_the_operator_set_them():
