@@ -9,7 +9,7 @@ show those plans. A failure lists every violation: page, rule, impact and the el
 from __future__ import annotations
 
 import pytest
-from conftest import app_path, session_id, workload_page_built
+from browser_pages import app_path, session_id, workload_page_built
 from playwright.sync_api import expect
 
 from explorer.app import menu

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import app_path, table_rows
+from browser_pages import app_path, table_rows
 from playwright.sync_api import expect
 
 from explorer.components.exports import SCENARIO_COLUMNS

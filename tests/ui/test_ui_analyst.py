@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import app_path, comparison_rows, reveal, upload_scenario
+from browser_pages import app_path, comparison_rows, reveal, upload_scenario
 from playwright.sync_api import expect
 
 from engine.analysis.per_query_error import query_error

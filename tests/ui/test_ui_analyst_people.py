@@ -8,7 +8,7 @@ import time
 
 import pytest
 import yaml
-from conftest import app_path, upload_scenario
+from browser_pages import app_path, upload_scenario
 from playwright.sync_api import expect
 
 from engine.scenario import Scenario

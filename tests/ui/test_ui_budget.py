@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from conftest import name_budget_upload, save_screenshot, start_server, wait_for_panel
+from browser_pages import name_budget_upload, save_screenshot, start_server, wait_for_panel
 from playwright.sync_api import expect
 
 from engine.privacy import cdp_rho

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import app_path, comparison_rows
+from browser_pages import app_path, comparison_rows
 from playwright.sync_api import expect
 
 from engine.mechanisms import registry_names

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import app_path
+from browser_pages import app_path
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.ui

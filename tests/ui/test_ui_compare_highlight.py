@@ -13,7 +13,7 @@ import re
 
 import pytest
 import yaml
-from conftest import app_path, upload_scenario
+from browser_pages import app_path, upload_scenario
 from playwright.sync_api import expect
 
 from explorer.components.charts import FADED_ALPHA

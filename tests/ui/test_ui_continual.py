@@ -13,7 +13,7 @@ import re
 import time
 
 import pytest
-from conftest import app_path, comparison_rows, load_preset, reveal
+from browser_pages import app_path, comparison_rows, load_preset, reveal
 from playwright.sync_api import expect
 
 import engine

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import app_path
+from browser_pages import app_path
 from playwright.sync_api import expect
 
 from engine.mechanisms import registry_names

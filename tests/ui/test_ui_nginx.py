@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import (
+from browser_pages import (
     RESULTS_DIR,
     UNUSED_SESSION_MS,
     app_path,

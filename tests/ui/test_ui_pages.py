@@ -7,7 +7,7 @@ plans the default workload and the Strategy and Privacy pages show those plans.
 from __future__ import annotations
 
 import pytest
-from conftest import app_path
+from browser_pages import app_path
 from playwright.sync_api import expect
 
 from explorer.app import menu

@@ -6,7 +6,7 @@ Each test checks values on the page against what the engine computes for the sam
 from __future__ import annotations
 
 import pytest
-from conftest import app_path, table_rows, upload_scenario
+from browser_pages import app_path, table_rows, upload_scenario
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.ui

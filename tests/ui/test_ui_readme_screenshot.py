@@ -8,7 +8,7 @@ import struct
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, app_path, upload_scenario
+from browser_pages import REPO_ROOT, app_path, upload_scenario
 from playwright.sync_api import expect
 
 from engine import Scenario, svd_bound

@@ -18,7 +18,7 @@ import time
 
 import psutil
 import pytest
-from conftest import (
+from browser_pages import (
     RESULTS_DIR,
     UNUSED_SESSION_MS,
     app_path,

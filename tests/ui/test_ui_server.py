@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import (
+from browser_pages import (
     RESULTS_DIR,
     app_path,
     comparison_rows,

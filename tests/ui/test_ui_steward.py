@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import (
+from browser_pages import (
     name_budget_upload,
     save_screenshot,
     start_server,

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 import yaml
-from conftest import app_path, reveal, upload_scenario
+from browser_pages import app_path, reveal, upload_scenario
 from playwright.sync_api import expect
 
 from engine import gaussian_half_width, value_count_variances

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from conftest import RESULTS_DIR, app_path
+from browser_pages import RESULTS_DIR, app_path
 from playwright.sync_api import expect
 
 from explorer.server.served import drag_eps_slider

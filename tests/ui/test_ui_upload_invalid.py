@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import app_path, upload_scenario
+from browser_pages import app_path, upload_scenario
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.ui
