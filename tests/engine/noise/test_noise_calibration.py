@@ -29,6 +29,21 @@ def test_theorem7_curve_is_the_exact_hockey_stick_divergence() -> None:
         assert discrete_gaussian_delta(sigma, eps, shift) == pytest.approx(direct, rel=1e-9)
 
 
+def test_theorem7_at_a_huge_eps_is_the_narrowest_discrete_gaussian_and_never_overflows() -> None:
+    """A fuzzed ``run --epsilon 1e300`` asked numpy for a support of 1e300 points; e^eps
+    overflows a float past 709."""
+    assert discrete_gaussian_sigma(1e300, 1e-6, 1) == 1e-3
+    assert discrete_gaussian_sigma(1e15, 1e-9, 3) == 3e-3
+    # past e^709: only P[Y > a - D/2] = P[Y >= 1] is left (P[Y >= 2] is 0 in double precision)
+    assert discrete_gaussian_delta(0.026, 745.0, 1) == pytest.approx(
+        float(discrete_gaussian_pmf(np.arange(1, 3), 0.026).sum()), rel=1e-9)
+    assert discrete_gaussian_delta(2.0, 1e300, 1) == 0.0
+    y = np.arange(-400, 401)  # a support longer than the curve's own at eps = 30
+    P, Q = discrete_gaussian_pmf(y, 2.0), discrete_gaussian_pmf(y - 1, 2.0)
+    direct = float(np.maximum(P - math.exp(30.0) * Q, 0.0).sum())
+    assert discrete_gaussian_delta(2.0, 30.0, 1) == pytest.approx(direct, abs=1e-300)
+
+
 def test_theorem7_sigma_is_close_to_but_not_below_the_analytic_gaussian() -> None:
     for eps, delta in ((1.0, 1e-6), (0.3, 1e-9), (2.0, 1e-5)):
         discrete = discrete_gaussian_sigma(eps, delta, 1)
