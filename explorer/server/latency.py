@@ -1,6 +1,6 @@
 """What keeps the answer to a slider move quick on a busy server.
 
-Three things, installed once per served process by :func:`answer_moves_first`:
+What :func:`answer_moves_first` installs, once per served process:
 
 * **Small messages leave at once.** Bokeh sends every message as three websocket frames
   (header, metadata, content). With Nagle's algorithm on (tornado's default), the second frame
@@ -18,6 +18,7 @@ Three things, installed once per served process by :func:`answer_moves_first`:
   first and then waits for them.
 * **Page builds wait their turn behind what people are doing on pages already open.**
 * **Panel's garbage collection after closed sessions waits for a quiet loop too.**
+* **A process with pages waiting leaves new connections to its siblings** (``--num-procs``).
 
 A served process runs everything on one event loop: building a new page (0.1-0.3 s of CPU,
 longer when the cores are shared) holds it, and a slider move that arrives meanwhile waits
@@ -30,6 +31,14 @@ which will delay session creation") lets one page build through at a time, and o
 event loop has gone round without finding other work: the messages of open pages that arrived
 during the previous build are handled first. The wait is bounded (:data:`LONGEST_WAIT_S`), so
 a steady stream of moves cannot hold a page back for long.
+
+When the server runs several processes (``--num-procs``), they share one listening socket and
+the kernel hands a new connection to whichever process is waiting on it: one between two builds
+took it even when many builds were waiting in it and none in its sibling (in a burst of 20
+analysts, four waiting against one). A process whose queue of builds has
+:data:`PAUSE_ACCEPTING_AT` pages waiting stops taking new connections until its queue is
+shorter again (:class:`AcceptingWhileShort`); the kernel keeps them for a sibling, or for this
+process once it caught up. A single process always accepts.
 
 Panel runs a full ``gc.collect()`` a few seconds after sessions close (0.1-0.17 CPU s during a
 burst of 20 analysts, one uninterruptible callback like a page build). The gate's
@@ -48,14 +57,18 @@ import heapq
 import itertools
 import json
 import logging
+import socket
 import time
 import weakref
+from collections.abc import Callable
 
 import panel as pn
 from bokeh.application.handlers.handler import Handler
 from bokeh.document import Document
 from bokeh.protocol.message import Message
 from panel.io.server import WSHandler
+from tornado.ioloop import IOLoop
+from tornado.process import task_id
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 log = logging.getLogger(__name__)
@@ -78,16 +91,68 @@ COLLECTION_DEBOUNCE_S = 5.0
 #: Ranks of build turns (:func:`build_turn`): new pages first, then the garbage collection
 #: after closed sessions.
 PAGE, COLLECTION = 0, 1
+#: A serving process among several stops taking new connections while this many page builds
+#: wait in it for their turn (besides the one being built).
+PAUSE_ACCEPTING_AT = 1
+
+
+def listening_sockets(io_loop: IOLoop) -> list[int]:
+    """The file descriptors of the listening sockets that ``io_loop`` accepts connections on."""
+    found = []
+    for fd, (fileobj, _) in list(getattr(io_loop, "handlers", {}).items()):
+        if isinstance(fileobj, socket.socket):
+            with contextlib.suppress(OSError):
+                if fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                    found.append(fd)
+    return found
+
+
+class AcceptingWhileShort:
+    """Takes new connections on this process's listening sockets only while fewer than
+    ``pause_at`` page builds wait in it (module docstring)."""
+
+    def __init__(self, io_loop: IOLoop, pause_at: int = PAUSE_ACCEPTING_AT) -> None:
+        self.io_loop = io_loop
+        self.pause_at = pause_at
+        self.paused: list[int] = []
+
+    def __call__(self, waiting: int) -> None:
+        """Pause or resume accepting for ``waiting`` page builds waiting."""
+        if waiting >= self.pause_at and not self.paused:
+            self.paused = listening_sockets(self.io_loop)
+            for fd in self.paused:
+                self.io_loop.update_handler(fd, 0)
+        elif waiting < self.pause_at and self.paused:
+            for fd in self.paused:
+                with contextlib.suppress(KeyError, ValueError, OSError):  # closed meanwhile
+                    self.io_loop.update_handler(fd, IOLoop.READ)
+            self.paused = []
+
+
+def queue_watcher() -> Callable[[int], None] | None:
+    """An :class:`AcceptingWhileShort` for this process when it is one of several forked
+    serving processes (``--num-procs``), else None."""
+    return AcceptingWhileShort(IOLoop.current()) if task_id() is not None else None
 
 
 class BuildTurns:
     """Turns of one event loop's builds: one at a time; when one ends, the waiting turn of
-    lowest rank goes next (the earliest asked among equals)."""
+    lowest rank goes next (the earliest asked among equals). ``queue_changed`` is told how many
+    page builds wait whenever that may have changed."""
 
-    def __init__(self) -> None:
+    def __init__(self, queue_changed: Callable[[int], None] | None = None) -> None:
         self.busy = False
         self.waiting: list[tuple[int, int, asyncio.Future[None]]] = []
         self.asked = itertools.count()
+        self.queue_changed = queue_changed
+
+    def pages_waiting(self) -> int:
+        """Page builds waiting for their turn (not the one being built)."""
+        return sum(1 for rank, _, turn in self.waiting if rank == PAGE and not turn.done())
+
+    def _tell(self) -> None:
+        if self.queue_changed is not None:
+            self.queue_changed(self.pages_waiting())
 
     async def take(self, rank: int) -> None:
         """Wait for a turn of ``rank`` (:data:`PAGE`, :data:`COLLECTION`)."""
@@ -96,11 +161,14 @@ class BuildTurns:
             return
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self.waiting, (rank, next(self.asked), turn))
+        self._tell()
         try:
             await turn
         except asyncio.CancelledError:
             if turn.done() and not turn.cancelled():  # handed over, then cancelled
                 self.give_back()
+            else:
+                self._tell()
             raise
 
     def give_back(self) -> None:
@@ -109,8 +177,10 @@ class BuildTurns:
             _, _, turn = heapq.heappop(self.waiting)
             if not turn.done():  # a waiter cancelled meanwhile has a done future
                 turn.set_result(None)
+                self._tell()
                 return
         self.busy = False
+        self._tell()
 
 
 #: The build turns of each event loop (:func:`build_turn`).
@@ -140,7 +210,10 @@ async def build_turn(rank: int = PAGE, longest_s: float = LONGEST_WAIT_S) -> flo
     The caller builds at once after it returns, without awaiting anything in between: the
     next turn's quiet loop starts only once the caller's step (the build) has ended."""
     start = time.perf_counter()
-    turns = TURNS.setdefault(asyncio.get_running_loop(), BuildTurns())
+    loop = asyncio.get_running_loop()
+    turns = TURNS.get(loop)
+    if turns is None:
+        turns = TURNS[loop] = BuildTurns(queue_watcher())
     await turns.take(rank)
     try:
         await quiet_loop(longest_s=longest_s)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import socket
 import threading
 import time
 
@@ -17,13 +18,19 @@ import panel as pn
 from bokeh.core.types import ID
 from bokeh.protocol import Protocol
 from bokeh.protocol.message import Buffer
+from tornado.ioloop import IOLoop
 from tornado.locks import Lock
+from tornado.netutil import add_accept_handler
 
 from explorer.server.latency import (
     COLLECTION,
     PAGE,
+    AcceptingWhileShort,
+    BuildTurns,
     PageBuildGate,
     build_turn,
+    listening_sockets,
+    queue_watcher,
     quiet_loop,
     send_small_messages_at_once,
     send_whole,
@@ -123,6 +130,62 @@ def test_a_gate_never_holds_a_build_for_ever():
         return loop.time() < stop  # the build went ahead while the loop was still busy
 
     assert run_alone(scenario)
+
+
+def test_build_turns_say_how_many_pages_wait_as_the_queue_moves():
+    told: list[int] = []
+
+    async def scenario() -> None:
+        turns = BuildTurns(told.append)
+        await turns.take(PAGE)  # built at once: nobody waits
+        second = asyncio.ensure_future(turns.take(PAGE))
+        third = asyncio.ensure_future(turns.take(PAGE))
+        collection = asyncio.ensure_future(turns.take(COLLECTION))
+        await asyncio.sleep(0)
+        third.cancel()  # its tab closed before its turn
+        await asyncio.sleep(0)
+        turns.give_back()  # the second page's turn
+        await second
+        turns.give_back()  # the collection's turn
+        await collection
+        turns.give_back()
+
+    run_alone(scenario)
+    # two pages waiting, then one (the third left), none once the second got its turn; the
+    # collection never counts as a page
+    assert told == [1, 2, 2, 1, 0, 0, 0]
+
+
+def test_a_process_with_pages_waiting_leaves_new_connections_to_its_siblings():
+    accepted: list[socket.socket] = []
+
+    async def scenario() -> list[str]:
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        listener.setblocking(False)
+        io_loop = IOLoop.current()
+        add_accept_handler(listener, lambda connection, _: accepted.append(connection))
+        assert listening_sockets(io_loop) == [listener.fileno()]
+        switch = AcceptingWhileShort(io_loop, pause_at=1)
+        seen = []
+        switch(1)  # a page waits: new connections are left in the kernel's queue
+        client = socket.create_connection(listener.getsockname())
+        await asyncio.sleep(0.2)
+        seen.append(f"while paused: {len(accepted)}")
+        switch(0)  # caught up: take them again
+        await asyncio.sleep(0.2)
+        seen.append(f"after: {len(accepted)}")
+        for connection in [client, *accepted]:
+            connection.close()
+        listener.close()
+        return seen
+
+    assert run_alone(scenario) == ["while paused: 0", "after: 1"]
+
+
+def test_a_single_serving_process_always_accepts():
+    assert queue_watcher() is None  # not forked by --num-procs: no switch
 
 
 def test_every_socket_opened_afterwards_sends_without_nagles_delay():
