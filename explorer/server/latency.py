@@ -38,7 +38,10 @@ took it even when many builds were waiting in it and none in its sibling (in a b
 analysts, four waiting against one). A process whose queue of builds has
 :data:`PAUSE_ACCEPTING_AT` pages waiting stops taking new connections until its queue is
 shorter again (:class:`AcceptingWhileShort`); the kernel keeps them for a sibling, or for this
-process once it caught up. A single process always accepts.
+process once it caught up, and at most :data:`LONGEST_PAUSE_S` (when every process is behind,
+a page would otherwise wait in the kernel's queue for its address and again for its
+websocket: unbounded, page p95 at 100 analysts went from 17 to 23-25 s). A single process
+always accepts.
 
 Panel runs a full ``gc.collect()`` a few seconds after sessions close (0.1-0.17 CPU s during a
 burst of 20 analysts, one uninterruptible callback like a page build). The gate's
@@ -94,6 +97,10 @@ PAGE, COLLECTION = 0, 1
 #: A serving process among several stops taking new connections while this many page builds
 #: wait in it for their turn (besides the one being built).
 PAUSE_ACCEPTING_AT = 1
+#: Longest time (seconds) a serving process leaves new connections to its siblings in one go:
+#: a page's address and its websocket are two connections, so when every process is behind,
+#: a page would otherwise wait in the kernel's queue twice for a whole queue of builds.
+LONGEST_PAUSE_S = 0.25
 
 
 def listening_sockets(io_loop: IOLoop) -> list[int]:
@@ -109,12 +116,16 @@ def listening_sockets(io_loop: IOLoop) -> list[int]:
 
 class AcceptingWhileShort:
     """Takes new connections on this process's listening sockets only while fewer than
-    ``pause_at`` page builds wait in it (module docstring)."""
+    ``pause_at`` page builds wait in it, or at least every ``longest_pause_s`` seconds (module
+    docstring)."""
 
-    def __init__(self, io_loop: IOLoop, pause_at: int = PAUSE_ACCEPTING_AT) -> None:
+    def __init__(self, io_loop: IOLoop, pause_at: int = PAUSE_ACCEPTING_AT,
+                 longest_pause_s: float = LONGEST_PAUSE_S) -> None:
         self.io_loop = io_loop
         self.pause_at = pause_at
+        self.longest_pause_s = longest_pause_s
         self.paused: list[int] = []
+        self.timer: object | None = None
 
     def __call__(self, waiting: int) -> None:
         """Pause or resume accepting for ``waiting`` page builds waiting."""
@@ -122,11 +133,20 @@ class AcceptingWhileShort:
             self.paused = listening_sockets(self.io_loop)
             for fd in self.paused:
                 self.io_loop.update_handler(fd, 0)
+            if self.paused:
+                self.timer = self.io_loop.call_later(self.longest_pause_s, self.resume)
         elif waiting < self.pause_at and self.paused:
-            for fd in self.paused:
-                with contextlib.suppress(KeyError, ValueError, OSError):  # closed meanwhile
-                    self.io_loop.update_handler(fd, IOLoop.READ)
-            self.paused = []
+            self.resume()
+
+    def resume(self) -> None:
+        """Take new connections again."""
+        if self.timer is not None:
+            self.io_loop.remove_timeout(self.timer)
+            self.timer = None
+        for fd in self.paused:
+            with contextlib.suppress(KeyError, ValueError, OSError):  # closed meanwhile
+                self.io_loop.update_handler(fd, IOLoop.READ)
+        self.paused = []
 
 
 def queue_watcher() -> Callable[[int], None] | None:

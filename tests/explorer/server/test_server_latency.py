@@ -167,7 +167,7 @@ def test_a_process_with_pages_waiting_leaves_new_connections_to_its_siblings():
         io_loop = IOLoop.current()
         add_accept_handler(listener, lambda connection, _: accepted.append(connection))
         assert listening_sockets(io_loop) == [listener.fileno()]
-        switch = AcceptingWhileShort(io_loop, pause_at=1)
+        switch = AcceptingWhileShort(io_loop, pause_at=1, longest_pause_s=0.6)
         seen = []
         switch(1)  # a page waits: new connections are left in the kernel's queue
         client = socket.create_connection(listener.getsockname())
@@ -176,12 +176,19 @@ def test_a_process_with_pages_waiting_leaves_new_connections_to_its_siblings():
         switch(0)  # caught up: take them again
         await asyncio.sleep(0.2)
         seen.append(f"after: {len(accepted)}")
-        for connection in [client, *accepted]:
+        switch(2)  # behind again, and for longer than the longest pause
+        late = socket.create_connection(listener.getsockname())
+        await asyncio.sleep(0.2)
+        seen.append(f"while paused: {len(accepted)}")
+        await asyncio.sleep(0.6)
+        seen.append(f"after the longest pause: {len(accepted)}")
+        for connection in [client, late, *accepted]:
             connection.close()
         listener.close()
         return seen
 
-    assert run_alone(scenario) == ["while paused: 0", "after: 1"]
+    assert run_alone(scenario) == ["while paused: 0", "after: 1", "while paused: 1",
+                                   "after the longest pause: 2"]
 
 
 def test_a_single_serving_process_always_accepts():
