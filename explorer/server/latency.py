@@ -317,12 +317,12 @@ def frames_of(message: Message[object]) -> list[tuple[str | bytes, bool]]:
     return frames
 
 
-async def send_whole(socket: WebSocketHandler, message: Message[object]) -> None:
-    """Send ``message`` on ``socket`` with all its frames written in one turn of the event loop
-    (module docstring); a closed connection is logged, as Bokeh's ``send_message`` does."""
+async def send_whole(connection: WebSocketHandler, message: Message[object]) -> None:
+    """Send ``message`` on ``connection`` with all its frames written in one turn of the event
+    loop (module docstring); a closed connection is logged, as Bokeh's ``send_message`` does."""
     try:
-        with await socket.write_lock.acquire():
-            writes = [WebSocketHandler.write_message(socket, frame, binary=binary)
+        with await connection.write_lock.acquire():
+            writes = [WebSocketHandler.write_message(connection, frame, binary=binary)
                       for frame, binary in frames_of(message)]
             for write in writes:
                 await write
