@@ -253,7 +253,9 @@ class InProcessPages:
 
     def __init__(self) -> None:
         from explorer.components import background
+        from explorer.server import model_values
 
+        model_values.install()  # as the serving process serialises
         background.BUILDERS = self.builders = DeferredExecutor()
         self.sid = ""
 

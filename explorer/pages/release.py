@@ -263,7 +263,7 @@ class ReleasePage(Page):
                                    css_classes=["release-data-error"])
         data_status = pn.pane.Markdown(self.param.data_status, css_classes=["release-data"])
         quote_pane = pn.pane.Markdown(self.param.quote_line, css_classes=["release-quote"])
-        button = pn.widgets.Button(label="Release", button_type="primary",
+        button = pn.widgets.Button(label="Release", color="primary",
                                    css_classes=["release-button"])
         button.on_click(lambda _: self.make_release())
         error = pn.pane.Alert(self.param.error, alert_type="danger",
@@ -297,7 +297,7 @@ class ReleasePage(Page):
                           f"Download {self.table} (CSV)"),
             pn.widgets.FileDownload(callback=lambda: io.BytesIO(self.tables_zip()),
                                     filename="release.zip", label="Download all tables and "
-                                    "the release record (zip)", button_type="primary",
+                                    "the release record (zip)", color="primary",
                                     css_classes=["release-zip"]))
         return pn.Column(pn.pane.Markdown(f"### Published tables\n{self.released.tables.method}"),
                          pick, shown, pn.pane.Markdown(more), downloads,

@@ -8,6 +8,8 @@ anything in the script runs per page load; :func:`prepare` is the part that must
   developers only, are left out unless the operator asks for them;
 * :func:`skip_signatures`: Panel's rewriting of every component's signature (for tab
   completion in a notebook) on each page's ``pn.extension`` is left out;
+* :func:`explorer.server.model_values.install`: Bokeh serialises a model without making the
+  defaults it leaves out, and merges a model class's overridden defaults once;
 * :func:`freeze_startup_heap`: what is alive after the imports (modules, libraries,
   registries, and the parts libraries load on demand: :func:`load_parts_loaded_on_demand`) is
   exempted from garbage collection, so a collection does not walk it;
@@ -45,6 +47,7 @@ from bokeh.settings import settings
 
 from explorer.planning.store import STORE
 from explorer.server import log as serverlog
+from explorer.server import model_values
 from explorer.server.sessions import REGISTRY, SessionRegistry
 
 LOG = logging.getLogger(__name__)
@@ -201,12 +204,14 @@ def expire_sessions(
 
 @functools.cache
 def prepare() -> None:
-    """Configure the log, skip Bokeh's checks and Panel's signatures, load what loads on
-    demand, freeze the startup heap, collect fully less often, share planning, start the
-    planners and the sweep for idle sessions, once per process (later calls return at once)."""
+    """Configure the log, skip Bokeh's checks and Panel's signatures, serialise models
+    without their defaults (:mod:`explorer.server.model_values`), load what loads on demand,
+    freeze the startup heap, collect fully less often, share planning, start the planners and
+    the sweep for idle sessions, once per process (later calls return at once)."""
     serverlog.configure()
     skip_bokeh_checks()
     skip_signatures()
+    model_values.install()
     load_parts_loaded_on_demand()
     freeze_startup_heap()
     collect_fully_less_often()
