@@ -1,6 +1,6 @@
 """Bokeh's property bookkeeping without work whose result it throws away (serving processes).
 
-Two of Bokeh 3.9's routines do work per call that a served page pays for on every open:
+Three of Bokeh 3.9's routines do work per call that a served page pays for on every open:
 
 * **Serialising a model** (``HasProps.query_properties_with_values`` with
   ``include_defaults=False``, how Bokeh turns every model of a document into JSON for the
@@ -18,9 +18,13 @@ Two of Bokeh 3.9's routines do work per call that a served page pays for on ever
 * **A property's default** looks up the model class's overridden defaults
   (``HasProps._overridden_defaults``) by merging the dictionaries of every class in its MRO on
   each call, 60-100 merges per model; they are fixed when the class is made, so
-  :func:`overridden_defaults` merges them once per class.
+  :func:`overridden_defaults` merges them once per class. Likewise whether a property's
+  default must be made anew for each model (a container, or made by a function), which Bokeh
+  asks for every property of every model it makes
+  (``PropertyDescriptor.has_unstable_default``): it depends on the property and the model's
+  class only, so :func:`has_unstable_default` works it out once per pair.
 
-:func:`install` puts both in place for the process (``explorer.server.process.prepare``). Both
+:func:`install` puts them in place for the process (``explorer.server.process.prepare``). All
 depend on Bokeh's internals, which is why the test compares the whole documents' JSON with
 and without them on every page: a Bokeh release that changes what these routines do fails it.
 """
@@ -39,6 +43,9 @@ from bokeh.core.property.wrappers import PropertyValueContainer
 #: Bokeh's own routines, as imported (what :func:`install` replaces).
 BOKEH_QUERY = HasProps.__dict__["query_properties_with_values"]
 BOKEH_OVERRIDDEN_DEFAULTS = HasProps.__dict__["_overridden_defaults"]  # a classmethod
+BOKEH_HAS_UNSTABLE_DEFAULT = PropertyDescriptor.__dict__["has_unstable_default"]
+#: :func:`has_unstable_default`'s answers by (property descriptor, model class).
+UNSTABLE_DEFAULTS: dict[tuple[PropertyDescriptor[Any], type[HasProps]], bool] = {}
 
 
 @functools.cache
@@ -89,14 +96,27 @@ def overridden_defaults(cls: type[HasProps]) -> dict[str, Any]:
     return BOKEH_OVERRIDDEN_DEFAULTS.__func__(cls)
 
 
+def has_unstable_default(descriptor: PropertyDescriptor[Any], model: HasProps) -> bool:
+    """``PropertyDescriptor.has_unstable_default``, worked out once per property and model
+    class (module docstring)."""
+    key = (descriptor, type(model))
+    answer = UNSTABLE_DEFAULTS.get(key)
+    if answer is None:
+        answer = UNSTABLE_DEFAULTS[key] = BOKEH_HAS_UNSTABLE_DEFAULT(descriptor, model)
+    return answer
+
+
 def install() -> None:
-    """Serialise models with :func:`serialised_values` and look up overridden defaults with
-    :func:`overridden_defaults`, in this process from now on."""
+    """Serialise models with :func:`serialised_values`, look up overridden defaults with
+    :func:`overridden_defaults` and unstable defaults with :func:`has_unstable_default`, in
+    this process from now on."""
     HasProps.query_properties_with_values = serialised_values
     HasProps._overridden_defaults = classmethod(overridden_defaults)
+    PropertyDescriptor.has_unstable_default = has_unstable_default
 
 
 def uninstall() -> None:
     """Bokeh's own routines again (tests)."""
     HasProps.query_properties_with_values = BOKEH_QUERY
     HasProps._overridden_defaults = BOKEH_OVERRIDDEN_DEFAULTS
+    PropertyDescriptor.has_unstable_default = BOKEH_HAS_UNSTABLE_DEFAULT

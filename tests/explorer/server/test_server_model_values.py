@@ -94,8 +94,21 @@ def test_overridden_defaults_are_merged_once_per_class_and_match_bokehs(installe
         assert cls._overridden_defaults() == model_values.BOKEH_OVERRIDDEN_DEFAULTS.__func__(cls)
 
 
+def test_unstable_defaults_are_worked_out_once_per_class_and_match_bokehs(installed):
+    for model in (Range1d(), ColumnDataSource(), LinearAxis(), Labelled(label="x")):
+        for name in model.properties():
+            descriptor = model.lookup(name)
+            ours = descriptor.has_unstable_default(model)
+            assert ours is model_values.BOKEH_HAS_UNSTABLE_DEFAULT(descriptor, model), name
+            assert model_values.UNSTABLE_DEFAULTS[(descriptor, type(model))] is ours
+    assert ColumnDataSource.lookup("data").has_unstable_default(ColumnDataSource())
+    assert not Range1d.lookup("start").has_unstable_default(Range1d())
+
+
 def test_uninstall_puts_bokehs_routines_back():
     model_values.install()
     model_values.uninstall()
     assert HasProps.__dict__["query_properties_with_values"] is model_values.BOKEH_QUERY
     assert HasProps.__dict__["_overridden_defaults"] is model_values.BOKEH_OVERRIDDEN_DEFAULTS
+    assert (PropertyDescriptor.__dict__["has_unstable_default"]
+            is model_values.BOKEH_HAS_UNSTABLE_DEFAULT)
