@@ -3,7 +3,9 @@ sessions.SessionRegistry`.
 
 Every change a page makes to a session (its scenario, draft, privacy level, mechanisms, the
 selected mechanism, its upload) marks it dirty; a writer thread saves dirty sessions at most
-every ``debounce`` seconds (a slider drag writes once, not once per step). The process
+every ``debounce`` seconds (a slider drag writes once, not once per step). A fresh session is
+written without waiting: its id is in the page being built, and the next page may land in
+another process, which finds only what the store has. The process
 remembers the version it last wrote or read of each session, so the registry can tell that
 another process has changed a session it holds (:meth:`SessionPersistence.stale`).
 
@@ -67,6 +69,7 @@ class SessionPersistence:
         self._dirty: dict[str, tuple[str | None, Session]] = {}
         self._versions: dict[str, int] = {}
         self._wake = threading.Condition(self._lock)
+        self._at_once = False  # a change waiting that must not wait for the debounce
         self._writer: threading.Thread | None = None
 
     # ----- the store --------------------------------------------------------------------
@@ -146,15 +149,24 @@ class SessionPersistence:
     def watch(self, sid: str, owner: str | None, session: Session, fresh: bool) -> None:
         """Write ``session`` after each of its changes (debounced), and at once when it is
         ``fresh`` (a session loaded from the store is not written back unchanged: that could
-        put an older state over a change another process is about to write)."""
+        put an older state over a change another process is about to write).
+
+        At once is on the writer thread, without the debounce: the page that made the
+        session is still being built when it is written (a write may wait for the other
+        processes' writes, which a page build must not). Debounced, an analyst's program
+        that opened the trade-off page, moved eps five times and opened Compare within
+        0.25 s found, in the other process, no session of that id and was given a new one
+        (1 in 6 runs of ``benchmarks/protocol_load.py --analysts 24 --procs 2``)."""
         session.on_change(lambda: self.changed(sid, owner, session))
         if fresh:
-            self.changed(sid, owner, session)
+            self.changed(sid, owner, session, at_once=True)
 
-    def changed(self, sid: str, owner: str | None, session: Session) -> None:
-        """``session`` changed: write it within ``debounce`` seconds."""
+    def changed(self, sid: str, owner: str | None, session: Session,
+                at_once: bool = False) -> None:
+        """``session`` changed: write it within ``debounce`` seconds (``at_once``: now)."""
         with self._lock:
             self._dirty[sid] = (owner, session)
+            self._at_once = self._at_once or at_once
             if self._writer is None:
                 self._writer = threading.Thread(
                     target=self._write_forever, name="explorer-session-writer", daemon=True
@@ -167,7 +179,10 @@ class SessionPersistence:
             with self._lock:
                 while not self._dirty:
                     self._wake.wait()
-            time.sleep(self.debounce)
+                due = time.monotonic() + self.debounce
+                while not self._at_once and (left := due - time.monotonic()) > 0:
+                    self._wake.wait(left)
+                self._at_once = False
             self.flush()
 
     def flush(self) -> None:

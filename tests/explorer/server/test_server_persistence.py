@@ -8,6 +8,7 @@ uploads folder.
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 from planning_fakes import PREFIX_SPEC
@@ -27,7 +28,8 @@ def plans() -> PlanStore:
     return PlanStore()
 
 
-def _registry(url: str, uploads: UploadFiles, plans: PlanStore) -> SessionRegistry:
+def _registry(url: str, uploads: UploadFiles, plans: PlanStore,
+              debounce: float = 0.01) -> SessionRegistry:
     def factory(spec):
         return Session(spec if spec is not None else PREFIX_SPEC, store=plans)
 
@@ -35,7 +37,7 @@ def _registry(url: str, uploads: UploadFiles, plans: PlanStore) -> SessionRegist
         idle_seconds=60.0,
         factory=factory,
         persistence=SessionPersistence(
-            lambda: SessionStore(url), uploads=uploads, factory=factory, debounce=0.01
+            lambda: SessionStore(url), uploads=uploads, factory=factory, debounce=debounce
         ),
     )
 
@@ -60,6 +62,23 @@ def test_a_session_opened_in_one_process_is_served_by_the_other(pair):
     assert other.privacy.epsilon == pytest.approx(0.37, rel=1e-12, abs=0)
     assert other.mechanisms == ["h2"]
     assert other.export_spec() == session.export_spec()
+
+
+def test_a_fresh_session_is_written_at_once_and_its_changes_after_the_debounce(tmp_path,
+                                                                               plans):
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    a = _registry(url, UploadFiles(tmp_path / "uploads"), plans, debounce=30.0)
+    store = SessionStore(url)
+    sid, session = a.open(None)
+    deadline = time.monotonic() + 10.0  # the writer thread's turn: milliseconds
+    while store.version(sid) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.version(sid) == 1  # before the 30 s debounce
+    session.privacy.epsilon = 0.37
+    time.sleep(0.5)
+    assert store.version(sid) == 1  # a change waits for the debounce
+    a.flush()
+    assert store.version(sid) == 2
 
 
 def test_a_change_made_in_the_other_process_reaches_the_first(pair):
