@@ -9,7 +9,8 @@ anything in the script runs per page load; :func:`prepare` is the part that must
 * :func:`skip_signatures`: Panel's rewriting of every component's signature (for tab
   completion in a notebook) on each page's ``pn.extension`` is left out;
 * :func:`explorer.server.model_values.install`: Bokeh serialises a model without making the
-  defaults it leaves out, and merges a model class's overridden defaults once;
+  defaults it leaves out, and works out once per model class the facts about its defaults
+  that it asked again for every property of every model;
 * :func:`freeze_startup_heap`: what is alive after the imports (modules, libraries,
   registries, and the parts libraries load on demand: :func:`load_parts_loaded_on_demand`) is
   exempted from garbage collection, so a collection does not walk it;
